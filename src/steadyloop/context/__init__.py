@@ -1,0 +1,1 @@
+"""Keeping a run inside its window: token estimates, calibration, pruning, compaction, integrity."""

@@ -1,0 +1,180 @@
+"""The one exception tree every steadyloop error belongs to.
+
+::
+
+    SteadyloopError
+    ├── InvalidInput                 bad values from the caller (also a ValueError)
+    │   └── TranscriptError          a transcript no server would accept
+    ├── ToolArgumentsError           a tool call's arguments are not an object (kind: truncated | malformed)
+    ├── EndpointError                a request to an endpoint failed (endpoint, model, status, words)
+    │   ├── EndpointSilent           the stream went quiet past the watchdog's allowance
+    │   ├── EndpointUnavailable      transport failure or a transient status, retries spent
+    │   └── EndpointRefused          the endpoint refused the request as it stands
+    │       └── ContextOverflow      the request does not fit the model's window
+    └── RunError                     a run stopped early; carries the transcript so far
+        └── RunCancelled             the caller cancelled it
+
+Every error carries what a caller needs to act on it: which endpoint and model, the HTTP status, the
+server's own words, how long the server asked us to wait, and for a run, the transcript up to the stop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from .messages import Message
+    from .usage import Usage
+
+__all__ = [
+    "ContextOverflow",
+    "EndpointError",
+    "EndpointRefused",
+    "EndpointSilent",
+    "EndpointUnavailable",
+    "InvalidInput",
+    "RunCancelled",
+    "RunError",
+    "SteadyloopError",
+    "ToolArgumentsError",
+    "TranscriptError",
+]
+
+
+class SteadyloopError(Exception):
+    """The root of every error steadyloop raises."""
+
+
+class InvalidInput(SteadyloopError, ValueError):
+    """A value the caller passed cannot be used as it is; the message says which and why."""
+
+
+class TranscriptError(InvalidInput):
+    """A transcript breaks a rule servers enforce (orphan results, duplicate call ids, ...).
+
+    Attributes:
+        index: position of the first offending message, when there is one.
+    """
+
+    def __init__(self, message: str, *, index: int | None = None) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+class ToolArgumentsError(SteadyloopError):
+    """A tool call's arguments could not be read as a JSON object.
+
+    The message is written for the model to read, so it can be returned as the tool's result.
+
+    Attributes:
+        kind: ``"truncated"`` when the turn stopped at its token ceiling, ``"malformed"`` otherwise.
+        raw: the arguments text as the model wrote it.
+    """
+
+    def __init__(self, message: str, *, kind: Literal["truncated", "malformed"], raw: str = "") -> None:
+        super().__init__(message)
+        self.kind: Literal["truncated", "malformed"] = kind
+        self.raw = raw
+
+
+class EndpointError(SteadyloopError):
+    """A request to an endpoint failed.
+
+    Attributes:
+        endpoint: the base URL (never the key).
+        model: the model the request named, when known.
+        status: the HTTP status, ``None`` for a transport failure or a silent stream.
+        body: the server's own words (its error message, or the raw body).
+        retry_after: seconds the server asked us to wait, when it said.
+        kind: the classification of the failure (see ``classify_failure``), when one was made.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        endpoint: str | None = None,
+        model: str | None = None,
+        status: int | None = None,
+        body: str | None = None,
+        retry_after: float | None = None,
+        kind: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.endpoint = endpoint
+        self.model = model
+        self.status = status
+        self.body = body
+        self.retry_after = retry_after
+        self.kind = kind
+
+
+class EndpointSilent(EndpointError):
+    """The endpoint stopped sending (or never started) for longer than the watchdog allows.
+
+    Attributes:
+        waited: seconds of silence before giving up.
+        produced: whether any text, reasoning or tool call had arrived before the silence.
+    """
+
+    def __init__(self, message: str, *, waited: float, produced: bool, **kw: object) -> None:
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        self.waited = waited
+        self.produced = produced
+
+
+class EndpointUnavailable(EndpointError):
+    """The endpoint could not be reached, or kept answering with a transient failure."""
+
+
+class EndpointRefused(EndpointError):
+    """The endpoint refused the request as it stands; re-sending it unchanged will not help."""
+
+
+class ContextOverflow(EndpointRefused):
+    """The request does not fit the model's context window.
+
+    Raised before sending when the sizing guard knows the window, or from the endpoint's own refusal.
+
+    Attributes:
+        limit: the window in tokens, when known.
+        requested: the tokens the request needed (estimated or as the server counted), when known.
+    """
+
+    def __init__(
+        self, message: str, *, limit: int | None = None, requested: int | None = None, **kw: object
+    ) -> None:
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        self.limit = limit
+        self.requested = requested
+
+
+class RunError(SteadyloopError):
+    """A run stopped before the model finished; nothing done so far is lost.
+
+    Attributes:
+        reason: why it stopped (``"max_iterations"``, ``"endpoint"``, ``"overflow"``, ``"timeout"``, ...).
+        messages: the transcript so far, balanced so the next request can replay it.
+        usage: tokens spent so far.
+        steps: requests made.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str,
+        messages: Sequence[Message] = (),
+        usage: Usage | None = None,
+        steps: int = 0,
+    ) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.messages = list(messages)
+        self.usage = usage
+        self.steps = steps
+
+
+class RunCancelled(RunError):
+    """The caller cancelled the run."""

@@ -1,0 +1,1 @@
+"""Test doubles for steadyloop's users and its own tests: a scripted OpenAI-compatible HTTP server."""

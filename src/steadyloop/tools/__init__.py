@@ -1,0 +1,1 @@
+"""Tools: definitions, schema compat, argument repair, text-call recovery, scheduling, approvals."""

@@ -1,0 +1,1 @@
+"""One model call end to end: stream assembly, thinking fences, negotiation, retry, sizing, continuation."""
