@@ -1,0 +1,395 @@
+"""The event vocabulary: one small frozen type per thing that happens in a run.
+
+Names (the ``type`` strings) are permanent API: hosts store them, route on them and replay them. ``seq`` is
+assigned by the bus (``steadyloop.bus.emit``), per run from 1; an event not yet emitted has ``seq == 0``.
+Every run ends in exactly one ``AgentEnd``, whatever path it took.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import Field, TypeAdapter
+
+from .messages import AssistantMessage, Message, ToolResultMessage
+from .usage import Usage
+
+__all__ = [
+    "AgentEnd",
+    "AgentStart",
+    "ApprovalDecided",
+    "ApprovalRequired",
+    "ContextCompacted",
+    "ContextPruned",
+    "Disposition",
+    "Downgrade",
+    "Event",
+    "HookDenied",
+    "LateSettlement",
+    "LoopDetected",
+    "MessageEnd",
+    "MessageStart",
+    "MessageUpdate",
+    "Notice",
+    "Retry",
+    "ToolExecutionEnd",
+    "ToolExecutionStart",
+    "ToolExecutionUpdate",
+    "TurnEnd",
+    "TurnStart",
+    "UsageReport",
+    "event_from_json",
+    "event_to_json",
+]
+
+Disposition: TypeAlias = Literal["completed", "failed", "blocked", "aborted", "timeout", "skipped"]
+Outcome: TypeAlias = Literal["completed", "error", "cancelled", "max_iterations", "loop_detected", "stopped"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentStart:
+    """A run began."""
+
+    run_id: str = ""
+    seq: int = 0
+    type: Literal["agent_start"] = "agent_start"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentEnd:
+    """A run ended; no event of this run follows.
+
+    Attributes:
+        outcome: how it ended.
+        error: the error's text when it did not complete.
+        usage: tokens the whole run spent.
+        steps: requests made.
+    """
+
+    outcome: Outcome
+    error: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    steps: int = 0
+    run_id: str = ""
+    seq: int = 0
+    type: Literal["agent_end"] = "agent_end"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnStart:
+    """A step began: one request, then the calls it asked for."""
+
+    step: int
+    run_id: str = ""
+    seq: int = 0
+    type: Literal["turn_start"] = "turn_start"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnEnd:
+    """A step ended, with the assistant's message and the results of its calls (in call order)."""
+
+    step: int
+    message: AssistantMessage
+    tool_results: tuple[ToolResultMessage, ...] = ()
+    finish_reason: str = ""
+    run_id: str = ""
+    seq: int = 0
+    type: Literal["turn_end"] = "turn_end"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageStart:
+    """A message entered the transcript (user, assistant as it starts streaming, tool result)."""
+
+    message: Message
+    step: int = 0
+    run_id: str = ""
+    seq: int = 0
+    type: Literal["message_start"] = "message_start"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageUpdate:
+    """A piece of the assistant's message as it streams.
+
+    Attributes:
+        kind: ``"text"`` for answer, ``"thinking"`` for the scratchpad.
+        delta: the new piece.
+    """
+
+    kind: Literal["text", "thinking"]
+    delta: str
+    step: int = 0
+    run_id: str = ""
+    seq: int = 0
+    type: Literal["message_update"] = "message_update"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageEnd:
+    """A message is complete."""
+
+    message: Message
+    step: int = 0
+    run_id: str = ""
+    seq: int = 0
+    type: Literal["message_end"] = "message_end"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolExecutionStart:
+    """A tool call was dispatched (after hooks and approvals allowed it)."""
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    effect: str | None = None
+    step: int = 0
+    run_id: str = ""
+    seq: int = 0
+    type: Literal["tool_execution_start"] = "tool_execution_start"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolExecutionUpdate:
+    """A running tool reported progress."""
+
+    call_id: str
+    name: str
+    text: str
+    step: int = 0
+    run_id: str = ""
+    seq: int = 0
+    type: Literal["tool_execution_update"] = "tool_execution_update"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolExecutionEnd:
+    """A call has its terminal result. These come in completion order; the transcript keeps call order."""
+
+    call_id: str
+    name: str
+    result: ToolResultMessage
+    disposition: Disposition
+    duration_ms: float | None = None
+    effect: str | None = None
+    step: int = 0
+    run_id: str = ""
+    seq: int = 0
+    type: Literal["tool_execution_end"] = "tool_execution_end"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LateSettlement:
+    """A tool finished after its call was already closed (timeout or abort); for audit only.
+
+    The transcript is not changed: the model already read the terminal result.
+    """
+
+    call_id: str
+    name: str
+    outcome: Literal["completed", "failed"]
+    text: str = ""
+    step: int = 0
+    run_id: str = ""
+    seq: int = 0
+    type: Literal["tool_execution_late_settlement"] = "tool_execution_late_settlement"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Notice:
+    """Something a person watching should know: a downgrade, a recovery, a gap in a watcher's backlog.
+
+    Attributes:
+        text: the notice, in words.
+        name: what it is about (a hook, ``"gap"``, ``"recovery"``, ...), when there is a name.
+        after_seq: for a gap, the seq just before the event that follows it.
+    """
+
+    text: str
+    name: str | None = None
+    after_seq: int | None = None
+    step: int = 0
+    run_id: str = ""
+    seq: int = 0
+    type: Literal["notice"] = "notice"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UsageReport:
+    """What one request cost, with the run's totals so far; ends every step whether or not tokens came.
+
+    Attributes:
+        turn: this request's usage.
+        totals: the run's usage so far.
+        finish_reason: the request's finish reason.
+        tools_declared: how many tools the request declared.
+        tool_schema_tokens: estimated tokens of the declared tool block.
+        cache_expected: from the second request: tokens the previous prompt and reply should leave cached.
+        cache_broken: where a cached count was reported: a hit short of 90% of the previous prompt.
+        cache_break_reason: ``tools-changed``, ``system-changed``, ``history-rewritten`` or ``none-known``.
+    """
+
+    turn: Usage
+    totals: Usage
+    finish_reason: str = ""
+    tools_declared: int = 0
+    tool_schema_tokens: int = 0
+    cache_expected: int | None = None
+    cache_broken: bool | None = None
+    cache_break_reason: str | None = None
+    step: int = 0
+    run_id: str = ""
+    seq: int = 0
+    type: Literal["usage"] = "usage"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Retry:
+    """A request is being sent again after a failure that produced nothing."""
+
+    attempt: int
+    delay_s: float
+    reason: str
+    step: int = 0
+    run_id: str = ""
+    seq: int = 0
+    type: Literal["retry"] = "retry"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Downgrade:
+    """A request field was dropped or changed because the endpoint refused it."""
+
+    field: str
+    reason: str
+    value: str | None = None
+    step: int = 0
+    run_id: str = ""
+    seq: int = 0
+    type: Literal["downgrade"] = "downgrade"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoopDetected:
+    """The model kept repeating itself with tools; the run stops."""
+
+    kind: str
+    tool: str
+    text: str = ""
+    step: int = 0
+    run_id: str = ""
+    seq: int = 0
+    type: Literal["loop_detected"] = "loop_detected"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalRequired:
+    """A gated tool call waits for a decision."""
+
+    approval_id: str
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    effect: str | None = None
+    expires_at: float | None = None
+    step: int = 0
+    run_id: str = ""
+    seq: int = 0
+    type: Literal["approval_required"] = "approval_required"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalDecided:
+    """A gated call was allowed or denied (``reason`` says why: ``timeout``, ``aborted``, ...)."""
+
+    approval_id: str
+    call_id: str
+    decision: Literal["allow", "deny"]
+    reason: str = ""
+    decided_by: str = ""
+    step: int = 0
+    run_id: str = ""
+    seq: int = 0
+    type: Literal["approval_decided"] = "approval_decided"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HookDenied:
+    """A hook refused a tool call or a model call."""
+
+    hook: str
+    reason: str
+    call_id: str | None = None
+    step: int = 0
+    run_id: str = ""
+    seq: int = 0
+    type: Literal["hook_denied"] = "hook_denied"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextPruned:
+    """Old tool results were replaced by stubs to make room."""
+
+    cleared: int
+    chars: int
+    step: int = 0
+    run_id: str = ""
+    seq: int = 0
+    type: Literal["context_pruned"] = "context_pruned"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextCompacted:
+    """The oldest stretch of the transcript was folded into a summary."""
+
+    folded: int
+    tokens_before: int
+    tokens_after: int
+    forced: bool = False
+    summarised: bool = True
+    step: int = 0
+    run_id: str = ""
+    seq: int = 0
+    type: Literal["context_compacted"] = "context_compacted"
+
+
+Event: TypeAlias = Annotated[
+    AgentStart
+    | AgentEnd
+    | TurnStart
+    | TurnEnd
+    | MessageStart
+    | MessageUpdate
+    | MessageEnd
+    | ToolExecutionStart
+    | ToolExecutionUpdate
+    | ToolExecutionEnd
+    | LateSettlement
+    | Notice
+    | UsageReport
+    | Retry
+    | Downgrade
+    | LoopDetected
+    | ApprovalRequired
+    | ApprovalDecided
+    | HookDenied
+    | ContextPruned
+    | ContextCompacted,
+    Field(discriminator="type"),
+]
+
+_EVENT = TypeAdapter[Any](Event)
+
+
+def event_to_json(event: Event) -> str:
+    """The event as JSON text (``type`` discriminates)."""
+    return _EVENT.dump_json(event).decode()
+
+
+def event_from_json(text: str | bytes) -> Event:
+    """An event back from ``event_to_json``'s output."""
+    result: Event = _EVENT.validate_json(text)
+    return result

@@ -1,0 +1,206 @@
+"""``stream_turn``: one streamed chat-completions request read back into a ``Turn``, under a watchdog.
+
+The watchdog measures silence, not a deadline. Until the first chunk that carries something arrives it
+allows ``first_token_timeout`` (prefill on a CPU takes minutes, and an empty ``{"role": "assistant"}``
+opener says nothing about progress); after that it allows ``idle_timeout`` between chunks, re-armed on every
+parsed event, so a model still talking is never cut off however long it takes. Keep-alive comments do not
+re-arm it: a proxy keeping a dead upstream's socket open is still silence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import httpx2
+import openai
+from openai import AsyncOpenAI
+
+from ..errors import EndpointError, EndpointSilent, EndpointUnavailable
+from ..messages import Turn
+from ..wire.failures import classify_failure
+from ..wire.openai_chat import DONE, SSEDecoder, error_for_failure, error_from_exception, open_chat_stream
+from .assembly import Produced, StreamAssembler, TextCallback
+from .fences import DEFAULT_FENCES, Fence
+
+__all__ = ["Produced", "stream_turn"]
+
+
+class _Watchdog:
+    """Cancels the streaming task after too long a silence; one timer per silence, not per chunk."""
+
+    __slots__ = ("_first", "_handle", "_idle", "_loop", "_started", "_task", "fired", "last", "talking")
+
+    def __init__(self, task: asyncio.Task[Any], idle: float | None, first: float | None) -> None:
+        self._task = task
+        self._idle = idle
+        self._first = first
+        self._loop = asyncio.get_running_loop()
+        self._started = self._loop.time()
+        self.last = self._started
+        self.talking = False
+        self.fired: float | None = None
+        self._handle: asyncio.TimerHandle | None = None
+
+    def start(self) -> None:
+        allowance = self._first if self._first is not None else self._idle
+        if allowance is not None:
+            self._handle = self._loop.call_at(self._started + allowance, self._check)
+
+    def _check(self) -> None:
+        now = self._loop.time()
+        if self.talking:
+            if self._idle is None:
+                return
+            deadline = self.last + self._idle
+        else:
+            allowance = self._first if self._first is not None else self._idle
+            if allowance is None:
+                return
+            deadline = self._started + allowance
+        if now >= deadline:
+            self.fired = now - (self.last if self.talking else self._started)
+            self._task.cancel()
+        else:
+            self._handle = self._loop.call_at(deadline, self._check)
+
+    def begin_talking(self) -> None:
+        # The first chunk that carried something: from here on, silence is measured between chunks.
+        self.talking = True
+        if self._handle is not None:
+            self._handle.cancel()
+        if self._idle is not None:
+            self._handle = self._loop.call_at(self.last + self._idle, self._check)
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+
+async def stream_turn(
+    client: AsyncOpenAI,
+    body: Mapping[str, Any],
+    *,
+    on_output: TextCallback | None = None,
+    on_thinking: TextCallback | None = None,
+    produced: Produced | None = None,
+    idle_timeout: float | None = None,
+    first_token_timeout: float | None = None,
+    fences: Sequence[Fence] = DEFAULT_FENCES,
+    start_in_reasoning: bool = False,
+    include_usage: bool = False,
+) -> Turn:
+    """Send one streamed chat-completions request and read the answer into a ``Turn``.
+
+    Args:
+        client: the SDK client for the endpoint (``get_client(endpoint)``).
+        body: the request body; ``stream`` is set here.
+        on_output: told each piece of answer text as soon as it is known to be answer.
+        on_thinking: told each piece of reasoning.
+        produced: set on the first chunk carrying text, reasoning or part of a tool call; read it after a
+            failure to decide whether the request may be sent again.
+        idle_timeout: seconds of silence allowed between chunks; ``None`` or 0 waits forever.
+        first_token_timeout: seconds allowed before the first chunk that carries something; ``None``
+            means five times ``idle_timeout``.
+        fences: thinking fences to take out of content; ``()`` reads content as all answer.
+        start_in_reasoning: the chat template opened a thinking block in the prompt.
+        include_usage: ask for a usage chunk (``stream_options.include_usage``).
+
+    Raises:
+        EndpointSilent: the watchdog ran out.
+        EndpointError: the endpoint refused or failed (``ContextOverflow``, ``EndpointRefused``,
+            ``EndpointUnavailable``), carrying the server's words.
+    """
+    request: dict[str, Any] = dict(body)
+    request["stream"] = True
+    if include_usage:
+        request["stream_options"] = {"include_usage": True}
+    else:
+        request.pop("stream_options", None)
+    model = request.get("model") if isinstance(request.get("model"), str) else None
+    endpoint = str(client.base_url).rstrip("/")
+    idle = idle_timeout or None
+    first = first_token_timeout or (idle * 5 if idle else None)
+    box = produced if produced is not None else Produced()
+    assembler = StreamAssembler(
+        on_output=on_output,
+        on_thinking=on_thinking,
+        produced=box,
+        fences=fences,
+        start_in_reasoning=start_in_reasoning,
+    )
+    task = asyncio.current_task()
+    assert task is not None, "stream_turn runs inside a task"
+    watchdog = _Watchdog(task, idle, first)
+    started = time.perf_counter()
+    first_token_ms: float | None = None
+    response: httpx2.Response | None = None
+    saw_done = False
+    watchdog.start()
+    loop = asyncio.get_running_loop()
+    try:
+        response = await open_chat_stream(client, request, connect_timeout=min(idle, 30.0) if idle else 30.0)
+        decoder = SSEDecoder()
+        async for data in response.aiter_bytes():
+            events = decoder.feed(data)
+            if not events:
+                continue
+            watchdog.last = loop.time()
+            for event in events:
+                if event is DONE:
+                    saw_done = True
+                    continue
+                assembler.feed(event)
+                if assembler.error is not None:
+                    raise _stream_error(assembler.error, endpoint, model)
+            if not watchdog.talking and box.value:
+                first_token_ms = (time.perf_counter() - started) * 1000
+                watchdog.begin_talking()
+        for event in decoder.flush():
+            if event is DONE:
+                saw_done = True
+            else:
+                assembler.feed(event)
+        if assembler.error is not None:
+            raise _stream_error(assembler.error, endpoint, model)
+        if not saw_done and not assembler.finish_reason:
+            raise EndpointUnavailable(
+                "the stream ended before the endpoint said it was finished",
+                endpoint=endpoint,
+                model=model,
+                kind="transient",
+            )
+    except asyncio.CancelledError:
+        if watchdog.fired is not None and task.uncancel() == 0:
+            waited = watchdog.fired
+            phase = "between chunks" if watchdog.talking else "before the first token"
+            raise EndpointSilent(
+                f"{endpoint} sent nothing for {waited:.1f}s {phase}",
+                waited=waited,
+                produced=box.value,
+                endpoint=endpoint,
+                model=model,
+                kind="silent",
+            ) from None
+        raise
+    except EndpointError:
+        raise
+    except (openai.OpenAIError, httpx2.HTTPError, OSError) as exc:
+        raise error_from_exception(exc, endpoint=endpoint, model=model) from exc
+    finally:
+        watchdog.stop()
+        if response is not None:
+            # Closing at once is what makes cancellation reach the server: it stops generating.
+            await asyncio.shield(response.aclose())
+    return assembler.finish(first_token_ms=first_token_ms)
+
+
+def _stream_error(event: Mapping[str, Any], endpoint: str, model: str | None) -> EndpointError:
+    """An error the server sent inside the stream, after a 200."""
+    error = event.get("error")
+    status = error.get("code") if isinstance(error, Mapping) else None
+    failure = classify_failure(status if isinstance(status, int) else None, dict(event), None)
+    return error_for_failure(failure, endpoint=endpoint, model=model, prefix="in the stream: ")

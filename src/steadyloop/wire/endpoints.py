@@ -1,0 +1,101 @@
+"""What an endpoint is: a base URL and an API key, plus how long a request may take.
+
+The key is part of an endpoint's identity, not only of how it is paid for: a router may send two keys to
+two different backends, so what one of them refused says nothing about the other. An absent and an empty
+key read the same (``NO_KEY``), so a local server with no key is one endpoint however its caller spells it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+
+from ..errors import InvalidInput
+
+__all__ = [
+    "DEFAULT_REQUEST_TIMEOUT",
+    "NO_KEY",
+    "Endpoint",
+    "endpoint_id",
+    "endpoint_key",
+]
+
+#: The key sent to an endpoint that needs none; the SDK insists on some bearer token.
+NO_KEY = "no-key"
+
+#: Seconds of silence a streamed request may spend before it is called silent.
+DEFAULT_REQUEST_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """An OpenAI-compatible endpoint.
+
+    Attributes:
+        base_url: e.g. ``http://127.0.0.1:8080/v1``; a trailing slash is ignored.
+        api_key: the key; ``None`` and ``""`` both mean no key.
+        request_timeout: seconds of silence allowed mid-stream, and the bound on calls that do not
+            stream. ``None`` or ``0`` waits forever (what a slow local model may need).
+        first_token_timeout: seconds allowed before the first chunk that carries something (prefill on
+            a CPU takes minutes); ``None`` means five times ``request_timeout``.
+    """
+
+    base_url: str
+    api_key: str | None = None
+    request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT
+    first_token_timeout: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.base_url, str) or not self.base_url.strip():
+            raise InvalidInput("an endpoint needs a base_url such as http://127.0.0.1:8080/v1")
+        url = self.base_url.strip().rstrip("/")
+        if not url.startswith(("http://", "https://")):
+            raise InvalidInput(f"base_url must start with http:// or https://, got {self.base_url!r}")
+        object.__setattr__(self, "base_url", url)
+        for name in ("request_timeout", "first_token_timeout"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int | float) or value < 0):
+                raise InvalidInput(f"{name} must be a number of seconds >= 0 or None, got {value!r}")
+
+    @property
+    def key(self) -> str:
+        """The key to send: the caller's, or ``NO_KEY``."""
+        return self.api_key or NO_KEY
+
+    @property
+    def idle_timeout(self) -> float | None:
+        """Seconds of silence allowed once the stream is talking; ``None`` waits forever."""
+        return self.request_timeout or None
+
+    @property
+    def first_chunk_timeout(self) -> float | None:
+        """Seconds allowed before the first chunk that carries something; ``None`` waits forever."""
+        if self.first_token_timeout:
+            return self.first_token_timeout
+        return self.request_timeout * 5 if self.request_timeout else None
+
+    @classmethod
+    def from_env(cls, base_url: str | None = None, api_key: str | None = None) -> Endpoint:
+        """An endpoint from ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` where the arguments leave gaps."""
+        url = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        return cls(base_url=url, api_key=key)
+
+
+def endpoint_key(endpoint: Endpoint | str, api_key: str | None = None) -> str:
+    """The in-process identity of an endpoint: its URL and key, the key in the clear.
+
+    Use it to key per-endpoint state of your own; write ``endpoint_id`` instead anywhere it is stored.
+    """
+    if isinstance(endpoint, Endpoint):
+        url, key = endpoint.base_url, endpoint.key
+    else:
+        url, key = endpoint.strip().rstrip("/"), api_key or NO_KEY
+    return json.dumps([url, key], separators=(",", ":"))
+
+
+def endpoint_id(endpoint: Endpoint | str, api_key: str | None = None) -> str:
+    """A SHA-256 digest of ``endpoint_key``: names the endpoint without carrying its key."""
+    return hashlib.sha256(endpoint_key(endpoint, api_key).encode()).hexdigest()

@@ -1,0 +1,173 @@
+"""The chat-completions API shape on the wire: opening a stream, reading SSE, and reading failures.
+
+The request goes through the official SDK (auth, base URL, headers, its error types), but the body comes
+back as raw bytes: building an SDK model per chunk would cost more than everything else a turn does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import httpx2
+import openai
+from openai import AsyncOpenAI
+
+from ..errors import ContextOverflow, EndpointError, EndpointRefused, EndpointUnavailable
+from .failures import Failure, classify_failure
+
+__all__ = [
+    "DONE",
+    "SSEDecoder",
+    "error_for_failure",
+    "error_from_exception",
+    "iter_sse",
+    "open_chat_stream",
+]
+
+#: What ``SSEDecoder`` yields for ``data: [DONE]``.
+DONE: Any = object()
+
+
+async def open_chat_stream(
+    client: AsyncOpenAI, body: Mapping[str, Any], *, connect_timeout: float | None
+) -> httpx2.Response:
+    """Send a streamed chat-completions request and return the response with its body unread.
+
+    The SDK's read timeout is off: a live stream is watched by the caller's watchdog instead, which
+    knows the difference between a model still thinking and a server that went away.
+    """
+    timeout = httpx2.Timeout(None, connect=connect_timeout)
+    response: httpx2.Response = await client.post(
+        "/chat/completions",
+        cast_to=httpx2.Response,
+        body=dict(body),
+        options={"timeout": timeout, "max_retries": 0, "headers": {"Accept": "text/event-stream"}},
+        stream=True,
+    )
+    return response
+
+
+class SSEDecoder:
+    """Splits a byte stream into server-sent events and decodes their JSON, sans I/O.
+
+    ``feed`` returns the decoded payloads (dicts, or ``DONE``) completed by the bytes given. Comment lines
+    (``: keep-alive``) are counted in ``comments`` and yield nothing.
+    """
+
+    __slots__ = ("_buffer", "_data", "_event", "comments")
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self._data: list[bytes] = []
+        self._event = b""
+        self.comments = 0
+
+    def feed(self, data: bytes) -> list[Any]:
+        buffer = self._buffer + data if self._buffer else data
+        lines = buffer.split(b"\n")
+        self._buffer = lines.pop()
+        out: list[Any] = []
+        for line in lines:
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            if not line:
+                if self._data:
+                    out.append(self._dispatch())
+                continue
+            if line.startswith(b"data:"):
+                payload = line[5:]
+                self._data.append(payload[1:] if payload.startswith(b" ") else payload)
+            elif line.startswith(b":"):
+                self.comments += 1
+            elif line.startswith(b"event:"):
+                self._event = line[6:].strip()
+        return out
+
+    def flush(self) -> list[Any]:
+        """Whatever a stream that ended without a final blank line still held."""
+        out = self.feed(b"\n\n") if self._buffer or self._data else []
+        return out
+
+    def _dispatch(self) -> Any:
+        payload = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
+        self._data = []
+        event, self._event = self._event, b""
+        if payload == b"[DONE]":
+            return DONE
+        try:
+            decoded = json.loads(payload)
+        except ValueError:
+            return {"error": {"message": f"unreadable stream event: {payload[:200]!r}"}}
+        if event == b"error" and isinstance(decoded, dict) and "error" not in decoded:
+            decoded = {"error": decoded}
+        return decoded
+
+
+async def iter_sse(response: httpx2.Response) -> AsyncIterator[Any]:
+    """Decoded events of a streamed response, then whatever the stream left unterminated."""
+    decoder = SSEDecoder()
+    async for data in response.aiter_bytes():
+        for event in decoder.feed(data):
+            yield event
+    for event in decoder.flush():
+        yield event
+
+
+def _headers_of(exc: openai.APIStatusError) -> dict[str, str]:
+    try:
+        return dict(exc.response.headers)
+    except Exception:
+        return {}
+
+
+def _body_of(exc: openai.APIStatusError) -> str | Mapping[str, Any] | None:
+    try:
+        return exc.response.text
+    except Exception:
+        body = exc.body
+        return body if isinstance(body, str | Mapping) else None
+
+
+def error_for_failure(
+    failure: Failure, *, endpoint: str | None, model: str | None, prefix: str = ""
+) -> EndpointError:
+    """The typed error for a classified failure."""
+    words = failure.message or f"HTTP {failure.status}"
+    message = f"{prefix}{words}" if prefix else words
+    common: dict[str, Any] = {
+        "endpoint": endpoint,
+        "model": model,
+        "status": failure.status,
+        "body": failure.message,
+        "retry_after": failure.retry_after,
+        "kind": failure.kind,
+    }
+    if failure.kind == "context_overflow":
+        return ContextOverflow(
+            message, limit=getattr(failure, "limit", None), requested=getattr(failure, "requested", None), **common
+        )
+    if failure.transient or failure.kind == "model_loading":
+        return EndpointUnavailable(message, **common)
+    return EndpointRefused(message, **common)
+
+
+def error_from_exception(exc: BaseException, *, endpoint: str | None, model: str | None) -> EndpointError:
+    """The typed error for what the SDK or the transport raised."""
+    if isinstance(exc, EndpointError):
+        return exc
+    if isinstance(exc, openai.APIStatusError):
+        failure = classify_failure(exc.status_code, _body_of(exc), _headers_of(exc))
+        return error_for_failure(failure, endpoint=endpoint, model=model)
+    if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
+        return EndpointUnavailable(
+            f"timed out talking to {endpoint}", endpoint=endpoint, model=model, kind="transient"
+        )
+    reason = str(exc) or type(exc).__name__
+    cause = exc.__cause__
+    if cause is not None and str(cause):
+        reason = f"{reason} ({cause})"
+    return EndpointUnavailable(
+        f"could not talk to {endpoint}: {reason}", endpoint=endpoint, model=model, kind="transient"
+    )
