@@ -88,6 +88,8 @@ class EndpointError(SteadyloopError):
         body: the server's own words (its error message, or the raw body).
         retry_after: seconds the server asked us to wait, when it said.
         kind: the classification of the failure (see ``classify_failure``), when one was made.
+        field: the request field the server refused, where it named one.
+        supported: values the server said it would take instead, where it listed them.
     """
 
     def __init__(
@@ -100,8 +102,12 @@ class EndpointError(SteadyloopError):
         body: str | None = None,
         retry_after: float | None = None,
         kind: str | None = None,
+        field: str | None = None,
+        supported: tuple[str, ...] = (),
     ) -> None:
         super().__init__(message)
+        self.field = field
+        self.supported = supported
         self.endpoint = endpoint
         self.model = model
         self.status = status

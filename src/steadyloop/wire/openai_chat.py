@@ -143,6 +143,8 @@ def error_for_failure(
         "body": failure.message,
         "retry_after": failure.retry_after,
         "kind": failure.kind,
+        "field": failure.field,
+        "supported": tuple(failure.supported),
     }
     if failure.kind == "context_overflow":
         return ContextOverflow(

@@ -1,0 +1,279 @@
+"""What an endpoint, and one model on it, turned out not to support: latches kept for the process.
+
+Two levels, because one API key reaches every model a provider offers. Facts about the server (strict
+tool schemas, usage in the stream) latch on the endpoint; facts about a model (a reasoning effort it
+refuses, the token-limit spelling it wants, a temperature that is not ours to pick, structured output,
+assistant prefill, extra-body fields it refuses) latch on (endpoint, model), so gpt-4o refusing an effort
+never stops gpt-5 being asked to reason. Latches only ever turn things off; they come back on when the
+caller says so (``reset_capabilities``, ``expire_capabilities``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..wire.endpoints import Endpoint, endpoint_id, endpoint_key
+
+__all__ = [
+    "EFFORT_LADDER",
+    "SNAPSHOT_VERSION",
+    "EndpointCapabilities",
+    "ModelCapabilities",
+    "capabilities_for",
+    "effort_for",
+    "expire_capabilities",
+    "export_capabilities",
+    "import_capabilities",
+    "model_capabilities_for",
+    "reset_capabilities",
+]
+
+#: Reasoning-effort rungs from cheapest to dearest; refusals walk it upward only.
+EFFORT_LADDER: tuple[str, ...] = ("none", "minimal", "low", "medium", "high")
+
+#: Bumped when the snapshot's meaning changes; a snapshot of another version is ignored.
+SNAPSHOT_VERSION = 1
+
+
+@dataclass(slots=True)
+class ModelCapabilities:
+    """What one model on one endpoint refused.
+
+    Attributes:
+        legacy_token_limit: the reply ceiling is spelled ``max_tokens`` (``False``: ``max_completion_tokens``).
+        chosen_temperature: ``temperature`` is ours to send.
+        structured_output: ``response_format`` with a JSON schema is accepted.
+        assistant_prefill: a trailing assistant message is continued rather than answered afresh.
+        takes_effort: ``reasoning_effort`` is accepted at all.
+        refused_efforts: effort rungs the model refused.
+        supported_efforts: the rungs the server listed as supported, when it listed them.
+        refused_fields: extra-body fields refused and dropped (only ones the caller named droppable).
+    """
+
+    legacy_token_limit: bool = True
+    chosen_temperature: bool = True
+    structured_output: bool = True
+    assistant_prefill: bool = True
+    takes_effort: bool = True
+    refused_efforts: set[str] = field(default_factory=set)
+    supported_efforts: tuple[str, ...] = ()
+    refused_fields: set[str] = field(default_factory=set)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "legacy_token_limit": self.legacy_token_limit,
+            "chosen_temperature": self.chosen_temperature,
+            "structured_output": self.structured_output,
+            "assistant_prefill": self.assistant_prefill,
+            "takes_effort": self.takes_effort,
+            "refused_efforts": sorted(self.refused_efforts),
+            "supported_efforts": list(self.supported_efforts),
+            "refused_fields": sorted(self.refused_fields),
+        }
+
+    def merge(self, raw: Mapping[str, Any]) -> None:
+        """Take the refusals of a stored snapshot; only ever latches off."""
+        # legacy_token_limit False is itself a refusal (of max_tokens), so it merges the same way.
+        for name in ("legacy_token_limit", "chosen_temperature", "structured_output", "assistant_prefill"):
+            if raw.get(name) is False:
+                setattr(self, name, False)
+        if raw.get("takes_effort") is False:
+            self.takes_effort = False
+        self.refused_efforts |= {str(x) for x in raw.get("refused_efforts") or () if isinstance(x, str)}
+        self.refused_fields |= {str(x) for x in raw.get("refused_fields") or () if isinstance(x, str)}
+        supported = tuple(str(x) for x in raw.get("supported_efforts") or () if isinstance(x, str))
+        if supported and not self.supported_efforts:
+            self.supported_efforts = supported
+
+
+@dataclass(slots=True)
+class EndpointCapabilities:
+    """What one endpoint refused, with its models' refusals under it.
+
+    Attributes:
+        strict_schemas: tool schemas are sent as sanitised; ``False`` sends them relaxed.
+        usage_in_stream: ``stream_options.include_usage`` is accepted.
+        first_met: when this endpoint was first met (epoch seconds), for expiry.
+        models: per-model latches, under the name the endpoint knows the model by.
+    """
+
+    strict_schemas: bool = True
+    usage_in_stream: bool = True
+    first_met: float = field(default_factory=time.time)
+    models: dict[str, ModelCapabilities] = field(default_factory=dict)
+
+    def model(self, name: str | None) -> ModelCapabilities:
+        """The latches of one model (created on first use); ``None`` reads as a model nobody named."""
+        key = name or ""
+        found = self.models.get(key)
+        if found is None:
+            found = self.models[key] = ModelCapabilities()
+        return found
+
+
+_by_key: dict[str, EndpointCapabilities] = {}
+_ids: dict[str, str] = {}  # endpoint_id -> endpoint_key, so a snapshot can be matched without keys
+
+
+def capabilities_for(endpoint: Endpoint) -> EndpointCapabilities:
+    """The latches of an endpoint (created on first use)."""
+    key = endpoint_key(endpoint)
+    found = _by_key.get(key)
+    if found is None:
+        found = _by_key[key] = EndpointCapabilities()
+        _ids[endpoint_id(endpoint)] = key
+        pending = _pending.pop(endpoint_id(endpoint), None)
+        if pending is not None:
+            _merge_endpoint(found, pending)
+    return found
+
+
+def model_capabilities_for(endpoint: Endpoint, model: str | None) -> ModelCapabilities:
+    """The latches of one model on an endpoint."""
+    return capabilities_for(endpoint).model(model)
+
+
+def effort_for(model: ModelCapabilities | None, asked: str | None) -> str:
+    """The reasoning effort to send, given what this model has refused.
+
+    Returns ``""`` (send nothing) for a model that takes no effort, for ``"off"`` and for an absent
+    setting. A refused rung is answered by the cheapest supported rung above it: upward only, because
+    answering a refused ``high`` with ``medium`` would quietly reason less than asked.
+    """
+    if not asked or asked == "off":
+        return ""
+    if model is None:
+        return asked
+    if not model.takes_effort:
+        return ""
+    if asked not in model.refused_efforts:
+        return asked
+    if asked not in EFFORT_LADDER:
+        return asked  # not ours to move: the refusal goes back to the caller
+    above = EFFORT_LADDER[EFFORT_LADDER.index(asked) + 1 :]
+    if model.supported_efforts:
+        for rung in above:
+            if rung in model.supported_efforts and rung not in model.refused_efforts:
+                return rung
+        for rung in model.supported_efforts:  # a listed value off our ladder (e.g. "xhigh")
+            if rung not in EFFORT_LADDER and rung not in model.refused_efforts:
+                return rung
+        return asked
+    for rung in above:
+        if rung not in model.refused_efforts:
+            return rung
+    return asked
+
+
+# -- kept across restarts ---------------------------------------------------------------------------
+
+_pending: dict[str, Mapping[str, Any]] = {}  # imported for endpoints not met yet in this process
+
+
+def export_capabilities() -> dict[str, Any]:
+    """Every latch as a JSON-safe snapshot; endpoints are named by ``endpoint_id``, never by key."""
+    endpoints: dict[str, Any] = {}
+    for eid, key in _ids.items():
+        caps = _by_key.get(key)
+        if caps is None:
+            continue
+        endpoints[eid] = {
+            "strict_schemas": caps.strict_schemas,
+            "usage_in_stream": caps.usage_in_stream,
+            "first_met": caps.first_met,
+            "models": {name: m.to_json() for name, m in sorted(caps.models.items())},
+        }
+    for eid, raw in _pending.items():
+        endpoints.setdefault(eid, dict(raw))
+    return {"version": SNAPSHOT_VERSION, "saved_at": time.time(), "endpoints": endpoints}
+
+
+def _merge_endpoint(caps: EndpointCapabilities, raw: Mapping[str, Any]) -> None:
+    if raw.get("strict_schemas") is False:
+        caps.strict_schemas = False
+    if raw.get("usage_in_stream") is False:
+        caps.usage_in_stream = False
+    met = raw.get("first_met")
+    # An imported latch keeps its real age; a snapshot without one reads as met now.
+    if isinstance(met, int | float) and not isinstance(met, bool) and met < caps.first_met:
+        caps.first_met = float(met)
+    models = raw.get("models")
+    if isinstance(models, Mapping):
+        for name, value in models.items():
+            if isinstance(name, str) and isinstance(value, Mapping):
+                caps.model(name).merge(value)
+
+
+def import_capabilities(snapshot: Mapping[str, Any] | None) -> bool:
+    """Merge a stored snapshot into the latches (only latching off, keeping the older age).
+
+    Returns:
+        ``False`` when the snapshot is of another version (or not a snapshot) and was ignored.
+    """
+    if not isinstance(snapshot, Mapping) or snapshot.get("version") != SNAPSHOT_VERSION:
+        return False
+    endpoints = snapshot.get("endpoints")
+    if not isinstance(endpoints, Mapping):
+        return False
+    for eid, raw in endpoints.items():
+        if not isinstance(eid, str) or not isinstance(raw, Mapping):
+            continue
+        key = _ids.get(eid)
+        if key is not None and key in _by_key:
+            _merge_endpoint(_by_key[key], raw)
+        else:
+            earlier = _pending.get(eid)
+            if earlier is None:
+                _pending[eid] = raw
+            else:
+                holder = EndpointCapabilities(first_met=float(earlier.get("first_met") or time.time()))
+                _merge_endpoint(holder, earlier)
+                _merge_endpoint(holder, raw)
+                _pending[eid] = {
+                    "strict_schemas": holder.strict_schemas,
+                    "usage_in_stream": holder.usage_in_stream,
+                    "first_met": holder.first_met,
+                    "models": {n: m.to_json() for n, m in holder.models.items()},
+                }
+    return True
+
+
+def reset_capabilities(endpoint: Endpoint | None = None) -> bool:
+    """Forget what an endpoint refused (every endpoint when none is given).
+
+    Returns:
+        whether there was anything to forget.
+    """
+    if endpoint is None:
+        had = bool(_by_key or _pending)
+        _by_key.clear()
+        _ids.clear()
+        _pending.clear()
+        return had
+    key = endpoint_key(endpoint)
+    eid = endpoint_id(endpoint)
+    had = _by_key.pop(key, None) is not None
+    _ids.pop(eid, None)
+    had = _pending.pop(eid, None) is not None or had
+    return had
+
+
+def expire_capabilities(max_age_s: float) -> int:
+    """Forget every endpoint first met more than ``max_age_s`` ago; returns how many.
+
+    Nothing is probed: the next request simply carries the field again, and a server that still refuses
+    it refuses it once more.
+    """
+    cutoff = time.time() - max_age_s
+    old = [key for key, caps in _by_key.items() if caps.first_met < cutoff]
+    for key in old:
+        del _by_key[key]
+    for eid in [eid for eid, key in _ids.items() if key in old]:
+        del _ids[eid]
+    stale = [eid for eid, raw in _pending.items() if float(raw.get("first_met") or time.time()) < cutoff]
+    for eid in stale:
+        del _pending[eid]
+    return len(old) + len(stale)

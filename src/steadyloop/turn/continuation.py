@@ -1,0 +1,136 @@
+"""``continue_turn``: carrying on an answer the token ceiling cut off.
+
+The transcript is sent again with the answer so far as a trailing assistant message, which servers such as
+llama.cpp render as a prefill: the model picks up from its last token and the prompt cache holds all of the
+prompt and most of the reply. Whether a model does this is latched per model as ``assistant_prefill``: a
+400/422 for the request turns it off, and so does a continuation that starts the answer over word for word
+(a server that takes the trailing message and ignores it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
+
+from ..errors import EndpointError, EndpointRefused
+from ..events import Event, Notice
+from ..messages import Turn
+from ..wire.endpoints import Endpoint
+from .assembly import TextCallback
+from .capabilities import model_capabilities_for
+from .fences import DEFAULT_FENCES, Fence
+from .run import RetryPolicy, run_turn
+
+__all__ = ["can_continue", "continue_turn", "join_turns"]
+
+# How much of the answer so far a continuation must repeat, from its start, to count as starting over.
+_RESTART_PROBE = 48
+
+
+def can_continue(turn: Turn) -> bool:
+    """Whether a turn is an answer begun and cut off: not one cut in its scratchpad, not a tool call."""
+    return turn.finish_reason == "length" and bool(turn.content.strip()) and not turn.tool_calls
+
+
+def join_turns(first: Turn, rest: Sequence[Turn]) -> Turn:
+    """Pieces of one answer as one turn: text joined, counts summed, continuations counted."""
+    usage = first.usage
+    for piece in rest:
+        usage = usage + piece.usage
+    usage = usage.with_(continuations=(first.usage.continuations or 0) + len(rest))
+    return Turn(
+        content=first.content + "".join(p.content for p in rest),
+        reasoning=first.reasoning + "".join(p.reasoning for p in rest),
+        tool_calls=list(rest[-1].tool_calls) if rest else list(first.tool_calls),
+        usage=usage,
+        finish_reason=rest[-1].finish_reason if rest else first.finish_reason,
+    )
+
+
+def _restarted(so_far: str, piece: str) -> bool:
+    probe = so_far.strip()[:_RESTART_PROBE]
+    return len(probe) >= 8 and piece.lstrip().startswith(probe)
+
+
+async def continue_turn(
+    endpoint: Endpoint,
+    body: Mapping[str, Any],
+    turn: Turn,
+    *,
+    max_continuations: int = 1,
+    policy: RetryPolicy | None = None,
+    droppable: Collection[str] = (),
+    on_output: TextCallback | None = None,
+    on_thinking: TextCallback | None = None,
+    on_event: Callable[[Event], object] | None = None,
+    fences: Sequence[Fence] = DEFAULT_FENCES,
+    step: int = 0,
+) -> Turn:
+    """Carry on an answer cut off at the token ceiling, returning the pieces as one turn.
+
+    A turn that is not an answer cut off is returned as it is. Any failure keeps the cut-off answer,
+    with a notice; only cancellation propagates.
+
+    Args:
+        endpoint: where the turn was sent.
+        body: the body that produced ``turn`` (its ``messages`` are re-sent with the answer appended).
+        turn: the cut-off turn.
+        max_continuations: extra requests to spend at most.
+        policy: retries for each continuation.
+        droppable: extra-body fields that may be dropped.
+        on_output: the continued text as it streams.
+        on_thinking: reasoning as it streams.
+        on_event: notices and retry events.
+        fences: thinking fences.
+        step: the step number stamped on events.
+    """
+    model = body.get("model") if isinstance(body.get("model"), str) else None
+    latches = model_capabilities_for(endpoint, model)
+
+    def notice(text: str) -> None:
+        if on_event is not None:
+            on_event(Notice(text=text, name="continuation", step=step))
+
+    if max_continuations <= 0 or not can_continue(turn):
+        return turn
+    if not latches.assistant_prefill:
+        notice("the answer was cut off at the token ceiling; this model does not continue a prefill")
+        return turn
+    pieces: list[Turn] = []
+    while len(pieces) < max_continuations:
+        so_far = turn.content + "".join(p.content for p in pieces)
+        messages = [*body.get("messages", ()), {"role": "assistant", "content": so_far}]
+        request = {**body, "messages": messages}
+        try:
+            piece = await run_turn(
+                endpoint,
+                request,
+                model=model,
+                policy=policy,
+                droppable=droppable,
+                on_output=None,
+                on_thinking=on_thinking,
+                on_event=on_event,
+                fences=fences,
+                step=step,
+            )
+        except EndpointRefused as error:
+            if error.status in (400, 422):
+                latches.assistant_prefill = False
+                notice(f"this model does not continue a prefill ({error.status}); the answer stays cut off")
+            else:
+                notice(f"continuing the cut-off answer failed: {error}")
+            break
+        except EndpointError as error:
+            notice(f"continuing the cut-off answer failed: {error}")
+            break
+        if _restarted(so_far, piece.content):
+            latches.assistant_prefill = False
+            notice("the endpoint started the answer over instead of continuing it; prefill is off for this model")
+            break
+        if on_output is not None and piece.content:
+            on_output(piece.content)
+        pieces.append(piece)
+        if not can_continue(piece):
+            break
+    return join_turns(turn, pieces) if pieces else turn

@@ -1,0 +1,253 @@
+"""``run_turn``: one turn with the retry loop around the negotiation around the stream.
+
+Layering, outside in: the sizing guard (once: a body that cannot fit is refused before it is sent), the
+retry loop (transient failures, a model still loading), negotiation (refusals the request can do
+without), and the streamed request under its watchdog. Nothing is ever re-sent once output was produced:
+torn output cannot be redone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..context.calibration import body_chars, body_has_image, calibrate, chars_per_token_for
+from ..context.tokens import request_tokens
+from ..errors import ContextOverflow, EndpointError, EndpointSilent, EndpointUnavailable
+from ..events import Downgrade, Event, Notice, Retry
+from ..messages import Turn
+from ..tools.schema_compat import relax_tools
+from ..wire.clients import get_client
+from ..wire.endpoints import Endpoint
+from ..wire.failures import prompt_truncated
+from .assembly import Produced, TextCallback
+from .body import apply_latches
+from .capabilities import EndpointCapabilities, ModelCapabilities, capabilities_for
+from .fences import DEFAULT_FENCES, Fence
+from .negotiate import Downgraded, negotiate
+from .stream import stream_turn
+
+__all__ = ["BodyBuilder", "RetryPolicy", "backoff_delay", "run_turn"]
+
+BodyBuilder = Callable[[EndpointCapabilities, ModelCapabilities], Mapping[str, Any]]
+
+TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504, 529})
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How hard one turn tries.
+
+    Attributes:
+        max_retries: re-sends after transient failures (a model still loading does not spend these).
+        base_delay_s: the first backoff; doubled per retry, with jitter.
+        max_delay_s: the longest backoff of our own choosing.
+        max_retry_after_s: the longest wait a server's ``Retry-After`` may ask for; longer asks are capped.
+        loading_timeout_s: how long to wait for a model still loading; 0 turns the wait off.
+        loading_poll_s: how often to ask again while it loads.
+    """
+
+    max_retries: int = 3
+    base_delay_s: float = 0.5
+    max_delay_s: float = 30.0
+    max_retry_after_s: float = 60.0
+    loading_timeout_s: float = 120.0
+    loading_poll_s: float = 2.0
+
+
+def backoff_delay(
+    retry: int, policy: RetryPolicy, retry_after: float | None = None, rng: random.Random | None = None
+) -> float:
+    """Seconds to wait before re-send number ``retry`` (from 0): the server's ask, else ours.
+
+    Ours is exponential with jitter (between half and all of the step), so clients that failed together
+    do not come back together.
+    """
+    if retry_after is not None and retry_after >= 0:
+        return min(retry_after, policy.max_retry_after_s)
+    step = min(policy.base_delay_s * (2**retry), policy.max_delay_s)
+    return step * (0.5 + 0.5 * (rng or random).random())
+
+
+def _is_transient(error: EndpointError) -> bool:
+    if isinstance(error, EndpointSilent):
+        return True
+    if error.kind == "model_loading":
+        return False
+    if error.status is None:
+        return isinstance(error, EndpointUnavailable)
+    return error.status in TRANSIENT_STATUSES and error.kind != "context_overflow"
+
+
+async def run_turn(
+    endpoint: Endpoint,
+    body: Mapping[str, Any] | BodyBuilder,
+    *,
+    model: str | None = None,
+    policy: RetryPolicy | None = None,
+    context_limit: int | None = None,
+    droppable: Collection[str] = (),
+    on_output: TextCallback | None = None,
+    on_thinking: TextCallback | None = None,
+    on_event: Callable[[Event], object] | None = None,
+    fences: Sequence[Fence] = DEFAULT_FENCES,
+    start_in_reasoning: bool = False,
+    step: int = 0,
+) -> Turn:
+    """Send one turn reliably: sized, negotiated, retried, watched.
+
+    Args:
+        endpoint: where to send it.
+        body: the chat-completions body the caller wants, or a builder that makes one from the latches.
+            A plain body has the latches applied for it (token-limit spelling, temperature, effort,
+            refused fields, relaxed tool schemas).
+        model: the model, for its latches and calibration (default: ``body["model"]``).
+        policy: retries and the loading wait.
+        context_limit: the window in tokens; a body that cannot fit is refused before sending.
+        droppable: extra-body fields that may be dropped when the endpoint refuses them.
+        on_output: answer text as it streams.
+        on_thinking: reasoning as it streams.
+        on_event: ``Retry``, ``Downgrade`` and ``Notice`` events.
+        fences: thinking fences to take out of content.
+        start_in_reasoning: the template opened a thinking block in the prompt.
+        step: the step number stamped on events.
+
+    Raises:
+        ContextOverflow: the body does not fit (before sending, or as the endpoint said).
+        EndpointSilent: the stream went silent after producing output, or on every attempt.
+        EndpointError: any other failure, once retries are spent.
+    """
+    policy = policy or RetryPolicy()
+    caps = capabilities_for(endpoint)
+    if callable(body):
+        builder: BodyBuilder = body
+        name = model
+    else:
+        requested = dict(body)
+        name = model or (requested.get("model") if isinstance(requested.get("model"), str) else None)
+        asked_effort = requested.get("reasoning_effort")
+
+        def builder(c: EndpointCapabilities, m: ModelCapabilities) -> Mapping[str, Any]:
+            return apply_latches(requested, c, m, relax=relax_tools)
+
+    latches = caps.model(name)
+    asked = builder(caps, latches)
+    effort = asked.get("reasoning_effort") if callable(body) else asked_effort
+    effort = effort if isinstance(effort, str) else None
+
+    def emit(event: Event) -> None:
+        if on_event is not None:
+            on_event(event)
+
+    # Sized once: a downgraded request is never larger, and the transcript does not change on retry.
+    chars = body_chars(asked)
+    has_image = body_has_image(asked)
+    if context_limit:
+        need = request_tokens(asked, chars_per_token=chars_per_token_for(endpoint, name or ""))
+        if need > context_limit:
+            raise ContextOverflow(
+                f"the request needs about {need} tokens but {name or 'the model'} has a window of "
+                f"{context_limit}",
+                limit=context_limit,
+                requested=need,
+                endpoint=endpoint.base_url,
+                model=name,
+                kind="context_overflow",
+            )
+
+    client = get_client(endpoint)
+    sent: dict[str, Any] = {}
+
+    async def send(c: EndpointCapabilities, m: ModelCapabilities, produced: Produced) -> Turn:
+        nonlocal sent
+        sent = dict(builder(c, m))
+        return await stream_turn(
+            client,
+            sent,
+            on_output=on_output,
+            on_thinking=on_thinking,
+            produced=produced,
+            idle_timeout=endpoint.idle_timeout,
+            first_token_timeout=endpoint.first_chunk_timeout,
+            fences=fences,
+            start_in_reasoning=start_in_reasoning,
+            include_usage=c.usage_in_stream,
+        )
+
+    def fields_sent() -> Collection[str]:
+        fields = set(sent)
+        if caps.usage_in_stream:
+            fields.add("stream_options")
+        return fields
+
+    def downgraded(change: Downgraded) -> None:
+        emit(Downgrade(field=change.field, reason=change.reason, value=change.value, step=step))
+        emit(Notice(text=change.notice, name="downgrade", step=step))
+
+    started = time.perf_counter()
+    retries = 0
+    timeouts = 0
+    loading_since: float | None = None
+    while True:
+        produced = Produced()
+        try:
+            turn = await negotiate(
+                caps,
+                send,
+                model=name,
+                effort=effort,
+                droppable=droppable,
+                sent_fields=fields_sent,
+                on_downgrade=downgraded,
+                produced=produced,
+            )
+            break
+        except EndpointError as error:
+            if produced.value or isinstance(error, ContextOverflow):
+                raise
+            if error.kind == "model_loading" and policy.loading_timeout_s > 0:
+                now = time.monotonic()
+                if loading_since is None:
+                    loading_since = now
+                    emit(Notice(text=f"{endpoint.base_url} is loading the model; waiting", name="loading"))
+                if now - loading_since < policy.loading_timeout_s:
+                    await asyncio.sleep(policy.loading_poll_s)
+                    continue
+                raise
+            if not _is_transient(error) or retries >= policy.max_retries:
+                raise
+            if isinstance(error, EndpointSilent):
+                timeouts += 1
+            delay = backoff_delay(retries, policy, error.retry_after)
+            retries += 1
+            emit(Retry(attempt=retries, delay_s=delay, reason=str(error), step=step))
+            await asyncio.sleep(delay)
+
+    usage = turn.usage.with_(
+        wall_ms=(time.perf_counter() - started) * 1000, retries=retries, timeouts=timeouts
+    )
+    prompt = usage.prompt_tokens
+    if prompt > 0 and chars > 0:
+        if prompt_truncated(-(-chars // 8), prompt):
+            # More than eight characters a token is no tokenizer: the server read less than it was sent.
+            emit(
+                Notice(
+                    text=f"the endpoint reported {prompt} prompt tokens for about {chars} characters: it "
+                    "probably truncated the prompt (Ollama does this silently; set its num_ctx)",
+                    name="truncated",
+                    step=step,
+                )
+            )
+        else:
+            calibrate(endpoint, name or "", chars, prompt, has_image=has_image)
+    return Turn(
+        content=turn.content,
+        reasoning=turn.reasoning,
+        tool_calls=turn.tool_calls,
+        usage=usage,
+        finish_reason=turn.finish_reason,
+    )

@@ -1,0 +1,197 @@
+"""Side tasks: small one-shot calls that support a run and are never worth failing it over.
+
+``ask`` returns the answer text, ``ask_json`` an object held to a JSON schema; both return ``None`` (with a
+notice) when the endpoint could not answer, and only cancellation propagates. ``ask_json`` sends the
+schema as ``response_format`` (which grammar-constrained servers compile, so a small model cannot wrap the
+JSON in prose), relaxes it where the server could not build a grammar, states it in the system prompt as
+well, and reads the reply leniently.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import json_repair
+
+from ..errors import EndpointError
+from ..events import Event, Notice
+from ..messages import ContentPart, UserMessage, to_openai
+from ..tools.schema_compat import relax_tools, sanitize_tools
+from ..wire.endpoints import Endpoint
+from .body import apply_latches
+from .capabilities import EndpointCapabilities, ModelCapabilities, capabilities_for
+from .fences import ALL_FENCES, strip_thinking
+from .run import RetryPolicy, run_turn
+
+__all__ = ["ask", "ask_json"]
+
+SideTaskInput = str | Sequence[ContentPart]
+
+
+def _user(content: SideTaskInput) -> dict[str, Any]:
+    return to_openai(UserMessage(content=content if isinstance(content, str) else tuple(content)))
+
+
+def _notify(on_event: Callable[[Event], object] | None, text: str) -> None:
+    if on_event is not None:
+        on_event(Notice(text=text, name="side_task"))
+
+
+async def ask(
+    endpoint: Endpoint,
+    model: str,
+    system: str,
+    user: SideTaskInput,
+    *,
+    max_tokens: int | None = 512,
+    temperature: float | None = None,
+    policy: RetryPolicy | None = None,
+    on_event: Callable[[Event], object] | None = None,
+) -> str | None:
+    """A short answer to a one-shot question, thinking taken out; ``None`` when none came back.
+
+    Args:
+        endpoint: where to ask.
+        model: which model.
+        system: the instructions.
+        user: the question: text, or content parts (images reach the server as ``image_url`` parts).
+        max_tokens: the reply ceiling.
+        temperature: sent when given.
+        policy: retries.
+        on_event: notices about a failure.
+    """
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": "system", "content": system}, _user(user)],
+    }
+    if max_tokens:
+        body["max_tokens"] = max_tokens
+    if temperature is not None:
+        body["temperature"] = temperature
+    try:
+        turn = await run_turn(endpoint, body, model=model, policy=policy, on_event=on_event, fences=ALL_FENCES)
+    except EndpointError as error:
+        _notify(on_event, f"side task failed: {error}")
+        return None
+    text = turn.content.strip()
+    return text or None
+
+
+def _tool_of(schema: Mapping[str, Any], name: str) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "parameters": dict(schema)}}
+
+
+def _schema_of(tools: list[dict[str, Any]]) -> dict[str, Any]:
+    parameters: dict[str, Any] = tools[0]["function"]["parameters"]
+    return parameters
+
+
+def read_json(text: str) -> Any | None:
+    """The JSON a reply holds, read leniently (thinking, code fences and prose around it are skipped)."""
+    answer = strip_thinking(text, ALL_FENCES).content.strip()
+    if not answer:
+        return None
+    try:
+        return json.loads(answer)
+    except ValueError:
+        pass
+    start = min((i for i in (answer.find("{"), answer.find("[")) if i >= 0), default=-1)
+    if start < 0:
+        return None
+    try:
+        value = json_repair.loads(answer[start:])
+    except Exception:
+        return None
+    return value if value not in ("", None) else None
+
+
+async def ask_json(
+    endpoint: Endpoint,
+    model: str,
+    system: str,
+    user: SideTaskInput,
+    schema: Mapping[str, Any],
+    *,
+    name: str = "answer",
+    strict: bool = True,
+    max_tokens: int | None = 1024,
+    policy: RetryPolicy | None = None,
+    on_event: Callable[[Event], object] | None = None,
+) -> Any | None:
+    """An answer held to a JSON schema; ``None`` when no JSON came back.
+
+    Args:
+        endpoint: where to ask.
+        model: which model.
+        system: the instructions; the schema is appended to them.
+        user: the question: text or content parts.
+        schema: the JSON schema of the answer.
+        name: the schema's name in ``response_format``.
+        strict: ask for strict adherence (OpenAI then wants every property required and no extras).
+        max_tokens: the reply ceiling.
+        policy: retries.
+        on_event: notices about downgrades and failures.
+    """
+    sanitized = _schema_of(sanitize_tools([_tool_of(schema, name)]))
+    relaxed = _schema_of(relax_tools([_tool_of(sanitized, name)]))
+    stated = json.dumps(sanitized, ensure_ascii=False, sort_keys=True)
+    instructions = f"{system}\n\nAnswer with one JSON value matching this JSON Schema, and nothing else:\n{stated}"
+    base: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": "system", "content": instructions}, _user(user)],
+    }
+    if max_tokens:
+        base["max_tokens"] = max_tokens
+
+    def build(caps: EndpointCapabilities, latches: ModelCapabilities) -> Mapping[str, Any]:
+        body = apply_latches(base, caps, latches)
+        if latches.structured_output:
+            # The same converter reads tool schemas and response_format on grammar servers, so a server
+            # that could not build a grammar from one is sent the relaxed form of the other.
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": name,
+                    "strict": strict and caps.strict_schemas,
+                    "schema": sanitized if caps.strict_schemas else relaxed,
+                },
+            }
+        return body
+
+    capabilities_for(endpoint)
+    try:
+        turn = await run_turn(
+            endpoint,
+            build,
+            model=model,
+            policy=policy,
+            droppable=("response_format",),
+            on_event=on_event,
+            fences=ALL_FENCES,
+        )
+    except EndpointError as error:
+        if error.kind == "grammar":
+            caps = capabilities_for(endpoint)
+            if caps.strict_schemas:
+                caps.strict_schemas = False
+                _notify(on_event, f"the endpoint could not build a grammar from the schema; relaxing it: {error}")
+                return await ask_json(
+                    endpoint,
+                    model,
+                    system,
+                    user,
+                    schema,
+                    name=name,
+                    strict=strict,
+                    max_tokens=max_tokens,
+                    policy=policy,
+                    on_event=on_event,
+                )
+        _notify(on_event, f"side task failed: {error}")
+        return None
+    value = read_json(turn.content)
+    if value is None:
+        _notify(on_event, "side task returned no JSON")
+    return value

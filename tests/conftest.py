@@ -1,0 +1,48 @@
+"""Shared fixtures: the network is blocked for unit tests; real servers live on loopback only.
+
+Tests under ``tests/real/`` talk to a real llama.cpp ``llama-server`` started by ``steadyloop.local`` (built
+and downloaded once, then cached outside the clone). Every other test may open loopback sockets only.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import steadyloop.reset as reset
+
+_REAL = Path(__file__).parent / "real"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _REAL in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.real_server)
+
+
+_real_connect = socket.socket.connect
+
+
+def _loopback_only(self: socket.socket, address: object) -> None:
+    host = address[0] if isinstance(address, tuple) else address
+    if isinstance(host, str) and self.family in (socket.AF_INET, socket.AF_INET6):
+        if not (host.startswith("127.") or host in ("localhost", "::1")):
+            raise OSError(f"tests may only reach loopback, not {host!r}")
+    _real_connect(self, address)  # type: ignore[arg-type]
+
+
+@pytest.fixture(autouse=True)
+def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(socket.socket, "connect", _loopback_only)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_process_state() -> Iterator[None]:
+    # Latches, pools and calibration are process-wide by design; tests must not leak them to each other.
+    reset.reset_all()
+    yield
+    reset.reset_all()

