@@ -1,0 +1,227 @@
+"""recover_tool_calls against real model outputs and the rules around them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from steadyloop.tools.recovery import RecoveredCalls, recover_tool_calls
+
+_SAMPLES: list[dict[str, Any]] = json.loads(
+    (Path(__file__).parent.parent / "data" / "tool_call_samples.json").read_text(encoding="utf-8")
+)["samples"]
+
+
+@pytest.mark.parametrize("sample", _SAMPLES, ids=[f"{i}-{s['format']}" for i, s in enumerate(_SAMPLES)])
+def test_real_model_outputs(sample: dict[str, Any]) -> None:
+    result = recover_tool_calls(sample["text"], sample["tool_names"])
+    assert [{"name": c.name, "arguments": c.arguments} for c in result.calls] == sample["calls"]
+    assert [c.id for c in result.calls] == [f"call_recovered_{i}" for i in range(len(sample["calls"]))]
+    if "content" in sample:
+        assert result.content == sample["content"]
+
+
+def test_the_samples_cover_every_format_and_some_negatives() -> None:
+    formats = {s["format"] for s in _SAMPLES if s["calls"]}
+    assert {
+        "hermes",
+        "qwen3_coder",
+        "mistral",
+        "mistral_v11",
+        "mistral_args",
+        "llama_python_tag",
+        "json",
+    } <= formats
+    assert {"pythonic", "harmony", "fenced_json"} <= formats
+    assert sum(1 for s in _SAMPLES if not s["calls"]) >= 15
+
+
+TOOLS = ["get_weather", "search"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I would call get_weather with city Paris.",
+        "You can use get_weather(city='Paris') to find out.",
+        'The tool get_weather takes {"city": ...}, but I don\'t need it.',
+        'The call would be {"name": "get_weather", "arguments": {"city": "Paris"}} if you want.',
+        "Here is the data: [1, 2, 3] and {'a': 1}",
+        '{"name": "Paris", "country": "France"}',
+        '{"name": "get_weather"}',
+        "[get_weather]",
+        "```python\nget_weather(city='Paris')\n```",
+        "`get_weather` is the tool for that.",
+    ],
+)
+def test_prose_that_mentions_a_tool_is_not_a_call(text: str) -> None:
+    assert recover_tool_calls(text, TOOLS) == RecoveredCalls([], text.strip())
+
+
+def test_untagged_calls_must_name_existing_tools() -> None:
+    text = '{"name": "delete_everything", "arguments": {}}'
+    assert recover_tool_calls(text, TOOLS).calls == []
+    assert recover_tool_calls("[delete_everything(force=True)]", TOOLS).calls == []
+    mixed = '[{"name": "get_weather", "arguments": {}}, {"name": "delete_everything", "arguments": {}}]'
+    assert recover_tool_calls(mixed, TOOLS).calls == []
+
+
+def test_a_list_of_json_calls_is_recovered() -> None:
+    text = (
+        '[{"name": "get_weather", "arguments": {"city": "Paris"}},'
+        ' {"name": "search", "parameters": {"q": "x"}}]'
+    )
+    result = recover_tool_calls(text, TOOLS)
+    assert [(c.name, c.arguments) for c in result.calls] == [
+        ("get_weather", {"city": "Paris"}),
+        ("search", {"q": "x"}),
+    ]
+
+
+def test_a_fenced_call_keeps_the_words_around_it() -> None:
+    text = 'Let me look.\n```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```\nOne moment.'
+    result = recover_tool_calls(text, TOOLS)
+    assert [(c.name, c.arguments) for c in result.calls] == [("get_weather", {"city": "Paris"})]
+    assert result.content == "Let me look.\n\nOne moment."
+
+
+def test_two_fenced_calls_are_not_recovered() -> None:
+    fence = '```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```'
+    assert recover_tool_calls(f"{fence}\nor\n{fence}", TOOLS).calls == []
+
+
+def test_untagged_almost_json_is_repaired() -> None:
+    result = recover_tool_calls(
+        "{'name': 'get_weather', 'arguments': {'city': 'Paris', 'metric': None}}", TOOLS
+    )
+    assert [(c.name, c.arguments) for c in result.calls] == [
+        ("get_weather", {"city": "Paris", "metric": None})
+    ]
+
+
+def test_untagged_call_with_unreadable_arguments_is_not_a_call() -> None:
+    assert recover_tool_calls('{"name": "get_weather", "arguments": "Paris please"}', TOOLS).calls == []
+
+
+def test_tagged_call_with_unreadable_arguments_keeps_the_text() -> None:
+    result = recover_tool_calls(
+        '<tool_call>{"name": "get_weather", "arguments": "Paris please"}</tool_call>', TOOLS
+    )
+    assert len(result.calls) == 1
+    call = result.calls[0]
+    assert (call.name, call.arguments, call.raw_arguments) == ("get_weather", {}, "Paris please")
+
+
+def test_tagged_block_that_is_not_json_still_names_its_tool() -> None:
+    result = recover_tool_calls(
+        '<tool_call>{"name": "get_weather", "arguments": {city: Paris</tool_call>', TOOLS
+    )
+    assert [c.name for c in result.calls] == ["get_weather"]
+
+
+def test_arguments_text_is_kept_where_the_format_delimits_it() -> None:
+    result = recover_tool_calls('[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}', TOOLS)
+    assert result.calls[0].raw_arguments == '{"city": "Paris"}'
+
+
+@pytest.mark.parametrize("closer", ["</think>", "</thinking>", "</reasoning>", "◁/think▷", "[/THINK]"])
+def test_only_the_text_after_thinking_is_read(closer: str) -> None:
+    call = '<tool_call>{"name": "get_weather", "arguments": {"city": "Rome"}}</tool_call>'
+    text = f"Maybe {call} would help{closer}Sure."
+    assert recover_tool_calls(text, TOOLS).calls == []
+    result = recover_tool_calls(f"Maybe {call}{closer}{call}", TOOLS)
+    assert len(result.calls) == 1
+    assert result.content == f"Maybe {call}{closer}"
+
+
+def test_harmony_analysis_is_not_read() -> None:
+    text = (
+        "<|channel|>analysis<|message|>I could send "
+        '<tool_call>{"name": "search", "arguments": {}}</tool_call>'
+        "<|end|><|start|>assistant<|channel|>final<|message|>Done."
+    )
+    assert recover_tool_calls(text, TOOLS).calls == []
+
+
+def test_harmony_call_served_raw() -> None:
+    text = (
+        "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json"
+        '<|message|>{"city":"Paris"}<|call|>'
+    )
+    result = recover_tool_calls(text, TOOLS)
+    assert [(c.name, c.arguments) for c in result.calls] == [("get_weather", {"city": "Paris"})]
+    assert result.content == ""
+
+
+def test_plain_text_is_returned_trimmed_without_work() -> None:
+    assert recover_tool_calls("  just words  ", TOOLS) == RecoveredCalls([], "just words")
+    assert recover_tool_calls("", TOOLS) == RecoveredCalls([], "")
+
+
+def test_python_list_with_positional_or_non_literal_arguments_is_not_a_call() -> None:
+    assert recover_tool_calls("[get_weather('Paris')]", TOOLS).calls == []
+    assert recover_tool_calls("[get_weather(city=os.environ['HOME'])]", TOOLS).calls == []
+    assert recover_tool_calls("[get_weather(city=1e999)]", TOOLS).calls == []
+
+
+# Properties ---------------------------------------------------------------------------------------------
+
+_prose = st.text(alphabet=st.characters(blacklist_characters="<[{`"), max_size=60)
+_args = st.dictionaries(
+    st.from_regex(r"[a-z]{1,8}", fullmatch=True),
+    st.text(max_size=20) | st.integers() | st.booleans(),
+    max_size=3,
+)
+
+
+def _tagged(name: str, args: dict[str, Any], form: int) -> str:
+    dumped = json.dumps(args)
+    return [
+        f'<tool_call>{{"name": "{name}", "arguments": {dumped}}}</tool_call>',
+        f'[TOOL_CALLS][{{"name": "{name}", "arguments": {dumped}}}]',
+        f"[TOOL_CALLS]{name}[ARGS]{dumped}",
+        f'<|python_tag|>{{"name": "{name}", "parameters": {dumped}}}<|eom_id|>',
+        f"<|start|>assistant<|channel|>commentary to=functions.{name} <|constrain|>json"
+        f"<|message|>{dumped}<|call|>",
+    ][form]
+
+
+_TAGS = ("<tool_call>", "</tool_call>", "[TOOL_CALLS]", "[ARGS]", "<|python_tag|>", "<|call|>", "<|message|>")
+
+
+@given(_prose, st.sampled_from(TOOLS), _args, st.integers(0, 4))
+def test_a_tagged_call_is_found_and_its_tag_leaves_the_content(
+    before: str, name: str, args: dict[str, Any], form: int
+) -> None:
+    result = recover_tool_calls(before + _tagged(name, args, form), TOOLS)
+    assert [(c.name, c.arguments) for c in result.calls] == [(name, args)]
+    assert not any(tag in result.content for tag in _TAGS)
+    assert result.content == before.strip()
+
+
+@given(st.lists(st.tuples(st.sampled_from(TOOLS), _args), min_size=1, max_size=4), _prose)
+def test_several_hermes_calls_keep_their_order(calls: list[tuple[str, dict[str, Any]]], after: str) -> None:
+    text = "".join(_tagged(name, args, 0) for name, args in calls) + after
+    result = recover_tool_calls(text, TOOLS)
+    assert [(c.name, c.arguments) for c in result.calls] == calls
+    assert [c.id for c in result.calls] == [f"call_recovered_{i}" for i in range(len(calls))]
+    assert result.content == after.strip()
+
+
+@given(st.text(max_size=200))
+def test_prose_without_call_marks_is_never_a_call(text: str) -> None:
+    cleaned = "".join(ch for ch in text if ch not in "<[{`")
+    assert recover_tool_calls(cleaned + " get_weather search", TOOLS).calls == []
+
+
+@given(st.text(max_size=120))
+def test_any_text_is_handled(text: str) -> None:
+    result = recover_tool_calls(text, TOOLS)
+    assert isinstance(result.content, str)
+    for call in result.calls:
+        assert isinstance(call.arguments, dict)
