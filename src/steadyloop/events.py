@@ -32,6 +32,7 @@ __all__ = [
     "MessageStart",
     "MessageUpdate",
     "Notice",
+    "Outcome",
     "Retry",
     "ToolExecutionEnd",
     "ToolExecutionStart",
