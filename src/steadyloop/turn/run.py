@@ -74,13 +74,13 @@ def backoff_delay(
 
 
 def _is_transient(error: EndpointError) -> bool:
+    # Decided by what the failure is, not its status alone: a 500 that says the grammar failed will fail
+    # the same way again, and a 429 for an exhausted quota does not clear by waiting.
     if isinstance(error, EndpointSilent):
         return True
-    if error.kind == "model_loading":
-        return False
-    if error.status is None:
-        return isinstance(error, EndpointUnavailable)
-    return error.status in TRANSIENT_STATUSES and error.kind != "context_overflow"
+    if error.kind in ("transient", "rate_limited"):
+        return True
+    return error.kind is None and (error.status is None or error.status in TRANSIENT_STATUSES)
 
 
 async def run_turn(

@@ -147,9 +147,7 @@ def error_for_failure(
         "supported": tuple(failure.supported),
     }
     if failure.kind == "context_overflow":
-        return ContextOverflow(
-            message, limit=getattr(failure, "limit", None), requested=getattr(failure, "requested", None), **common
-        )
+        return ContextOverflow(message, limit=failure.limit, requested=failure.requested, **common)
     if failure.transient or failure.kind == "model_loading":
         return EndpointUnavailable(message, **common)
     return EndpointRefused(message, **common)
