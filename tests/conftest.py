@@ -6,14 +6,14 @@ and downloaded once, then cached outside the clone). Every other test may open l
 
 from __future__ import annotations
 
-import os
 import socket
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 import steadyloop.reset as reset
+from steadyloop.wire.clients import aclose_clients
 
 _REAL = Path(__file__).parent / "real"
 
@@ -41,8 +41,10 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_process_state() -> Iterator[None]:
+async def _fresh_process_state() -> AsyncIterator[None]:
     # Latches, pools and calibration are process-wide by design; tests must not leak them to each other.
+    # Pooled clients belong to the test's event loop, so they are closed while it still runs.
     reset.reset_all()
     yield
+    await aclose_clients()
     reset.reset_all()

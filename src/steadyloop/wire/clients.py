@@ -18,7 +18,7 @@ from openai import AsyncOpenAI
 
 from .endpoints import Endpoint, endpoint_key
 
-__all__ = ["ClientSettings", "configure_clients", "get_client", "reset_clients"]
+__all__ = ["ClientSettings", "aclose_clients", "configure_clients", "get_client", "reset_clients"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +96,20 @@ def get_client(endpoint: Endpoint) -> AsyncOpenAI:
     _pool.move_to_end(key)
     _evict_to(_settings.max_clients)
     return client
+
+
+async def aclose_clients() -> None:
+    """Close and drop every pooled client of the running event loop (call before the loop ends).
+
+    A program that runs one loop for its life need not call it; one that starts and stops loops (tests,
+    ``asyncio.run`` per request) should, or the sockets of the finished loop are left for the collector.
+    """
+    loop = asyncio.get_running_loop()
+    for key in [k for k, (ref, _) in _pool.items() if ref() is loop]:
+        _, client = _pool.pop(key)
+        await client.close()
+    if _closing:
+        await asyncio.gather(*list(_closing), return_exceptions=True)
 
 
 def reset_clients() -> None:
