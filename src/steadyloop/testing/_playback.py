@@ -1,0 +1,216 @@
+"""Internal: how a scripted reply goes over the wire, and the quiet uvicorn that carries it.
+
+``play`` sends one reply through one ``Exchange``. Waits end early when the client leaves or the server stops;
+a drop closes the connection under the response. Dropping needs the connection's transport, which ASGI does
+not expose, so ``QuietUvicorn.close_connection`` finds it among uvicorn's connections by the client address.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+try:
+    import uvicorn
+except ImportError as error:  # pragma: no cover - depends on the install
+    raise ImportError("the scripted server needs uvicorn: pip install 'steadyloop[testing]'") from error
+
+from .replies import KEEPALIVE_FRAME, BodyReply, Drop, ScriptedReply, StallReply, Wait
+
+Scope = Mapping[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+# How long a drop or a shutdown waits for connections to go once they were told to.
+GRACE = 5.0
+
+
+class QuietUvicorn(uvicorn.Server):
+    """uvicorn as a test double needs it: no signal handlers, no 0.1 s polling, a quick shutdown."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.ready = asyncio.Event()
+        self.stop = asyncio.Event()
+        self.closing = False
+        self.exchanges: set[Exchange] = set()
+
+    @classmethod
+    def for_app(cls, app: Callable[[Scope, Receive, Send], Awaitable[None]], *, backlog: int) -> QuietUvicorn:
+        """A server for ``app``; ``log_config=None`` so uvicorn leaves the host's logging setup alone."""
+        config = uvicorn.Config(
+            app,
+            lifespan="off",
+            log_config=None,
+            access_log=False,
+            server_header=False,
+            date_header=False,
+            backlog=backlog,
+        )
+        return cls(config)
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # A test double must not take Ctrl-C away from the test runner.
+        yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        self.ready.set()
+
+    async def main_loop(self) -> None:
+        await self.stop.wait()
+
+    def stop_serving(self) -> None:
+        """End every exchange in flight (their connections are cut), then shut down."""
+        self.closing = True
+        for exchange in list(self.exchanges):
+            exchange.wake.set()
+        self.stop.set()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        for server in self.servers:
+            server.close()
+        for connection in list(self.server_state.connections):
+            connection.shutdown()
+        # The exchanges were told to end and idle connections are closing; their callbacks need only a few
+        # loop turns, so spin briefly before falling back to short sleeps. (uvicorn's own shutdown always
+        # sleeps 0.1 s, which adds up over a test suite.)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + GRACE
+        turns = 0
+        while (self.server_state.connections or self.server_state.tasks) and loop.time() < deadline:
+            turns += 1
+            await asyncio.sleep(0 if turns < 50 else 0.005)
+        for task in list(self.server_state.tasks):
+            task.cancel()
+        for server in self.servers:
+            await server.wait_closed()
+
+    def close_connection(self, scope: Scope) -> bool:
+        """Close the connection that carries ``scope``; False when it cannot be found."""
+        for connection in self.server_state.connections:
+            transport = getattr(connection, "transport", None)
+            if transport is not None and getattr(connection, "client", None) == scope.get("client"):
+                # close(), not abort(): the chunks already written must still reach the client.
+                transport.close()
+                return True
+        return False
+
+
+class Exchange:
+    """One request in flight."""
+
+    def __init__(self, runner: QuietUvicorn, scope: Scope, receive: Receive, send: Send) -> None:
+        self.runner = runner
+        self.scope = scope
+        self.receive = receive
+        self.send = send
+        self.wake = asyncio.Event()
+        self.disconnected = False
+        self.watcher: asyncio.Task[None] | None = None
+
+    @property
+    def over(self) -> bool:
+        return self.disconnected or self.runner.closing
+
+    async def _watch(self) -> None:
+        while (await self.receive())["type"] != "http.disconnect":
+            pass
+        self.disconnected = True
+        self.wake.set()
+
+    async def pause(self, seconds: float | None) -> bool:
+        """Wait ``seconds`` (None: indefinitely); False when the exchange ended meanwhile."""
+        if self.watcher is None:
+            # Only replies that wait pay for a task listening for the client leaving.
+            self.watcher = asyncio.create_task(self._watch())
+        if self.over:
+            return False
+        self.wake.clear()
+        timer = None if seconds is None else asyncio.get_running_loop().call_later(seconds, self.wake.set)
+        try:
+            await self.wake.wait()
+        finally:
+            if timer is not None:
+                timer.cancel()
+        return not self.over
+
+    async def pause_with_keepalive(self, seconds: float | None, every: float | None) -> bool:
+        """Like ``pause``, sending an SSE comment every ``every`` seconds meanwhile."""
+        if every is None:
+            return await self.pause(seconds)
+        loop = asyncio.get_running_loop()
+        deadline = None if seconds is None else loop.time() + seconds
+        while True:
+            left = None if deadline is None else deadline - loop.time()
+            if left is not None and left <= 0:
+                return True
+            if not await self.pause(every if left is None else min(every, left)):
+                return False
+            if deadline is None or loop.time() < deadline:
+                await self.body(KEEPALIVE_FRAME)
+
+    async def start(self, status: int, headers: Sequence[tuple[str, str]]) -> None:
+        encoded = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers]
+        await self.send({"type": "http.response.start", "status": status, "headers": encoded})
+
+    async def body(self, data: bytes, more: bool = True) -> None:
+        await self.send({"type": "http.response.body", "body": data, "more_body": more})
+
+    async def drop(self) -> None:
+        """Close the connection under the response, as a crashed or restarted server would."""
+        if not self.disconnected and not self.runner.close_connection(self.scope):
+            # uvicorn closes the connection when the app raises (and logs the error).
+            raise ConnectionAbortedError("scripted drop: the connection was not found")
+        # Returning before uvicorn saw the connection go would make it log an incomplete response.
+        if self.watcher is not None:
+            await asyncio.wait([self.watcher], timeout=GRACE)
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(GRACE):
+                while (await self.receive())["type"] != "http.disconnect":
+                    pass
+
+    async def end(self) -> None:
+        """The client left (nothing to do) or the server is stopping (cut the connection: a quick exit)."""
+        if not self.disconnected:
+            await self.drop()
+
+    async def finish(self) -> None:
+        if self.watcher is not None:
+            self.watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.watcher
+
+
+async def play(exchange: Exchange, reply: ScriptedReply) -> None:
+    """Send ``reply`` through ``exchange``."""
+    if isinstance(reply, BodyReply):
+        await exchange.start(reply.status, (*reply.headers, ("Content-Length", str(len(reply.body)))))
+        await exchange.body(reply.body, more=False)
+        return
+    if isinstance(reply, StallReply):
+        if reply.seconds == 0 or await exchange.pause(reply.seconds):
+            await exchange.drop()
+        else:
+            await exchange.end()
+        return
+    if reply.headers_delay > 0 and not await exchange.pause(reply.headers_delay):
+        await exchange.end()
+        return
+    await exchange.start(reply.status, reply.headers)
+    for step in reply.plan:
+        if isinstance(step, bytes):
+            await exchange.body(step)
+        elif isinstance(step, Wait):
+            if not await exchange.pause_with_keepalive(step.seconds, reply.keepalive_every):
+                await exchange.end()
+                return
+        elif isinstance(step, Drop):
+            await exchange.drop()
+            return
+    await exchange.body(b"", more=False)
