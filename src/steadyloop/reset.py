@@ -1,13 +1,14 @@
 """``reset_all``: drop every cache and latch steadyloop keeps for the life of the process.
 
 Each seam also has its own reset, for a test that wants only one: ``reset_clients``,
-``reset_capabilities``, ``reset_calibration``, ``reset_windows``, ``reset_events``.
+``reset_capabilities``, ``reset_calibration``, ``reset_windows``, ``reset_events``, ``reset_hooks``.
 """
 
 from __future__ import annotations
 
 from .bus import reset_events
 from .context.calibration import reset_calibration
+from .hooks import reset_hooks
 from .turn.capabilities import reset_capabilities
 from .wire.clients import reset_clients
 from .wire.windows import reset_windows
@@ -16,9 +17,10 @@ __all__ = ["reset_all"]
 
 
 def reset_all() -> None:
-    """Drop the client pool, the capability latches, calibration, the window caches and the event bus."""
+    """Drop the client pool, capability latches, calibration, window caches, the event bus and hook settings."""
     reset_clients()
     reset_capabilities()
     reset_calibration()
     reset_windows()
     reset_events()
+    reset_hooks()
