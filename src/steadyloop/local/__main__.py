@@ -1,0 +1,135 @@
+"""``python -m steadyloop.local up|down|status``: manage local servers from a shell.
+
+``up`` prints only the base URL on stdout (``BASE=$(python -m steadyloop.local up)``); progress and errors go
+to stderr. Errors are one line plus the log tail that explains them, and exit code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO, cast
+
+from ..errors import SteadyloopError
+from .config import Engine, LocalServerConfig, ModelName, TemplateName, default_home
+from .server import start, status, stop
+
+__all__ = ["main"]
+
+
+class _StderrProgress:
+    """Prints progress lines, at most about one a second per event, so a 208-step build stays readable."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._last_event = ""
+        self._last_time = 0.0
+
+    def __call__(self, event: str, done: int | None, total: int | None) -> None:
+        now = time.monotonic()
+        finished = done is not None and total is not None and done >= total
+        if event == self._last_event and not finished and now - self._last_time < 1.0:
+            return
+        self._last_event, self._last_time = event, now
+        line = event
+        if done is not None and event.startswith(("download", "assemble")):
+            line += f": {done / 1e6:.1f}" + (f" / {total / 1e6:.1f} MB" if total else " MB")
+        elif done is not None and total is not None:
+            line += f": {done}/{total}"
+        print(f"[steadyloop.local] {line}", file=self._stream, flush=True)
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--home",
+        type=Path,
+        default=None,
+        help="cache directory (default: $STEADYLOOP_LLM_HOME or ~/.cache/agent-llm-server)",
+    )
+    ap = argparse.ArgumentParser(prog="python -m steadyloop.local", description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    up = sub.add_parser("up", parents=[common], help="install if needed, start a server, print its base URL")
+    up.add_argument("--port", type=int, default=None, help="loopback port (default: a free one)")
+    up.add_argument("--engine", choices=["llama-server", "xllamacpp"], default="llama-server")
+    up.add_argument("--model", choices=["qwen", "smollm"], default="qwen")
+    up.add_argument(
+        "--template",
+        choices=["jsonblock", "think", "stock"],
+        default=None,
+        help="chat template (default: the model's: jsonblock for qwen, stock for smollm)",
+    )
+    up.add_argument("--ctx", type=int, default=4096, help="context size in tokens (default: %(default)s)")
+    up.add_argument("--threads", type=int, default=None, help="CPU threads (default: every core)")
+    up.add_argument("--wait", type=float, default=180.0, help="seconds to wait for the model to load")
+    up.add_argument(
+        "--extra-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="one more llama-server argument (repeatable), e.g. --extra-arg=--metrics",
+    )
+
+    down = sub.add_parser("down", parents=[common], help="stop a server by its recorded PID")
+    which = down.add_mutually_exclusive_group(required=True)
+    which.add_argument("--port", type=int)
+    which.add_argument("--all", action="store_true")
+
+    sub.add_parser("status", parents=[common], help="list running servers")
+    return ap
+
+
+def _up(args: argparse.Namespace, home: Path) -> int:
+    extra = {"threads": args.threads} if args.threads else {}
+    cfg = LocalServerConfig(
+        home=home,
+        engine=cast(Engine, args.engine),
+        model=cast(ModelName, args.model),
+        template=cast(TemplateName | None, args.template),
+        ctx=args.ctx,
+        extra_args=tuple(args.extra_arg),
+        **extra,
+    )
+    server = start(cfg, args.port, wait=args.wait, progress=_StderrProgress(sys.stderr))
+    print(server.base_url, flush=True)
+    return 0
+
+
+def _down(args: argparse.Namespace, home: Path) -> int:
+    ports = [s.port for s in status(home)] if args.all else [args.port]
+    for port in ports:
+        what = "stopped" if stop(port, home=home) else "nothing running on"
+        print(f"[steadyloop.local] {what} port {port}", file=sys.stderr)
+    return 0
+
+
+def _status(home: Path) -> int:
+    for s in status(home):
+        print(f"{s.port}\tpid {s.pid}\t{s.model}\t{s.base_url}\t{s.log_path}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    args = _parser().parse_args(argv)
+    home: Path = args.home or default_home()
+    try:
+        if args.command == "up":
+            return _up(args, home)
+        if args.command == "down":
+            return _down(args, home)
+        return _status(home)
+    except SteadyloopError as e:
+        print(f"[steadyloop.local] error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("[steadyloop.local] interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

