@@ -11,8 +11,11 @@
     │   ├── EndpointUnavailable      transport failure or a transient status, retries spent
     │   └── EndpointRefused          the endpoint refused the request as it stands
     │       └── ContextOverflow      the request does not fit the model's window
-    └── RunError                     a run stopped early; carries the transcript so far
-        └── RunCancelled             the caller cancelled it
+    ├── RunError                     a run stopped early; carries the transcript so far
+    │   └── RunCancelled             the caller cancelled it
+    ├── MCPError                     an MCP server failed (steadyloop.tools.mcp)
+    └── LocalServerError             the bundled local server could not be installed or started
+                                     (steadyloop.local)
 
 Every error carries what a caller needs to act on it: which endpoint and model, the HTTP status, the
 server's own words, how long the server asked us to wait, and for a run, the transcript up to the stop.
