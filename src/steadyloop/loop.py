@@ -1,0 +1,568 @@
+"""``run_agent_loop``: a turn, the tools it asked for, repeat, until the model stops asking.
+
+The loop is short on purpose. Everything that makes one request survive a real endpoint is in
+``run_turn``; everything that runs a step's calls is in ``run_tool_calls``; the request each step sends is
+``build_body``'s. What is left here is the order of things and the events that say so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import uuid
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from .context.calibration import chars_per_token_for
+from .context.folding import summariser
+from .context.keeper import ContextKeeper, ContextPolicy
+from .context.tokens import request_tokens
+from .context.integrity import check_transcript, unique_call_ids
+from .context.tokens import tool_schema_tokens
+from .wire.windows import context_limit_for
+from .errors import ContextOverflow, EndpointError, RunCancelled, RunError, SteadyloopError
+from .events import (
+    AgentEnd,
+    AgentStart,
+    Event,
+    LoopDetected,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+    Notice,
+    TurnEnd,
+    TurnStart,
+    UsageReport,
+)
+from .messages import AssistantMessage, Message, ToolCall, ToolResultMessage, Turn
+from .metrics import RunMetrics, run_metrics
+from .request_body import ModelParams, ToolBlock, build_body, order_tools
+from .tools.approvals import ApprovalBroker, ApprovalPolicy
+from .tools.definition import Tool
+from .tools.execution import ToolHooks, ToolPolicy, run_tool_calls
+from .tools.loading import CatalogEntry, ToolLoader
+from .tools.loop_detection import LoopDetectorConfig, ToolLoopDetector
+from .tools.recovery import recover_tool_calls
+from .turn.capabilities import EndpointCapabilities, ModelCapabilities, capabilities_for
+from .turn.continuation import can_continue, continue_turn
+from .turn.fences import DEFAULT_FENCES, Fence
+from .turn.run import RetryPolicy, run_turn
+from .usage import Usage
+from .wire.endpoints import Endpoint
+
+__all__ = ["LoopPolicy", "LoopResult", "run_agent_loop"]
+
+BeforeStep = Callable[[list[Message], int], Awaitable[Sequence[Message] | None]]
+MessageSource = Callable[[], Sequence[Message]]
+
+
+@dataclass(frozen=True, slots=True)
+class LoopPolicy:
+    """How a run behaves between requests.
+
+    Attributes:
+        max_tool_iterations: steps that may end in tool calls before the run stops (``RunError``).
+        tools: parallelism, dedupe and timeouts for each step's calls.
+        max_continuations: extra requests to carry on an answer cut at the token ceiling.
+        tool_discovery: ``"all"`` declares every tool; ``"ondemand"`` declares ``load_tools`` and a catalogue.
+        recover_tool_calls: read calls a model wrote as text when the server did not parse them.
+        tool_order: declare tools by name (``True``), in the caller's order (``False``), or by a key.
+        retry: retries and the loading wait for each request.
+        context_limit: the window; a request that cannot fit is refused before sending.
+        loop_detection: thresholds for repeated calls; ``None`` turns detection off.
+        fences: thinking fences taken out of the answer.
+        start_in_reasoning: the chat template opens a thinking block in the prompt.
+        context: keep the run inside its window by pruning and folding (``None``: off). The window is
+            ``context_limit``, or what the endpoint says it serves.
+    """
+
+    max_tool_iterations: int = 25
+    tools: ToolPolicy = field(default_factory=ToolPolicy)
+    max_continuations: int = 0
+    tool_discovery: Literal["all", "ondemand"] = "all"
+    recover_tool_calls: bool = True
+    tool_order: bool | Callable[[Tool], Any] = True
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    context_limit: int | None = None
+    loop_detection: LoopDetectorConfig | None = field(default_factory=LoopDetectorConfig)
+    fences: Sequence[Fence] = DEFAULT_FENCES
+    start_in_reasoning: bool = False
+    context: ContextPolicy | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LoopResult:
+    """A finished run.
+
+    Attributes:
+        turn: the last turn (the answer).
+        messages: the whole transcript, the given messages first.
+        usage: tokens the run spent.
+        steps: requests made.
+        loaded: tools loaded on demand, to carry into the next turn of the conversation.
+        metrics: what the run cost, added up from its events.
+    """
+
+    turn: Turn
+    messages: list[Message]
+    usage: Usage
+    steps: int
+    loaded: list[str]
+    metrics: RunMetrics
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha1(json.dumps(value, sort_keys=True, default=str).encode(), usedforsecurity=False).hexdigest()
+
+
+@dataclass(slots=True)
+class _CacheWatch:
+    """What the previous request was, to tell whether the next one could reuse its cache and why not."""
+
+    tools: str = ""
+    system: str = ""
+    messages: list[str] = field(default_factory=list)
+    prompt: int = 0
+    completion: int = 0
+    started: bool = False
+
+    def judge(self, body: dict[str, Any], usage: Usage) -> tuple[int | None, bool | None, str | None]:
+        tools = _digest(body.get("tools", []))
+        wire = body.get("messages", [])
+        system = _digest([m for m in wire if m.get("role") == "system"][:1])
+        digests = [_digest(m) for m in wire]
+        expected: int | None = None
+        broken: bool | None = None
+        reason: str | None = None
+        if self.started:
+            expected = self.prompt + self.completion
+            if usage.uncached_tokens is not None or usage.cached_tokens:
+                broken = usage.cached_tokens < 0.9 * self.prompt
+                if broken:
+                    if tools != self.tools:
+                        reason = "tools-changed"
+                    elif system != self.system:
+                        reason = "system-changed"
+                    elif digests[: len(self.messages)] != self.messages:
+                        reason = "history-rewritten"
+                    else:
+                        reason = "none-known"
+        self.started = True
+        self.tools, self.system, self.messages = tools, system, digests
+        self.prompt, self.completion = usage.prompt_tokens, usage.completion_tokens
+        return expected, broken, reason
+
+
+async def run_agent_loop(
+    endpoint: Endpoint,
+    params: ModelParams,
+    *,
+    system: str | None = None,
+    messages: Sequence[Message],
+    tools: Sequence[Tool] = (),
+    policy: LoopPolicy | None = None,
+    catalog: Sequence[CatalogEntry] | None = None,
+    preselected: Sequence[str] | None = None,
+    carried: Sequence[str] = (),
+    hooks: ToolHooks | None = None,
+    approvals: ApprovalBroker | None = None,
+    approval_policy: ApprovalPolicy | None = None,
+    before_step: BeforeStep | None = None,
+    on_event: Callable[[Event], object] | None = None,
+    cancel: asyncio.Event | None = None,
+    run_id: str | None = None,
+    session_id: str | None = None,
+    new_messages: int = 1,
+    steering: MessageSource | None = None,
+    follow_up: MessageSource | None = None,
+    interrupt: Callable[[], bool] | None = None,
+    should_stop_after_turn: Callable[[Turn, list[Message]], bool] | None = None,
+    max_turns: int | None = None,
+) -> LoopResult:
+    """Run the model and its tools until it stops asking for tools.
+
+    Args:
+        endpoint: where to send requests.
+        params: what to ask the model for.
+        system: the system prompt (on-demand mode appends the catalogue, the same text every step).
+        messages: the transcript so far, ending in the question; never written to.
+        tools: every tool the run may reach.
+        policy: how the run behaves between requests.
+        catalog: the name-only catalogue for on-demand loading (default: built from ``tools``).
+        preselected: tools a preselection chose for the first step.
+        carried: tools loaded in earlier turns of the conversation.
+        hooks: before/after each tool call, and an arguments transform.
+        approvals: where gated calls wait for a decision.
+        approval_policy: which effect classes and tools are gated.
+        before_step: may return a replacement transcript before each request (compaction goes here).
+        on_event: every event of the run, in order.
+        cancel: set to abort: the request in flight is closed and running tools are stopped.
+        run_id: stamped on every event (default: a fresh id).
+        session_id: sent as ``prompt_cache_key`` where the endpoint takes it.
+        new_messages: how many trailing messages are new this run (announced as message events).
+        steering: polled after each step; messages it returns are added before the next request.
+        follow_up: polled when the model stops; messages it returns start another round.
+        interrupt: true when steering is waiting: calls not yet started are skipped.
+        should_stop_after_turn: asked after each completed step; ``True`` ends the run there.
+        max_turns: requests the run may make at most.
+
+    Raises:
+        RunError: the run stopped early (iteration budget, loop detected, a request failure, an overflow);
+            it carries the transcript so far, usage and steps. ``RunCancelled`` when ``cancel`` was set.
+    """
+    policy = policy or LoopPolicy()
+    run_id = run_id or uuid.uuid4().hex
+    caps = capabilities_for(endpoint)
+    latches = caps.model(params.model)
+    events: list[Event] = []
+
+    def emit(event: Event) -> None:
+        stamped = event if event.run_id else _with_run(event, run_id)
+        events.append(stamped)
+        if on_event is not None:
+            on_event(stamped)
+
+    transcript: list[Message] = list(messages)
+    loader = ToolLoader(
+        tools,
+        catalog,
+        ondemand=policy.tool_discovery == "ondemand",
+        preselected=preselected,
+        carried=carried,
+    )
+    detector = ToolLoopDetector(policy.loop_detection) if policy.loop_detection is not None else None
+    block = ToolBlock()
+    watch = _CacheWatch()
+    totals = Usage()
+    steps = 0
+    tool_steps = 0
+    last_turn = Turn()
+    taken_ids = {c.id for m in transcript if isinstance(m, AssistantMessage) for c in m.tool_calls}
+    droppable = frozenset(params.extra_body) | {"prompt_cache_key"}
+    names = [t.name for t in tools] + [e.name for e in catalog or ()]
+    if policy.tool_discovery == "ondemand":
+        names.append("load_tools")
+    resolver = _Resolver(loader, names)
+    partial: list[str] = []
+    outcome: str = "error"
+    error_text: str | None = None
+
+    emit(AgentStart())
+    limit = policy.context_limit
+    keeper: ContextKeeper | None = None
+    try:
+        if policy.context is not None:
+            limit = limit or await context_limit_for(endpoint, params.model)
+            if limit:
+                keeper = ContextKeeper(
+                    policy.context, limit=limit, summarise=summariser(endpoint, params.model, on_event=emit), emit=emit
+                )
+            else:
+                emit(Notice(text="context management is on but the window is unknown; set context_limit", name="compaction"))
+        announce = transcript[-new_messages:] if new_messages > 0 else []
+        while True:
+            if cancel is not None and cancel.is_set():
+                raise _cancelled(transcript, totals, steps)
+            if max_turns is not None and steps >= max_turns:
+                outcome = "stopped"
+                break
+            step = steps + 1
+            emit(TurnStart(step=step))
+            for message in announce:
+                emit(MessageStart(message=message, step=step))
+                emit(MessageEnd(message=message, step=step))
+            announce = []
+            if before_step is not None:
+                replaced = await before_step(list(transcript), step)
+                if replaced is not None:
+                    transcript = list(replaced)
+            transcript = check_transcript(transcript)
+            declared = order_tools(loader.declared(step), policy.tool_order)
+            suffix = loader.system_suffix(step)
+            prompt = f"{system}\n\n{suffix}" if system and suffix else (system or suffix or None)
+
+            def build(
+                c: EndpointCapabilities,
+                m: ModelCapabilities,
+                prompt: str | None = prompt,
+                declared: list[Tool] = declared,
+                wire: list[Message] = transcript,
+            ) -> dict[str, Any]:
+                return build_body(
+                    params, prompt, wire, declared, c, m, block=block, prompt_cache_key=session_id
+                )
+
+            emit(MessageStart(message=AssistantMessage(), step=step))
+
+            partial.clear()
+
+            def on_output(text: str, step: int = step) -> None:
+                partial.append(text)
+                emit(MessageUpdate(kind="text", delta=text, step=step))
+
+            def on_thinking(text: str, step: int = step) -> None:
+                emit(MessageUpdate(kind="thinking", delta=text, step=step))
+
+            ratio = chars_per_token_for(endpoint, params.model)
+            if keeper is not None:
+                used = request_tokens(build(caps, latches), chars_per_token=ratio)
+                smaller = await keeper.before_request(transcript, used=used, chars_per_token=ratio, step=step)
+                if smaller is not None:
+                    transcript = check_transcript(smaller)
+            recovered = False
+            while True:
+                body = build(caps, latches, wire=transcript)
+                try:
+                    turn = await _cancellable(
+                        run_turn(
+                            endpoint,
+                            partial_build(build, transcript),
+                            model=params.model,
+                            policy=policy.retry,
+                            context_limit=limit,
+                            droppable=droppable,
+                            on_output=on_output,
+                            on_thinking=on_thinking,
+                            on_event=emit,
+                            fences=policy.fences,
+                            start_in_reasoning=policy.start_in_reasoning,
+                            step=step,
+                        ),
+                        cancel,
+                    )
+                    break
+                except ContextOverflow as overflow:
+                    if keeper is None or recovered:
+                        raise
+                    recovered = True
+                    smaller = await keeper.recover(
+                        transcript, chars_per_token=ratio, step=step, limit=overflow.limit
+                    )
+                    limit = min(limit or keeper.limit, keeper.limit)
+                    if smaller is None:
+                        raise
+                    transcript = check_transcript(smaller)
+            steps = step
+            if turn.finish_reason == "length":
+                emit(Notice(text="the answer was cut off at the token ceiling (max_tokens)", name="length", step=step))
+                if policy.max_continuations > 0 and can_continue(turn):
+                    turn = await _cancellable(
+                        continue_turn(
+                            endpoint,
+                            body,
+                            turn,
+                            max_continuations=policy.max_continuations,
+                            policy=policy.retry,
+                            droppable=droppable,
+                            on_output=on_output,
+                            on_thinking=on_thinking,
+                            on_event=emit,
+                            fences=policy.fences,
+                            step=step,
+                        ),
+                        cancel,
+                    )
+            if not turn.tool_calls and turn.content.strip() and declared and policy.recover_tool_calls:
+                found = recover_tool_calls(turn.content, [t.name for t in declared] + loader.loaded)
+                if found.calls:
+                    emit(
+                        Notice(
+                            text=f"recovered {len(found.calls)} tool call(s) the model wrote as text; the "
+                            "server's tool-call parser did not read them",
+                            name="recovery",
+                            step=step,
+                        )
+                    )
+                    turn = Turn(found.content, turn.reasoning, found.calls, turn.usage, turn.finish_reason)
+            calls = unique_call_ids(turn.tool_calls, taken_ids)
+            message = AssistantMessage(content=turn.content, reasoning=turn.reasoning, tool_calls=tuple(calls))
+            transcript.append(message)
+            emit(MessageEnd(message=message, step=step))
+            totals = totals + turn.usage
+            expected, broken, reason = watch.judge(body, turn.usage)
+            emit(
+                UsageReport(
+                    turn=turn.usage,
+                    totals=totals,
+                    finish_reason=turn.finish_reason,
+                    tools_declared=len(body.get("tools", ())),
+                    tool_schema_tokens=tool_schema_tokens(
+                        body.get("tools", []), chars_per_token=chars_per_token_for(endpoint, params.model)
+                    ),
+                    cache_expected=expected,
+                    cache_broken=broken,
+                    cache_break_reason=reason,
+                    step=step,
+                )
+            )
+            last_turn = Turn(turn.content, turn.reasoning, calls, turn.usage, turn.finish_reason)
+            results: list[ToolResultMessage] = []
+            if calls:
+                tool_steps += 1
+                batch = await run_tool_calls(
+                    calls,
+                    resolver,
+                    policy=policy.tools,
+                    hooks=hooks,
+                    approvals=approvals,
+                    approval_policy=approval_policy or ApprovalPolicy(),
+                    emit=emit,
+                    step=step,
+                    truncated=turn.finish_reason == "length",
+                    cancel=cancel,
+                    interrupt=interrupt,
+                    loop_detector=detector,
+                )
+                results = list(batch.results)
+                for result in results:
+                    transcript.append(result)
+                    emit(MessageStart(message=result, step=step))
+                    emit(MessageEnd(message=result, step=step))
+                emit(TurnEnd(step=step, message=message, tool_results=tuple(results), finish_reason=turn.finish_reason))
+                if cancel is not None and cancel.is_set():
+                    raise _cancelled(transcript, totals, steps)
+                if batch.loop is not None:
+                    emit(LoopDetected(kind=batch.loop.kind, tool=batch.loop.tool, text=batch.loop.text, step=step))
+                    outcome = "loop_detected"
+                    raise RunError(
+                        f"stopped: {batch.loop.text}", reason="loop_detected", messages=transcript, usage=totals, steps=steps
+                    )
+                if batch.terminate:
+                    outcome = "completed"
+                    break
+            else:
+                emit(TurnEnd(step=step, message=message, finish_reason=turn.finish_reason))
+            if should_stop_after_turn is not None and should_stop_after_turn(last_turn, transcript):
+                outcome = "stopped"
+                break
+            queued = list(steering()) if steering is not None else []
+            if queued:
+                transcript.extend(queued)
+                announce = queued
+                continue
+            if calls:
+                if tool_steps >= policy.max_tool_iterations:
+                    outcome = "max_iterations"
+                    raise RunError(
+                        f"stopped after {tool_steps} tool iterations (max_tool_iterations)",
+                        reason="max_iterations",
+                        messages=transcript,
+                        usage=totals,
+                        steps=steps,
+                    )
+                continue
+            later = list(follow_up()) if follow_up is not None else []
+            if later:
+                transcript.extend(later)
+                announce = later
+                continue
+            outcome = "completed"
+            break
+    except _Cancelled:
+        # What was shown of the interrupted answer stays in the transcript; its calls never ran.
+        if partial:
+            transcript.append(AssistantMessage(content="".join(partial)))
+        outcome, error_text = "cancelled", "the run was cancelled"
+        raise _cancelled(transcript, totals, steps) from None
+    except RunCancelled as stop:
+        outcome, error_text = "cancelled", str(stop)
+        raise
+    except RunError as stop:
+        error_text = str(stop)
+        if outcome == "error":
+            outcome = "error"
+        raise
+    except asyncio.CancelledError:
+        outcome, error_text = "cancelled", "cancelled"
+        raise
+    except ContextOverflow as exc:
+        error_text = str(exc)
+        raise _stopped(exc, "overflow", transcript, totals, steps) from exc
+    except EndpointError as exc:
+        error_text = str(exc)
+        raise _stopped(exc, "endpoint", transcript, totals, steps) from exc
+    except SteadyloopError as exc:
+        error_text = str(exc)
+        raise _stopped(exc, "error", transcript, totals, steps) from exc
+    finally:
+        emit(AgentEnd(outcome=outcome, error=error_text, usage=totals, steps=steps))  # type: ignore[arg-type]
+    return LoopResult(
+        turn=last_turn,
+        messages=transcript,
+        usage=totals,
+        steps=steps,
+        loaded=loader.carry_over(),
+        metrics=run_metrics(events, context_length=policy.context_limit),
+    )
+
+
+class _Resolver(Mapping[str, Tool]):
+    """The loop's tools as ``run_tool_calls`` sees them: a lookup goes through the on-demand loader, which
+    loads a catalogued tool the model called without loading it first."""
+
+    def __init__(self, loader: ToolLoader, names: Sequence[str]) -> None:
+        self._loader = loader
+        self._names = sorted(set(names))
+
+    def __getitem__(self, key: str) -> Tool:
+        found = self._loader.resolve(key)
+        if found is None:
+            raise KeyError(key)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+def partial_build(
+    build: Callable[..., dict[str, Any]], wire: list[Message]
+) -> Callable[[EndpointCapabilities, ModelCapabilities], dict[str, Any]]:
+    """The body builder for one transcript, rebuilt from the latches on every attempt."""
+
+    def rebuild(c: EndpointCapabilities, m: ModelCapabilities) -> dict[str, Any]:
+        return build(c, m, wire=wire)
+
+    return rebuild
+
+
+class _Cancelled(Exception):
+    """The run's cancel was set while a request was in flight."""
+
+
+def _with_run(event: Event, run_id: str) -> Event:
+    return replace(event, run_id=run_id)
+
+
+def _cancelled(transcript: list[Message], usage: Usage, steps: int) -> RunCancelled:
+    return RunCancelled("the run was cancelled", reason="cancelled", messages=transcript, usage=usage, steps=steps)
+
+
+def _stopped(exc: Exception, reason: str, transcript: list[Message], usage: Usage, steps: int) -> RunError:
+    return RunError(f"the run stopped: {exc}", reason=reason, messages=transcript, usage=usage, steps=steps)
+
+
+async def _cancellable(work: Awaitable[Turn], cancel: asyncio.Event | None) -> Turn:
+    """Await a request, closing it at once when ``cancel`` is set (the HTTP response is closed with it)."""
+    if cancel is None:
+        return await work
+    task = asyncio.ensure_future(work)
+    waiter = asyncio.ensure_future(cancel.wait())
+    try:
+        done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        task.cancel()
+        waiter.cancel()
+        raise
+    if task in done:
+        waiter.cancel()
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, SteadyloopError):
+        await task
+    raise _Cancelled
