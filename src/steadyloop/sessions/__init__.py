@@ -1,0 +1,38 @@
+"""Sessions: a conversation kept across runs and restarts, with its event record and cumulative usage.
+
+``SQLiteSessionStore`` is the default store, ``InMemorySessionStore`` the one for tests; both follow the
+``SessionStore`` protocol. ``reconstruct`` turns stored messages into a transcript a server accepts,
+``EventRecorder`` writes a run's events into a session and ``follow`` replays and follows them.
+"""
+
+from .history import is_balanced, reconstruct
+from .memory import InMemorySessionStore
+from .recorder import EventRecorder, follow, notify_followers
+from .sqlite import SQLiteSessionStore, default_session_path
+from .store import (
+    SessionConfig,
+    SessionInfo,
+    SessionNotFound,
+    SessionStore,
+    SessionUsage,
+    check_id,
+    new_session_id,
+)
+
+__all__ = [
+    "EventRecorder",
+    "InMemorySessionStore",
+    "SQLiteSessionStore",
+    "SessionConfig",
+    "SessionInfo",
+    "SessionNotFound",
+    "SessionStore",
+    "SessionUsage",
+    "check_id",
+    "default_session_path",
+    "follow",
+    "is_balanced",
+    "new_session_id",
+    "notify_followers",
+    "reconstruct",
+]

@@ -1,0 +1,121 @@
+"""A session as JSONL, shared by every store (internal).
+
+One line per value, each the JSON of a steadyloop type with a ``kind`` saying which: a ``session`` header
+first, then ``message`` lines oldest first, then ``event`` lines with their seq. The owning agent is not
+written: whoever imports a session owns the copy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, TypeAdapter, ValidationError
+
+from ..errors import InvalidInput
+from ..events import Event
+from ..messages import Message
+from .store import SessionInfo, SessionUsage
+
+__all__ = ["FORMAT", "SessionSnapshot", "dump_snapshot", "load_snapshot"]
+
+#: The version of the line format, written in the header.
+FORMAT = 1
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSnapshot:
+    """Everything a store holds about one session."""
+
+    info: SessionInfo
+    messages: list[Message]
+    events: list[tuple[int, Event]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Header:
+    session_id: str
+    title: str | None
+    created_at: float
+    updated_at: float
+    usage: SessionUsage
+    format: int = FORMAT
+    kind: Literal["session"] = "session"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _MessageLine:
+    message: Message
+    kind: Literal["message"] = "message"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _EventLine:
+    seq: int
+    event: Event
+    kind: Literal["event"] = "event"
+
+
+_LINE = TypeAdapter[Any](Annotated[_Header | _MessageLine | _EventLine, Field(discriminator="kind")])
+
+
+def dump_snapshot(snapshot: SessionSnapshot) -> str:
+    """The session as JSONL text, one value a line, ending in a newline."""
+    info = snapshot.info
+    header = _Header(
+        session_id=info.session_id,
+        title=info.title,
+        created_at=info.created_at,
+        updated_at=info.updated_at,
+        usage=info.usage,
+    )
+    lines = [_LINE.dump_json(header).decode()]
+    lines.extend(_LINE.dump_json(_MessageLine(message=m)).decode() for m in snapshot.messages)
+    lines.extend(_LINE.dump_json(_EventLine(seq=s, event=e)).decode() for s, e in snapshot.events)
+    return "\n".join(lines) + "\n"
+
+
+def load_snapshot(text: str) -> SessionSnapshot:
+    """A session back from ``dump_snapshot``'s text; the agent id is left empty for the importer to fill.
+
+    Raises:
+        InvalidInput: a line is not a session value, the header is missing or repeated, or event seqs do
+            not increase. Import fails whole rather than keep part of a session.
+    """
+    header: _Header | None = None
+    messages: list[Message] = []
+    events: list[tuple[int, Event]] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            value = _LINE.validate_json(line)
+        except ValidationError as exc:
+            raise InvalidInput(f"session JSONL line {number} is not a session value: {exc}") from None
+        if isinstance(value, _Header):
+            if header is not None or number != 1:
+                raise InvalidInput(
+                    f"session JSONL line {number}: the session header must be the first line only"
+                )
+            if value.format > FORMAT:
+                raise InvalidInput(f"session JSONL format {value.format} is newer than this steadyloop reads")
+            header = value
+        elif header is None:
+            raise InvalidInput("session JSONL must start with its session header")
+        elif isinstance(value, _MessageLine):
+            messages.append(value.message)
+        else:
+            if value.seq <= (events[-1][0] if events else 0):
+                raise InvalidInput(f"session JSONL line {number}: event seq {value.seq} does not increase")
+            events.append((value.seq, value.event))
+    if header is None:
+        raise InvalidInput("session JSONL is empty")
+    info = SessionInfo(
+        session_id=header.session_id,
+        agent_id="",
+        title=header.title,
+        created_at=header.created_at,
+        updated_at=header.updated_at,
+        usage=header.usage,
+    )
+    return SessionSnapshot(info, messages, events)

@@ -1,0 +1,161 @@
+"""The in-memory ``SessionStore``: for tests, and for hosts that want nothing on disk."""
+
+from __future__ import annotations
+
+import builtins
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from ..errors import InvalidInput
+from ..events import Event
+from ..messages import Message
+from ..usage import Usage
+from ._jsonl import SessionSnapshot, dump_snapshot, load_snapshot
+from .store import SessionConfig, SessionInfo, SessionNotFound, SessionUsage, check_id, new_session_id
+
+__all__ = ["InMemorySessionStore"]
+
+
+@dataclass(slots=True)
+class _Session:
+    info: SessionInfo
+    messages: list[Message] = field(default_factory=list)
+    events: list[tuple[int, Event]] = field(default_factory=list)
+
+
+class InMemorySessionStore:
+    """A ``SessionStore`` in a dict: for tests, and for hosts that want nothing on disk.
+
+    Args:
+        config: lifecycle limits.
+        clock: seconds since the epoch; injectable so tests can move time.
+    """
+
+    def __init__(
+        self, config: SessionConfig | None = None, *, clock: Callable[[], float] = time.time
+    ) -> None:
+        self._config = config or SessionConfig()
+        self._clock = clock
+        self._sessions: dict[str, _Session] = {}
+
+    def _info(self, session: _Session) -> SessionInfo:
+        last = session.events[-1][0] if session.events else 0
+        return replace(session.info, message_count=len(session.messages), last_event_seq=last)
+
+    def _find(self, session_id: str, agent_id: str) -> _Session | None:
+        check_id(session_id, "session_id")
+        check_id(agent_id, "agent_id")
+        session = self._sessions.get(session_id)
+        if session is None or session.info.agent_id != agent_id:
+            return None
+        if self._config.expired(session.info.created_at, session.info.updated_at, self._clock()):
+            del self._sessions[session_id]
+            return None
+        return session
+
+    def _owned(self, session_id: str, agent_id: str) -> _Session:
+        session = self._find(session_id, agent_id)
+        if session is None:
+            raise SessionNotFound(f"no session {session_id!r} for agent {agent_id!r}")
+        return session
+
+    def _touch(self, session: _Session) -> None:
+        session.info = replace(session.info, updated_at=self._clock())
+
+    async def create(
+        self, agent_id: str, *, title: str | None = None, session_id: str | None = None
+    ) -> SessionInfo:
+        check_id(agent_id, "agent_id")
+        sid = check_id(session_id, "session_id") if session_id is not None else new_session_id()
+        if sid in self._sessions:
+            raise InvalidInput(f"session id {sid!r} is already in use")
+        now = self._clock()
+        session = _Session(
+            SessionInfo(session_id=sid, agent_id=agent_id, title=title, created_at=now, updated_at=now)
+        )
+        self._sessions[sid] = session
+        return self._info(session)
+
+    async def get(self, session_id: str, *, agent_id: str) -> SessionInfo | None:
+        session = self._find(session_id, agent_id)
+        return None if session is None else self._info(session)
+
+    async def list(self, agent_id: str) -> builtins.list[SessionInfo]:
+        check_id(agent_id, "agent_id")
+        mine = [s for s in list(self._sessions.values()) if s.info.agent_id == agent_id]
+        live = [s for s in mine if self._find(s.info.session_id, agent_id) is not None]
+        infos = [self._info(s) for s in live]
+        return sorted(infos, key=lambda i: (i.updated_at, i.created_at), reverse=True)
+
+    async def latest(self, agent_id: str) -> SessionInfo | None:
+        infos = await self.list(agent_id)
+        return infos[0] if infos else None
+
+    async def append_messages(self, session_id: str, messages: Sequence[Message], *, agent_id: str) -> None:
+        session = self._owned(session_id, agent_id)
+        session.messages.extend(messages)
+        cap = self._config.max_history_entries
+        if cap is not None and len(session.messages) > cap:
+            del session.messages[:-cap]
+        self._touch(session)
+
+    async def load_messages(
+        self, session_id: str, *, agent_id: str, limit: int | None = None
+    ) -> builtins.list[Message]:
+        session = self._owned(session_id, agent_id)
+        if limit is None:
+            return list(session.messages)
+        return list(session.messages[-limit:]) if limit > 0 else []
+
+    async def append_events(self, session_id: str, events: Sequence[Event], *, agent_id: str) -> int:
+        session = self._owned(session_id, agent_id)
+        seq = session.events[-1][0] if session.events else 0
+        for event in events:
+            seq += 1
+            session.events.append((seq, event))
+        if events:
+            self._touch(session)
+        return seq
+
+    async def load_events(
+        self, session_id: str, *, agent_id: str, after_seq: int = 0
+    ) -> builtins.list[tuple[int, Event]]:
+        session = self._owned(session_id, agent_id)
+        return [(seq, event) for seq, event in session.events if seq > after_seq]
+
+    async def record_usage(
+        self, session_id: str, usage: Usage, *, agent_id: str, turns: int = 0
+    ) -> SessionUsage:
+        session = self._owned(session_id, agent_id)
+        total = session.info.usage.add(usage, turns=turns)
+        session.info = replace(session.info, usage=total, updated_at=self._clock())
+        return total
+
+    async def delete(self, session_id: str, *, agent_id: str) -> bool:
+        if self._find(session_id, agent_id) is None:
+            return False
+        del self._sessions[session_id]
+        return True
+
+    async def export_jsonl(self, session_id: str, *, agent_id: str) -> str:
+        session = self._owned(session_id, agent_id)
+        return dump_snapshot(
+            SessionSnapshot(self._info(session), list(session.messages), list(session.events))
+        )
+
+    async def import_jsonl(self, text: str, *, agent_id: str, session_id: str | None = None) -> SessionInfo:
+        check_id(agent_id, "agent_id")
+        snapshot = load_snapshot(text)
+        sid = check_id(session_id or snapshot.info.session_id, "session_id")
+        if sid in self._sessions:
+            raise InvalidInput(f"session id {sid!r} is already in use")
+        info = replace(snapshot.info, session_id=sid, agent_id=agent_id)
+        cap = self._config.max_history_entries
+        messages = snapshot.messages[-cap:] if cap is not None else snapshot.messages
+        session = _Session(info, list(messages), list(snapshot.events))
+        self._sessions[sid] = session
+        return self._info(session)
+
+    async def close(self) -> None:
+        self._sessions.clear()

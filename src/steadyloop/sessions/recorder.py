@@ -1,0 +1,181 @@
+"""The event record: a run's events kept per session, and followed live by whoever attaches.
+
+``EventRecorder.record`` stores every event of a run except the streaming deltas as it comes, numbered
+after the record's last seq by the store, so the seq runs on across runs and restarts. Text and thinking
+deltas are held and written at the end of the turn as one ``MessageUpdate`` of each kind, just before its
+``TurnEnd`` and in the same write: a record grows with the transcript, not with the token count. A run
+that stops mid-turn writes what it had at its ``AgentEnd``.
+
+``follow`` replays a session's record after any seq and then waits for more. Recorders wake followers of
+the same store in this process, on this event loop; a host that appends events to the store directly calls
+``notify_followers`` itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import AsyncGenerator
+from typing import Literal
+
+from ..events import AgentEnd, Event, MessageUpdate, TurnEnd
+from .store import SessionStore, check_id
+
+__all__ = ["EventRecorder", "follow", "notify_followers"]
+
+
+class _Feed:
+    """The followers of one session waiting for its next write."""
+
+    __slots__ = ("followers", "waiters")
+
+    def __init__(self) -> None:
+        self.waiters: set[asyncio.Future[None]] = set()
+        self.followers = 0
+
+
+# Keyed weakly by store so a closed, dropped store takes its followers' bookkeeping with it.
+_FEEDS: weakref.WeakKeyDictionary[object, dict[str, _Feed]] = weakref.WeakKeyDictionary()
+
+
+def notify_followers(store: SessionStore, session_id: str) -> None:
+    """Wake every ``follow`` of this session on this store, so each reads what was just appended."""
+    feed = _FEEDS.get(store, {}).get(session_id)
+    if feed is None:
+        return
+    for waiter in feed.waiters:
+        if not waiter.done():
+            waiter.set_result(None)
+
+
+class EventRecorder:
+    """Records one session's events into its store, deltas coalesced per turn.
+
+    Args:
+        store: where the record goes.
+        session_id: the session; it must belong to ``agent_id``.
+        agent_id: the calling agent.
+        record_usage: at ``AgentEnd``, add the run's usage and steps to the session's total. Every run ends
+            in exactly one ``AgentEnd``, failed and aborted ones too, so their spend is counted; turn it off
+            when the host records usage itself.
+    """
+
+    def __init__(
+        self, store: SessionStore, session_id: str, agent_id: str, *, record_usage: bool = True
+    ) -> None:
+        self._store = store
+        self._session_id = check_id(session_id, "session_id")
+        self._agent_id = check_id(agent_id, "agent_id")
+        self._record_usage = record_usage
+        self._pending: dict[Literal["thinking", "text"], list[str]] = {"thinking": [], "text": []}
+        # The turn's first delta: the coalesced events take its step and run id.
+        self._first: MessageUpdate | None = None
+        self.last_seq = 0
+        """The seq of the last event this recorder wrote; 0 until it writes one."""
+
+    async def record(self, event: Event) -> int | None:
+        """Record one event; returns the seq it was given, or ``None`` for a delta held for the turn's end."""
+        if isinstance(event, MessageUpdate):
+            if event.delta:
+                self._pending[event.kind].append(event.delta)
+                if self._first is None:
+                    self._first = event
+            return None
+        batch: list[Event] = [*self._coalesced(), event] if isinstance(event, TurnEnd | AgentEnd) else [event]
+        if not isinstance(event, AgentEnd):
+            return await self._write(batch)
+        try:
+            return await self._write(batch)
+        finally:
+            # Even when the record could not be written, the run's spend is still owed to the session.
+            if self._record_usage:
+                await self._store.record_usage(
+                    self._session_id, event.usage, agent_id=self._agent_id, turns=event.steps
+                )
+
+    async def flush(self) -> int:
+        """Write the deltas held so far as coalesced events; returns the last seq written."""
+        batch = self._coalesced()
+        if batch:
+            await self._write(batch)
+        return self.last_seq
+
+    def _coalesced(self) -> list[Event]:
+        first, self._first = self._first, None
+        if first is None:
+            return []
+        out: list[Event] = []
+        for kind in ("thinking", "text"):
+            pieces = self._pending[kind]
+            if pieces:
+                out.append(
+                    MessageUpdate(kind=kind, delta="".join(pieces), step=first.step, run_id=first.run_id)
+                )
+            pieces.clear()
+        return out
+
+    async def _write(self, batch: list[Event]) -> int:
+        self.last_seq = await self._store.append_events(self._session_id, batch, agent_id=self._agent_id)
+        notify_followers(self._store, self._session_id)
+        return self.last_seq
+
+
+async def follow(
+    store: SessionStore,
+    session_id: str,
+    *,
+    agent_id: str,
+    after_seq: int = 0,
+    cancel: asyncio.Event | None = None,
+    until_end: bool = False,
+) -> AsyncGenerator[tuple[int, Event], None]:
+    """The session's recorded events after ``after_seq``, then each new one as it is recorded.
+
+    Args:
+        store: the store the session is in.
+        session_id: the session.
+        agent_id: the calling agent; another agent's session raises ``SessionNotFound``.
+        after_seq: replay from the event after this seq (0: from the start).
+        cancel: set it to leave, also while waiting for the next event.
+        until_end: stop after yielding an ``AgentEnd``, i.e. follow one run rather than the session.
+
+    Yields:
+        ``(seq, event)`` in seq order, each once.
+    """
+    check_id(session_id, "session_id")
+    check_id(agent_id, "agent_id")
+    feeds = _FEEDS.setdefault(store, {})
+    feed = feeds.setdefault(session_id, _Feed())
+    feed.followers += 1
+    loop = asyncio.get_running_loop()
+    stop = loop.create_task(_until(cancel)) if cancel is not None else None
+    last = after_seq
+    try:
+        while cancel is None or not cancel.is_set():
+            # Registered before reading, so a write that lands between the read and the wait still wakes us.
+            waiter: asyncio.Future[None] = loop.create_future()
+            feed.waiters.add(waiter)
+            try:
+                batch = await store.load_events(session_id, agent_id=agent_id, after_seq=last)
+                for seq, event in batch:
+                    yield seq, event
+                    last = seq
+                    if until_end and isinstance(event, AgentEnd):
+                        return
+                if not batch:
+                    await asyncio.wait(
+                        [waiter] if stop is None else [waiter, stop], return_when=asyncio.FIRST_COMPLETED
+                    )
+            finally:
+                feed.waiters.discard(waiter)
+                waiter.cancel()
+    finally:
+        if stop is not None:
+            stop.cancel()
+        feed.followers -= 1
+        if not feed.followers:
+            feeds.pop(session_id, None)
+
+
+async def _until(cancel: asyncio.Event) -> None:
+    await cancel.wait()

@@ -1,0 +1,409 @@
+"""The default ``SessionStore``: one SQLite file, written from one worker thread.
+
+Durability: the database runs in WAL mode with ``synchronous=NORMAL`` by default. A committed write is in
+the WAL before the call returns, so killing the process (SIGKILL, OOM, a crash) loses nothing committed
+and the file always opens consistent; ``tests/sessions/test_crash.py`` kills a writer many times to hold
+that. What NORMAL gives up is the last few commits on power loss or an OS crash, because the WAL is
+synced only at checkpoints; the file still opens consistent and the event seq continues after what
+survived. Pass ``synchronous="FULL"`` to sync every commit when that matters more than write speed.
+
+Every method's work is one transaction, run on the store's single worker thread, which owns the only
+connection; the event loop never waits on disk. The seq of a new event is read from the record's tail in
+the same transaction that inserts it, so after any crash the next event follows the last one actually
+written, and two processes sharing the file cannot hand out the same seq. The schema and its numbered
+migrations live in ``_schema``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import os
+import sqlite3
+import sys
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Literal, TypeVar
+
+from ..errors import InvalidInput
+from ..events import Event, event_from_json, event_to_json
+from ..messages import Message, message_from_json, message_to_json
+from ..usage import Usage
+from ._jsonl import SessionSnapshot, dump_snapshot, load_snapshot
+from ._schema import (
+    INFO_QUERY,
+    decode,
+    delete_session,
+    info_of,
+    migrate,
+    transaction,
+    usage_of,
+    usage_values,
+)
+from .store import SessionConfig, SessionInfo, SessionNotFound, SessionUsage, check_id, new_session_id
+
+__all__ = ["SQLiteSessionStore", "default_session_path"]
+
+_T = TypeVar("_T")
+
+
+def default_session_path() -> Path:
+    """Where the store lives unless told otherwise.
+
+    ``$STEADYLOOP_HOME/sessions.db`` when that is set, else ``sessions.db`` in steadyloop's folder of the
+    platform's data directory (``$XDG_DATA_HOME`` or ``~/.local/share`` on Linux, ``~/Library/Application
+    Support`` on macOS, ``%LOCALAPPDATA%`` on Windows).
+    """
+    home = os.environ.get("STEADYLOOP_HOME")
+    if home:
+        return Path(home).expanduser() / "sessions.db"
+    if sys.platform == "darwin":
+        base = Path.home() / "Library" / "Application Support"
+    elif sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    else:
+        xdg = os.environ.get("XDG_DATA_HOME", "")
+        # The XDG spec says a relative value is invalid and to be ignored.
+        base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".local" / "share"
+    return base / "steadyloop" / "sessions.db"
+
+
+class SQLiteSessionStore:
+    """A ``SessionStore`` in one SQLite file (WAL).
+
+    The file (and SQLite's -wal and -shm beside it) is 0600, and any folder the store creates for it is
+    0700; a folder that already existed is left as its owner set it. Nothing touches the disk until the
+    first call. Close the store (or use ``async with``) to stop its thread.
+
+    Args:
+        path: the database file; ``default_session_path()`` when omitted.
+        config: lifecycle limits.
+        clock: seconds since the epoch; injectable so tests can move time.
+        synchronous: ``"NORMAL"`` (survives any process death) or ``"FULL"`` (also survives power loss).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        config: SessionConfig | None = None,
+        clock: Callable[[], float] = time.time,
+        synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
+    ) -> None:
+        if synchronous not in ("NORMAL", "FULL"):
+            raise InvalidInput(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
+        self.path = Path(path) if path is not None else default_session_path()
+        self._config = config or SessionConfig()
+        self._clock = clock
+        self._synchronous = synchronous
+        self._conn: sqlite3.Connection | None = None
+        self._closed = False
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="steadyloop-sessions")
+
+    async def __aenter__(self) -> SQLiteSessionStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- the worker thread -------------------------------------------------------------------------
+
+    async def _call(self, job: Callable[[sqlite3.Connection], _T]) -> _T:
+        if self._closed:
+            raise InvalidInput("the session store is closed")
+        return await asyncio.get_running_loop().run_in_executor(self._worker, self._run, job)
+
+    def _run(self, job: Callable[[sqlite3.Connection], _T]) -> _T:
+        if self._conn is None:
+            self._conn = self._open()
+        return job(self._conn)
+
+    def _open(self) -> sqlite3.Connection:
+        folder = self.path.parent
+        missing = [p for p in (folder, *folder.parents) if not p.exists()]
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for created in missing:
+            os.chmod(created, 0o700)  # mkdir's mode passes through the umask; ours is meant exactly
+        # SQLite gives its -wal and -shm files the mode of the database file, so creating that one 0600
+        # before SQLite sees it covers all three without touching the process-wide umask.
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        os.close(fd)
+        os.chmod(self.path, 0o600)
+        conn = sqlite3.connect(self.path, isolation_level=None, timeout=10.0)
+        try:
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+            conn.execute("PRAGMA foreign_keys = ON")
+            migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
+        for suffix in ("-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.chmod(f"{self.path}{suffix}", 0o600)
+        return conn
+
+    # -- inside a transaction, on the worker -------------------------------------------------------
+
+    def _find(
+        self, conn: sqlite3.Connection, session_id: str, agent_id: str, now: float
+    ) -> sqlite3.Row | None:
+        row: sqlite3.Row | None = conn.execute(
+            "SELECT * FROM sessions WHERE id = ?", (session_id,)
+        ).fetchone()
+        if row is None or row["agent_id"] != agent_id:
+            return None
+        if self._config.expired(row["created_at"], row["updated_at"], now):
+            delete_session(conn, session_id)
+            return None
+        return row
+
+    def _owned(self, conn: sqlite3.Connection, session_id: str, agent_id: str, now: float) -> sqlite3.Row:
+        row = self._find(conn, session_id, agent_id, now)
+        if row is None:
+            raise SessionNotFound(f"no session {session_id!r} for agent {agent_id!r}")
+        return row
+
+    def _trim(self, conn: sqlite3.Connection, session_id: str) -> None:
+        cap = self._config.max_history_entries
+        if cap is not None:
+            conn.execute(
+                "DELETE FROM messages WHERE session_id = ? AND pos <= "
+                "(SELECT MAX(pos) FROM messages WHERE session_id = ?) - ?",
+                (session_id, session_id, cap),
+            )
+
+    # -- the protocol ------------------------------------------------------------------------------
+
+    async def create(
+        self, agent_id: str, *, title: str | None = None, session_id: str | None = None
+    ) -> SessionInfo:
+        check_id(agent_id, "agent_id")
+        sid = check_id(session_id, "session_id") if session_id is not None else new_session_id()
+        now = self._clock()
+
+        def job(conn: sqlite3.Connection) -> SessionInfo:
+            with transaction(conn):
+                if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)).fetchone():
+                    raise InvalidInput(f"session id {sid!r} is already in use")
+                conn.execute(
+                    "INSERT INTO sessions (id, agent_id, title, created_at, updated_at) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (sid, agent_id, title, now, now),
+                )
+                return _info(conn, sid)
+
+        return await self._call(job)
+
+    async def get(self, session_id: str, *, agent_id: str) -> SessionInfo | None:
+        _check(session_id, agent_id)
+        now = self._clock()
+
+        def job(conn: sqlite3.Connection) -> SessionInfo | None:
+            with transaction(conn):
+                row = self._find(conn, session_id, agent_id, now)
+                return None if row is None else _info(conn, session_id)
+
+        return await self._call(job)
+
+    async def list(self, agent_id: str) -> builtins.list[SessionInfo]:
+        check_id(agent_id, "agent_id")
+        now = self._clock()
+
+        def job(conn: sqlite3.Connection) -> builtins.list[SessionInfo]:
+            with transaction(conn):
+                rows = conn.execute(
+                    INFO_QUERY + " WHERE s.agent_id = ? ORDER BY s.updated_at DESC, s.created_at DESC",
+                    (agent_id,),
+                ).fetchall()
+                live = []
+                for row in rows:
+                    if self._config.expired(row["created_at"], row["updated_at"], now):
+                        delete_session(conn, row["id"])
+                    else:
+                        live.append(info_of(row))
+                return live
+
+        return await self._call(job)
+
+    async def latest(self, agent_id: str) -> SessionInfo | None:
+        infos = await self.list(agent_id)
+        return infos[0] if infos else None
+
+    async def append_messages(self, session_id: str, messages: Sequence[Message], *, agent_id: str) -> None:
+        _check(session_id, agent_id)
+        bodies = [
+            message_to_json(m) for m in messages
+        ]  # serialised here, so a bad value fails before any write
+        now = self._clock()
+
+        def job(conn: sqlite3.Connection) -> None:
+            with transaction(conn):
+                self._owned(conn, session_id, agent_id, now)
+                (last,) = conn.execute(
+                    "SELECT COALESCE(MAX(pos), 0) FROM messages WHERE session_id = ?", (session_id,)
+                ).fetchone()
+                conn.executemany(
+                    "INSERT INTO messages (session_id, pos, body) VALUES (?, ?, ?)",
+                    [(session_id, last + i, body) for i, body in enumerate(bodies, 1)],
+                )
+                self._trim(conn, session_id)
+                conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
+
+        await self._call(job)
+
+    async def load_messages(
+        self, session_id: str, *, agent_id: str, limit: int | None = None
+    ) -> builtins.list[Message]:
+        _check(session_id, agent_id)
+        now = self._clock()
+
+        def job(conn: sqlite3.Connection) -> builtins.list[str]:
+            with transaction(conn):
+                self._owned(conn, session_id, agent_id, now)
+                rows = conn.execute(
+                    "SELECT body FROM messages WHERE session_id = ? ORDER BY pos DESC LIMIT ?",
+                    (session_id, -1 if limit is None else max(limit, 0)),
+                ).fetchall()
+                return [row["body"] for row in reversed(rows)]
+
+        return [m for body in await self._call(job) if (m := decode(body, message_from_json)) is not None]
+
+    async def append_events(self, session_id: str, events: Sequence[Event], *, agent_id: str) -> int:
+        _check(session_id, agent_id)
+        bodies = [event_to_json(e) for e in events]
+        now = self._clock()
+
+        def job(conn: sqlite3.Connection) -> int:
+            with transaction(conn):
+                self._owned(conn, session_id, agent_id, now)
+                (last,) = conn.execute(
+                    "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?", (session_id,)
+                ).fetchone()
+                if not bodies:
+                    return int(last)
+                conn.executemany(
+                    "INSERT INTO events (session_id, seq, body) VALUES (?, ?, ?)",
+                    [(session_id, last + i, body) for i, body in enumerate(bodies, 1)],
+                )
+                conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
+                return int(last) + len(bodies)
+
+        return await self._call(job)
+
+    async def load_events(
+        self, session_id: str, *, agent_id: str, after_seq: int = 0
+    ) -> builtins.list[tuple[int, Event]]:
+        _check(session_id, agent_id)
+        now = self._clock()
+
+        def job(conn: sqlite3.Connection) -> builtins.list[tuple[int, str]]:
+            with transaction(conn):
+                self._owned(conn, session_id, agent_id, now)
+                rows = conn.execute(
+                    "SELECT seq, body FROM events WHERE session_id = ? AND seq > ? ORDER BY seq",
+                    (session_id, after_seq),
+                ).fetchall()
+                return [(row["seq"], row["body"]) for row in rows]
+
+        out: builtins.list[tuple[int, Event]] = []
+        for seq, body in await self._call(job):
+            event = decode(body, event_from_json)
+            if event is not None:
+                out.append((seq, event))
+        return out
+
+    async def record_usage(
+        self, session_id: str, usage: Usage, *, agent_id: str, turns: int = 0
+    ) -> SessionUsage:
+        _check(session_id, agent_id)
+        now = self._clock()
+
+        def job(conn: sqlite3.Connection) -> SessionUsage:
+            with transaction(conn):
+                total = usage_of(self._owned(conn, session_id, agent_id, now)).add(usage, turns=turns)
+                conn.execute(
+                    "UPDATE sessions SET prompt_tokens = ?, completion_tokens = ?, cached_tokens = ?, "
+                    "reasoning_tokens = ?, turns = ?, runs = ?, updated_at = ? WHERE id = ?",
+                    (*usage_values(total), now, session_id),
+                )
+                return total
+
+        return await self._call(job)
+
+    async def delete(self, session_id: str, *, agent_id: str) -> bool:
+        _check(session_id, agent_id)
+        now = self._clock()
+
+        def job(conn: sqlite3.Connection) -> bool:
+            with transaction(conn):
+                if self._find(conn, session_id, agent_id, now) is None:
+                    return False
+                delete_session(conn, session_id)
+                return True
+
+        return await self._call(job)
+
+    async def export_jsonl(self, session_id: str, *, agent_id: str) -> str:
+        info = await self.get(session_id, agent_id=agent_id)
+        if info is None:
+            raise SessionNotFound(f"no session {session_id!r} for agent {agent_id!r}")
+        messages = await self.load_messages(session_id, agent_id=agent_id)
+        events = await self.load_events(session_id, agent_id=agent_id)
+        return dump_snapshot(SessionSnapshot(info, messages, events))
+
+    async def import_jsonl(self, text: str, *, agent_id: str, session_id: str | None = None) -> SessionInfo:
+        check_id(agent_id, "agent_id")
+        snapshot = load_snapshot(text)
+        sid = check_id(session_id or snapshot.info.session_id, "session_id")
+        info = snapshot.info
+        cap = self._config.max_history_entries
+        kept = snapshot.messages[-cap:] if cap is not None else snapshot.messages
+        messages = [(sid, pos, message_to_json(m)) for pos, m in enumerate(kept, 1)]
+        events = [(sid, seq, event_to_json(e)) for seq, e in snapshot.events]
+
+        def job(conn: sqlite3.Connection) -> SessionInfo:
+            with transaction(conn):
+                if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)).fetchone():
+                    raise InvalidInput(f"session id {sid!r} is already in use")
+                conn.execute(
+                    "INSERT INTO sessions (id, agent_id, title, created_at, updated_at, prompt_tokens, "
+                    "completion_tokens, cached_tokens, reasoning_tokens, turns, runs) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (sid, agent_id, info.title, info.created_at, info.updated_at, *usage_values(info.usage)),
+                )
+                conn.executemany("INSERT INTO messages (session_id, pos, body) VALUES (?, ?, ?)", messages)
+                conn.executemany("INSERT INTO events (session_id, seq, body) VALUES (?, ?, ?)", events)
+                return _info(conn, sid)
+
+        return await self._call(job)
+
+    async def close(self) -> None:
+        """Close the connection and stop the worker thread; calls after this raise ``InvalidInput``."""
+        if self._closed:
+            return
+        self._closed = True
+
+        def job() -> None:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._worker, job)
+        finally:
+            self._worker.shutdown(wait=False)
+
+
+def _check(session_id: str, agent_id: str) -> None:
+    check_id(session_id, "session_id")
+    check_id(agent_id, "agent_id")
+
+
+def _info(conn: sqlite3.Connection, session_id: str) -> SessionInfo:
+    # Counting messages and reading the event tail costs a scan, so only the calls that return an info pay it.
+    return info_of(conn.execute(INFO_QUERY + " WHERE s.id = ?", (session_id,)).fetchone())

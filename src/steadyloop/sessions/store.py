@@ -1,0 +1,204 @@
+"""What a session store promises and the values it hands back.
+
+A session belongs to one agent. The owner is whatever the store's own index says, written once at
+``create``: every method takes the caller's ``agent_id`` and a session owned by another agent is simply
+not there, never readable or writable, whatever id the caller guessed. Ids are checked against
+``^[A-Za-z0-9_-]{1,64}$`` before anything else happens.
+
+Lifecycle is checked lazily, when a session is looked up: past its idle timeout (no append or usage since)
+or its maximum age, it is deleted and reads as not found. There is no background sweep, so nothing runs
+between calls and tests need no timers.
+"""
+
+from __future__ import annotations
+
+import builtins
+import re
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from ..errors import InvalidInput
+from ..events import Event
+from ..messages import Message
+from ..usage import Usage
+
+__all__ = [
+    "SessionConfig",
+    "SessionInfo",
+    "SessionNotFound",
+    "SessionStore",
+    "SessionUsage",
+    "check_id",
+    "new_session_id",
+]
+
+_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+class SessionNotFound(InvalidInput):
+    """No session with this id belongs to the calling agent (it never existed, expired, or is another's)."""
+
+
+def check_id(value: object, what: str = "id") -> str:
+    """``value`` if it is a valid session or agent id.
+
+    Raises:
+        InvalidInput: it is not 1 to 64 characters of letters, digits, ``_`` and ``-``.
+    """
+    if not isinstance(value, str) or _ID.fullmatch(value) is None:
+        raise InvalidInput(f"{what} must be 1-64 characters of A-Z, a-z, 0-9, '_' or '-', got {value!r}")
+    return value
+
+
+def new_session_id() -> str:
+    """A fresh random session id."""
+    return f"ses_{secrets.token_hex(8)}"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionConfig:
+    """Lifecycle limits a store enforces; ``None`` means no limit.
+
+    Attributes:
+        idle_timeout_s: seconds without an append or usage record after which a session expires.
+        max_age_s: seconds after creation after which a session expires, however active.
+        max_history_entries: messages kept per session; older ones are deleted as new ones arrive.
+    """
+
+    idle_timeout_s: float | None = None
+    max_age_s: float | None = None
+    max_history_entries: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("idle_timeout_s", "max_age_s", "max_history_entries"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise InvalidInput(f"SessionConfig.{name} must be positive or None, got {value!r}")
+
+    def expired(self, created_at: float, updated_at: float, now: float) -> bool:
+        """Whether a session with these timestamps has expired at ``now``."""
+        if self.idle_timeout_s is not None and now - updated_at > self.idle_timeout_s:
+            return True
+        return self.max_age_s is not None and now - created_at > self.max_age_s
+
+
+@dataclass(frozen=True, slots=True)
+class SessionUsage:
+    """Tokens a session spent over its whole life, every run added in, failed and aborted ones too."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+    turns: int = 0
+    runs: int = 0
+
+    def add(self, usage: Usage, *, turns: int = 0, runs: int = 1) -> SessionUsage:
+        """This total with one run's usage added."""
+        return SessionUsage(
+            prompt_tokens=self.prompt_tokens + usage.prompt_tokens,
+            completion_tokens=self.completion_tokens + usage.completion_tokens,
+            cached_tokens=self.cached_tokens + usage.cached_tokens,
+            reasoning_tokens=self.reasoning_tokens + (usage.reasoning_tokens or 0),
+            turns=self.turns + turns,
+            runs=self.runs + runs,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """What a store knows about a session besides its messages and events.
+
+    Attributes:
+        session_id: the session's id.
+        agent_id: the agent that owns it, from the store's index.
+        title: a label for listings.
+        created_at: when it was created, seconds since the epoch.
+        updated_at: when something was last appended or recorded.
+        usage: cumulative token spend.
+        message_count: messages kept (after the history cap).
+        last_event_seq: the seq of the last recorded event, 0 when none.
+    """
+
+    session_id: str
+    agent_id: str
+    title: str | None
+    created_at: float
+    updated_at: float
+    usage: SessionUsage = field(default_factory=SessionUsage)
+    message_count: int = 0
+    last_event_seq: int = 0
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """Where sessions live: messages as they were, the event record, cumulative usage.
+
+    A session another agent owns raises ``SessionNotFound`` (``get`` returns ``None``); an id that is not
+    an id raises ``InvalidInput``.
+    """
+
+    async def create(
+        self, agent_id: str, *, title: str | None = None, session_id: str | None = None
+    ) -> SessionInfo:
+        """A new session for ``agent_id``; ``InvalidInput`` when ``session_id`` is already in use."""
+        ...
+
+    async def get(self, session_id: str, *, agent_id: str) -> SessionInfo | None:
+        """The session, or ``None`` when the agent has no such session (expired ones are deleted here)."""
+        ...
+
+    async def list(self, agent_id: str) -> builtins.list[SessionInfo]:
+        """The agent's sessions, most recently active first."""
+        ...
+
+    async def latest(self, agent_id: str) -> SessionInfo | None:
+        """The agent's most recently active session, if any."""
+        ...
+
+    async def append_messages(self, session_id: str, messages: Sequence[Message], *, agent_id: str) -> None:
+        """Append messages in one write, then trim to the history cap."""
+        ...
+
+    async def load_messages(
+        self, session_id: str, *, agent_id: str, limit: int | None = None
+    ) -> builtins.list[Message]:
+        """The kept messages exactly as appended, oldest first; the last ``limit`` when given."""
+        ...
+
+    async def append_events(self, session_id: str, events: Sequence[Event], *, agent_id: str) -> int:
+        """Append events in one write, numbered after the record's last seq; returns the last seq."""
+        ...
+
+    async def load_events(
+        self, session_id: str, *, agent_id: str, after_seq: int = 0
+    ) -> builtins.list[tuple[int, Event]]:
+        """The recorded events with a seq above ``after_seq``, in order."""
+        ...
+
+    async def record_usage(
+        self, session_id: str, usage: Usage, *, agent_id: str, turns: int = 0
+    ) -> SessionUsage:
+        """Add one run's usage (and its turns) to the session's total; returns the new total."""
+        ...
+
+    async def delete(self, session_id: str, *, agent_id: str) -> bool:
+        """Delete the session with its messages and events; ``False`` when there was none."""
+        ...
+
+    async def export_jsonl(self, session_id: str, *, agent_id: str) -> str:
+        """The whole session as JSONL: a header line, then its messages, then its events."""
+        ...
+
+    async def import_jsonl(self, text: str, *, agent_id: str, session_id: str | None = None) -> SessionInfo:
+        """A session from ``export_jsonl``'s output, owned by ``agent_id``; its exported id by default.
+
+        The copy keeps the exported timestamps, so lifecycle limits apply to it as to the original.
+        """
+        ...
+
+    async def close(self) -> None:
+        """Release what the store holds open."""
+        ...
