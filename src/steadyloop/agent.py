@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from .errors import InvalidInput, RunCancelled, RunError, SteadyloopError
 from .events import AgentEnd, Event, MessageEnd, MessageStart, MessageUpdate, ToolExecutionEnd, ToolExecutionStart
-from .loop import LoopPolicy, LoopResult, run_agent_loop
+from .loop import LoopPolicy, LoopResult, ToolChoiceFn, run_agent_loop
 from .messages import (
     AssistantMessage,
     ImagePart,
@@ -105,7 +105,8 @@ class Agent:
         run_timeout: seconds a run may take before it is aborted.
         session_id: sent as ``prompt_cache_key`` where the endpoint takes it.
         api_key: called before each run for the key to use (for expiring tokens).
-        tool_choice: ``"auto"``, ``"required"``, ``"none"`` or a named function.
+        tool_choice: ``"auto"``, ``"required"``, ``"none"``, a named function, or a function deciding it per
+            request from the transcript about to be sent.
         steering_mode: deliver queued steering one message per step or all at once.
         follow_up_mode: the same for follow-ups.
         interrupt_mode: ``"immediate"`` skips calls not yet started when steering arrives; ``"wait"`` lets
@@ -132,7 +133,7 @@ class Agent:
         run_timeout: float | None = None,
         session_id: str | None = None,
         api_key: Callable[[], str | Awaitable[str]] | None = None,
-        tool_choice: str | dict[str, Any] | None = None,
+        tool_choice: str | dict[str, Any] | ToolChoiceFn | None = None,
         steering_mode: QueueMode = "one-at-a-time",
         follow_up_mode: QueueMode = "one-at-a-time",
         interrupt_mode: Literal["immediate", "wait"] = "immediate",
@@ -140,7 +141,10 @@ class Agent:
         params = model if isinstance(model, ModelParams) else ModelParams(model=model)
         if thinking is not None:
             params = replace(params, reasoning_effort=thinking)
-        if tool_choice is not None:
+        self.tool_choice: ToolChoiceFn | None = None
+        if callable(tool_choice):
+            self.tool_choice = tool_choice
+        elif tool_choice is not None:
             params = replace(params, tool_choice=tool_choice)
         if max_turns is not None and max_turns <= 0:
             raise InvalidInput("max_turns must be a positive number of requests")
@@ -306,6 +310,7 @@ class Agent:
                 interrupt=(lambda: bool(self._steering)) if self.interrupt_mode == "immediate" else None,
                 should_stop_after_turn=self.should_stop_after_turn,
                 max_turns=self.max_turns,
+                tool_choice=self.tool_choice,
             )
             self.last_result = result
             self._loaded = result.loaded

@@ -57,6 +57,7 @@ __all__ = ["LoopPolicy", "LoopResult", "run_agent_loop"]
 
 BeforeStep = Callable[[list[Message], int], Awaitable[Sequence[Message] | None]]
 MessageSource = Callable[[], Sequence[Message]]
+ToolChoiceFn = Callable[[Sequence[Message]], "str | Mapping[str, Any] | None"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +182,7 @@ async def run_agent_loop(
     interrupt: Callable[[], bool] | None = None,
     should_stop_after_turn: Callable[[Turn, list[Message]], bool] | None = None,
     max_turns: int | None = None,
+    tool_choice: ToolChoiceFn | None = None,
 ) -> LoopResult:
     """Run the model and its tools until it stops asking for tools.
 
@@ -208,6 +210,9 @@ async def run_agent_loop(
         interrupt: true when steering is waiting: calls not yet started are skipped.
         should_stop_after_turn: asked after each completed step; ``True`` ends the run there.
         max_turns: requests the run may make at most.
+        tool_choice: decides ``tool_choice`` per request from the transcript it is about to send (e.g.
+            ``"required"`` right after a user message, ``"auto"`` after a tool result); ``None`` from it
+            leaves the request without one. Overrides ``params.tool_choice``.
 
     Raises:
         RunError: the run stopped early (iteration budget, loop detected, a request failure, an overflow);
@@ -291,9 +296,8 @@ async def run_agent_loop(
                 declared: list[Tool] = declared,
                 wire: list[Message] = transcript,
             ) -> dict[str, Any]:
-                return build_body(
-                    params, prompt, wire, declared, c, m, block=block, prompt_cache_key=session_id
-                )
+                asked = params if tool_choice is None else replace(params, tool_choice=tool_choice(wire))
+                return build_body(asked, prompt, wire, declared, c, m, block=block, prompt_cache_key=session_id)
 
             emit(MessageStart(message=AssistantMessage(), step=step))
 
