@@ -10,6 +10,7 @@ prompt and most of the reply. Whether a model does this is latched per model as 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..errors import EndpointError, EndpointRefused
@@ -124,9 +125,15 @@ async def continue_turn(
         except EndpointError as error:
             notice(f"continuing the cut-off answer failed: {error}")
             break
-        if _restarted(so_far, piece.content):
+        if so_far and piece.content.startswith(so_far) and len(piece.content) > len(so_far):
+            # llama.cpp answers a prefill with the prefilled text followed by its continuation; a server that
+            # ignored the prefill and started over cannot produce more than one piece's worth of text.
+            piece = replace(piece, content=piece.content[len(so_far) :])
+        elif _restarted(so_far, piece.content):
             latches.assistant_prefill = False
-            notice("the endpoint started the answer over instead of continuing it; prefill is off for this model")
+            notice(
+                "the endpoint started the answer over instead of continuing it; prefill is off for this model"
+            )
             break
         if on_output is not None and piece.content:
             on_output(piece.content)
