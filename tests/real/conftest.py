@@ -48,3 +48,19 @@ def llama_small_base_url() -> Iterator[str]:
 @pytest.fixture
 def llama_small(llama_small_base_url: str) -> Endpoint:
     return Endpoint(llama_small_base_url, request_timeout=60.0)
+
+
+@pytest.fixture(scope="session")
+def llama_2k_base_url() -> Iterator[str]:
+    """A real server with a 2,048-token window, for the context-management acceptance."""
+    given = os.environ.get("STEADYLOOP_REAL_2K_BASE_URL")
+    if given:
+        yield given
+        return
+    with running_server(LocalServerConfig(ctx=2048), progress=_progress) as server:
+        yield server.base_url
+
+
+@pytest.fixture
+def llama_2k(llama_2k_base_url: str) -> Endpoint:
+    return Endpoint(llama_2k_base_url, request_timeout=120.0)
