@@ -33,13 +33,32 @@ BODY = {"model": "bench", "messages": [{"role": "user", "content": "Write a long
 
 
 def _pieces() -> list[str]:
-    words = "the quick brown fox jumps over a lazy dog while streaming tokens arrive one by one".split()
+    words = [
+        "the",
+        "quick",
+        "brown",
+        "fox",
+        "jumps",
+        "over",
+        "a",
+        "lazy",
+        "dog",
+        "while",
+        "streaming",
+        "tokens",
+        "arrive",
+        "one",
+        "by",
+        "one",
+    ]
     return [f"{words[i % len(words)]} " for i in range(CHUNKS)]
 
 
 async def _raw(client: AsyncOpenAI) -> tuple[float, int]:
     started = time.thread_time()
-    stream = await client.chat.completions.create(model="bench", messages=[{"role": "user", "content": "x"}], stream=True)
+    stream = await client.chat.completions.create(
+        model="bench", messages=[{"role": "user", "content": "x"}], stream=True
+    )
     n = 0
     async for _chunk in stream:
         n += 1
