@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from typing import Any
 
 import pytest
@@ -110,7 +111,9 @@ async def test_a_call_written_as_text_is_recovered_with_a_notice() -> None:
         result, events = await loop(server)
     assistant = result.messages[1]
     assert isinstance(assistant, AssistantMessage) and assistant.tool_calls[0].id == "call_recovered_0"
-    assert result.messages[2] == ToolResultMessage(call_id="call_recovered_0", content="Oslo: 18C, clear", name="get_weather")
+    assert result.messages[2] == ToolResultMessage(
+        call_id="call_recovered_0", content="Oslo: 18C, clear", name="get_weather"
+    )
     assert any(isinstance(e, Notice) and e.name == "recovery" for e in events)
 
 
@@ -132,20 +135,33 @@ async def test_a_cut_off_answer_is_continued() -> None:
 
 
 async def test_reasoning_is_replayed_for_families_that_read_it_back() -> None:
-    thinking = Reply.stream(stream_of(reasoning="I should check.", tool_calls=[{"id": "c1", "name": "add", "arguments": {"a": 1, "b": 2}}]))
+    thinking = Reply.stream(
+        stream_of(
+            reasoning="I should check.",
+            tool_calls=[{"id": "c1", "name": "add", "arguments": {"a": 1, "b": 2}}],
+        )
+    )
     async with ScriptedServer(thinking, answer("3")) as server:
         await run_agent_loop(
-            Endpoint(server.base_url), ModelParams(model="gpt-oss-20b"), messages=QUESTION, tools=[add], policy=FAST
+            Endpoint(server.base_url),
+            ModelParams(model="gpt-oss-20b"),
+            messages=QUESTION,
+            tools=[add],
+            policy=FAST,
         )
         replayed = server.chat_requests[1].json["messages"][1]
     assert replayed["reasoning_content"] == "I should check."
     async with ScriptedServer(thinking, answer("3")) as server:
-        await run_agent_loop(Endpoint(server.base_url), ModelParams(model="qwen"), messages=QUESTION, tools=[add], policy=FAST)
+        await run_agent_loop(
+            Endpoint(server.base_url), ModelParams(model="qwen"), messages=QUESTION, tools=[add], policy=FAST
+        )
         assert "reasoning_content" not in server.chat_requests[1].json["messages"][1]
 
 
 async def test_extra_body_is_merged_last_but_never_over_the_loops_fields() -> None:
-    params = ModelParams(model="m", extra_body={"model": "evil", "top_k": 20, "messages": [], "stream": False})
+    params = ModelParams(
+        model="m", extra_body={"model": "evil", "top_k": 20, "messages": [], "stream": False}
+    )
     async with ScriptedServer(answer("ok")) as server:
         await run_agent_loop(Endpoint(server.base_url), params, messages=QUESTION, policy=FAST)
         sent = server.chat_requests[0].json
@@ -165,7 +181,11 @@ async def test_cancel_mid_stream_keeps_what_was_shown_and_ends_with_agent_end() 
 
         with pytest.raises(RunCancelled) as caught:
             await run_agent_loop(
-                Endpoint(server.base_url), ModelParams(model="m"), messages=QUESTION, cancel=cancel, on_event=on_event
+                Endpoint(server.base_url),
+                ModelParams(model="m"),
+                messages=QUESTION,
+                cancel=cancel,
+                on_event=on_event,
             )
     assert isinstance(caught.value.messages[-1], AssistantMessage)
     end = events[-1]
@@ -181,7 +201,9 @@ async def test_an_endpoint_failure_is_a_run_error_with_the_transcript() -> None:
 
 
 async def test_call_ids_reused_across_turns_are_made_unique() -> None:
-    async with ScriptedServer(call("add", {"a": 1, "b": 1}, id="call_0"), call("add", {"a": 2, "b": 2}, id="call_0"), answer("done")) as server:
+    async with ScriptedServer(
+        call("add", {"a": 1, "b": 1}, id="call_0"), call("add", {"a": 2, "b": 2}, id="call_0"), answer("done")
+    ) as server:
         result, _ = await loop(server)
     ids = [c.id for m in result.messages if isinstance(m, AssistantMessage) for c in m.tool_calls]
     assert len(ids) == len(set(ids)) == 2
@@ -194,18 +216,32 @@ async def test_before_step_can_replace_the_transcript_and_cache_breaks_are_expla
         return None
 
     async with ScriptedServer(
-        Reply.stream(stream_of(tool_calls=[{"id": "c1", "name": "add", "arguments": {"a": 1, "b": 1}}], usage=usage_chunk(100, 10, cached=0))),
+        Reply.stream(
+            stream_of(
+                tool_calls=[{"id": "c1", "name": "add", "arguments": {"a": 1, "b": 1}}],
+                usage=usage_chunk(100, 10, cached=0),
+            )
+        ),
         Reply.stream(stream_of("2", usage=usage_chunk(130, 2, cached=5))),
     ) as server:
         _, events = await loop(server, before_step=rewrite)
         assert server.chat_requests[1].json["messages"][0]["content"].startswith("(summary)")
     report = [e for e in events if isinstance(e, UsageReport)][1]
-    assert report.cache_expected == 110 and report.cache_broken is True and report.cache_break_reason == "history-rewritten"
+    assert (
+        report.cache_expected == 110
+        and report.cache_broken is True
+        and report.cache_break_reason == "history-rewritten"
+    )
 
 
 async def test_unchanged_prefix_is_a_cache_hit_not_a_break() -> None:
     async with ScriptedServer(
-        Reply.stream(stream_of(tool_calls=[{"id": "c1", "name": "add", "arguments": {"a": 1, "b": 1}}], usage=usage_chunk(100, 10, cached=0))),
+        Reply.stream(
+            stream_of(
+                tool_calls=[{"id": "c1", "name": "add", "arguments": {"a": 1, "b": 1}}],
+                usage=usage_chunk(100, 10, cached=0),
+            )
+        ),
         Reply.stream(stream_of("2", usage=usage_chunk(130, 2, cached=100))),
     ) as server:
         result, events = await loop(server)
@@ -251,7 +287,13 @@ async def test_an_overflow_is_recovered_by_pruning_and_folding_then_sent_once_mo
     # The window is big enough by our estimate, so only the server's refusal can trigger the fold.
     policy = LoopPolicy(context_limit=100_000, context=ContextPolicy(summarise=summarise))
     overflow = Reply.json(
-        {"error": {"code": 400, "message": "request (9000 tokens) exceeds the available context size (4096 tokens)", "type": "exceed_context_size_error"}},
+        {
+            "error": {
+                "code": 400,
+                "message": "request (9000 tokens) exceeds the available context size (4096 tokens)",
+                "type": "exceed_context_size_error",
+            }
+        },
         status=400,
     )
     async with ScriptedServer(overflow, answer("Done.")) as server:
@@ -294,14 +336,42 @@ async def test_steps_that_need_no_fold_leave_the_prefix_byte_identical() -> None
     from steadyloop.context.keeper import ContextPolicy
 
     policy = LoopPolicy(context_limit=100_000, context=ContextPolicy())
-    async with ScriptedServer(call("add", {"a": 1, "b": 2}), call("add", {"a": 3, "b": 4}, id="c2"), answer("7")) as server:
+    async with ScriptedServer(
+        call("add", {"a": 1, "b": 2}), call("add", {"a": 3, "b": 4}, id="c2"), answer("7")
+    ) as server:
         await loop(server, policy=policy)
         bodies = [r.body for r in server.chat_requests]
         wires = [r.json["messages"] for r in server.chat_requests]
-    for earlier, later in zip(wires, wires[1:], strict=False):
+    for earlier, later in itertools.pairwise(wires):
         assert later[: len(earlier)] == earlier
     import json as _json
 
-    for earlier, later in zip(bodies, bodies[1:], strict=False):
+    for earlier, later in itertools.pairwise(bodies):
         head = _json.dumps(_json.loads(earlier)["messages"])[:-1]
         assert _json.dumps(_json.loads(later)["messages"]).startswith(head)
+
+
+async def test_tools_load_on_demand_and_the_system_prompt_stays_identical() -> None:
+    from steadyloop.tools.loading import catalog_of
+
+    replies = [
+        call("load_tools", {"names": ["get_weather"]}, id="l1"),
+        call("get_weather", {"city": "Rome"}, id="w1"),
+        call("add", {"a": 2, "b": 2}, id="a1"),  # catalogued but never loaded: loaded and run
+        answer("Rome is sunny; 4."),
+    ]
+    async with ScriptedServer(*replies) as server:
+        result, _ = await loop(
+            server,
+            system="Be brief.",
+            policy=LoopPolicy(tool_discovery="ondemand"),
+            catalog=catalog_of([get_weather, add]),
+        )
+        bodies = [r.json for r in server.chat_requests]
+    systems = {b["messages"][0]["content"] for b in bodies}
+    assert len(systems) == 1 and "get_weather" in systems.pop()
+    assert [t["function"]["name"] for t in bodies[0]["tools"]] == ["load_tools"]
+    assert [t["function"]["name"] for t in bodies[1]["tools"]] == ["get_weather", "load_tools"]
+    results = [m for m in result.messages if isinstance(m, ToolResultMessage)]
+    assert results[1].content == "Rome: 18C, clear" and results[2].content == "4"
+    assert set(result.loaded) >= {"get_weather", "add"}
