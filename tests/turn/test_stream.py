@@ -29,10 +29,16 @@ async def test_a_plain_stream_with_usage() -> None:
     chunks = stream_of("Hello there", usage=usage_chunk(7, 2, cached=4))
     async with ScriptedServer(Reply.stream(chunks)) as server:
         pieces: list[str] = []
-        turn = await stream_turn(get_client(Endpoint(server.base_url)), BODY, on_output=pieces.append, include_usage=True)
+        turn = await stream_turn(
+            get_client(Endpoint(server.base_url)), BODY, on_output=pieces.append, include_usage=True
+        )
         sent = server.chat_requests[0].json
     assert turn.content == "Hello there" and "".join(pieces) == "Hello there"
-    assert turn.usage.prompt_tokens == 7 and turn.usage.cached_tokens == 4 and turn.usage.first_token_ms is not None
+    assert (
+        turn.usage.prompt_tokens == 7
+        and turn.usage.cached_tokens == 4
+        and turn.usage.first_token_ms is not None
+    )
     assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
 
 
@@ -133,7 +139,9 @@ async def test_status_errors_are_typed_with_the_servers_words() -> None:
         with pytest.raises(ContextOverflow) as caught:
             await turn_from(server)
     assert caught.value.limit == 512 and caught.value.requested == 1219 and caught.value.status == 400
-    refused = {"error": {"message": "Unrecognized request argument supplied: min_p", "type": "invalid_request_error"}}
+    refused = {
+        "error": {"message": "Unrecognized request argument supplied: min_p", "type": "invalid_request_error"}
+    }
     async with ScriptedServer(Reply.json(refused, status=400)) as server:
         with pytest.raises(EndpointRefused) as refusal:
             await turn_from(server)
@@ -141,19 +149,21 @@ async def test_status_errors_are_typed_with_the_servers_words() -> None:
 
 
 async def test_an_error_event_inside_a_200_stream() -> None:
-    chunks: list[object] = [*text_chunks("part", finish=None), {"error": {"message": "Server overloaded", "code": 503}}]
+    chunks: list[object] = [
+        *text_chunks("part", finish=None),
+        {"error": {"message": "Server overloaded", "code": 503}},
+    ]
     async with ScriptedServer(Reply.stream(chunks)) as server:  # type: ignore[arg-type]
         with pytest.raises(EndpointUnavailable):
             await turn_from(server)
 
 
 async def test_cancelling_closes_the_request_at_once() -> None:
-    reply = Reply.stream(text_chunks(["a", "b"]), stall_after=1)
+    reply = Reply.stream(text_chunks(["a", "b"]), stall_after=2)  # the opener and "a", then nothing
     async with ScriptedServer(reply) as server:
-        task = asyncio.create_task(turn_from(server, idle_timeout=None))
-        while not server.chat_requests:
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.05)
+        streaming = asyncio.Event()
+        task = asyncio.create_task(turn_from(server, idle_timeout=None, on_output=lambda _t: streaming.set()))
+        await streaming.wait()
         started = time.perf_counter()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -163,6 +173,8 @@ async def test_cancelling_closes_the_request_at_once() -> None:
 
 async def test_tool_calls_split_into_many_fragments() -> None:
     calls = [{"id": "c1", "name": "read_file", "arguments": {"path": "/etc/hosts", "lines": 10}}]
-    async with ScriptedServer(Reply.stream(tool_call_chunks(calls, split_arguments_every=3, style="llamacpp"))) as server:
+    async with ScriptedServer(
+        Reply.stream(tool_call_chunks(calls, split_arguments_every=3, style="llamacpp"))
+    ) as server:
         turn = await turn_from(server)
     assert turn.tool_calls[0].arguments == {"path": "/etc/hosts", "lines": 10}  # type: ignore[attr-defined]

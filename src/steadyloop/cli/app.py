@@ -1,0 +1,259 @@
+"""The ``steadyloop`` command line: arguments, dispatch, and the one-line errors.
+
+``steadyloop "prompt"`` is short for ``steadyloop run "prompt"``: when the first argument is not a command
+name, ``run`` is assumed (so a prompt that is exactly ``chat`` needs ``steadyloop run chat``). Any failure
+ends in one line on stderr, ``steadyloop: error: ...``, and a non-zero exit; Ctrl-C exits with 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Coroutine, Sequence
+from typing import Any
+
+from .. import __version__
+from ..errors import EndpointUnavailable, RunCancelled, SteadyloopError
+from .config import PRESETS, EndpointChoice, Resolved, config_path, resolve, with_model
+from .kit import AgentOptions
+from .render import one_line
+
+__all__ = ["build_parser", "main"]
+
+COMMANDS = ("run", "chat", "sessions", "models", "local")
+
+_EPILOG = """\
+Endpoints, first match wins: --base-url; -e NAME (an endpoint of the config file, or a preset:
+{presets}); OPENAI_BASE_URL; the config file's default; else the bundled local model
+(started on first use). Config file: {config}. Keys: --api-key, OPENAI_API_KEY, or api_key_env.
+The model: -m, STEADYLOOP_MODEL, the endpoint's configured model, or the first it lists.
+
+'steadyloop "prompt"' is short for 'steadyloop run "prompt"'."""
+
+
+def _endpoint_options() -> argparse.ArgumentParser:
+    parent = argparse.ArgumentParser(add_help=False)
+    group = parent.add_argument_group("endpoint")
+    group.add_argument(
+        "-e", "--endpoint", metavar="NAME", help="a named endpoint from the config file, or a preset"
+    )
+    group.add_argument("--local-preset", choices=sorted(PRESETS), help="a local server on its default port")
+    group.add_argument(
+        "--base-url", metavar="URL", help="an OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1"
+    )
+    group.add_argument("--api-key", metavar="KEY", help="the API key (default: $OPENAI_API_KEY)")
+    group.add_argument(
+        "-m", "--model", metavar="MODEL", help="the model (default: $STEADYLOOP_MODEL, or ask)"
+    )
+    return parent
+
+
+def _agent_options() -> argparse.ArgumentParser:
+    parent = argparse.ArgumentParser(add_help=False)
+    group = parent.add_argument_group("agent")
+    group.add_argument("--system", metavar="TEXT", help="the system prompt")
+    group.add_argument("--max-turns", type=int, metavar="N", help="requests one prompt may make")
+    group.add_argument(
+        "-c", "--continue", dest="resume_latest", action="store_true", help="resume the latest session"
+    )
+    group.add_argument("--session", metavar="ID", help="resume this session")
+    group.add_argument("--no-tools", action="store_true", help="no file or shell tools")
+    group.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar='"COMMAND ARGS"',
+        help="attach an MCP server (repeatable)",
+    )
+    group.add_argument("--think", metavar="LEVEL", help="reasoning effort: none, low, medium, high, or off")
+    group.add_argument("--max-tokens", type=int, metavar="N", help="the reply ceiling")
+    group.add_argument("--temperature", type=float, metavar="T", help="sampling temperature")
+    return parent
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser for every command."""
+    endpoint, agent = _endpoint_options(), _agent_options()
+    parser = argparse.ArgumentParser(
+        prog="steadyloop",
+        description="Run and chat with an agent against any OpenAI-compatible endpoint.",
+        epilog=_EPILOG.format(
+            presets=", ".join(f"{k} :{v}" for k, v in PRESETS.items()), config=config_path()
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("-V", "--version", action="version", version=f"steadyloop {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser(
+        "run", parents=[endpoint, agent], help="answer one prompt (stdin is read when piped)"
+    )
+    run.add_argument("prompt", nargs="*", help="the prompt; piped stdin is added after it")
+    run.add_argument("--json", action="store_true", help="print every event as a JSON line")
+    run.add_argument(
+        "--output-schema", metavar="FILE", help="hold the answer to this JSON Schema; print the object"
+    )
+    run.add_argument(
+        "--image", action="append", default=[], metavar="FILE", help="attach an image (repeatable)"
+    )
+    run.add_argument("--show-thinking", action="store_true", help="show the model's thinking on stderr")
+
+    chat = sub.add_parser("chat", parents=[endpoint, agent], help="talk interactively")
+    chat.add_argument("--hide-thinking", action="store_true", help="do not show the model's thinking")
+
+    sessions = sub.add_parser("sessions", help="list, show, export or delete saved sessions")
+    sessions.add_argument("action", choices=["list", "show", "export", "delete"], nargs="?", default="list")
+    sessions.add_argument("session_id", nargs="?", metavar="ID")
+
+    sub.add_parser("models", parents=[endpoint], help="what the endpoint serves")
+
+    local = sub.add_parser("local", help="the bundled local model: up, down, status")
+    local.add_argument("action", choices=["up", "down", "status"])
+    return parser
+
+
+def _with_shorthand(argv: list[str], stdin_piped: bool) -> list[str]:
+    if not argv:
+        return ["run"] if stdin_piped else []
+    if argv[0] in COMMANDS or argv[0] in ("-h", "--help", "-V", "--version"):
+        return argv
+    return ["run", *argv]
+
+
+def _resolve(args: argparse.Namespace) -> Resolved:
+    from .commands import bundled_server
+
+    choice = EndpointChoice(
+        name=args.local_preset or args.endpoint,
+        base_url=args.base_url,
+        api_key=args.api_key,
+        model=args.model,
+    )
+    return resolve(choice, start_local=bundled_server)
+
+
+def _agent_options_of(
+    args: argparse.Namespace, response_format: dict[str, Any] | None = None
+) -> AgentOptions:
+    return AgentOptions(
+        system=args.system,
+        tools=not args.no_tools,
+        mcp=tuple(args.mcp),
+        think=args.think,
+        max_tokens=args.max_tokens,
+        temperature=args.temperature,
+        max_turns=args.max_turns,
+        session=args.session,
+        resume_latest=args.resume_latest,
+        response_format=response_format,
+    )
+
+
+def _run_async(job: Coroutine[Any, Any, int]) -> int:
+    async def closing() -> int:
+        from ..wire.clients import aclose_clients
+
+        try:
+            return await job
+        finally:
+            await aclose_clients()
+
+    return asyncio.run(closing())
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "run":
+        from .run import load_image, load_schema, read_prompt, run
+
+        prompt = read_prompt(args.prompt, sys.stdin)
+        images = [load_image(path) for path in args.image]
+        schema = load_schema(args.output_schema) if args.output_schema else None
+        resolved = _resolve(args)
+        return _run_async(
+            run(
+                resolved,
+                _agent_options_of(args, schema),
+                prompt,
+                images=images,
+                as_json=args.json,
+                show_thinking=args.show_thinking,
+            )
+        )
+    if args.command == "chat":
+        from .chat import chat
+
+        return chat(_resolve(args), _agent_options_of(args), show_thinking=not args.hide_thinking)
+    if args.command == "sessions":
+        from .commands import sessions
+
+        return _run_async(sessions(args.action, args.session_id))
+    if args.command == "models":
+        from .commands import models
+
+        async def listing() -> int:
+            return await models(await with_model(_resolve_no_model(args)))
+
+        return _run_async(listing())
+    from .commands import local_command
+
+    return local_command(args.action)
+
+
+def _resolve_no_model(args: argparse.Namespace) -> Resolved:
+    # Listing models needs no model named; a placeholder keeps discovery from asking twice.
+    resolved = _resolve(args)
+    return (
+        resolved
+        if resolved.model
+        else Resolved(resolved.endpoint, "-", resolved.label, resolved.context_length)
+    )
+
+
+def _error(text: str) -> None:
+    print(f"steadyloop: error: {text}", file=sys.stderr, flush=True)
+
+
+def _hint(exc: SteadyloopError) -> str:
+    text = one_line(exc)
+    # A run that stopped carries the endpoint's failure as its cause; the hint is about that failure.
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, EndpointUnavailable):
+        cause = cause.__cause__ or cause.__context__
+    if isinstance(cause, EndpointUnavailable) and cause.endpoint and cause.status is None:
+        text += (
+            f" (is a server running at {cause.endpoint}? Point at one with --base-url or OPENAI_BASE_URL, "
+            "or start the bundled model: steadyloop local up)"
+        )
+    return text
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``steadyloop`` command; returns the exit code."""
+    from .run import Interrupted
+
+    given = list(sys.argv[1:] if argv is None else argv)
+    piped = sys.stdin is not None and not sys.stdin.isatty()
+    parser = build_parser()
+    args = parser.parse_args(_with_shorthand(given, piped))
+    if args.command is None:
+        parser.print_help()
+        return 0
+    try:
+        return _dispatch(args)
+    except (KeyboardInterrupt, Interrupted, RunCancelled):
+        _error("interrupted")
+        return 130
+    except SteadyloopError as exc:
+        _error(_hint(exc))
+        return 1
+    except BrokenPipeError:
+        # The reader went away (``| head``); stdout cannot take even the error, and nothing is owed.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except Exception as exc:  # the last line of defence: one line, never a traceback
+        if os.environ.get("STEADYLOOP_DEBUG"):
+            raise
+        _error(f"{type(exc).__name__}: {one_line(exc)}")
+        return 1

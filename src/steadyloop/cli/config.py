@@ -1,0 +1,224 @@
+"""Which endpoint and model a command talks to: flags, environment, config file, or the bundled model.
+
+The first of these that names an endpoint wins:
+
+1. ``--base-url URL`` (key from ``--api-key`` or ``OPENAI_API_KEY``);
+2. ``-e NAME`` / ``--local-preset NAME``: an endpoint of the config file by that name, else a local preset
+   (``llamacpp`` 8080, ``vllm`` 8000, ``sglang`` 30000, ``ollama`` 11434, ``lmstudio`` 1234);
+3. ``OPENAI_BASE_URL`` (key from ``OPENAI_API_KEY``);
+4. the config file's ``default`` endpoint;
+5. the bundled local model, started on first use and left running for the next command.
+
+The model is ``-m``, else ``STEADYLOOP_MODEL``, else the endpoint's configured one, else the only (or first)
+model the endpoint lists at ``/v1/models``.
+
+The config file is ``$XDG_CONFIG_HOME/steadyloop/config.toml`` (``~/.config/steadyloop/config.toml``)::
+
+    default = "work"
+
+    [endpoints.work]
+    base_url = "https://llm.example.com/v1"
+    api_key_env = "WORK_LLM_KEY"      # the key is read from this variable, never stored in the file
+    model = "big-model"
+    context_length = 131072
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ..errors import InvalidInput
+from ..wire.endpoints import Endpoint
+from ..wire.windows import list_models
+
+__all__ = [
+    "PRESETS",
+    "EndpointChoice",
+    "Resolved",
+    "config_path",
+    "discover_model",
+    "load_config",
+    "resolve",
+    "with_model",
+]
+
+#: Local servers' default ports, by the names ``-e`` and ``--local-preset`` take.
+PRESETS: Mapping[str, int] = {
+    "llamacpp": 8080,
+    "vllm": 8000,
+    "sglang": 30000,
+    "ollama": 11434,
+    "lmstudio": 1234,
+}
+
+_BUNDLED = "bundled"
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointChoice:
+    """What the command line asked for; every field may be absent.
+
+    Attributes:
+        name: ``-e NAME`` or ``--local-preset NAME``.
+        base_url: ``--base-url``.
+        api_key: ``--api-key``.
+        model: ``-m``.
+    """
+
+    name: str | None = None
+    base_url: str | None = None
+    api_key: str | None = None
+    model: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """The endpoint a command talks to.
+
+    Attributes:
+        endpoint: base URL and key.
+        model: the model to name in requests; ``None`` until ``with_model`` asks the endpoint.
+        label: where it came from, for messages (``--base-url``, ``work``, ``bundled``, ...).
+        context_length: the window the config file states, if it does.
+    """
+
+    endpoint: Endpoint
+    model: str | None
+    label: str
+    context_length: int | None = None
+
+
+def config_path(env: Mapping[str, str] | None = None) -> Path:
+    """Where the config file is looked for."""
+    env = os.environ if env is None else env
+    base = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base).expanduser() / "steadyloop" / "config.toml"
+
+
+def load_config(path: Path) -> dict[str, Any]:
+    """The config file's contents, ``{}`` when there is none.
+
+    Raises:
+        InvalidInput: it is not valid TOML, or an endpoint entry is malformed.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidInput(f"{path} is not valid TOML: {exc}") from exc
+    endpoints = data.get("endpoints", {})
+    if not isinstance(endpoints, dict):
+        raise InvalidInput(f"{path}: [endpoints] must be a table of named endpoints")
+    for name, entry in endpoints.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("base_url"), str):
+            raise InvalidInput(f'{path}: [endpoints.{name}] needs base_url = "http://..."')
+    default = data.get("default")
+    if default is not None and default not in endpoints and default not in PRESETS:
+        raise InvalidInput(f"{path}: default = {default!r} names no endpoint in the file")
+    return data
+
+
+def _from_entry(
+    name: str, entry: Mapping[str, Any], env: Mapping[str, str], api_key: str | None
+) -> tuple[Endpoint, str | None, int | None]:
+    key = api_key
+    key_env = entry.get("api_key_env")
+    if key is None and isinstance(key_env, str):
+        key = env.get(key_env)
+        if not key:
+            raise InvalidInput(f"endpoint {name!r} reads its key from ${key_env}, which is not set")
+    model = entry.get("model")
+    window = entry.get("context_length")
+    return (
+        Endpoint(entry["base_url"], api_key=key),
+        model if isinstance(model, str) else None,
+        window if isinstance(window, int) and window > 0 else None,
+    )
+
+
+def _preset(name: str, api_key: str | None) -> Endpoint:
+    return Endpoint(f"http://127.0.0.1:{PRESETS[name]}/v1", api_key=api_key)
+
+
+def resolve(
+    choice: EndpointChoice,
+    *,
+    env: Mapping[str, str] | None = None,
+    config: Mapping[str, Any] | None = None,
+    start_local: Callable[[], tuple[str, str]] | None = None,
+) -> Resolved:
+    """The endpoint and model to use (see the module docstring for the order).
+
+    Args:
+        choice: what the command line asked for.
+        env: the environment (``os.environ`` by default).
+        config: the config file's contents (read from ``config_path()`` by default).
+        start_local: returns the bundled server's ``(base_url, model)``, starting it if need be. It is
+            called in the caller's thread, so Ctrl-C stops an install cleanly.
+
+    Raises:
+        InvalidInput: an unknown endpoint name or a bad config file.
+    """
+    env = os.environ if env is None else env
+    config = load_config(config_path(env)) if config is None else config
+    endpoints: Mapping[str, Any] = config.get("endpoints", {})
+    model = choice.model or env.get("STEADYLOOP_MODEL") or None
+    window: int | None = None
+    configured: str | None = None
+    name = choice.name or (None if choice.base_url or env.get("OPENAI_BASE_URL") else config.get("default"))
+
+    if choice.base_url:
+        endpoint = Endpoint(choice.base_url, api_key=choice.api_key or env.get("OPENAI_API_KEY"))
+        label = choice.base_url
+    elif name is not None and name in endpoints:
+        endpoint, configured, window = _from_entry(name, endpoints[name], env, choice.api_key)
+        label = name
+    elif name is not None and name in PRESETS:
+        endpoint, label = _preset(name, choice.api_key), name
+    elif name is not None and name != _BUNDLED:
+        known = sorted({*endpoints, *PRESETS, _BUNDLED})
+        raise InvalidInput(f"no endpoint named {name!r}; known: {', '.join(known)}")
+    elif name is None and env.get("OPENAI_BASE_URL"):
+        endpoint = Endpoint(env["OPENAI_BASE_URL"], api_key=choice.api_key or env.get("OPENAI_API_KEY"))
+        label = "OPENAI_BASE_URL"
+    else:
+        if start_local is None:
+            raise InvalidInput("no endpoint configured: pass --base-url URL -m MODEL or set OPENAI_BASE_URL")
+        url, alias = start_local()
+        endpoint, label, configured = Endpoint(url, request_timeout=None), _BUNDLED, alias
+    return Resolved(endpoint=endpoint, model=model or configured, label=label, context_length=window)
+
+
+async def with_model(resolved: Resolved) -> Resolved:
+    """``resolved`` with its model named, asking the endpoint when nobody said which.
+
+    Raises:
+        EndpointError: the endpoint could not be asked.
+        InvalidInput: it lists no models.
+    """
+    if resolved.model:
+        return resolved
+    return replace(resolved, model=await discover_model(resolved.endpoint))
+
+
+async def discover_model(endpoint: Endpoint) -> str:
+    """The only model the endpoint lists, or its first.
+
+    Raises:
+        EndpointError: it could not be asked.
+        InvalidInput: it lists nothing.
+    """
+    models = await list_models(endpoint)
+    if not models:
+        raise InvalidInput(f"{endpoint.base_url} lists no models; name one with -m MODEL")
+    return models[0].id

@@ -1,0 +1,250 @@
+"""The CLI's own tools: read, list, search and glob files under the working directory, and, behind an
+approval, write and edit files and run shell commands there.
+
+Every path is resolved (symlinks followed) before use and refused when it lands outside the root, so a
+link pointing out of the working directory is as out of reach as ``../``. A tool fails by raising: the
+message is what the model reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..tools.definition import ResourceClaim, Tool, ToolContext, tool
+
+__all__ = ["file_tools", "shell_tool"]
+
+_READ_LIMIT = 400  # lines one read returns unless asked otherwise
+_MAX_READ_BYTES = 256_000
+_MAX_LISTED = 500
+_MAX_MATCHES = 100
+_MAX_LINE = 240
+_MAX_SHELL_OUTPUT = 16_000
+_SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", ".mypy_cache"})
+
+# Reads share the file system; a write has it alone, so a read never sees a file half written.
+_READ = (ResourceClaim("fs", "read"),)
+_WRITE = (ResourceClaim("fs", "write"),)
+
+
+class _Root:
+    """The directory the tools may reach, and the check every path goes through."""
+
+    def __init__(self, root: Path) -> None:
+        self.path = root.resolve()
+
+    def inside(self, given: str) -> Path:
+        target = (self.path / given).resolve()
+        if target != self.path and self.path not in target.parents:
+            raise PermissionError(
+                f"{given!r} is outside the working directory {self.path}; only paths inside it"
+            )
+        return target
+
+    def show(self, path: Path) -> str:
+        return "." if path == self.path else str(path.relative_to(self.path))
+
+
+def _text(path: Path, shown: str) -> str:
+    if not path.is_file():
+        raise FileNotFoundError(f"{shown}: no such file" + (" (it is a directory)" if path.is_dir() else ""))
+    data = path.read_bytes()
+    if b"\0" in data[:8192]:
+        raise ValueError(f"{shown} is a binary file")
+    return data.decode("utf-8", errors="replace")
+
+
+def _files(root: _Root, start: Path) -> Iterator[Path]:
+    if start.is_file():
+        yield start
+        return
+    for folder, dirs, names in os.walk(start):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS)
+        for name in sorted(names):
+            path = Path(folder) / name
+            # A link may point anywhere; only what resolves inside the root is read.
+            try:
+                resolved = root.inside(str(path.relative_to(root.path)))
+            except PermissionError:
+                continue
+            yield resolved
+
+
+def file_tools(root: Path, *, writable: bool = True) -> list[Tool]:
+    """The file tools over ``root``: reads always, ``write_file`` and ``edit_file`` when ``writable``."""
+    where = _Root(root)
+
+    @tool(effect="read", claims=_READ)
+    def read_file(path: str, offset: int = 1, limit: int = _READ_LIMIT) -> str:
+        """Read a text file in the working directory, with line numbers.
+
+        Args:
+            path: the file, relative to the working directory.
+            offset: the first line to read (1-based).
+            limit: how many lines to read at most.
+        """
+        target = where.inside(path)
+        lines = _text(target, path).splitlines()
+        start = max(offset, 1) - 1
+        chosen = lines[start : start + max(limit, 1)]
+        out = [f"{start + i + 1:6}  {line[:2000]}" for i, line in enumerate(chosen)]
+        text = "\n".join(out)
+        if len(text) > _MAX_READ_BYTES:
+            text = text[:_MAX_READ_BYTES] + "\n[cut: read fewer lines]"
+        if start + len(chosen) < len(lines):
+            after = start + len(chosen)
+            text += f"\n[{len(lines) - after} more lines: read again with offset={after + 1}]"
+        return text or "(empty file)"
+
+    @tool(effect="read", claims=_READ)
+    def list_dir(path: str = ".") -> str:
+        """List a folder in the working directory; folders end in '/'.
+
+        Args:
+            path: the folder, relative to the working directory.
+        """
+        target = where.inside(path)
+        if not target.is_dir():
+            raise NotADirectoryError(f"{path}: not a folder")
+        entries = sorted(target.iterdir(), key=lambda p: (not p.is_dir(), p.name))
+        shown = [p.name + ("/" if p.is_dir() else "") for p in entries[:_MAX_LISTED]]
+        if len(entries) > _MAX_LISTED:
+            shown.append(f"[{len(entries) - _MAX_LISTED} more]")
+        return "\n".join(shown) or "(empty folder)"
+
+    @tool(effect="read", claims=_READ)
+    def search_text(pattern: str, path: str = ".", glob: str | None = None) -> str:
+        """Search files for a regular expression; answers 'file:line: text' for each match.
+
+        Args:
+            pattern: a Python regular expression.
+            path: a file or folder to search, relative to the working directory.
+            glob: only files whose name matches this pattern, e.g. '*.py'.
+        """
+        try:
+            regex = re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"not a valid regular expression: {exc}") from exc
+        found: list[str] = []
+        for file in _files(where, where.inside(path)):
+            if glob and not file.match(glob):
+                continue
+            try:
+                text = _text(file, where.show(file))
+            except (ValueError, OSError):
+                continue
+            for number, line in enumerate(text.splitlines(), 1):
+                if regex.search(line):
+                    found.append(f"{where.show(file)}:{number}: {line.strip()[:_MAX_LINE]}")
+                    if len(found) >= _MAX_MATCHES:
+                        return "\n".join([*found, f"[stopped at {_MAX_MATCHES} matches: narrow the search]"])
+        return "\n".join(found) or "no matches"
+
+    @tool(name="glob", effect="read", claims=_READ)
+    def glob_files(pattern: str) -> str:
+        """Find files in the working directory by a glob pattern, e.g. 'src/**/*.py'.
+
+        Args:
+            pattern: the pattern, relative to the working directory.
+        """
+        if Path(pattern).is_absolute():
+            raise PermissionError("give a pattern relative to the working directory")
+        matches: list[str] = []
+        for path in sorted(where.path.glob(pattern)):
+            with contextlib.suppress(PermissionError):
+                matches.append(where.show(where.inside(str(path.relative_to(where.path)))))
+            if len(matches) >= _MAX_LISTED:
+                matches.append("[more not shown: narrow the pattern]")
+                break
+        return "\n".join(matches) or "no files match"
+
+    tools = [read_file, list_dir, search_text, glob_files]
+    if not writable:
+        return tools
+
+    @tool(effect="mutate-reversible", claims=_WRITE, dedupe=False)
+    def write_file(path: str, content: str) -> str:
+        """Write a text file in the working directory, replacing it if it exists.
+
+        Args:
+            path: the file, relative to the working directory.
+            content: the whole new content.
+        """
+        target = where.inside(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content, encoding="utf-8")
+        return f"wrote {len(content.encode())} bytes to {where.show(target)}"
+
+    @tool(effect="mutate-reversible", claims=_WRITE, dedupe=False)
+    def edit_file(path: str, old: str, new: str) -> str:
+        """Replace one exact piece of text in a file with another.
+
+        Args:
+            path: the file, relative to the working directory.
+            old: the text to replace; it must occur exactly once.
+            new: what to put in its place.
+        """
+        target = where.inside(path)
+        text = _text(target, path)
+        count = text.count(old) if old else 0
+        if count != 1:
+            where_ = "does not occur" if count == 0 else f"occurs {count} times"
+            raise ValueError(f"the old text {where_} in {path}; give a piece that occurs exactly once")
+        target.write_text(text.replace(old, new, 1), encoding="utf-8")
+        return f"edited {where.show(target)}"
+
+    return [*tools, write_file, edit_file]
+
+
+def shell_tool(root: Path, *, timeout: float = 120.0) -> Tool:
+    """``run_shell``: a shell command in ``root``, its output capped, killed on timeout or cancel."""
+
+    @tool(effect="destructive", claims="exclusive", dedupe=False)
+    async def run_shell(command: str, context: ToolContext) -> str:
+        """Run a shell command in the working directory; answers its exit code and output.
+
+        Args:
+            command: the command line, run by /bin/sh.
+        """
+        process = await asyncio.create_subprocess_shell(
+            command,
+            cwd=root,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,  # its own group, so killing it takes its children too
+        )
+        reading = asyncio.ensure_future(process.communicate())
+        cancelled = asyncio.ensure_future(context.cancelled.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {reading, cancelled}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            cancelled.cancel()
+            if not reading.done():
+                _kill(process)
+                with contextlib.suppress(Exception):
+                    await reading
+        if reading not in done:
+            why = "it was cancelled" if context.cancelled.is_set() else f"it ran past {timeout:.0f}s"
+            raise TimeoutError(f"the command was killed: {why}")
+        output = reading.result()[0].decode("utf-8", errors="replace")
+        if len(output) > _MAX_SHELL_OUTPUT:
+            output = (
+                output[:_MAX_SHELL_OUTPUT] + f"\n[cut: {len(output) - _MAX_SHELL_OUTPUT} more characters]"
+            )
+        return f"exit code {process.returncode}\n{output}".rstrip()
+
+    return run_shell
+
+
+def _kill(process: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)

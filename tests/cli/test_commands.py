@@ -1,0 +1,53 @@
+"""``steadyloop sessions``, ``models`` and ``--version``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from steadyloop import __version__
+
+
+def test_sessions_list_show_export_delete(scripted: Callable[[Any], str], piped: Callable[..., Any]) -> None:
+    url = scripted([{"type": "stream", "text": "Noted."}])
+    assert piped("run", "--base-url", url, "-m", "m", "remember the milk").returncode == 0
+    listing = piped("sessions", "list")
+    assert listing.returncode == 0
+    assert "remember the milk" in listing.stdout
+    session_id = listing.stdout.split()[0]
+    shown = piped("sessions", "show", session_id)
+    assert "user: remember the milk" in shown.stdout and "assistant: Noted." in shown.stdout
+    exported = [json.loads(line) for line in piped("sessions", "export", session_id).stdout.splitlines()]
+    assert len(exported) >= 3
+    assert piped("sessions", "delete", session_id).stdout.strip() == f"deleted {session_id}"
+    missing = piped("sessions", "show", session_id)
+    assert missing.returncode == 1 and missing.stderr.startswith("steadyloop: error: no session")
+
+
+def test_models_lists_what_the_endpoint_serves(
+    scripted: Callable[[Any], str], piped: Callable[..., Any]
+) -> None:
+    url = scripted({"replies": [], "models": ["alpha", {"id": "beta", "meta": {"n_ctx_train": 32768}}]})
+    done = piped("models", "--base-url", url)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("alpha") and lines[1].startswith("beta")
+
+
+def test_model_is_discovered_when_not_named(
+    scripted: Callable[[Any], str], piped: Callable[..., Any]
+) -> None:
+    url = scripted({"replies": [{"type": "stream", "text": "found it"}], "models": ["only-one"]})
+    done = piped("run", "--json", "--base-url", url, "hi")
+    assert done.returncode == 0, done.stderr
+
+
+def test_version(piped: Callable[..., Any]) -> None:
+    assert piped("--version").stdout.strip() == f"steadyloop {__version__}"
+
+
+def test_unknown_endpoint_name_is_one_line(piped: Callable[..., Any]) -> None:
+    done = piped("run", "-e", "nowhere", "hi")
+    assert done.returncode == 1
+    assert done.stderr.startswith("steadyloop: error: no endpoint named 'nowhere'")

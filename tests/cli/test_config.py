@@ -1,0 +1,81 @@
+"""Endpoint resolution and the file tools' scope, without running the command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from steadyloop.cli.config import EndpointChoice, load_config, resolve
+from steadyloop.cli.tools import file_tools
+from steadyloop.errors import InvalidInput
+from steadyloop.tools.definition import ToolContext
+
+CONFIG = {
+    "default": "work",
+    "endpoints": {
+        "work": {
+            "base_url": "https://llm.example/v1",
+            "api_key_env": "WORK_KEY",
+            "model": "big",
+            "context_length": 8192,
+        }
+    },
+}
+
+
+def test_flags_win_over_everything() -> None:
+    env = {"OPENAI_BASE_URL": "http://10.0.0.1/v1", "OPENAI_API_KEY": "k", "STEADYLOOP_MODEL": "env-model"}
+    got = resolve(EndpointChoice(base_url="http://127.0.0.1:1/v1", model="flag"), env=env, config=CONFIG)
+    assert (got.endpoint.base_url, got.endpoint.api_key, got.model) == ("http://127.0.0.1:1/v1", "k", "flag")
+
+
+def test_openai_env_then_config_default() -> None:
+    env = {"OPENAI_BASE_URL": "http://10.0.0.1/v1", "STEADYLOOP_MODEL": "env-model"}
+    got = resolve(EndpointChoice(), env=env, config=CONFIG)
+    assert (got.endpoint.base_url, got.model) == ("http://10.0.0.1/v1", "env-model")
+    got = resolve(EndpointChoice(), env={"WORK_KEY": "secret"}, config=CONFIG)
+    assert (got.endpoint.base_url, got.endpoint.api_key, got.model) == (
+        "https://llm.example/v1",
+        "secret",
+        "big",
+    )
+    assert got.context_length == 8192
+
+
+def test_presets_and_unknown_names() -> None:
+    got = resolve(EndpointChoice(name="ollama"), env={}, config={})
+    assert got.endpoint.base_url == "http://127.0.0.1:11434/v1" and got.model is None
+    with pytest.raises(InvalidInput, match="no endpoint named 'nope'"):
+        resolve(EndpointChoice(name="nope"), env={}, config={})
+    with pytest.raises(InvalidInput, match="WORK_KEY"):
+        resolve(EndpointChoice(name="work"), env={}, config=CONFIG)
+
+
+def test_nothing_configured_starts_the_bundled_model() -> None:
+    got = resolve(EndpointChoice(), env={}, config={}, start_local=lambda: ("http://127.0.0.1:5/v1", "alias"))
+    assert (got.endpoint.base_url, got.model, got.label) == ("http://127.0.0.1:5/v1", "alias", "bundled")
+
+
+def test_config_file_is_checked(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    assert load_config(path) == {}
+    path.write_text('[endpoints.x]\nmodel = "m"\n')
+    with pytest.raises(InvalidInput, match="needs base_url"):
+        load_config(path)
+
+
+async def test_file_tools_refuse_paths_outside_the_root(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (tmp_path / "secret.txt").write_text("secret")
+    (root / "link.txt").symlink_to(tmp_path / "secret.txt")
+    (root / "ok.txt").write_text("fine\n")
+    tools = {t.name: t for t in file_tools(root)}
+    read = tools["read_file"].execute
+    assert "fine" in str(await read({"path": "ok.txt"}, ToolContext("c1", "read_file")))
+    for path in ("../secret.txt", "link.txt", str(tmp_path / "secret.txt")):
+        with pytest.raises(PermissionError, match="outside the working directory"):
+            await read({"path": path}, ToolContext("c2", "read_file"))
+    listing = await tools["glob"].execute({"pattern": "*.txt"}, ToolContext("c3", "glob"))
+    assert listing == "ok.txt"

@@ -1,0 +1,160 @@
+"""``steadyloop run``, driven as a person and as a script would drive it, against the scripted server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from steadyloop.testing import Reply, ScriptedServer, stream_of
+
+
+def answer(text: str) -> dict[str, Any]:
+    return {"type": "stream", "text": text}
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"type": "stream", "tool_calls": [{"id": "call_1", "name": name, "arguments": arguments}]}
+
+
+def test_one_shot_answer_streams_to_the_terminal(
+    scripted: Callable[[Any], str], terminal: Callable[..., Any]
+) -> None:
+    url = scripted([answer("Hello from the script!")])
+    term = terminal("run", "--base-url", url, "-m", "m", "hi")
+    term.expect("Hello from the script!")
+    assert term.wait() == 0
+
+
+def test_shorthand_without_the_run_command(scripted: Callable[[Any], str], piped: Callable[..., Any]) -> None:
+    url = scripted([answer("short and sweet")])
+    done = piped("--base-url", url, "-m", "m", "hi")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "short and sweet"
+
+
+def test_json_prints_every_event_as_a_line(scripted: Callable[[Any], str], piped: Callable[..., Any]) -> None:
+    url = scripted([answer("in json")])
+    done = piped("run", "--json", "--base-url", url, "-m", "m", "hi")
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert events[0]["type"] == "agent_start"
+    assert events[-1]["type"] == "agent_end" and events[-1]["outcome"] == "completed"
+    assert "".join(e["delta"] for e in events if e["type"] == "message_update") == "in json"
+
+
+def test_piped_stdin_is_the_prompt_after_the_argument(piped: Callable[..., Any]) -> None:
+    with ScriptedServer.in_thread(Reply.stream(stream_of(text="summarised"))) as server:
+        done = piped(
+            "run", "--base-url", server.base_url, "-m", "m", "Summarise this:", stdin="line one\nline two\n"
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "summarised"
+        messages = server.chat_requests[0].json["messages"]
+    assert messages[-1] == {"role": "user", "content": "Summarise this:\n\nline one\nline two"}
+
+
+def test_approved_write_runs_in_the_working_directory(
+    scripted: Callable[[Any], str], terminal: Callable[..., Any], workdir: Path
+) -> None:
+    url = scripted([call("write_file", path="notes/out.txt", content="written"), answer("File written.")])
+    term = terminal("run", "--base-url", url, "-m", "m", "write the file")
+    term.expect(r"Allow write_file\(path='notes/out.txt', content='written'\)\? \[y/N\]")
+    term.send("y\n")
+    term.expect(r"✓ wrote 7 bytes to notes/out.txt")
+    term.expect("File written.")
+    assert term.wait() == 0
+    assert (workdir / "notes" / "out.txt").read_text() == "written"
+
+
+def test_refused_write_is_denied_and_the_model_is_told(
+    env: dict[str, str], terminal: Callable[..., Any], workdir: Path
+) -> None:
+    script = [
+        Reply.stream(
+            stream_of(tool_calls=[{"id": "call_1", "name": "run_shell", "arguments": {"command": "touch x"}}])
+        ),
+        Reply.stream(stream_of(text="Understood, not running it.")),
+    ]
+    with ScriptedServer.in_thread(*script) as server:
+        term = terminal("run", "--base-url", server.base_url, "-m", "m", "make x")
+        term.expect(r"Allow run_shell\(command='touch x'\)\? \[y/N\]")
+        term.send("n\n")
+        term.expect("denied")
+        term.expect("Understood, not running it.")
+        assert term.wait() == 0
+        told = server.chat_requests[1].json["messages"][-1]
+    assert not (workdir / "x").exists()
+    assert told["role"] == "tool" and "denied" in json.dumps(told).lower()
+
+
+def test_no_terminal_means_gated_tools_are_denied(
+    scripted: Callable[[Any], str], piped: Callable[..., Any], workdir: Path
+) -> None:
+    url = scripted([call("write_file", path="x.txt", content="no"), answer("ok")])
+    done = piped("run", "--base-url", url, "-m", "m", "write it")
+    assert done.returncode == 0, done.stderr
+    assert not (workdir / "x.txt").exists()
+
+
+def test_read_tools_run_without_asking(
+    scripted: Callable[[Any], str], terminal: Callable[..., Any], workdir: Path
+) -> None:
+    (workdir / "a.txt").write_text("one\ntwo\nthree\n")
+    url = scripted([call("read_file", path="a.txt"), answer("It has three lines.")])
+    term = terminal("run", "--base-url", url, "-m", "m", "read a.txt")
+    term.expect(r"⚙ read_file\(path='a.txt'\) … ✓ 3 lines")
+    term.expect("It has three lines.")
+    assert term.wait() == 0
+
+
+def test_continue_sends_the_previous_exchange(piped: Callable[..., Any]) -> None:
+    replies = [Reply.stream(stream_of(text="Paris.")), Reply.stream(stream_of(text="About two million."))]
+    with ScriptedServer.in_thread(*replies) as server:
+        first = piped("run", "--no-tools", "--base-url", server.base_url, "-m", "m", "Capital of France?")
+        second = piped(
+            "run", "--no-tools", "--continue", "--base-url", server.base_url, "-m", "m", "Population?"
+        )
+        assert (first.returncode, second.returncode) == (0, 0), second.stderr
+        sent = server.chat_requests[1].json["messages"]
+    assert [(m["role"], m["content"]) for m in sent] == [
+        ("user", "Capital of France?"),
+        ("assistant", "Paris."),
+        ("user", "Population?"),
+    ]
+
+
+def test_missing_endpoint_is_one_helpful_line(piped: Callable[..., Any]) -> None:
+    done = piped("run", "--base-url", "http://127.0.0.1:9/v1", "hi")
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("steadyloop: error: ") and "127.0.0.1:9" in lines[0]
+    assert "is a server running" in lines[0]
+
+
+def test_output_schema_prints_the_object(
+    scripted: Callable[[Any], str], piped: Callable[..., Any], workdir: Path
+) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+        "required": ["name", "age"],
+        "additionalProperties": False,
+    }
+    (workdir / "schema.json").write_text(json.dumps(schema))
+    url = scripted([answer('{"name": "Ada", "age": 36}'), answer("not json at all")])
+    done = piped("run", "--output-schema", "schema.json", "--base-url", url, "-m", "m", "who?")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"name": "Ada", "age": 36}
+    bad = piped("run", "--output-schema", "schema.json", "--base-url", url, "-m", "m", "who?")
+    assert bad.returncode == 1
+    assert bad.stderr.startswith("steadyloop: error: the answer is not valid JSON")
+
+
+def test_an_oversized_image_is_refused_before_sending(piped: Callable[..., Any], workdir: Path) -> None:
+    (workdir / "big.png").write_bytes(b"\0" * (5 * 1024 * 1024 + 1))
+    done = piped("run", "--image", "big.png", "--base-url", "http://127.0.0.1:9/v1", "-m", "m", "look")
+    assert done.returncode == 1
+    assert "capped at 5 MB" in done.stderr
