@@ -61,7 +61,11 @@ async def measure(base_url: str) -> float:
     for report in usage:
         turn = report.turn
         spent = turn.prompt_tokens - turn.cached_tokens
-        new = turn.prompt_tokens if previous is None else turn.prompt_tokens - previous.turn.prompt_tokens - previous.turn.completion_tokens
+        new = (
+            turn.prompt_tokens
+            if previous is None
+            else turn.prompt_tokens - previous.turn.prompt_tokens - previous.turn.completion_tokens
+        )
         evaluated += spent
         minimum += max(new, 0)
         print(f"{report.step:>4} {turn.prompt_tokens:>7} {turn.cached_tokens:>7} {spent:>9} {new:>5}")

@@ -27,7 +27,10 @@ async def main(question: str) -> None:
             on_output=lambda text: print(text, end="", flush=True),
         )
         print()
-        print(f"[{turn.usage.prompt_tokens} prompt + {turn.usage.completion_tokens} completion tokens]", file=sys.stderr)
+        print(
+            f"[{turn.usage.prompt_tokens} prompt + {turn.usage.completion_tokens} completion tokens]",
+            file=sys.stderr,
+        )
 
 
 if __name__ == "__main__":

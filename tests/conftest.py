@@ -29,9 +29,9 @@ _real_connect = socket.socket.connect
 
 def _loopback_only(self: socket.socket, address: object) -> None:
     host = address[0] if isinstance(address, tuple) else address
-    if isinstance(host, str) and self.family in (socket.AF_INET, socket.AF_INET6):
-        if not (host.startswith("127.") or host in ("localhost", "::1")):
-            raise OSError(f"tests may only reach loopback, not {host!r}")
+    inet = self.family in (socket.AF_INET, socket.AF_INET6)
+    if isinstance(host, str) and inet and not (host.startswith("127.") or host in ("localhost", "::1")):
+        raise OSError(f"tests may only reach loopback, not {host!r}")
     _real_connect(self, address)  # type: ignore[arg-type]
 
 

@@ -26,7 +26,9 @@ def answer(text: str) -> Any:
 
 
 def calls(*pairs: tuple[str, dict[str, Any]]) -> Any:
-    return Reply.stream(stream_of(tool_calls=[{"id": f"c{i}", "name": n, "arguments": a} for i, (n, a) in enumerate(pairs)]))
+    return Reply.stream(
+        stream_of(tool_calls=[{"id": f"c{i}", "name": n, "arguments": a} for i, (n, a) in enumerate(pairs)])
+    )
 
 
 @tool
@@ -104,7 +106,10 @@ async def test_steering_in_wait_mode_lets_the_step_finish() -> None:
 
     async with ScriptedServer(calls(("step", {"n": 1}), ("step", {"n": 2})), answer("ok")) as server:
         agent = Agent(
-            Endpoint(server.base_url), "m", tools=[step], interrupt_mode="wait",
+            Endpoint(server.base_url),
+            "m",
+            tools=[step],
+            interrupt_mode="wait",
             policy=LoopPolicy(tools=ToolPolicy(parallel=False)),
         )
         await agent.prompt("go")
@@ -135,10 +140,12 @@ async def test_follow_ups_all_at_once() -> None:
 
 async def test_abort_never_raises_and_keeps_a_replayable_transcript() -> None:
     release = asyncio.Event()
+    running = asyncio.Event()
 
     @tool
     async def wait_forever() -> str:
         """Waits."""
+        running.set()
         await release.wait()
         return "done"
 
@@ -146,8 +153,8 @@ async def test_abort_never_raises_and_keeps_a_replayable_transcript() -> None:
         agent = Agent(Endpoint(server.base_url), "m", tools=[wait_forever])
         agent.abort()  # nothing running: a no-op
         task = asyncio.create_task(agent.prompt("go"))
-        while not agent.state.pending_tool_calls:
-            await asyncio.sleep(0.01)
+        await running.wait()
+        assert agent.state.pending_tool_calls
         agent.abort()
         with pytest.raises(RunCancelled):
             await task
@@ -191,7 +198,9 @@ async def test_images_go_as_content_parts() -> None:
         await agent.prompt("What is this?", images=[b"\x89PNG fake"])
         content = server.chat_requests[0].json["messages"][0]["content"]
     assert content[0] == {"type": "text", "text": "What is this?"}
-    assert content[1]["type"] == "image_url" and content[1]["image_url"]["url"].startswith("data:image/png;base64,")
+    assert content[1]["type"] == "image_url" and content[1]["image_url"]["url"].startswith(
+        "data:image/png;base64,"
+    )
 
 
 async def test_session_id_is_sent_as_prompt_cache_key_and_the_key_resolver_is_called() -> None:

@@ -33,7 +33,9 @@ def test_every_public_name_at_the_root_is_in_all() -> None:
 def test_the_names_other_code_relies_on() -> None:
     for name in PROMISED:
         assert name in sl.__all__, name
-    assert issubclass(sl.ContextOverflow, sl.SteadyloopError) and issubclass(sl.EndpointSilent, sl.SteadyloopError)
+    assert issubclass(sl.ContextOverflow, sl.SteadyloopError) and issubclass(
+        sl.EndpointSilent, sl.SteadyloopError
+    )
     assert issubclass(sl.ToolArgumentsError, sl.SteadyloopError)
     assert {"content", "reasoning"} <= set(sl.Split.__dataclass_fields__)
 

@@ -71,7 +71,13 @@ from .messages import (
 from .metrics import RunMetrics, run_metrics
 from .request_body import ModelParams, build_body, order_tools
 from .reset import reset_all
-from .tools.approvals import ApprovalBroker, ApprovalDecision, ApprovalPolicy, ApprovalRequest, InMemoryApprovalBroker
+from .tools.approvals import (
+    ApprovalBroker,
+    ApprovalDecision,
+    ApprovalPolicy,
+    ApprovalRequest,
+    InMemoryApprovalBroker,
+)
 from .tools.arguments import canonical_arguments, parse_tool_arguments
 from .tools.definition import EffectClass, ResourceClaim, Tool, ToolContext, ToolResult, tool
 from .tools.execution import BatchOutcome, HookDecision, ToolHooks, ToolPolicy, run_tool_calls

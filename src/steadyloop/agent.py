@@ -17,7 +17,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from .errors import InvalidInput, RunCancelled, RunError, SteadyloopError
-from .events import AgentEnd, Event, MessageEnd, MessageStart, MessageUpdate, ToolExecutionEnd, ToolExecutionStart
+from .events import (
+    AgentEnd,
+    Event,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+)
 from .loop import LoopPolicy, LoopResult, ToolChoiceFn, run_agent_loop
 from .messages import (
     AssistantMessage,
@@ -149,7 +157,9 @@ class Agent:
         if max_turns is not None and max_turns <= 0:
             raise InvalidInput("max_turns must be a positive number of requests")
         self.endpoint = endpoint
-        self.state = AgentState(system_prompt=system, params=params, tools=list(tools), messages=list(messages))
+        self.state = AgentState(
+            system_prompt=system, params=params, tools=list(tools), messages=list(messages)
+        )
         self.policy = policy or LoopPolicy()
         self.hooks = hooks
         self.approvals = approvals
@@ -318,10 +328,14 @@ class Agent:
         except RunError as error:
             if isinstance(error, RunCancelled) and error.messages:
                 last = error.messages[-1]
-                if isinstance(last, AssistantMessage) and (not self.state.messages or self.state.messages[-1] is not last):
+                if isinstance(last, AssistantMessage) and (
+                    not self.state.messages or self.state.messages[-1] is not last
+                ):
                     self.state.messages.append(last)
-            self.state.error = str(error) if not (timer and cancel.is_set() and isinstance(error, RunCancelled)) else (
-                f"the run took longer than run_timeout ({self.run_timeout}s)"
+            self.state.error = (
+                str(error)
+                if not (timer and cancel.is_set() and isinstance(error, RunCancelled))
+                else (f"the run took longer than run_timeout ({self.run_timeout}s)")
             )
             raise
         except SteadyloopError as error:
@@ -349,7 +363,9 @@ class Agent:
                 state.streaming_message = replace(current, content=current.content + event.delta)
             else:
                 state.streaming_message = replace(current, reasoning=current.reasoning + event.delta)
-        elif isinstance(event, MessageEnd) and isinstance(event.message, AssistantMessage | ToolResultMessage):
+        elif isinstance(event, MessageEnd) and isinstance(
+            event.message, AssistantMessage | ToolResultMessage
+        ):
             state.messages.append(event.message)
             if isinstance(event.message, AssistantMessage):
                 state.streaming_message = None

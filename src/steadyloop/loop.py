@@ -18,11 +18,9 @@ from typing import Any, Literal
 
 from .context.calibration import chars_per_token_for
 from .context.folding import summariser
-from .context.keeper import ContextKeeper, ContextPolicy
-from .context.tokens import request_tokens
 from .context.integrity import check_transcript, unique_call_ids
-from .context.tokens import tool_schema_tokens
-from .wire.windows import context_limit_for
+from .context.keeper import ContextKeeper, ContextPolicy
+from .context.tokens import request_tokens, tool_schema_tokens
 from .errors import ContextOverflow, EndpointError, RunCancelled, RunError, SteadyloopError
 from .events import (
     AgentEnd,
@@ -37,7 +35,7 @@ from .events import (
     TurnStart,
     UsageReport,
 )
-from .messages import AssistantMessage, Message, ToolCall, ToolResultMessage, Turn
+from .messages import AssistantMessage, Message, ToolResultMessage, Turn
 from .metrics import RunMetrics, run_metrics
 from .request_body import ModelParams, ToolBlock, build_body, order_tools
 from .tools.approvals import ApprovalBroker, ApprovalPolicy
@@ -52,6 +50,7 @@ from .turn.fences import DEFAULT_FENCES, Fence
 from .turn.run import RetryPolicy, run_turn
 from .usage import Usage
 from .wire.endpoints import Endpoint
+from .wire.windows import context_limit_for
 
 __all__ = ["LoopPolicy", "LoopResult", "run_agent_loop"]
 
@@ -116,7 +115,9 @@ class LoopResult:
 
 
 def _digest(value: Any) -> str:
-    return hashlib.sha1(json.dumps(value, sort_keys=True, default=str).encode(), usedforsecurity=False).hexdigest()
+    return hashlib.sha1(
+        json.dumps(value, sort_keys=True, default=str).encode(), usedforsecurity=False
+    ).hexdigest()
 
 
 @dataclass(slots=True)
@@ -263,10 +264,18 @@ async def run_agent_loop(
             limit = limit or await context_limit_for(endpoint, params.model)
             if limit:
                 keeper = ContextKeeper(
-                    policy.context, limit=limit, summarise=summariser(endpoint, params.model, on_event=emit), emit=emit
+                    policy.context,
+                    limit=limit,
+                    summarise=summariser(endpoint, params.model, on_event=emit),
+                    emit=emit,
                 )
             else:
-                emit(Notice(text="context management is on but the window is unknown; set context_limit", name="compaction"))
+                emit(
+                    Notice(
+                        text="context management is on but the window is unknown; set context_limit",
+                        name="compaction",
+                    )
+                )
         announce = transcript[-new_messages:] if new_messages > 0 else []
         while True:
             if cancel is not None and cancel.is_set():
@@ -297,7 +306,9 @@ async def run_agent_loop(
                 wire: list[Message] = transcript,
             ) -> dict[str, Any]:
                 asked = params if tool_choice is None else replace(params, tool_choice=tool_choice(wire))
-                return build_body(asked, prompt, wire, declared, c, m, block=block, prompt_cache_key=session_id)
+                return build_body(
+                    asked, prompt, wire, declared, c, m, block=block, prompt_cache_key=session_id
+                )
 
             emit(MessageStart(message=AssistantMessage(), step=step))
 
@@ -351,7 +362,13 @@ async def run_agent_loop(
                     transcript = check_transcript(smaller)
             steps = step
             if turn.finish_reason == "length":
-                emit(Notice(text="the answer was cut off at the token ceiling (max_tokens)", name="length", step=step))
+                emit(
+                    Notice(
+                        text="the answer was cut off at the token ceiling (max_tokens)",
+                        name="length",
+                        step=step,
+                    )
+                )
                 if policy.max_continuations > 0 and can_continue(turn):
                     turn = await _cancellable(
                         continue_turn(
@@ -382,7 +399,9 @@ async def run_agent_loop(
                     )
                     turn = Turn(found.content, turn.reasoning, found.calls, turn.usage, turn.finish_reason)
             calls = unique_call_ids(turn.tool_calls, taken_ids)
-            message = AssistantMessage(content=turn.content, reasoning=turn.reasoning, tool_calls=tuple(calls))
+            message = AssistantMessage(
+                content=turn.content, reasoning=turn.reasoning, tool_calls=tuple(calls)
+            )
             transcript.append(message)
             emit(MessageEnd(message=message, step=step))
             totals = totals + turn.usage
@@ -425,14 +444,29 @@ async def run_agent_loop(
                     transcript.append(result)
                     emit(MessageStart(message=result, step=step))
                     emit(MessageEnd(message=result, step=step))
-                emit(TurnEnd(step=step, message=message, tool_results=tuple(results), finish_reason=turn.finish_reason))
+                emit(
+                    TurnEnd(
+                        step=step,
+                        message=message,
+                        tool_results=tuple(results),
+                        finish_reason=turn.finish_reason,
+                    )
+                )
                 if cancel is not None and cancel.is_set():
                     raise _cancelled(transcript, totals, steps)
                 if batch.loop is not None:
-                    emit(LoopDetected(kind=batch.loop.kind, tool=batch.loop.tool, text=batch.loop.text, step=step))
+                    emit(
+                        LoopDetected(
+                            kind=batch.loop.kind, tool=batch.loop.tool, text=batch.loop.text, step=step
+                        )
+                    )
                     outcome = "loop_detected"
                     raise RunError(
-                        f"stopped: {batch.loop.text}", reason="loop_detected", messages=transcript, usage=totals, steps=steps
+                        f"stopped: {batch.loop.text}",
+                        reason="loop_detected",
+                        messages=transcript,
+                        usage=totals,
+                        steps=steps,
                     )
                 if batch.terminate:
                     outcome = "completed"
@@ -544,7 +578,9 @@ def _with_run(event: Event, run_id: str) -> Event:
 
 
 def _cancelled(transcript: list[Message], usage: Usage, steps: int) -> RunCancelled:
-    return RunCancelled("the run was cancelled", reason="cancelled", messages=transcript, usage=usage, steps=steps)
+    return RunCancelled(
+        "the run was cancelled", reason="cancelled", messages=transcript, usage=usage, steps=steps
+    )
 
 
 def _stopped(exc: Exception, reason: str, transcript: list[Message], usage: Usage, steps: int) -> RunError:

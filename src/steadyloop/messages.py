@@ -240,7 +240,10 @@ def to_openai(message: Message, *, reasoning_field: str | None = None) -> dict[s
                 {
                     "id": call.id,
                     "type": "function",
-                    "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)},
+                    "function": {
+                        "name": call.name,
+                        "arguments": json.dumps(call.arguments, ensure_ascii=False),
+                    },
                 }
                 for call in message.tool_calls
             ]

@@ -22,18 +22,31 @@ def answers(call_id: str) -> ToolResultMessage:
 
 
 def test_a_clean_transcript_is_returned_as_is() -> None:
-    messages: list[Message] = [Q, asks("a", "b"), answers("a"), answers("b"), AssistantMessage(content="done")]
+    messages: list[Message] = [
+        Q,
+        asks("a", "b"),
+        answers("a"),
+        answers("b"),
+        AssistantMessage(content="done"),
+    ]
     assert check_transcript(messages) == messages
 
 
 def test_missing_results_at_the_end_are_synthesised() -> None:
     fixed = check_transcript([Q, asks("a", "b", "c"), answers("a")], interrupted=frozenset({"b"}))
-    assert [(m.call_id, m.content, m.is_error) for m in fixed[3:]] == [("b", STOPPED, True), ("c", NOT_RUN, True)]  # type: ignore[union-attr]
+    assert [(m.call_id, m.content, m.is_error) for m in fixed[3:]] == [
+        ("b", STOPPED, True),
+        ("c", NOT_RUN, True),
+    ]  # type: ignore[union-attr]
 
 
 def test_missing_results_before_the_next_question_are_synthesised() -> None:
     fixed = check_transcript([Q, asks("a"), UserMessage(content="next")])
-    assert isinstance(fixed[2], ToolResultMessage) and fixed[2].content == NOT_RUN and fixed[3] == UserMessage(content="next")
+    assert (
+        isinstance(fixed[2], ToolResultMessage)
+        and fixed[2].content == NOT_RUN
+        and fixed[3] == UserMessage(content="next")
+    )
 
 
 @pytest.mark.parametrize(
@@ -53,7 +66,9 @@ def test_ambiguous_transcripts_fail_closed(messages: list[Message], problem: str
 
 def test_reused_ids_are_renamed_at_the_source() -> None:
     taken = {"call_0"}
-    renamed = unique_call_ids([ToolCall("call_0", "f", {}), ToolCall("call_0", "g", {}), ToolCall("", "h", {})], taken)
+    renamed = unique_call_ids(
+        [ToolCall("call_0", "f", {}), ToolCall("call_0", "g", {}), ToolCall("", "h", {})], taken
+    )
     assert [c.id for c in renamed] == ["call_0_2", "call_0_3", "call"]
 
 

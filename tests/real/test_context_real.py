@@ -29,7 +29,9 @@ def read_file(name: str) -> str:
         name: the file name, for example alpha.txt.
     """
     stem = name.split(".")[0].strip().lower() or "unknown"
-    lines = [f"{stem} record {i}: status nominal, checksum {abs(hash((stem, i))) % 99991:05d}." for i in range(36)]
+    lines = [
+        f"{stem} record {i}: status nominal, checksum {abs(hash((stem, i))) % 99991:05d}." for i in range(36)
+    ]
     return "\n".join(lines)
 
 
@@ -59,11 +61,17 @@ async def test_a_run_that_overflows_the_window_completes_with_pruning_and_a_fold
     kept = [u for u in usage[1:] if u.step not in steps_with_fold]
     survived = [u.cache_broken is False for u in kept]
     total_prompt = sum(len(str(m)) for m in agent.state.messages)
-    print(f"\n[context acceptance] reads {len(reads)}, requests {len(usage)}, folds {len(folds)}, prunes {len(prunes)}")
+    print(
+        f"\n[context acceptance] reads {len(reads)}, requests {len(usage)}, folds {len(folds)}, prunes {len(prunes)}"
+    )
     for fold in folds:
-        print(f"[context acceptance] fold at step {fold.step}: {fold.tokens_before} -> {fold.tokens_after} tokens, forced={fold.forced}")
+        print(
+            f"[context acceptance] fold at step {fold.step}: {fold.tokens_before} -> {fold.tokens_after} tokens, forced={fold.forced}"
+        )
     print(f"[context acceptance] prompt tokens per request {[u.turn.prompt_tokens for u in usage]}")
-    print(f"[context acceptance] cache kept on {sum(survived)} of {len(survived)} requests between folds; transcript {total_prompt} chars")
+    print(
+        f"[context acceptance] cache kept on {sum(survived)} of {len(survived)} requests between folds; transcript {total_prompt} chars"
+    )
     assert len(reads) >= len(FILES) - 1
     assert folds and prunes
     assert all(u.turn.prompt_tokens <= 2048 for u in usage)

@@ -15,7 +15,9 @@ def finish(reason: str, **extra: Any) -> dict[str, Any]:
     return {"choices": [{"index": 0, "delta": {}, "finish_reason": reason}], **extra}
 
 
-def call(index: int | None = None, id: str | None = None, name: str | None = None, args: Any = None) -> dict[str, Any]:
+def call(
+    index: int | None = None, id: str | None = None, name: str | None = None, args: Any = None
+) -> dict[str, Any]:
     fragment: dict[str, Any] = {"function": {"name": name, "arguments": args}, "id": id, "type": "function"}
     if index is not None:
         fragment["index"] = index
@@ -41,7 +43,9 @@ def test_the_role_opener_is_not_output() -> None:
 
 
 def test_content_streams_to_on_output_and_finish_reason_is_kept() -> None:
-    turn, out, _, _ = run([delta(role="assistant", content=None), delta(content="Hel"), delta(content="lo"), finish("stop")])
+    turn, out, _, _ = run(
+        [delta(role="assistant", content=None), delta(content="Hel"), delta(content="lo"), finish("stop")]
+    )
     assert turn.content == "Hello" and out == ["Hel", "lo"] and turn.finish_reason == "stop"
 
 
@@ -51,13 +55,17 @@ def test_finish_reason_is_empty_when_the_server_never_says() -> None:
 
 
 def test_reasoning_from_reasoning_content_and_reasoning_fields() -> None:
-    turn, out, thinking, assembler = run([delta(reasoning_content="a"), delta(reasoning="b"), delta(content="c")])
+    turn, out, thinking, assembler = run(
+        [delta(reasoning_content="a"), delta(reasoning="b"), delta(content="c")]
+    )
     assert turn.reasoning == "ab" and turn.content == "c" and thinking == ["a", "b"] and out == ["c"]
     assert assembler.produced
 
 
 def test_a_think_fence_split_across_chunks_goes_to_reasoning() -> None:
-    turn, out, thinking, _ = run([delta(content="<th"), delta(content="ink>plan</thi"), delta(content="nk>\n\nAnswer")])
+    turn, out, thinking, _ = run(
+        [delta(content="<th"), delta(content="ink>plan</thi"), delta(content="nk>\n\nAnswer")]
+    )
     assert turn.content == "Answer" and turn.reasoning == "plan"
     assert "".join(out) == "Answer" and "".join(thinking) == "plan"
 
@@ -104,11 +112,16 @@ def test_every_call_at_index_zero_a_new_id_is_a_new_call() -> None:
             call(0, None, None, ": 2}"),
         ]
     )
-    assert [(c.id, c.name, c.arguments) for c in turn.tool_calls] == [("c1", "a", {"x": 1}), ("c2", "b", {"y": 2})]
+    assert [(c.id, c.name, c.arguments) for c in turn.tool_calls] == [
+        ("c1", "a", {"x": 1}),
+        ("c2", "b", {"y": 2}),
+    ]
 
 
 def test_calls_with_no_index_at_all() -> None:
-    turn, *_ = run([call(None, "c1", "a", '{"x":'), call(None, None, None, "1}"), call(None, "c2", "b", "{}")])
+    turn, *_ = run(
+        [call(None, "c1", "a", '{"x":'), call(None, None, None, "1}"), call(None, "c2", "b", "{}")]
+    )
     assert [(c.name, c.arguments) for c in turn.tool_calls] == [("a", {"x": 1}), ("b", {})]
 
 
@@ -164,7 +177,12 @@ def test_usage_from_openai_usage_with_details() -> None:
         },
         None,
     )
-    assert (usage.prompt_tokens, usage.cached_tokens, usage.uncached_tokens, usage.reasoning_tokens) == (100, 64, 36, 7)
+    assert (usage.prompt_tokens, usage.cached_tokens, usage.uncached_tokens, usage.reasoning_tokens) == (
+        100,
+        64,
+        36,
+        7,
+    )
     assert usage.prompt_ms is None and usage.draft_total is None
 
 
@@ -186,8 +204,18 @@ def test_llamacpp_timings_stand_in_for_missing_counts() -> None:
         "draft_n_accepted": 4,
     }
     usage = usage_from(None, timings)
-    assert (usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens, usage.uncached_tokens) == (42, 8, 30, 12)
-    assert (usage.prompt_ms, usage.tokens_per_second, usage.draft_total, usage.draft_accepted) == (50.0, 50.0, 6, 4)
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens, usage.uncached_tokens) == (
+        42,
+        8,
+        30,
+        12,
+    )
+    assert (usage.prompt_ms, usage.tokens_per_second, usage.draft_total, usage.draft_accepted) == (
+        50.0,
+        50.0,
+        6,
+        4,
+    )
 
 
 def test_usage_and_timings_from_the_final_chunk() -> None:
@@ -195,7 +223,11 @@ def test_usage_and_timings_from_the_final_chunk() -> None:
         [
             delta(content="x"),
             finish("stop", timings={"prompt_ms": 1.0}),
-            {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}, "timings": {"prompt_ms": 2.0, "cache_n": 3}},
+            {
+                "choices": [],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
+                "timings": {"prompt_ms": 2.0, "cache_n": 3},
+            },
         ]
     )
     assert turn.usage.prompt_tokens == 5 and turn.usage.prompt_ms == 2.0 and turn.usage.cached_tokens == 3

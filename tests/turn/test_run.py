@@ -24,7 +24,9 @@ def body(**extra: Any) -> dict[str, Any]:
 
 
 def error(message: str, status: int = 400, **fields: Any) -> Any:
-    return Reply.json({"error": {"message": message, "type": "invalid_request_error", **fields}}, status=status)
+    return Reply.json(
+        {"error": {"message": message, "type": "invalid_request_error", **fields}}, status=status
+    )
 
 
 OK = Reply.stream(text_chunks("ok"))
@@ -56,7 +58,9 @@ async def test_retries_run_out() -> None:
 
 
 async def test_retry_after_is_honoured_and_capped() -> None:
-    limited = Reply.json({"error": {"message": "Rate limit reached", "type": "requests"}}, 429, {"Retry-After": "0.2"})
+    limited = Reply.json(
+        {"error": {"message": "Rate limit reached", "type": "requests"}}, 429, {"Retry-After": "0.2"}
+    )
     async with ScriptedServer(limited, OK) as server:
         _, events = await run(server, body())
     (retry,) = [e for e in events if isinstance(e, Retry)]
@@ -67,7 +71,9 @@ async def test_retry_after_is_honoured_and_capped() -> None:
 
 
 async def test_a_retry_after_ms_header() -> None:
-    limited = Reply.json({"error": {"message": "Rate limit", "type": "rate_limit"}}, 429, {"retry-after-ms": "150"})
+    limited = Reply.json(
+        {"error": {"message": "Rate limit", "type": "rate_limit"}}, 429, {"retry-after-ms": "150"}
+    )
     async with ScriptedServer(limited, OK) as server:
         _, events = await run(server, body())
     assert [e.delay_s for e in events if isinstance(e, Retry)] == [pytest.approx(0.15)]
@@ -116,11 +122,17 @@ async def test_the_loading_wait_has_its_own_limit_and_can_be_turned_off() -> Non
 
 
 async def test_cancellation_ends_a_backoff_sleep_at_once() -> None:
+    backing_off = asyncio.Event()
+
+    def on_event(event: Event) -> None:
+        if isinstance(event, Retry):
+            backing_off.set()
+
     async with ScriptedServer(error("Bad gateway", 502), OK) as server:
-        task = asyncio.create_task(run(server, body(), policy=RetryPolicy(base_delay_s=30, max_delay_s=30)))
-        while not server.chat_requests:
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.05)
+        endpoint = Endpoint(server.base_url)
+        policy = RetryPolicy(base_delay_s=30, max_delay_s=30)
+        task = asyncio.create_task(run_turn(endpoint, body(), policy=policy, on_event=on_event))
+        await backing_off.wait()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await asyncio.wait_for(task, 1.0)
@@ -133,9 +145,13 @@ EFFORT = (
 
 
 async def test_effort_takes_the_rung_the_server_lists() -> None:
-    async with ScriptedServer(error(EFFORT, param="reasoning_effort", code="unsupported_value"), OK) as server:
+    async with ScriptedServer(
+        error(EFFORT, param="reasoning_effort", code="unsupported_value"), OK
+    ) as server:
         _, events = await run(server, body(reasoning_effort="none"))
-        assert sent(server, 0)["reasoning_effort"] == "none" and sent(server, 1)["reasoning_effort"] == "minimal"
+        assert (
+            sent(server, 0)["reasoning_effort"] == "none" and sent(server, 1)["reasoning_effort"] == "minimal"
+        )
     assert any(isinstance(e, Downgrade) and e.field == "reasoning_effort" for e in events)
     assert any(isinstance(e, Notice) and "reasoning_effort" in e.text for e in events)
 
@@ -143,7 +159,10 @@ async def test_effort_takes_the_rung_the_server_lists() -> None:
 async def test_effort_walks_the_ladder_one_rung_per_refusal_and_latches() -> None:
     bare = "Unsupported value: 'reasoning_effort' does not support '{}' with this model."
     async with ScriptedServer(
-        error(bare.format("minimal"), param="reasoning_effort"), error(bare.format("low"), param="reasoning_effort"), OK, OK
+        error(bare.format("minimal"), param="reasoning_effort"),
+        error(bare.format("low"), param="reasoning_effort"),
+        OK,
+        OK,
     ) as server:
         await run(server, body(reasoning_effort="minimal"))
         assert [sent(server, n)["reasoning_effort"] for n in range(3)] == ["minimal", "low", "medium"]
@@ -212,8 +231,21 @@ async def test_usage_in_stream_latches_off_per_endpoint() -> None:
 
 
 async def test_a_grammar_failure_relaxes_tool_schemas() -> None:
-    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"s": {"type": "string", "pattern": "^[a-z]+$"}}}}}]
-    async with ScriptedServer(error("Failed to initialize samplers: failed to parse grammar", 500), OK) as server:
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "f",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"s": {"type": "string", "pattern": "^[a-z]+$"}},
+                },
+            },
+        }
+    ]
+    async with ScriptedServer(
+        error("Failed to initialize samplers: failed to parse grammar", 500), OK
+    ) as server:
         await run(server, body(tools=tools))
         first = sent(server, 0)["tools"][0]["function"]["parameters"]["properties"]["s"]
         second = sent(server, 1)["tools"][0]["function"]["parameters"]["properties"]["s"]
@@ -223,7 +255,11 @@ async def test_a_grammar_failure_relaxes_tool_schemas() -> None:
 async def test_the_sizing_guard_refuses_before_sending() -> None:
     async with ScriptedServer(OK) as server:
         with pytest.raises(ContextOverflow) as caught:
-            await run(server, body(max_tokens=400) | {"messages": [{"role": "user", "content": "x" * 4000}]}, context_limit=1000)
+            await run(
+                server,
+                body(max_tokens=400) | {"messages": [{"role": "user", "content": "x" * 4000}]},
+                context_limit=1000,
+            )
         assert server.chat_requests == []
     assert caught.value.limit == 1000 and (caught.value.requested or 0) > 1000
 
@@ -237,7 +273,9 @@ async def test_the_ceiling_counts_toward_the_window() -> None:
 
 
 async def test_the_endpoints_own_overflow_is_the_same_error_and_never_retried() -> None:
-    words = "This model's maximum context length is 4096 tokens. However, your messages resulted in 5000 tokens."
+    words = (
+        "This model's maximum context length is 4096 tokens. However, your messages resulted in 5000 tokens."
+    )
     async with ScriptedServer(error(words, code="context_length_exceeded")) as server:
         with pytest.raises(ContextOverflow) as caught:
             await run(server, body())

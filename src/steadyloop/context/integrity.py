@@ -104,5 +104,7 @@ def unique_call_ids(calls: Sequence[ToolCall], taken: set[str]) -> list[ToolCall
                 n += 1
             new_id = f"{new_id}_{n}"
         taken.add(new_id)
-        out.append(call if new_id == call.id else ToolCall(new_id, call.name, call.arguments, call.raw_arguments))
+        out.append(
+            call if new_id == call.id else ToolCall(new_id, call.name, call.arguments, call.raw_arguments)
+        )
     return out

@@ -86,14 +86,24 @@ class ContextKeeper:
         plan = plan_compaction(messages, limit=self.limit, used=self.limit, chars_per_token=chars_per_token)
         if plan is None:
             return None
-        self._emit(Notice(text="the request did not fit the window; pruning and folding", name="overflow", step=step))
+        self._emit(
+            Notice(text="the request did not fit the window; pruning and folding", name="overflow", step=step)
+        )
         return await self._shrink(messages, plan, forced=True, chars_per_token=chars_per_token, step=step)
 
     async def _shrink(
-        self, messages: Sequence[Message], plan: CompactionPlan, *, forced: bool, chars_per_token: float, step: int
+        self,
+        messages: Sequence[Message],
+        plan: CompactionPlan,
+        *,
+        forced: bool,
+        chars_per_token: float,
+        step: int,
     ) -> list[Message] | None:
         before = transcript_tokens(messages, chars_per_token)
-        pruned = prune_tool_results(messages, keep_last=self.policy.keep_last, max_chars=self.policy.max_chars)
+        pruned = prune_tool_results(
+            messages, keep_last=self.policy.keep_last, max_chars=self.policy.max_chars
+        )
         stats = prune_stats(messages, pruned)
         if stats.cleared:
             self._emit(ContextPruned(cleared=stats.cleared, chars=stats.chars, step=step))
@@ -111,7 +121,9 @@ class ContextKeeper:
             if folded is not pruned and len(folded) != len(pruned):
                 self.folds += 1
                 after = transcript_tokens(folded, chars_per_token)
-                summarised = not any("[summary unavailable" in str(getattr(m, "content", "")) for m in folded[:3])
+                summarised = not any(
+                    "[summary unavailable" in str(getattr(m, "content", "")) for m in folded[:3]
+                )
                 self._emit(
                     ContextCompacted(
                         folded=plan.folded,

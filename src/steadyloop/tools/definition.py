@@ -92,7 +92,11 @@ class ToolResult:
             return cls(value)
         if isinstance(value, TextPart | ImagePart):
             return cls((value,))
-        if isinstance(value, list | tuple) and value and all(isinstance(v, TextPart | ImagePart) for v in value):
+        if (
+            isinstance(value, list | tuple)
+            and value
+            and all(isinstance(v, TextPart | ImagePart) for v in value)
+        ):
             return cls(tuple(value))
         if isinstance(value, BaseModel):
             return cls(value.model_dump_json())
@@ -139,7 +143,9 @@ class Tool:
         if not isinstance(self.name, str) or not _NAME.match(self.name):
             raise InvalidInput(f"tool name {self.name!r} must be 1-64 letters, digits, '_' or '-'")
         if self.effect is not None and self.effect not in EFFECT_CLASSES:
-            raise InvalidInput(f"tool {self.name}: effect must be one of {EFFECT_CLASSES}, not {self.effect!r}")
+            raise InvalidInput(
+                f"tool {self.name}: effect must be one of {EFFECT_CLASSES}, not {self.effect!r}"
+            )
         if not isinstance(self.parameters, Mapping):
             raise InvalidInput(f"tool {self.name}: parameters must be a JSON Schema object")
 
@@ -147,10 +153,16 @@ class Tool:
         """The OpenAI-format definition the request declares."""
         return {
             "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": dict(self.parameters)},
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": dict(self.parameters),
+            },
         }
 
-    def claims_for(self, arguments: Mapping[str, Any]) -> Sequence[ResourceClaim] | Literal["exclusive"] | None:
+    def claims_for(
+        self, arguments: Mapping[str, Any]
+    ) -> Sequence[ResourceClaim] | Literal["exclusive"] | None:
         """The claims of one call."""
         claims = self.claims
         if callable(claims):
@@ -197,7 +209,9 @@ def _validation_message(name: str, error: ValidationError) -> str:
     for item in error.errors():
         where = ".".join(str(p) for p in item.get("loc", ())) or "arguments"
         problems.append(f"{where}: {item.get('msg', 'invalid')}")
-    return f"Invalid arguments for {name}: " + "; ".join(problems) + ". Call it again with corrected arguments."
+    return (
+        f"Invalid arguments for {name}: " + "; ".join(problems) + ". Call it again with corrected arguments."
+    )
 
 
 @overload

@@ -105,7 +105,7 @@ class StreamAssembler:
             if "timings" in chunk:
                 self._timings = chunk["timings"]
         else:
-            if "error" in chunk and chunk["error"]:
+            if chunk.get("error"):
                 self.error = chunk
         usage = chunk.get("usage")
         if usage:
@@ -167,11 +167,8 @@ class StreamAssembler:
                     if candidate.index == index:
                         current = candidate
                         break
-        if current is not None:
-            if call_id and current.id and call_id != current.id:
-                current = None
-            elif name and current.name and name != current.name and not call_id:
-                current = None
+        if current is not None and _starts_another(current, call_id, name):
+            current = None
         if current is None:
             current = _CallBuffer(index if isinstance(index, int) else None, call_id, name)
             calls.append(current)
@@ -203,6 +200,13 @@ class StreamAssembler:
             usage=usage,
             finish_reason=self.finish_reason,
         )
+
+
+def _starts_another(current: _CallBuffer, call_id: str, name: str) -> bool:
+    # A new id is always a new call; without one, a different tool's name is.
+    if call_id:
+        return bool(current.id) and call_id != current.id
+    return bool(name) and bool(current.name) and name != current.name
 
 
 def _tool_call(buf: _CallBuffer, raw: str, n: int, truncated: bool) -> ToolCall:

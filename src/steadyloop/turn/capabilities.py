@@ -257,8 +257,7 @@ def reset_capabilities(endpoint: Endpoint | None = None) -> bool:
     eid = endpoint_id(endpoint)
     had = _by_key.pop(key, None) is not None
     _ids.pop(eid, None)
-    had = _pending.pop(eid, None) is not None or had
-    return had
+    return _pending.pop(eid, None) is not None or had
 
 
 def expire_capabilities(max_age_s: float) -> int:

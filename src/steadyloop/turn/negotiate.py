@@ -161,9 +161,7 @@ async def negotiate(
             if box.value:
                 raise
             fields = sent_fields() if sent_fields is not None else ()
-            change = answer_refusal(
-                error, caps, latches, sent=fields, effort=effort, droppable=droppable
-            )
+            change = answer_refusal(error, caps, latches, sent=fields, effort=effort, droppable=droppable)
             if change is None:
                 raise
             if on_downgrade is not None:

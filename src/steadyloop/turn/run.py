@@ -17,7 +17,7 @@ from typing import Any
 
 from ..context.calibration import body_chars, body_has_image, calibrate, chars_per_token_for
 from ..context.tokens import request_tokens
-from ..errors import ContextOverflow, EndpointError, EndpointSilent, EndpointUnavailable
+from ..errors import ContextOverflow, EndpointError, EndpointSilent
 from ..events import Downgrade, Event, Notice, Retry
 from ..messages import Turn
 from ..tools.schema_compat import relax_tools
@@ -69,8 +69,9 @@ def backoff_delay(
     """
     if retry_after is not None and retry_after >= 0:
         return min(retry_after, policy.max_retry_after_s)
-    step = min(policy.base_delay_s * (2**retry), policy.max_delay_s)
-    return step * (0.5 + 0.5 * (rng or random).random())
+    step = min(policy.base_delay_s * (2.0**retry), policy.max_delay_s)
+    draw: float = (rng or random).random()
+    return step * (0.5 + 0.5 * draw)
 
 
 def _is_transient(error: EndpointError) -> bool:

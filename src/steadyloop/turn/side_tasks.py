@@ -71,7 +71,9 @@ async def ask(
     if temperature is not None:
         body["temperature"] = temperature
     try:
-        turn = await run_turn(endpoint, body, model=model, policy=policy, on_event=on_event, fences=ALL_FENCES)
+        turn = await run_turn(
+            endpoint, body, model=model, policy=policy, on_event=on_event, fences=ALL_FENCES
+        )
     except EndpointError as error:
         _notify(on_event, f"side task failed: {error}")
         return None
@@ -137,7 +139,9 @@ async def ask_json(
     sanitized = _schema_of(sanitize_tools([_tool_of(schema, name)]))
     relaxed = _schema_of(relax_tools([_tool_of(sanitized, name)]))
     stated = json.dumps(sanitized, ensure_ascii=False, sort_keys=True)
-    instructions = f"{system}\n\nAnswer with one JSON value matching this JSON Schema, and nothing else:\n{stated}"
+    instructions = (
+        f"{system}\n\nAnswer with one JSON value matching this JSON Schema, and nothing else:\n{stated}"
+    )
     base: dict[str, Any] = {
         "model": model,
         "messages": [{"role": "system", "content": instructions}, _user(user)],
@@ -176,7 +180,9 @@ async def ask_json(
             caps = capabilities_for(endpoint)
             if caps.strict_schemas:
                 caps.strict_schemas = False
-                _notify(on_event, f"the endpoint could not build a grammar from the schema; relaxing it: {error}")
+                _notify(
+                    on_event, f"the endpoint could not build a grammar from the schema; relaxing it: {error}"
+                )
                 return await ask_json(
                     endpoint,
                     model,

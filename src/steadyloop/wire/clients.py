@@ -53,7 +53,11 @@ def configure_clients(
     changes: dict[str, Any] = {}
     if isinstance(max_clients, int) and not isinstance(max_clients, bool) and max_clients > 0:
         changes["max_clients"] = max_clients
-    if isinstance(listing_miss_s, int | float) and not isinstance(listing_miss_s, bool) and listing_miss_s > 0:
+    if (
+        isinstance(listing_miss_s, int | float)
+        and not isinstance(listing_miss_s, bool)
+        and listing_miss_s > 0
+    ):
         changes["listing_miss_s"] = float(listing_miss_s)
     if changes:
         _settings = ClientSettings(**{**_settings_dict(), **changes})

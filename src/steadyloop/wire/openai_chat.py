@@ -87,8 +87,7 @@ class SSEDecoder:
 
     def flush(self) -> list[Any]:
         """Whatever a stream that ended without a final blank line still held."""
-        out = self.feed(b"\n\n") if self._buffer or self._data else []
-        return out
+        return self.feed(b"\n\n") if self._buffer or self._data else []
 
     def _dispatch(self) -> Any:
         payload = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
