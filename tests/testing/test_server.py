@@ -42,7 +42,7 @@ from steadyloop.testing.replies import (
 )
 from steadyloop.testing.server import ScriptedServer
 
-CAPTURES = Path("/work/shared/llm/captures/qwen-jsonblock")
+CAPTURES = Path(__file__).resolve().parents[1] / "data" / "captures"
 MESSAGES: list[ChatCompletionMessageParam] = [{"role": "user", "content": "hi"}]
 CHAT = {"model": "m", "messages": MESSAGES, "stream": True}
 # Lower bounds are exact (the server must not be early); upper bounds leave room for a loaded 2-core machine.

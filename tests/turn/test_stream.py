@@ -17,7 +17,7 @@ from steadyloop.turn.stream import stream_turn
 from steadyloop.wire.clients import get_client
 from steadyloop.wire.endpoints import Endpoint
 
-CAPTURES = Path(__file__).resolve().parents[3] / "shared" / "llm" / "captures" / "qwen-jsonblock"
+CAPTURES = Path(__file__).resolve().parents[1] / "data" / "captures"
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
 

@@ -24,7 +24,7 @@ from steadyloop.wire.clients import configure_clients, get_client
 from steadyloop.wire.endpoints import Endpoint
 from steadyloop.wire.windows import ModelInfo, context_limit_for, list_models, reset_windows
 
-CAPTURES = Path("/work/shared/llm/captures/qwen-jsonblock")
+CAPTURES = Path(__file__).resolve().parents[1] / "data" / "captures"
 QWEN = "qwen2.5-coder-0.5b-instruct"
 
 
