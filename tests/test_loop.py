@@ -375,3 +375,36 @@ async def test_tools_load_on_demand_and_the_system_prompt_stays_identical() -> N
     results = [m for m in result.messages if isinstance(m, ToolResultMessage)]
     assert results[1].content == "Rome: 18C, clear" and results[2].content == "4"
     assert set(result.loaded) >= {"get_weather", "add"}
+
+
+async def test_a_memory_flush_runs_silently_before_a_planned_fold() -> None:
+    from steadyloop.context.keeper import ContextPolicy
+
+    saved: list[str] = []
+
+    @tool
+    def save_note(text: str) -> str:
+        """Save a note to long-term memory."""
+        saved.append(text)
+        return "saved"
+
+    async def summarise(text: str) -> str:
+        return "Earlier: logs read."
+
+    history = _long_history(8, 2000)
+    policy = LoopPolicy(
+        context_limit=3000, context=ContextPolicy(summarise=summarise, memory_tools=[save_note])
+    )
+    replies = [
+        call("save_note", {"text": "logs 0-7 were fine"}, id="m1"),
+        answer("Nothing more."),
+        answer("Done."),
+    ]
+    async with ScriptedServer(*replies) as server:
+        result, events = await loop(server, messages=history, tools=[get_weather], policy=policy)
+        flush_tools = [t["function"]["name"] for t in server.chat_requests[0].json["tools"]]
+        main_tools = [t["function"]["name"] for t in server.chat_requests[2].json["tools"]]
+    assert saved == ["logs 0-7 were fine"] and flush_tools == ["save_note"] and main_tools == ["get_weather"]
+    assert result.turn.content == "Done."
+    assert not any(isinstance(m, ToolResultMessage) and m.content == "saved" for m in result.messages)
+    assert not any(e.type == "tool_execution_start" and e.name == "save_note" for e in events)

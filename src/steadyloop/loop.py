@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from .context.calibration import chars_per_token_for
-from .context.folding import summariser
+from .context.folding import memory_flush, summariser
 from .context.integrity import check_transcript, unique_call_ids
 from .context.keeper import ContextKeeper, ContextPolicy
 from .context.tokens import request_tokens, tool_schema_tokens
@@ -263,11 +263,25 @@ async def run_agent_loop(
         if policy.context is not None:
             limit = limit or await context_limit_for(endpoint, params.model)
             if limit:
+                memory_tools = policy.context.memory_tools
+
+                async def one_turn(wire: list[Message], offered: Sequence[Tool]) -> list[Message]:
+                    return await _silent_turn(endpoint, params, system, wire, offered, policy)
+
+                async def flush(messages: Sequence[Message]) -> None:
+                    await memory_flush(
+                        messages,
+                        memory_tools,
+                        one_turn,
+                        on_note=lambda text: emit(Notice(text=text, name="memory_flush")),
+                    )
+
                 keeper = ContextKeeper(
                     policy.context,
                     limit=limit,
                     summarise=summariser(endpoint, params.model, on_event=emit),
                     emit=emit,
+                    flush=flush,
                 )
             else:
                 emit(
@@ -556,6 +570,29 @@ class _Resolver(Mapping[str, Tool]):
 
     def __len__(self) -> int:
         return len(self._names)
+
+
+async def _silent_turn(
+    endpoint: Endpoint,
+    params: ModelParams,
+    system: str | None,
+    wire: list[Message],
+    offered: Sequence[Tool],
+    policy: LoopPolicy,
+) -> list[Message]:
+    """One request and its calls, outside the run's transcript and events (the memory flush)."""
+    tools = order_tools(offered)
+    block = ToolBlock()
+
+    def build(c: EndpointCapabilities, m: ModelCapabilities) -> dict[str, Any]:
+        return build_body(params, system, wire, tools, c, m, block=block)
+
+    turn = await run_turn(endpoint, build, model=params.model, policy=policy.retry, fences=policy.fences)
+    message = AssistantMessage(content=turn.content, tool_calls=tuple(turn.tool_calls))
+    if not turn.tool_calls:
+        return [message]
+    batch = await run_tool_calls(turn.tool_calls, {t.name: t for t in tools}, policy=policy.tools)
+    return [message, *batch.results]
 
 
 def partial_build(

@@ -8,11 +8,12 @@ pruning, then folding with the hooks' vetoes overruled, and sending once more.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from ..events import ContextCompacted, ContextPruned, Event, Notice
 from ..messages import Message
+from ..tools.definition import Tool
 from .compaction import CompactionPlan, plan_compaction, transcript_tokens
 from .folding import CompactionHooks, Summarise, compact_transcript
 from .pruning import prune_stats, prune_tool_results
@@ -30,6 +31,8 @@ class ContextPolicy:
         summarise: writes the summary of a folded stretch; default: the run's own model with our prompt.
         hooks: ``before_compact`` hooks told what is about to go.
         honour_veto: wait for the hooks and let any veto keep the transcript (an overflow overrules it).
+        memory_tools: offered, alone, in one silent turn before a planned fold, so the model can save what
+            matters first (best effort; never before a fold forced by an overflow, which has no room).
     """
 
     keep_last: int = 5
@@ -37,6 +40,7 @@ class ContextPolicy:
     summarise: Summarise | None = None
     hooks: CompactionHooks | None = None
     honour_veto: bool = False
+    memory_tools: Sequence[Tool] = ()
 
 
 class ContextKeeper:
@@ -49,11 +53,13 @@ class ContextKeeper:
         limit: int,
         summarise: Summarise,
         emit: Callable[[Event], object],
+        flush: Callable[[Sequence[Message]], Awaitable[None]] | None = None,
     ) -> None:
         self.policy = policy
         self.limit = limit
         self._summarise = policy.summarise or summarise
         self._emit = emit
+        self._flush = flush
         self.folds = 0
 
     def _note(self, step: int) -> Callable[[str], None]:
@@ -108,6 +114,8 @@ class ContextKeeper:
         if stats.cleared:
             self._emit(ContextPruned(cleared=stats.cleared, chars=stats.chars, step=step))
         result = pruned
+        if plan.foldable and not forced and self._flush is not None and self.policy.memory_tools:
+            await self._flush(pruned)
         if plan.foldable:
             folded = await compact_transcript(
                 pruned,
