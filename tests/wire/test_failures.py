@@ -497,3 +497,10 @@ def test_header_names_are_read_in_any_case(value: str) -> None:
     assert parse_retry_after({"Retry-After": value}, now=0.0) == parse_retry_after(
         {"rEtRy-AfTeR": value}, now=0.0
     )
+
+
+def test_a_validation_error_list_with_null_fields_still_classifies() -> None:
+    # Found by the property test below on a run in CI: "loc" may be null.
+    failure = classify_failure(None, [{"msg": None, "loc": None}])
+    assert failure.kind in KINDS
+    assert classify_failure(422, [{"msg": "Extra inputs are not permitted", "loc": "min_p"}]).field == "min_p"

@@ -109,8 +109,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("models", parents=[endpoint], help="what the endpoint serves")
 
-    local = sub.add_parser("local", help="the bundled local model: up, down, status")
+    local = sub.add_parser(
+        "local",
+        help="the bundled local model: up, down, status",
+        description="The bundled local model's server. One the CLI starts stops by itself after "
+        "$STEADYLOOP_LOCAL_IDLE seconds without a request (default 900; 0 = never).",
+    )
     local.add_argument("action", choices=["up", "down", "status"])
+    which = local.add_mutually_exclusive_group()
+    which.add_argument("--port", type=int, metavar="N", help="down: stop the server on this port")
+    which.add_argument(
+        "--all", dest="every", action="store_true", help="down: every server, also those started elsewhere"
+    )
+    local.add_argument(
+        "--idle", type=float, metavar="SECONDS", help="up: stop after this long without a request (0 = never)"
+    )
     return parser
 
 
@@ -198,7 +211,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _run_async(listing())
     from .commands import local_command
 
-    return local_command(args.action)
+    return local_command(args.action, port=args.port, every=args.every, idle=args.idle)
 
 
 def _resolve_no_model(args: argparse.Namespace) -> Resolved:

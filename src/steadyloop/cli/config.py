@@ -7,7 +7,8 @@ The first of these that names an endpoint wins:
    (``llamacpp`` 8080, ``vllm`` 8000, ``sglang`` 30000, ``ollama`` 11434, ``lmstudio`` 1234);
 3. ``OPENAI_BASE_URL`` (key from ``OPENAI_API_KEY``);
 4. the config file's ``default`` endpoint;
-5. the bundled local model, started on first use and left running for the next command.
+5. the bundled local model, started on first use and left running for the next command; it stops by
+   itself after ``STEADYLOOP_LOCAL_IDLE`` seconds without a request (15 minutes; ``0`` never).
 
 The model is ``-m``, else ``STEADYLOOP_MODEL``, else the endpoint's configured one, else the only (or first)
 model the endpoint lists at ``/v1/models``.
@@ -37,12 +38,14 @@ from ..wire.endpoints import Endpoint
 from ..wire.windows import list_models
 
 __all__ = [
+    "DEFAULT_LOCAL_IDLE",
     "PRESETS",
     "EndpointChoice",
     "Resolved",
     "config_path",
     "discover_model",
     "load_config",
+    "local_idle",
     "resolve",
     "with_model",
 ]
@@ -57,6 +60,9 @@ PRESETS: Mapping[str, int] = {
 }
 
 _BUNDLED = "bundled"
+
+#: Seconds without a request after which the bundled server the CLI started stops by itself.
+DEFAULT_LOCAL_IDLE = 15 * 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +104,25 @@ def config_path(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     base = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return Path(base).expanduser() / "steadyloop" / "config.toml"
+
+
+def local_idle(env: Mapping[str, str] | None = None) -> float:
+    """The bundled server's idle stop in seconds: ``STEADYLOOP_LOCAL_IDLE``, else 15 minutes; ``0`` never.
+
+    Raises:
+        InvalidInput: the variable is not a number of seconds.
+    """
+    env = os.environ if env is None else env
+    text = env.get("STEADYLOOP_LOCAL_IDLE", "").strip()
+    if not text:
+        return DEFAULT_LOCAL_IDLE
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise InvalidInput(f"STEADYLOOP_LOCAL_IDLE must be seconds (0 = never stop), not {text!r}")
+    return seconds
 
 
 def load_config(path: Path) -> dict[str, Any]:

@@ -10,15 +10,17 @@ whose OpenAI-compatible base URL it returns. Later starts take about a second::
     with start() as server:          # stops the server on exit
         print(server.base_url)       # http://127.0.0.1:PORT/v1
 
-From a shell: ``python -m steadyloop.local up|down|status``.
+``start(idle_stop=SECONDS)`` also starts a reaper process that stops the server after that long without a
+request (see ``reaper.py``). From a shell: ``python -m steadyloop.local up|down|status``.
 """
 
 from .build import ensure_binary, ensure_xllamacpp
-from .config import LocalServerConfig, LocalServerError, Progress, default_home, no_progress
+from .config import CLI_STARTED_BY, LocalServerConfig, LocalServerError, Progress, default_home, no_progress
 from .models import ensure_model
-from .server import LocalServer, running_server, start, status, stop
+from .server import LocalServer, running_server, start, start_reaper, status, stop
 
 __all__ = [
+    "CLI_STARTED_BY",
     "LocalServer",
     "LocalServerConfig",
     "LocalServerError",
@@ -30,6 +32,7 @@ __all__ = [
     "no_progress",
     "running_server",
     "start",
+    "start_reaper",
     "status",
     "stop",
 ]

@@ -1,12 +1,16 @@
 """``python -m steadyloop.local up|down|status``: manage local servers from a shell.
 
 ``up`` prints only the base URL on stdout (``BASE=$(python -m steadyloop.local up)``); progress and errors go
-to stderr. Errors are one line plus the log tail that explains them, and exit code 1.
+to stderr. Errors are one line plus the log tail that explains them, and exit code 1. ``up --idle SECONDS``
+has the server stopped after that long without a request; ``down`` alone stops the servers the
+``steadyloop`` command started, ``--port`` one, ``--all`` every one. ``reap`` is that idle stop's own process,
+started by ``up`` and never by hand.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -15,7 +19,8 @@ from typing import TextIO, cast
 
 from ..errors import SteadyloopError
 from .config import Engine, LocalServerConfig, ModelName, TemplateName, default_home
-from .server import start, status, stop
+from .reaper import watch
+from .server import LocalServer, ports_to_stop, start, status, stop
 
 __all__ = ["main"]
 
@@ -73,13 +78,26 @@ def _parser() -> argparse.ArgumentParser:
         metavar="ARG",
         help="one more llama-server argument (repeatable), e.g. --extra-arg=--metrics",
     )
+    up.add_argument(
+        "--idle",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop the server after this long without a request (default: run until down)",
+    )
 
-    down = sub.add_parser("down", parents=[common], help="stop a server by its recorded PID")
-    which = down.add_mutually_exclusive_group(required=True)
-    which.add_argument("--port", type=int)
-    which.add_argument("--all", action="store_true")
+    down = sub.add_parser(
+        "down", parents=[common], help="stop the servers the steadyloop command started, or --port/--all"
+    )
+    which = down.add_mutually_exclusive_group()
+    which.add_argument("--port", type=int, help="stop the server on this port")
+    which.add_argument("--all", action="store_true", help="stop every server, whoever started it")
 
     sub.add_parser("status", parents=[common], help="list running servers")
+
+    reap = sub.add_parser("reap", parents=[common], help="internal: stop the server on PORT when idle")
+    reap.add_argument("--port", type=int, required=True)
+    reap.add_argument("--idle", type=float, required=True, metavar="SECONDS")
     return ap
 
 
@@ -94,22 +112,40 @@ def _up(args: argparse.Namespace, home: Path) -> int:
         extra_args=tuple(args.extra_arg),
         **extra,
     )
-    server = start(cfg, args.port, wait=args.wait, progress=_StderrProgress(sys.stderr))
+    server = start(cfg, args.port, wait=args.wait, progress=_StderrProgress(sys.stderr), idle_stop=args.idle)
     print(server.base_url, flush=True)
     return 0
 
 
 def _down(args: argparse.Namespace, home: Path) -> int:
-    ports = [s.port for s in status(home)] if args.all else [args.port]
+    running = status(home)
+    ports = ports_to_stop(running, args.port, every=args.all)
     for port in ports:
         what = "stopped" if stop(port, home=home) else "nothing running on"
         print(f"[steadyloop.local] {what} port {port}", file=sys.stderr)
+    if not ports:
+        left = f"; {len(running)} other server(s) left running, --all stops them" if running else ""
+        print(f"[steadyloop.local] no server started by the steadyloop command{left}", file=sys.stderr)
     return 0
+
+
+def _idle_text(server: LocalServer) -> str:
+    if server.reaper_pid is None or server.idle_stop is None:
+        return "runs until down"
+    return f"stops after {server.idle_stop:g} s idle (reaper pid {server.reaper_pid})"
 
 
 def _status(home: Path) -> int:
     for s in status(home):
-        print(f"{s.port}\tpid {s.pid}\t{s.model}\t{s.base_url}\t{s.log_path}")
+        by = s.started_by or "-"
+        print(f"{s.port}\tpid {s.pid}\t{s.model}\t{s.base_url}\t{s.log_path}\t{by}\t{_idle_text(s)}")
+    return 0
+
+
+def _reap(args: argparse.Namespace, home: Path) -> int:
+    # SIGTERM (a newer reaper replacing this one) becomes SystemExit, so watch() removes its pid file.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
+    watch(args.port, args.idle, home)
     return 0
 
 
@@ -122,6 +158,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _up(args, home)
         if args.command == "down":
             return _down(args, home)
+        if args.command == "reap":
+            return _reap(args, home)
         return _status(home)
     except SteadyloopError as e:
         print(f"[steadyloop.local] error: {e}", file=sys.stderr)

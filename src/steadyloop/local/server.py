@@ -3,13 +3,18 @@
 A server runs in its own session (so it outlives the process that started it and a terminal's Ctrl-C does
 not reach it), writes its output to ``$home/logs/llama-server-PORT.log`` and is recorded in
 ``$home/run/llama-server-PORT.pid``: the same files ``shared/llm/up.sh`` and ``down.sh`` use, so servers
-started by either are seen and stopped by both.
+started by either are seen and stopped by both. A server started here also gets ``llama-server-PORT.json``,
+saying who started it and when it stops by itself: a reaper process (see ``reaper.py``), recorded in
+``reaper-PORT.pid``, stops it after that many seconds without a request.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
+import os
 import socket
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -20,16 +25,27 @@ from pathlib import Path
 from ..errors import InvalidInput
 from ._process import cmdline, health, read_pid, serves_port, spawn, terminate, wait_healthy, write_pid
 from .build import ensure_binary, ensure_xllamacpp
-from .config import HOST, Cache, LocalServerConfig, LocalServerError, Progress, default_home, no_progress
+from .config import (
+    CLI_STARTED_BY,
+    HOST,
+    Cache,
+    LocalServerConfig,
+    LocalServerError,
+    Progress,
+    default_home,
+    no_progress,
+)
 from .models import MODELS, TEMPLATE_FILES, ensure_model, model_path
 
 __all__ = [
     "LocalServer",
     "health",
     "port_in_use",
+    "ports_to_stop",
     "running_server",
     "server_command",
     "start",
+    "start_reaper",
     "status",
     "stop",
     "wait_healthy",
@@ -48,6 +64,10 @@ class LocalServer:
         model: the model alias it serves (what ``/v1/models`` and every response's ``model`` say).
         home: the cache directory its pid file lives in.
         startup_seconds: spawn to the first ``/health`` 200, when this process started it.
+        started_by: who started it (``"steadyloop-cli"``, ``"steadyloop.local"``); ``None`` for a server
+            started elsewhere, such as by ``up.sh``.
+        idle_stop: the seconds without a request after which its reaper stops it; ``None`` when it has none.
+        reaper_pid: the process that watches it for idleness, while one runs.
     """
 
     port: int
@@ -57,6 +77,9 @@ class LocalServer:
     model: str
     home: Path
     startup_seconds: float | None = None
+    started_by: str | None = None
+    idle_stop: float | None = None
+    reaper_pid: int | None = None
 
     def stop(self) -> bool:
         """Stop this server; see :func:`stop`."""
@@ -173,6 +196,85 @@ def _check_port(port: int, cache: Cache) -> None:
         )
 
 
+# ------------------------------------------------------------------------------------ sidecar and reaper
+
+
+def _write_sidecar(path: Path, started_by: str | None, idle: float | None) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"started_by": started_by, "idle": idle}) + "\n")
+    os.replace(tmp, path)
+
+
+def _read_sidecar(path: Path) -> tuple[str | None, float | None]:
+    """``(started_by, idle)`` from a sidecar; ``(None, None)`` when there is none or it is unreadable."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None, None
+    if not isinstance(data, dict):
+        return None, None
+    started_by, idle = data.get("started_by"), data.get("idle")
+    return (
+        started_by if isinstance(started_by, str) else None,
+        float(idle) if isinstance(idle, int | float) and idle > 0 else None,
+    )
+
+
+def _reaper_pid(cache: Cache, port: int) -> int | None:
+    """The running reaper of ``port``; a stale reaper pid file is removed."""
+    pid_file = cache.reaper_pid_file(port)
+    pid = read_pid(pid_file)
+    if pid is None:
+        return None
+    # serves_port also guards against a reused PID: the reaper's own command line carries --port PORT.
+    argv = cmdline(pid)
+    if serves_port(pid, port) and (argv is None or "reap" in argv):
+        return pid
+    pid_file.unlink(missing_ok=True)
+    return None
+
+
+def start_reaper(port: int, idle: float, home: Path | None = None) -> int | None:
+    """Have the server on ``port`` stopped after ``idle`` seconds without a request.
+
+    The reaper is ``python -m steadyloop.local reap``, in a session of its own like the server, so it
+    outlives the caller. It polls the server every few seconds (see ``reaper.py``), stops it with
+    :func:`stop`, and exits as soon as the server is gone however it went. A reaper already watching
+    ``port`` is replaced, so calling this again changes the idle time; ``idle <= 0`` only removes it.
+
+    Returns:
+        The reaper's PID, or ``None`` when ``idle <= 0``.
+
+    Raises:
+        LocalServerError: no server recorded in ``home`` runs on ``port``.
+    """
+    cache = Cache(home or default_home())
+    pid = read_pid(cache.pid_file(port))
+    if pid is None or not serves_port(pid, port):
+        raise LocalServerError(f"no local server of {cache.home} runs on port {port}")
+    old = _reaper_pid(cache, port)
+    if old is not None:
+        terminate(old, grace=2.0)
+    cache.reaper_pid_file(port).unlink(missing_ok=True)
+    started_by, _ = _read_sidecar(cache.sidecar(port))
+    _write_sidecar(cache.sidecar(port), started_by, idle if idle > 0 else None)
+    if idle <= 0:
+        return None
+    argv = [
+        sys.executable,
+        "-m",
+        "steadyloop.local",
+        "reap",
+        "--port",
+        str(port),
+        "--idle",
+        repr(float(idle)),
+    ]
+    reaper = spawn([*argv, "--home", str(cache.home)], cache.reaper_log(port))
+    write_pid(cache.reaper_pid_file(port), reaper)
+    return reaper
+
+
 # ---------------------------------------------------------------------------------------------------- API
 
 
@@ -182,6 +284,8 @@ def start(
     *,
     wait: float = 180.0,
     progress: Progress = no_progress,
+    idle_stop: float | None = None,
+    started_by: str = "steadyloop.local",
 ) -> LocalServer:
     """Install what ``cfg`` needs (once; cached after) and start a server on loopback.
 
@@ -190,9 +294,13 @@ def start(
         port: the port to listen on; ``None`` picks a free one.
         wait: seconds to wait for the model to load.
         progress: told about downloads, build steps and startup (see :data:`Progress`).
+        idle_stop: stop the server after this many seconds without a request (see :func:`start_reaper`);
+            ``None`` or ``0`` keeps it running until :func:`stop`.
+        started_by: recorded next to its pid file; ``down`` without arguments stops only servers started by
+            :data:`~steadyloop.local.config.CLI_STARTED_BY`.
 
     Returns:
-        The running server. It keeps running after this process exits, until :func:`stop`.
+        The running server. It keeps running after this process exits, until :func:`stop` or its idle stop.
 
     Raises:
         LocalServerError: the port is taken, installing failed, or the server did not become healthy.
@@ -212,26 +320,38 @@ def start(
         chosen = port if port is not None else _free_port()
         _check_port(chosen, cache)
         try:
-            return _launch(cfg, cache, chosen, wait, progress)
+            return _launch(cfg, cache, chosen, wait, progress, idle_stop, started_by)
         except LocalServerError as e:
             if port is not None or attempt == 2 or "couldn't bind" not in e.log_tail:
                 raise
     raise AssertionError("unreachable")
 
 
-def _launch(cfg: LocalServerConfig, cache: Cache, port: int, wait: float, progress: Progress) -> LocalServer:
+def _launch(
+    cfg: LocalServerConfig,
+    cache: Cache,
+    port: int,
+    wait: float,
+    progress: Progress,
+    idle_stop: float | None,
+    started_by: str,
+) -> LocalServer:
     argv = server_command(cfg, port)
     log_path = cache.log_file(port)
     pid_file = cache.pid_file(port)
     t0 = time.monotonic()
     pid = spawn(argv, log_path)
     write_pid(pid_file, pid)
+    _write_sidecar(cache.sidecar(port), started_by, None)
     progress(f"start {cfg.engine} on {HOST}:{port} (pid {pid}, log {log_path})", None, None)
     try:
         wait_healthy(port, pid, timeout=wait, log_path=log_path, progress=progress)
+        # Armed only once healthy: loading the model is not idleness, and a failed start needs no reaper.
+        reaper = start_reaper(port, idle_stop, cache.home) if idle_stop else None
     except BaseException:  # includes Ctrl-C: never leave a half-started server behind
         terminate(pid, grace=2.0)
         pid_file.unlink(missing_ok=True)
+        cache.sidecar(port).unlink(missing_ok=True)
         raise
     elapsed = time.monotonic() - t0
     progress(f"ready in {elapsed:.2f} s", None, None)
@@ -243,30 +363,35 @@ def _launch(cfg: LocalServerConfig, cache: Cache, port: int, wait: float, progre
         model=MODELS[cfg.model].alias,
         home=cfg.home,
         startup_seconds=elapsed,
+        started_by=started_by,
+        idle_stop=idle_stop if reaper is not None else None,
+        reaper_pid=reaper,
     )
 
 
 def stop(port: int, home: Path | None = None, *, grace: float = 5.0) -> bool:
     """Stop the server recorded for ``port``: SIGTERM, up to ``grace`` seconds, then SIGKILL.
 
-    The pid file is removed in every case. A recorded PID that no longer serves that port (the server died
-    and the PID was reused) is not signalled.
+    The pid file and sidecar are removed in every case; the server's reaper sees it go and exits by itself.
+    A recorded PID that no longer serves that port (the server died and the PID was reused) is not signalled.
 
     Returns:
         Whether a running server was stopped.
     """
-    pid_file = Cache(home or default_home()).pid_file(port)
+    cache = Cache(home or default_home())
+    pid_file = cache.pid_file(port)
     pid = read_pid(pid_file)
     stopped = False
     if pid is not None and serves_port(pid, port):
         terminate(pid, grace)
         stopped = True
     pid_file.unlink(missing_ok=True)
+    cache.sidecar(port).unlink(missing_ok=True)
     return stopped
 
 
 def status(home: Path | None = None) -> list[LocalServer]:
-    """The servers running from ``home``'s pid files, by port; stale pid files are removed."""
+    """The servers running from ``home``'s pid files, by port, with their reapers; stale files are removed."""
     cache = Cache(home or default_home())
     found: list[LocalServer] = []
     for pid_file in sorted(cache.run.glob("llama-server-*.pid")):
@@ -277,13 +402,38 @@ def status(home: Path | None = None) -> list[LocalServer]:
         pid = read_pid(pid_file)
         if pid is None or not serves_port(pid, port):
             pid_file.unlink(missing_ok=True)
+            cache.sidecar(port).unlink(missing_ok=True)
             continue
         argv = cmdline(pid) or []
         alias = next((b for a, b in itertools.pairwise(argv) if a == "--alias"), "")
+        started_by, idle = _read_sidecar(cache.sidecar(port))
+        reaper = _reaper_pid(cache, port)
         found.append(
-            LocalServer(port, pid, f"http://{HOST}:{port}/v1", cache.log_file(port), alias, cache.home)
+            LocalServer(
+                port,
+                pid,
+                f"http://{HOST}:{port}/v1",
+                cache.log_file(port),
+                alias,
+                cache.home,
+                started_by=started_by,
+                idle_stop=idle if reaper is not None else None,
+                reaper_pid=reaper,
+            )
         )
     return sorted(found, key=lambda s: s.port)
+
+
+def ports_to_stop(
+    running: Sequence[LocalServer], port: int | None = None, *, every: bool = False
+) -> list[int]:
+    """What ``down`` stops: ``port`` alone, every one of ``running``, or else those the CLI started.
+
+    ``python -m steadyloop.local down`` and ``steadyloop local down`` both ask this, so they mean the same.
+    """
+    if port is not None:
+        return [port]
+    return [s.port for s in running if every or s.started_by == CLI_STARTED_BY]
 
 
 @contextmanager

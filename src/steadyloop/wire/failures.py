@@ -303,7 +303,9 @@ def _read_list(items: list[Any], words: _Words, depth: int) -> None:
     if items and all(isinstance(item, Mapping) and "msg" in item for item in items):
         # FastAPI/pydantic validation errors: "<where>: <what>" keeps the field next to the complaint
         for item in items:
-            where = ".".join(str(part) for part in item.get("loc", ()) if part != "body")
+            loc = item.get("loc")
+            parts = loc if isinstance(loc, list | tuple) else ([loc] if loc is not None else [])
+            where = ".".join(str(part) for part in parts if part != "body")
             words.say(f"{where}: {item['msg']}" if where else str(item["msg"]))
         return
     first = next((item for item in items if isinstance(item, Mapping)), None)
