@@ -24,7 +24,7 @@ from steadyloop.loop import LoopPolicy, run_agent_loop
 from steadyloop.messages import UserMessage
 from steadyloop.request_body import ModelParams
 from steadyloop.testing.chunks import stream_of, usage_chunk
-from steadyloop.wire.clients import aclose_clients
+from steadyloop.wire.clients import aclose_clients, configure_clients
 from steadyloop.wire.endpoints import Endpoint
 
 WORDS = [f"word{i} " for i in range(40)]
@@ -105,17 +105,21 @@ async def main(runs: int) -> None:
     process, base_url = _start_server()
     try:
         await floor(base_url, 50)  # warm the server
-        await ours(base_url, 50)
-        server_floor = await floor(base_url, runs)
-        wall, _ = await ours(base_url, runs)
-        _, per_run = await ours(base_url, runs, trace=True)
+        print(f"concurrent runs: {runs}")
+        for transport in ("httpx2", "aiohttp"):
+            configure_clients(transport=transport)
+            await ours(base_url, 50)
+            server_floor = await floor(base_url, runs)
+            wall, _ = await ours(base_url, runs)
+            _, per_run = await ours(base_url, runs, trace=True)
+            print(f"[{transport}] server floor (raw socket client): {server_floor:.2f} s")
+            print(
+                f"[{transport}] steadyloop runs: {wall:.2f} s, ratio {wall / server_floor:.2f}x (target <= 1.5x)"
+            )
+            print(f"[{transport}] peak memory per run: {per_run / 1024:.1f} KB (target <= 200 KB)")
     finally:
         process.terminate()
         process.wait()
-    print(f"concurrent runs:           {runs}")
-    print(f"server floor (raw client): {server_floor:.2f} s")
-    print(f"steadyloop runs:           {wall:.2f} s  ratio {wall / server_floor:.2f}x  (target <= 1.5x)")
-    print(f"peak memory per run:       {per_run / 1024:.1f} KB  (target <= 200 KB)")
 
 
 if __name__ == "__main__":

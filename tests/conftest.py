@@ -6,6 +6,7 @@ and downloaded once, then cached outside the clone). Every other test may open l
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import steadyloop.reset as reset
-from steadyloop.wire.clients import aclose_clients
+from steadyloop.wire.clients import aclose_clients, configure_clients
 
 _REAL = Path(__file__).parent / "real"
 
@@ -45,6 +46,8 @@ async def _fresh_process_state() -> AsyncIterator[None]:
     # Latches, pools and calibration are process-wide by design; tests must not leak them to each other.
     # Pooled clients belong to the test's event loop, so they are closed while it still runs.
     reset.reset_all()
+    if os.environ.get("STEADYLOOP_TEST_TRANSPORT") == "aiohttp":
+        configure_clients(transport="aiohttp")
     yield
     await aclose_clients()
     reset.reset_all()
