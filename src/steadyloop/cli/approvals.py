@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Literal
 
-from ..tools.approvals import ApprovalDecision, ApprovalRequest
+from ..tools.approvals import ApprovalDecision, ApprovalRequest, InMemoryApprovalBroker
 from .render import Style, call_text
 
 __all__ = ["Terminal", "TerminalApprovals", "open_terminal"]
@@ -54,17 +54,17 @@ def open_terminal() -> Terminal | None:
         return None
 
 
-class TerminalApprovals:
-    """An ``ApprovalBroker`` that asks on the terminal, one question at a time.
+class TerminalApprovals(InMemoryApprovalBroker):
+    """An ``ApprovalBroker`` that asks on the terminal, one question at a time (``request``, ``decide`` and
+    ``pending`` are the in-memory broker's; only waiting for the answer differs).
 
     Args:
         terminal: where to ask; ``None`` denies every request (``no terminal to ask``).
     """
 
     def __init__(self, terminal: Terminal | None) -> None:
+        super().__init__()
         self.terminal = terminal
-        self._requests: dict[str, ApprovalRequest] = {}
-        self._decisions: dict[str, asyncio.Future[ApprovalDecision]] = {}
         self._asking: asyncio.Future[str | None] | None = None
         self._lock = asyncio.Lock()
 
@@ -78,30 +78,11 @@ class TerminalApprovals:
         if self._asking is not None and not self._asking.done():
             self._asking.set_result(None)
 
-    async def request(self, request: ApprovalRequest) -> None:
-        """Take a call that waits for a decision."""
-        self._requests[request.approval_id] = request
-        self._decisions[request.approval_id] = asyncio.get_running_loop().create_future()
-
-    async def decide(
-        self, approval_id: str, decision: Literal["allow", "deny"], reason: str = "", decided_by: str = ""
-    ) -> bool:
-        """Decide a pending request from elsewhere; ``False`` when it is unknown or already decided."""
-        future = self._decisions.get(approval_id)
-        if future is None or future.done():
-            return False
-        future.set_result(ApprovalDecision(decision, reason, decided_by))
-        self._requests.pop(approval_id, None)
-        return True
-
-    def pending(self) -> list[ApprovalRequest]:
-        """The requests still waiting, oldest first."""
-        return list(self._requests.values())
 
     async def wait(self, approval_id: str, timeout_s: float) -> ApprovalDecision:
         """Ask on the terminal and return what was answered (a deny on anything but yes)."""
         request = self._requests.get(approval_id)
-        future = self._decisions.get(approval_id)
+        future = self._futures.get(approval_id)
         if request is None or future is None:
             return ApprovalDecision("deny", "unknown approval", _WHO)
         try:
@@ -127,7 +108,7 @@ class TerminalApprovals:
         finally:
             self._requests.pop(approval_id, None)
         decision = future.result() if future.done() else ApprovalDecision("deny", "cancelled", _WHO)
-        self._decisions.pop(approval_id, None)
+        self._futures.pop(approval_id, None)
         return decision
 
     async def _ask(self, request: ApprovalRequest) -> str | None:

@@ -91,6 +91,10 @@ def cmdline(pid: int) -> list[str] | None:
             raw = f.read()
     except OSError:
         return None
+    if not raw:
+        # Read empty for a moment while a process just spawned is still inside exec (seen right after
+        # posix_spawn returns): unknown, not "no arguments", or a new reaper would look like a reused PID.
+        return None
     return [arg.decode(errors="replace") for arg in raw.split(b"\0")[:-1]]
 
 
