@@ -1,12 +1,17 @@
-"""``steadyloop sessions``, ``models`` and ``--version``."""
+"""``steadyloop sessions``, ``models``, ``local`` and ``--version``."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import pytest
+
 from steadyloop import __version__
+from steadyloop.cli.config import DEFAULT_LOCAL_IDLE, local_idle
+from steadyloop.errors import InvalidInput
 
 
 def test_sessions_list_show_export_delete(scripted: Callable[[Any], str], piped: Callable[..., Any]) -> None:
@@ -51,3 +56,29 @@ def test_unknown_endpoint_name_is_one_line(piped: Callable[..., Any]) -> None:
     done = piped("run", "-e", "nowhere", "hi")
     assert done.returncode == 1
     assert done.stderr.startswith("steadyloop: error: no endpoint named 'nowhere'")
+
+
+def test_local_idle_comes_from_the_environment() -> None:
+    assert local_idle({}) == DEFAULT_LOCAL_IDLE == 900.0
+    assert local_idle({"STEADYLOOP_LOCAL_IDLE": " 30 "}) == 30.0
+    assert local_idle({"STEADYLOOP_LOCAL_IDLE": "0"}) == 0.0
+    for bad in ("soon", "-5", "nan", "inf"):
+        with pytest.raises(InvalidInput, match="STEADYLOOP_LOCAL_IDLE"):
+            local_idle({"STEADYLOOP_LOCAL_IDLE": bad})
+
+
+def test_local_options_go_with_their_action(
+    piped: Callable[..., Any], env: dict[str, str], tmp_path: Path
+) -> None:
+    env["STEADYLOOP_LLM_HOME"] = str(tmp_path / "llm")  # never the shared cache's servers
+    for args, wrong in (
+        (("local", "status", "--all"), "--port and --all go with"),
+        (("local", "up", "--port", "5"), "--port and --all go with"),
+        (("local", "down", "--idle", "5"), "--idle goes with"),
+    ):
+        done = piped(*args)
+        assert done.returncode == 1 and done.stderr.startswith(f"steadyloop: error: {wrong}"), done.stderr
+    assert piped("local", "down", "--port", "5", "--all").returncode == 2  # argparse: not both
+    done = piped("local", "down")
+    assert done.returncode == 0 and "no local model started by steadyloop is running" in done.stderr
+    assert "no local model running" in piped("local", "status").stdout

@@ -78,7 +78,6 @@ class TerminalApprovals(InMemoryApprovalBroker):
         if self._asking is not None and not self._asking.done():
             self._asking.set_result(None)
 
-
     async def wait(self, approval_id: str, timeout_s: float) -> ApprovalDecision:
         """Ask on the terminal and return what was answered (a deny on anything but yes)."""
         request = self._requests.get(approval_id)

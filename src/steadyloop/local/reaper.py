@@ -29,7 +29,7 @@ from ._process import exit_waiter, read_pid, serves_port
 from .config import HOST, Cache
 from .server import stop
 
-__all__ = ["IdleState", "Sample", "observe", "poll_interval", "should_stop", "slots_sign", "watch"]
+__all__ = ["IdleState", "Sample", "observe", "poll_interval", "probe", "should_stop", "slots_sign", "watch"]
 
 Sign = Hashable | None
 """A value that changes when the server is used; ``None`` when it could not be read this time."""
