@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import json
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from .context.cache_watch import CacheWatch
 from .context.calibration import chars_per_token_for
 from .context.folding import memory_flush, summariser
 from .context.integrity import check_transcript, unique_call_ids
@@ -114,50 +113,6 @@ class LoopResult:
     metrics: RunMetrics
 
 
-def _digest(value: Any) -> str:
-    return hashlib.sha1(
-        json.dumps(value, sort_keys=True, default=str).encode(), usedforsecurity=False
-    ).hexdigest()
-
-
-@dataclass(slots=True)
-class _CacheWatch:
-    """What the previous request was, to tell whether the next one could reuse its cache and why not."""
-
-    tools: str = ""
-    system: str = ""
-    messages: list[str] = field(default_factory=list)
-    prompt: int = 0
-    completion: int = 0
-    started: bool = False
-
-    def judge(self, body: dict[str, Any], usage: Usage) -> tuple[int | None, bool | None, str | None]:
-        tools = _digest(body.get("tools", []))
-        wire = body.get("messages", [])
-        system = _digest([m for m in wire if m.get("role") == "system"][:1])
-        digests = [_digest(m) for m in wire]
-        expected: int | None = None
-        broken: bool | None = None
-        reason: str | None = None
-        if self.started:
-            expected = self.prompt + self.completion
-            if usage.uncached_tokens is not None or usage.cached_tokens:
-                broken = usage.cached_tokens < 0.9 * self.prompt
-                if broken:
-                    if tools != self.tools:
-                        reason = "tools-changed"
-                    elif system != self.system:
-                        reason = "system-changed"
-                    elif digests[: len(self.messages)] != self.messages:
-                        reason = "history-rewritten"
-                    else:
-                        reason = "none-known"
-        self.started = True
-        self.tools, self.system, self.messages = tools, system, digests
-        self.prompt, self.completion = usage.prompt_tokens, usage.completion_tokens
-        return expected, broken, reason
-
-
 async def run_agent_loop(
     endpoint: Endpoint,
     params: ModelParams,
@@ -241,7 +196,7 @@ async def run_agent_loop(
     )
     detector = ToolLoopDetector(policy.loop_detection) if policy.loop_detection is not None else None
     block = ToolBlock()
-    watch = _CacheWatch()
+    watch = CacheWatch()
     totals = Usage()
     steps = 0
     tool_steps = 0
