@@ -87,3 +87,33 @@ def test_chat_shows_thinking_in_a_gutter_and_tool_lines(
     term.expect(PROMPT)
     term.send("/exit\n")
     assert term.wait() == 0
+
+
+def test_chat_renders_the_answer_as_markdown_on_a_colour_terminal(
+    scripted: Callable[[Any], str], terminal: Callable[..., Any], env: dict[str, str]
+) -> None:
+    del env["NO_COLOR"]
+    pieces = ["# Plan\n", "Use **bo", "ld** and `code`.\n", "```sh\n", "ls -l\n", "```\n", "- done"]
+    url = scripted([{"type": "stream", "chunks": text_chunks(pieces)}])
+    term = terminal("chat", "--no-tools", "--base-url", url, "-m", "m")
+    term.expect(PROMPT)
+    term.send("plan it\n")
+    # Colour codes and erases are dropped here: what is left of a rewrite is the raw part a carriage return
+    # took back. A line that arrived whole is written styled at once; the fence lines are gone.
+    term.expect(r"\nPlan\nUse \*\*bo\rUse bold and code\.\n  ls -l\n- done\r• done\n")
+    term.expect(PROMPT)
+    term.send("/exit\n")
+    assert term.wait() == 0
+
+
+def test_chat_without_colour_shows_the_answer_as_written(
+    scripted: Callable[[Any], str], terminal: Callable[..., Any]
+) -> None:
+    url = scripted([{"type": "stream", "chunks": text_chunks(["# Plan\n", "Use **bo", "ld**.\n", "- done"])}])
+    term = terminal("chat", "--no-tools", "--base-url", url, "-m", "m")
+    term.expect(PROMPT)
+    term.send("plan it\n")
+    term.expect(r"# Plan\nUse \*\*bold\*\*\.\n- done\n")
+    term.expect(PROMPT)
+    term.send("/exit\n")
+    assert term.wait() == 0

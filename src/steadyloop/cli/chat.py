@@ -1,8 +1,9 @@
 """``steadyloop chat``: an interactive conversation in the terminal.
 
-The answer streams as plain text, thinking dim behind a ``│`` gutter, each tool call on one line with how
-it went. Ctrl-C during a turn cancels that turn (the request in flight and any running tool) and brings
-the prompt back; Ctrl-C at the prompt, a second Ctrl-C within two seconds, ``/exit`` or end of input leave.
+The answer streams as markdown, each line styled once it completes; thinking dim behind a ``│`` gutter;
+each tool call on one line with how it went. Ctrl-C during a turn cancels that turn (the request in flight
+and any running tool) and brings the prompt back; Ctrl-C at the prompt, a second Ctrl-C within two
+seconds, ``/exit`` or end of input leave.
 
 One event loop serves the whole chat, and ``input()`` runs between turns in the main thread, so line
 editing (readline) and Ctrl-C at the prompt behave as in any shell. During a turn, Ctrl-C is handled by
@@ -244,7 +245,7 @@ def chat(resolved: Resolved, options: AgentOptions, *, show_thinking: bool = Tru
             )
             loop.run_until_complete(state.conversation.store.list(AGENT_ID))
         agent = state.conversation.agent
-        agent.subscribe(TextRenderer(sys.stdout, sys.stdout, show_thinking=show_thinking))
+        agent.subscribe(TextRenderer(sys.stdout, sys.stdout, show_thinking=show_thinking, markdown=True))
         state.repl()
     finally:
         try:

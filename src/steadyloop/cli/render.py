@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import time
 from typing import Any, TextIO
@@ -23,6 +24,7 @@ from ..events import (
     event_to_json,
 )
 from ..messages import text_of
+from .markdown import MarkdownStream
 
 __all__ = [
     "JsonRenderer",
@@ -67,6 +69,13 @@ class Style:
         return self._wrap("31", text)
 
 
+def _columns(stream: TextIO) -> int:
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or shutil.get_terminal_size().columns
+    except (AttributeError, ValueError, OSError):
+        return shutil.get_terminal_size().columns
+
+
 def _isatty(stream: TextIO) -> bool:
     try:
         return stream.isatty()
@@ -105,21 +114,32 @@ class TextRenderer:
         show_thinking: show the model's thinking, dim, behind a gutter.
         show_answer: stream the answer (off when the answer is printed another way, e.g. as parsed JSON).
         notices: show retries and notices (off when a script reads stderr and wants one error line).
+        markdown: render the answer's markdown (styled only when ``out`` is a colour terminal); off for
+            ``run``, whose stdout is exactly the answer.
     """
 
     def __init__(
-        self, out: TextIO, aux: TextIO, *, show_thinking: bool, show_answer: bool = True, notices: bool = True
+        self,
+        out: TextIO,
+        aux: TextIO,
+        *,
+        show_thinking: bool,
+        show_answer: bool = True,
+        notices: bool = True,
+        markdown: bool = False,
     ) -> None:
         self.out = out
         self.aux = aux
         self.show_thinking = show_thinking
         self.show_answer = show_answer
         self.notices = notices
+        self.markdown = markdown
         self._out_style = Style(out)
         self._aux_style = Style(aux)
         self._mode: str = ""  # what the last write was: "", "text", "thinking" or "call:<id>"
         self._line_open: dict[int, bool] = {}
         self._arguments: dict[str, dict[str, Any]] = {}  # by call id, for calls denied before they start
+        self._answer: MarkdownStream | None = None  # while an answer streams with markdown on
 
     def _write(self, stream: TextIO, text: str) -> None:
         if not text:
@@ -129,6 +149,9 @@ class TextRenderer:
         self._line_open[id(stream)] = not text.endswith("\n")
 
     def _end_line(self) -> None:
+        if self._answer is not None:
+            self._write(self.out, self._answer.finish())
+            self._answer = None
         # Both streams are usually the same terminal: a line left open on either is closed first.
         for stream in (self.out, self.aux):
             if self._line_open.get(id(stream)):
@@ -172,14 +195,21 @@ class TextRenderer:
             return
         if not self.show_answer:
             return
+        delta = event.delta
         if self._mode != "text":
             self._end_line()
             self._mode = "text"
-            if not event.delta.strip():
+            if self.markdown:
+                self._answer = MarkdownStream(self._out_style, _columns(self.out))
+            if not delta.strip():
                 return
-            self._write(self.out, event.delta.lstrip("\n"))
+            delta = delta.lstrip("\n")
+        if self._answer is None:
+            self._write(self.out, delta)
             return
-        self._write(self.out, event.delta)
+        self._write(self.out, self._answer.feed(delta))
+        # A dropped line (a code fence) ends in an erase, not a newline, yet leaves the cursor at a row's start.
+        self._line_open[id(self.out)] = self._answer.line_open
 
     def _tool_end(self, event: ToolExecutionEnd) -> None:
         style = self._aux_style
