@@ -408,3 +408,32 @@ async def test_a_memory_flush_runs_silently_before_a_planned_fold() -> None:
     assert result.turn.content == "Done."
     assert not any(isinstance(m, ToolResultMessage) and m.content == "saved" for m in result.messages)
     assert not any(e.type == "tool_execution_start" and e.name == "save_note" for e in events)
+
+
+async def test_lifecycle_hooks_ride_on_the_question_and_hear_the_reply() -> None:
+    from steadyloop.hooks import HookContext, HookOutcome
+    from steadyloop.loop import LifecycleHooks
+
+    heard: list[tuple[str, HookContext]] = []
+    told = asyncio.Event()
+
+    async def runner(event: Any, context: HookContext, *, cancel: Any = None) -> list[HookOutcome]:
+        heard.append((event, context))
+        if event == "after_turn":
+            told.set()
+        if event == "before_turn":
+            return [HookOutcome(hook_id="memory", text="The user prefers Celsius.")]
+        return []
+
+    hooks = LifecycleHooks(run=runner, context=HookContext(session_id="s1"), preface="Background:")
+    async with ScriptedServer(call("get_weather", {"city": "Paris"}), answer("18C.")) as server:
+        result, _ = await loop(server, system="Be brief.", lifecycle=hooks)
+        await asyncio.wait_for(told.wait(), 5)
+        requests = [r.json["messages"] for r in server.chat_requests]
+    for wire in requests:
+        assert wire[0] == {"role": "system", "content": "Be brief."}
+        assert wire[1]["content"].startswith("Background:") and "Celsius" in wire[1]["content"]
+        assert wire[1]["content"].endswith("What is the weather in Paris?")
+    assert result.messages[0] == QUESTION[0]  # the transcript keeps what the user typed
+    assert [event for event, _ in heard] == ["session_start", "before_turn", "after_turn"]
+    assert heard[0][1].prompt == "What is the weather in Paris?" and heard[-1][1].reply == "18C."

@@ -48,7 +48,7 @@ from .hooks import (
     turn_messages,
     with_context,
 )
-from .loop import LoopPolicy, LoopResult, run_agent_loop
+from .loop import LifecycleHooks, LoopPolicy, LoopResult, run_agent_loop
 from .messages import (
     AssistantMessage,
     ContentPart,
@@ -153,6 +153,7 @@ __all__ = [
     "ImagePart",
     "InMemoryApprovalBroker",
     "InvalidInput",
+    "LifecycleHooks",
     "LoopDetectorConfig",
     "LoopPolicy",
     "LoopResult",

@@ -26,7 +26,7 @@ from .events import (
     ToolExecutionEnd,
     ToolExecutionStart,
 )
-from .loop import LoopPolicy, LoopResult, ToolChoiceFn, run_agent_loop
+from .loop import LifecycleHooks, LoopPolicy, LoopResult, ToolChoiceFn, run_agent_loop
 from .messages import (
     AssistantMessage,
     ImagePart,
@@ -119,6 +119,7 @@ class Agent:
         follow_up_mode: the same for follow-ups.
         interrupt_mode: ``"immediate"`` skips calls not yet started when steering arrives; ``"wait"`` lets
             the step finish first.
+        lifecycle: the host's lifecycle hooks, gathered onto each prompt's question and told each reply.
     """
 
     def __init__(
@@ -145,6 +146,7 @@ class Agent:
         steering_mode: QueueMode = "one-at-a-time",
         follow_up_mode: QueueMode = "one-at-a-time",
         interrupt_mode: Literal["immediate", "wait"] = "immediate",
+        lifecycle: LifecycleHooks | None = None,
     ) -> None:
         params = model if isinstance(model, ModelParams) else ModelParams(model=model)
         if thinking is not None:
@@ -174,6 +176,7 @@ class Agent:
         self.steering_mode: QueueMode = steering_mode
         self.follow_up_mode: QueueMode = follow_up_mode
         self.interrupt_mode = interrupt_mode
+        self.lifecycle = lifecycle
         self.last_result: LoopResult | None = None
         self._listeners: list[Listener] = []
         self._steering: list[Message] = []
@@ -321,6 +324,7 @@ class Agent:
                 should_stop_after_turn=self.should_stop_after_turn,
                 max_turns=self.max_turns,
                 tool_choice=self.tool_choice,
+                lifecycle=self.lifecycle,
             )
             self.last_result = result
             self._loaded = result.loaded

@@ -34,7 +34,19 @@ from .events import (
     TurnStart,
     UsageReport,
 )
-from .messages import AssistantMessage, Message, ToolResultMessage, Turn
+from .hooks import (
+    ContextBlock,
+    HookContext,
+    HookEvent,
+    HookNote,
+    HookRunner,
+    gather,
+    notify,
+    turn_index,
+    turn_messages,
+    with_context,
+)
+from .messages import AssistantMessage, Message, ToolResultMessage, Turn, UserMessage, text_of
 from .metrics import RunMetrics, run_metrics
 from .request_body import ModelParams, ToolBlock, build_body, order_tools
 from .tools.approvals import ApprovalBroker, ApprovalPolicy
@@ -93,6 +105,28 @@ class LoopPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class LifecycleHooks:
+    """The host's lifecycle hooks for one run.
+
+    ``session_start`` (on a conversation's first question) and ``before_turn`` are gathered once, before
+    the first request, and their blocks ride on this run's question in every request it sends, never in the
+    system prompt and never in the transcript that comes back. ``after_turn`` is told the reply when the
+    run completes, without the run waiting on it.
+
+    Attributes:
+        run: the host's runner.
+        context: what the hooks are told (session, host, extra); the prompt and turn index are filled in.
+        max_tokens: this run's shared budget for the blocks (default: ``configure_hooks``).
+        preface: said above the blocks (default: ``configure_hooks``).
+    """
+
+    run: HookRunner
+    context: HookContext = field(default_factory=HookContext)
+    max_tokens: int | None = None
+    preface: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class LoopResult:
     """A finished run.
 
@@ -139,6 +173,7 @@ async def run_agent_loop(
     should_stop_after_turn: Callable[[Turn, list[Message]], bool] | None = None,
     max_turns: int | None = None,
     tool_choice: ToolChoiceFn | None = None,
+    lifecycle: LifecycleHooks | None = None,
 ) -> LoopResult:
     """Run the model and its tools until it stops asking for tools.
 
@@ -166,6 +201,7 @@ async def run_agent_loop(
         interrupt: true when steering is waiting: calls not yet started are skipped.
         should_stop_after_turn: asked after each completed step; ``True`` ends the run there.
         max_turns: requests the run may make at most.
+        lifecycle: the host's lifecycle hooks (gathered onto the question, told the reply).
         tool_choice: decides ``tool_choice`` per request from the transcript it is about to send (e.g.
             ``"required"`` right after a user message, ``"auto"`` after a tool result); ``None`` from it
             leaves the request without one. Overrides ``params.tool_choice``.
@@ -246,6 +282,7 @@ async def run_agent_loop(
                     )
                 )
         announce = transcript[-new_messages:] if new_messages > 0 else []
+        question, blocks = await _gather_hooks(lifecycle, transcript, cancel, emit)
         while True:
             if cancel is not None and cancel.is_set():
                 raise _cancelled(transcript, totals, steps)
@@ -275,8 +312,9 @@ async def run_agent_loop(
                 wire: list[Message] = transcript,
             ) -> dict[str, Any]:
                 asked = params if tool_choice is None else replace(params, tool_choice=tool_choice(wire))
+                sent = _with_hook_context(wire, question, blocks, lifecycle)
                 return build_body(
-                    asked, prompt, wire, declared, c, m, block=block, prompt_cache_key=session_id
+                    asked, prompt, sent, declared, c, m, block=block, prompt_cache_key=session_id
                 )
 
             emit(MessageStart(message=AssistantMessage(), step=step))
@@ -468,6 +506,8 @@ async def run_agent_loop(
                 continue
             outcome = "completed"
             break
+        if lifecycle is not None and outcome == "completed":
+            _tell_after_turn(lifecycle, transcript, question, last_turn)
     except _Cancelled:
         # What was shown of the interrupted answer stays in the transcript; its calls never ran.
         if partial:
@@ -559,6 +599,62 @@ def partial_build(
         return build(c, m, wire=wire)
 
     return rebuild
+
+
+_after_turn_tasks: set[asyncio.Task[None]] = set()
+
+
+async def _gather_hooks(
+    lifecycle: LifecycleHooks | None,
+    transcript: list[Message],
+    cancel: asyncio.Event | None,
+    emit: Callable[[Event], None],
+) -> tuple[Message | None, list[ContextBlock]]:
+    """The run's question and what the lifecycle hooks add to it."""
+    question = next((m for m in reversed(transcript) if isinstance(m, UserMessage)), None)
+    if lifecycle is None or question is None:
+        return question, []
+    first = not any(isinstance(m, AssistantMessage) for m in transcript)
+    events: list[HookEvent] = ["session_start", "before_turn"] if first else ["before_turn"]
+    context = replace(
+        lifecycle.context, prompt=text_of(question.content), turn_index=turn_index(transcript) - 1
+    )
+
+    def note(found: HookNote) -> None:
+        emit(Notice(text=found.error or found.text or "", name=found.hook_id or "hooks"))
+
+    gathered = await gather(
+        lifecycle.run, events, context, cancel=cancel, max_tokens=lifecycle.max_tokens, on_note=note
+    )
+    return question, list(gathered.context)
+
+
+def _with_hook_context(
+    wire: list[Message],
+    question: Message | None,
+    blocks: list[ContextBlock],
+    lifecycle: LifecycleHooks | None,
+) -> list[Message]:
+    if not blocks or question is None or lifecycle is None:
+        return wire
+    # Found by identity: a fold may have moved the question, or folded it away (then nothing is added).
+    index = next((i for i, m in enumerate(wire) if m is question), None)
+    return wire if index is None else with_context(wire, index, blocks, lifecycle.preface)
+
+
+def _tell_after_turn(
+    lifecycle: LifecycleHooks, transcript: list[Message], question: Message | None, turn: Turn
+) -> None:
+    start = next((i for i, m in enumerate(transcript) if m is question), 0)
+    context = replace(
+        lifecycle.context,
+        reply=turn.content,
+        turn_messages=tuple(turn_messages(lifecycle.context.session_id or "", transcript, start)),
+    )
+    # The run does not wait for it, and leaving does not un-remember: the task is kept until it ends.
+    task = asyncio.ensure_future(notify(lifecycle.run, "after_turn", context))
+    _after_turn_tasks.add(task)
+    task.add_done_callback(_after_turn_tasks.discard)
 
 
 class _Cancelled(Exception):
