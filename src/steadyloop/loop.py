@@ -16,10 +16,11 @@ from typing import Any, Literal
 
 from .context.cache_watch import CacheWatch
 from .context.calibration import chars_per_token_for
+from .context.compaction import transcript_tokens
 from .context.folding import memory_flush, summariser
 from .context.integrity import check_transcript, unique_call_ids
 from .context.keeper import ContextKeeper, ContextPolicy
-from .context.tokens import request_tokens, tool_schema_tokens
+from .context.tokens import reply_ceiling, request_tokens, tool_schema_tokens
 from .errors import ContextOverflow, EndpointError, RunCancelled, RunError, SteadyloopError
 from .events import (
     AgentEnd,
@@ -244,6 +245,7 @@ async def run_agent_loop(
         names.append("load_tools")
     resolver = _Resolver(loader, names)
     partial: list[str] = []
+    reported: tuple[int, int, int] | None = None  # last prompt, its reply, transcript length after it
     outcome: str = "error"
     error_text: str | None = None
 
@@ -299,6 +301,7 @@ async def run_agent_loop(
                 replaced = await before_step(list(transcript), step)
                 if replaced is not None:
                     transcript = list(replaced)
+                    reported = None
             transcript = check_transcript(transcript)
             declared = order_tools(loader.declared(step), policy.tool_order)
             suffix = loader.system_suffix(step)
@@ -330,10 +333,18 @@ async def run_agent_loop(
 
             ratio = chars_per_token_for(endpoint, params.model)
             if keeper is not None:
-                used = request_tokens(build(caps, latches), chars_per_token=ratio)
+                planned = build(caps, latches)
+                used = request_tokens(planned, chars_per_token=ratio)
+                if reported is not None:
+                    # The estimate runs low on purpose (it must not refuse what fits), which is the wrong
+                    # way to err when planning a fold. The last prompt and its reply are what the server
+                    # counted; only what was added since is a guess.
+                    since = transcript_tokens(transcript[reported[2] :], ratio)
+                    used = max(used, reported[0] + reported[1] + since + reply_ceiling(planned))
                 smaller = await keeper.before_request(transcript, used=used, chars_per_token=ratio, step=step)
                 if smaller is not None:
                     transcript = check_transcript(smaller)
+                    reported = None  # what the server counted was for the transcript before the fold
             recovered = False
             while True:
                 body = build(caps, latches, wire=transcript)
@@ -367,6 +378,7 @@ async def run_agent_loop(
                     if smaller is None:
                         raise
                     transcript = check_transcript(smaller)
+                    reported = None
             steps = step
             if turn.finish_reason == "length":
                 emit(
@@ -412,6 +424,7 @@ async def run_agent_loop(
             transcript.append(message)
             emit(MessageEnd(message=message, step=step))
             totals = totals + turn.usage
+            reported = (turn.usage.prompt_tokens, turn.usage.completion_tokens, len(transcript))
             expected, broken, reason = watch.judge(body, turn.usage)
             emit(
                 UsageReport(
