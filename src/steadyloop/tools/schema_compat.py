@@ -25,6 +25,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeGuard
 
+from ..wire._failure_patterns import GRAMMAR_RE
+
 __all__ = ["is_grammar_error", "relax_schema", "relax_tools", "sanitize_schema", "sanitize_tools"]
 
 JsonSchema = dict[str, Any]
@@ -501,33 +503,6 @@ def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-# Wordings of servers that could not build a grammar from a tool schema or response_format; each is quoted
-# from the server's source or a report of it, listed with its origin in tests/tools/test_schema_compat.py.
-_GRAMMAR_ERROR_RE = re.compile(
-    "|".join(
-        (
-            r"failed to parse grammar",  # llama.cpp sampler init, LM Studio and Ollama relay it
-            r"error parsing grammar",  # llama.cpp GBNF parser
-            r"failed to initiali[sz]e samplers",  # llama-server's wrapper around the parse failure
-            r"json schema conversion (failed|was incomplete)",  # llama.cpp json-schema-to-grammar
-            r"unrecognized schema:",
-            r"pattern must start with '\^' and end with '\$'",
-            r"number of repetitions exceeds sane defaults",
-            r"not supported by (xgrammar|outlines|guidance)",  # vLLM, per structured-output backend
-            r"empty grammar stack",  # llama.cpp and Ollama, a grammar that dead-ends mid-answer
-            r"failed to transform (json schema|regex) into a (grammar|regex)",  # vLLM xgrammar / outlines
-            r"invalid (json )?grammar specification",  # vLLM
-            r"regex uses unsupported feature for structured outputs",  # vLLM outlines backend
-            r"error (in )?compiling grammar|grammar compilation (failed|error)",
-            r"invalid grammar request",  # SGLang, and routers relaying it
-            r"'type' must be a string",  # outlines as shipped in LM Studio's MLX engine
-            r"schema is too complex for compilation",  # hosted structured-output compilers
-        )
-    ),
-    re.IGNORECASE,
-)
-
-
 def is_grammar_error(text_or_body: str | bytes | Mapping[str, Any] | None) -> bool:
     """Whether an error response says the server could not build a grammar from a schema.
 
@@ -542,4 +517,4 @@ def is_grammar_error(text_or_body: str | bytes | Mapping[str, Any] | None) -> bo
         text = json.dumps(text_or_body, ensure_ascii=False, default=str)
     else:
         text = str(text_or_body)
-    return _GRAMMAR_ERROR_RE.search(text) is not None
+    return GRAMMAR_RE.search(text) is not None

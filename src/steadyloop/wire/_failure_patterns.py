@@ -55,6 +55,30 @@ class Rule:
     statuses: frozenset[int | None] | None = None
 
 
+# Wordings of servers that could not build a grammar from a tool schema or response_format, each quoted from
+# the server's source or a report of it (their origins are listed in tests/tools/test_schema_compat.py).
+# One list, read both by classify_failure and by tools.schema_compat.is_grammar_error.
+GRAMMAR_WORDINGS = (
+    r"failed to parse grammar",  # llama.cpp sampler init, LM Studio and Ollama relay it
+    r"error parsing grammar",  # llama.cpp GBNF parser
+    r"failed to initiali[sz]e samplers",  # llama-server's wrapper around the parse failure
+    r"json schema conversion (?:failed|was incomplete)",  # llama.cpp json-schema-to-grammar
+    r"unrecognized schema",
+    r"pattern must start with '\^' and end with '\$'",
+    r"number of repetitions exceeds sane defaults",
+    r"not supported by (?:xgrammar|outlines|guidance)",  # vLLM, per structured-output backend
+    r"empty grammar stack",  # llama.cpp and Ollama, a grammar that dead-ends mid-answer
+    r"failed to transform (?:json schema|regex) into a (?:grammar|regex)",  # vLLM xgrammar / outlines
+    r"invalid (?:json )?grammar specification",  # vLLM
+    r"regex uses unsupported feature for structured outputs",  # vLLM outlines backend
+    r"error (?:in )?compiling grammar|grammar compilation (?:failed|error)",
+    r"invalid grammar request",  # SGLang, and routers relaying it
+    r"'type' must be a string",  # outlines as shipped in LM Studio's MLX engine
+    r"schema is too complex for compilation",  # hosted structured-output compilers
+)
+GRAMMAR_RE = re.compile("|".join(GRAMMAR_WORDINGS), re.IGNORECASE)
+
+
 def _rule(
     kind: FailureKind,
     regex: str,
@@ -118,9 +142,7 @@ RULES: tuple[Rule, ...] = (
     _rule("tools_unsupported", r"\b(?:tool use|tool calling|function calling) (?:is )?not supported\b", _T),
     _rule("tools_unsupported", r"\bdoes not support parameters:\W+tools\b", _T),
     # -- a schema (response_format or a tool's parameters) the server could not turn into a grammar
-    _rule("grammar", r"\bfailed to parse grammar\b|\berror parsing grammar\b|\bempty grammar stack\b"),
-    _rule("grammar", r"\bfailed to initialize samplers\b|\bjson schema conversion failed\b"),
-    _rule("grammar", r"\bunrecognized schema\b|\bnot supported by (?:xgrammar|outlines|guidance)\b"),
+    _rule("grammar", "|".join(GRAMMAR_WORDINGS)),
     # -- a known field given a value this model does not take
     _rule("refused_value", r"\bunsupported value:\W+(?P<field>[\w.]+)\W+does not support\b"),
     _rule("refused_value", r"\binvalid value:.{0,80}\bsupported values are\b"),
