@@ -57,7 +57,8 @@ def llama_2k_base_url() -> Iterator[str]:
     if given:
         yield given
         return
-    with running_server(LocalServerConfig(ctx=2048), progress=_progress) as server:
+    # One slot: llama.cpp shares the window across its slots, so other slots' caches would shrink it.
+    with running_server(LocalServerConfig(ctx=2048, extra_args=("-np", "1")), progress=_progress) as server:
         yield server.base_url
 
 
