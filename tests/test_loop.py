@@ -437,3 +437,21 @@ async def test_lifecycle_hooks_ride_on_the_question_and_hear_the_reply() -> None
     assert result.messages[0] == QUESTION[0]  # the transcript keeps what the user typed
     assert [event for event, _ in heard] == ["session_start", "before_turn", "after_turn"]
     assert heard[0][1].prompt == "What is the weather in Paris?" and heard[-1][1].reply == "18C."
+
+
+async def test_a_failed_summary_still_folds_and_the_event_says_so() -> None:
+    from steadyloop.context.keeper import ContextPolicy
+    from steadyloop.events import ContextCompacted
+
+    async def summarise(text: str) -> str | None:
+        return None
+
+    policy = LoopPolicy(context_limit=3000, context=ContextPolicy(summarise=summarise))
+    async with ScriptedServer(answer("Done.")) as server:
+        result, events = await loop(
+            server, messages=_long_history(8, 2000), tools=[get_weather], policy=policy
+        )
+        sent = str(server.chat_requests[0].json["messages"])
+    compacted = [e for e in events if isinstance(e, ContextCompacted)]
+    assert result.turn.content == "Done." and compacted and compacted[0].summarised is False
+    assert "summary unavailable" in sent

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from ..events import ContextCompacted, ContextPruned, Event, Notice
 from ..messages import Message
 from ..tools.definition import Tool
-from .compaction import CompactionPlan, plan_compaction, transcript_tokens
-from .folding import CompactionHooks, Summarise, compact_transcript
+from .compaction import CompactionPlan, apply_compaction, plan_compaction, transcript_tokens
+from .folding import CompactionHooks, Summarise, run_compaction
 from .pruning import prune_stats, prune_tool_results
 
 __all__ = ["ContextKeeper", "ContextPolicy"]
@@ -113,11 +113,10 @@ class ContextKeeper:
         stats = prune_stats(messages, pruned)
         if stats.cleared:
             self._emit(ContextPruned(cleared=stats.cleared, chars=stats.chars, step=step))
-        result = pruned
         if plan.foldable and not forced and self._flush is not None and self.policy.memory_tools:
             await self._flush(pruned)
-        if plan.foldable:
-            folded = await compact_transcript(
+        fold = (
+            await run_compaction(
                 pruned,
                 plan,
                 self._summarise,
@@ -126,30 +125,29 @@ class ContextKeeper:
                 forced=forced,
                 on_note=self._note(step),
             )
-            if folded is not pruned and len(folded) != len(pruned):
-                self.folds += 1
-                after = transcript_tokens(folded, chars_per_token)
-                summarised = not any(
-                    "[summary unavailable" in str(getattr(m, "content", "")) for m in folded[:3]
-                )
-                self._emit(
-                    ContextCompacted(
-                        folded=plan.folded,
-                        tokens_before=before,
-                        tokens_after=after,
-                        forced=forced,
-                        summarised=summarised,
-                        step=step,
-                    )
-                )
-                self._emit(
-                    Notice(
-                        text=f"folded {plan.folded} messages into a summary ({before} -> {after} tokens)",
-                        name="compaction",
-                        step=step,
-                    )
-                )
-                result = folded
-        if result is messages or (not stats.cleared and result is pruned):
-            return None
-        return list(result)
+            if plan.foldable
+            else None
+        )
+        if fold is None:
+            return list(pruned) if stats.cleared else None
+        folded = apply_compaction(pruned, fold)
+        self.folds += 1
+        after = transcript_tokens(folded, chars_per_token)
+        self._emit(
+            ContextCompacted(
+                folded=fold.folded,
+                tokens_before=before,
+                tokens_after=after,
+                forced=forced,
+                summarised=fold.summarised,
+                step=step,
+            )
+        )
+        self._emit(
+            Notice(
+                text=f"folded {fold.folded} messages into a summary ({before} -> {after} tokens)",
+                name="compaction",
+                step=step,
+            )
+        )
+        return folded
