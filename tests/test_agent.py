@@ -232,3 +232,16 @@ async def test_run_timeout_aborts_the_run() -> None:
         with pytest.raises(RunCancelled):
             await agent.prompt("hi")
     assert "run_timeout" in (agent.state.error or "")
+
+
+async def test_an_abort_is_not_reported_as_a_timeout() -> None:
+    streaming = asyncio.Event()
+    async with ScriptedServer(Reply.stream(text_chunks(["a", "b"]), stall_after=2)) as server:
+        agent = Agent(Endpoint(server.base_url), "m", run_timeout=60)
+        agent.subscribe(lambda e: streaming.set() if e.type == "message_update" else None)
+        task = asyncio.create_task(agent.prompt("hi"))
+        await streaming.wait()
+        agent.abort()
+        with pytest.raises(RunCancelled):
+            await task
+    assert agent.state.error and "run_timeout" not in agent.state.error

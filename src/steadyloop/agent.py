@@ -18,7 +18,6 @@ from typing import Any, Literal
 
 from .errors import InvalidInput, RunCancelled, RunError, SteadyloopError
 from .events import (
-    AgentEnd,
     Event,
     MessageEnd,
     MessageStart,
@@ -290,8 +289,15 @@ class Agent:
         cancel = self._cancel = asyncio.Event()
         events: asyncio.Queue[Event | None] = asyncio.Queue()
         dispatcher = asyncio.create_task(self._dispatch(events))
+        timed_out = False
+
+        def time_out() -> None:
+            nonlocal timed_out
+            timed_out = True
+            cancel.set()
+
         timer = (
-            asyncio.get_running_loop().call_later(self.run_timeout, cancel.set) if self.run_timeout else None
+            asyncio.get_running_loop().call_later(self.run_timeout, time_out) if self.run_timeout else None
         )
         try:
             working = list(self.state.messages)
@@ -337,9 +343,7 @@ class Agent:
                 ):
                     self.state.messages.append(last)
             self.state.error = (
-                str(error)
-                if not (timer and cancel.is_set() and isinstance(error, RunCancelled))
-                else (f"the run took longer than run_timeout ({self.run_timeout}s)")
+                f"the run took longer than run_timeout ({self.run_timeout}s)" if timed_out else str(error)
             )
             raise
         except SteadyloopError as error:
@@ -391,8 +395,6 @@ class Agent:
                         await outcome
                 except Exception:  # a listener's failure is its own; the run and other listeners go on
                     continue
-            if isinstance(event, AgentEnd):
-                continue
 
 
 def _user(text: str, images: Sequence[bytes | ImagePart]) -> UserMessage:
