@@ -324,12 +324,14 @@ async def run_agent_loop(
 
             partial.clear()
 
+            # Stamped with the run here rather than by emit: these are most of a run's events, and copying
+            # a frozen event to add the run costs more than the rest of its handling.
             def on_output(text: str, step: int = step) -> None:
                 partial.append(text)
-                emit(MessageUpdate(kind="text", delta=text, step=step))
+                emit(MessageUpdate(kind="text", delta=text, step=step, run_id=run_id))
 
             def on_thinking(text: str, step: int = step) -> None:
-                emit(MessageUpdate(kind="thinking", delta=text, step=step))
+                emit(MessageUpdate(kind="thinking", delta=text, step=step, run_id=run_id))
 
             ratio = chars_per_token_for(endpoint, params.model)
             if keeper is not None:

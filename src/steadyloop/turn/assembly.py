@@ -81,6 +81,29 @@ class StreamAssembler:
         self._usage: Mapping[str, Any] | None = None
         self._timings: Mapping[str, Any] | None = None
         self.error: Mapping[str, Any] | None = None
+        # Content held while a batch is fed: run through the fences and told once, at the batch's end.
+        self._held: list[str] | None = None
+
+    def feed_many(self, chunks: Sequence[Any]) -> None:
+        """Take the chunks one read of the socket completed, telling their text once rather than per chunk.
+
+        What is told adds up to the same text as feeding them one by one (the fences read text the same
+        however it is cut); only the number of calls differs, and within one read fenced reasoning is told
+        before the answer text that came with it. It stops at an error chunk, as ``feed`` callers do.
+        """
+        self._held = []
+        try:
+            for chunk in chunks:
+                self.feed(chunk)
+                if self.error is not None:
+                    break
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        held, self._held = self._held, None
+        if held:
+            self._content("".join(held))
 
     def feed(self, chunk: Mapping[str, Any]) -> None:
         """Take one parsed chunk (the JSON of one ``data:`` line)."""
@@ -115,6 +138,9 @@ class StreamAssembler:
 
     def _content(self, text: str) -> None:
         self.produced.value = True
+        if self._held is not None:
+            self._held.append(text)
+            return
         split = self._splitter.feed(text)
         if split.reasoning and self._on_thinking is not None:
             self._on_thinking(split.reasoning)
@@ -123,6 +149,11 @@ class StreamAssembler:
 
     def _reasoning(self, text: str) -> None:
         self.produced.value = True
+        if self._held:
+            # Content before this reasoning is told first, so the order of the two is kept.
+            held, self._held = self._held, None
+            self._content("".join(held))
+            self._held = []
         self._field_reasoning.append(text)
         if self._on_thinking is not None:
             self._on_thinking(text)

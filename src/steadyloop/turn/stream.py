@@ -149,13 +149,12 @@ async def stream_turn(
             if not events:
                 continue
             watchdog.last = loop.time()
-            for event in events:
-                if event is DONE:
-                    saw_done = True
-                    continue
-                assembler.feed(event)
-                if assembler.error is not None:
-                    raise _stream_error(assembler.error, endpoint, model)
+            chunks = [e for e in events if e is not DONE]
+            if len(chunks) != len(events):
+                saw_done = True
+            assembler.feed_many(chunks)
+            if assembler.error is not None:
+                raise _stream_error(assembler.error, endpoint, model)
             if not watchdog.talking and box.value:
                 first_token_ms = (time.perf_counter() - started) * 1000
                 watchdog.begin_talking()

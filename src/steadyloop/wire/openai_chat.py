@@ -6,7 +6,6 @@ back as raw bytes: building an SDK model per chunk would cost more than everythi
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -15,6 +14,7 @@ import openai
 from openai import AsyncOpenAI
 
 from ..errors import ContextOverflow, EndpointError, EndpointRefused, EndpointUnavailable
+from . import json_codec
 from .failures import Failure, classify_failure
 
 __all__ = [
@@ -66,6 +66,29 @@ class SSEDecoder:
 
     def feed(self, data: bytes) -> list[Any]:
         buffer = self._buffer + data if self._buffer else data
+        if not self._data and not self._event and b"\r" not in buffer:
+            return self._feed_plain(buffer)
+        return self._feed_lines(buffer)
+
+    def _feed_plain(self, buffer: bytes) -> list[Any]:
+        # Nearly every server sends "data: {...}" and a blank line per event, with bare newlines: split on the
+        # blank lines and decode each block at once, reading a block line by line only when it is anything
+        # else (a comment, an event name, data over several lines).
+        blocks = buffer.split(b"\n\n")
+        rest = blocks.pop()
+        out: list[Any] = []
+        for block in blocks:
+            if block.startswith(b"data: ") and b"\n" not in block:
+                out.append(self._decode(block[6:]))
+            elif block:
+                out.extend(self._feed_lines(block + b"\n\n"))
+        if b"\n" in rest:
+            out.extend(self._feed_lines(rest))
+        else:
+            self._buffer = rest
+        return out
+
+    def _feed_lines(self, buffer: bytes) -> list[Any]:
         lines = buffer.split(b"\n")
         self._buffer = lines.pop()
         out: list[Any] = []
@@ -93,15 +116,19 @@ class SSEDecoder:
         payload = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
         self._data = []
         event, self._event = self._event, b""
-        if payload == b"[DONE]":
-            return DONE
-        try:
-            decoded = json.loads(payload)
-        except ValueError:
-            return {"error": {"message": f"unreadable stream event: {payload[:200]!r}"}}
+        decoded = self._decode(payload)
         if event == b"error" and isinstance(decoded, dict) and "error" not in decoded:
             decoded = {"error": decoded}
         return decoded
+
+    @staticmethod
+    def _decode(payload: bytes) -> Any:
+        if payload == b"[DONE]":
+            return DONE
+        try:
+            return json_codec.loads(payload)
+        except ValueError:
+            return {"error": {"message": f"unreadable stream event: {payload[:200]!r}"}}
 
 
 async def iter_sse(response: httpx2.Response) -> AsyncIterator[Any]:

@@ -1,0 +1,119 @@
+"""The SSE decoder: the fast block path and the line path against a slow reference, under every chunking."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from steadyloop.wire import json_codec
+from steadyloop.wire.openai_chat import DONE, SSEDecoder
+
+
+def reference(stream: bytes) -> tuple[list[Any], int]:
+    """The event-stream rules read one whole line at a time, with no shortcuts."""
+    events: list[Any] = []
+    comments = 0
+    data: list[bytes] = []
+    name = b""
+    text = stream.replace(b"\r\n", b"\n")
+    lines = text.split(b"\n")
+    lines.pop()  # an unterminated last line is not a line yet
+    for line in lines:
+        if not line:
+            if data:
+                payload = b"\n".join(data)
+                if payload == b"[DONE]":
+                    events.append(DONE)
+                else:
+                    try:
+                        decoded = json.loads(payload)
+                    except ValueError:
+                        decoded = {"error": {"message": f"unreadable stream event: {payload[:200]!r}"}}
+                    if name == b"error" and isinstance(decoded, dict) and "error" not in decoded:
+                        decoded = {"error": decoded}
+                    events.append(decoded)
+                data = []
+                name = b""
+        elif line.startswith(b"data:"):
+            payload = line[5:]
+            data.append(payload[1:] if payload.startswith(b" ") else payload)
+        elif line.startswith(b":"):
+            comments += 1
+        elif line.startswith(b"event:"):
+            name = line[6:].strip()
+    return events, comments
+
+
+def decode(pieces: list[bytes]) -> tuple[list[Any], int]:
+    decoder = SSEDecoder()
+    events: list[Any] = []
+    for piece in pieces:
+        events.extend(decoder.feed(piece))
+    return events, decoder.comments
+
+
+def chunk(n: int, text: str) -> bytes:
+    body = {"id": f"c{n}", "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+_pieces = st.sampled_from(
+    [
+        chunk(0, "hello"),
+        chunk(1, " wörld ✓"),
+        b": keep-alive\n\n",
+        b"event: error\ndata: {\"message\": \"boom\"}\n\n",
+        b"data: {\"a\":\ndata: 1}\n\n",
+        b"data:{\"tight\": true}\n\n",
+        b"data: not json\n\n",
+        b"data: {\"n\": NaN}\n\n",
+        b"\n",
+        b"data: [DONE]\n\n",
+        chunk(2, "crlf").replace(b"\n", b"\r\n"),
+        b"id: 7\nretry: 10\ndata: {\"x\": 1}\n\n",
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_pieces, max_size=12), st.data())
+def test_every_chunking_decodes_like_the_reference(blocks: list[bytes], data: st.DataObject) -> None:
+    stream = b"".join(blocks)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=8)))
+    pieces = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
+    assert decode(pieces) == reference(stream)
+    assert decode([stream]) == reference(stream)
+    assert decode([bytes([b]) for b in stream]) == reference(stream)
+
+
+def test_a_named_error_event_split_from_its_data_is_still_an_error() -> None:
+    # The event name arrives in one read and the data in the next: the name must not be lost on the fast path.
+    events, _ = decode([b"event: error\n", b'data: {"message": "overloaded"}\n\n'])
+    assert events == [{"error": {"message": "overloaded"}}]
+
+
+def test_keepalives_are_counted_and_yield_nothing() -> None:
+    events, comments = decode([b": ping\n\n", b": ping\n\n", chunk(0, "x")])
+    assert comments == 2
+    assert len(events) == 1
+
+
+def test_unreadable_payload_becomes_an_error_event_with_its_text() -> None:
+    events, _ = decode([b"data: {oops\n\n"])
+    assert events[0]["error"]["message"].startswith("unreadable stream event: b'{oops'")
+
+
+def test_flush_reads_an_event_without_its_blank_line() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b'data: {"a": 1}') == []
+    assert decoder.flush() == [{"a": 1}]
+    assert decoder.flush() == []
+
+
+def test_non_strict_json_reads_the_same_with_or_without_orjson() -> None:
+    # orjson refuses NaN; the codec then reads it with the standard library, as every server's output must.
+    assert json_codec.loads(b'{"x": NaN}')["x"] != json_codec.loads(b'{"x": NaN}')["x"]
+    assert json_codec.dumps({"big": 2**70, "s": "ü"}) == b'{"big":1180591620717411303424,"s":"\xc3\xbc"}'
