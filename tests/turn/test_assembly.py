@@ -249,8 +249,16 @@ _batch_chunks = st.sampled_from(
         {"choices": [{"index": 0, "delta": {"content": "ing</thi"}}]},
         {"choices": [{"index": 0, "delta": {"content": "nk>said"}}]},
         {"choices": [{"index": 0, "delta": {"reasoning_content": "field "}}]},
-        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "a", "function": {"name": "f"}}]}}]},
-        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": '{"x":'}}]}}]},
+        {
+            "choices": [
+                {"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "a", "function": {"name": "f"}}]}}
+            ]
+        },
+        {
+            "choices": [
+                {"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": '{"x":'}}]}}
+            ]
+        },
         {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "1}"}}]}}]},
         {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
         {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2}},
@@ -289,6 +297,8 @@ def test_feeding_a_read_at_once_tells_the_same_text_as_feeding_chunk_by_chunk(
 def test_a_batch_tells_its_text_once_and_stops_at_an_error() -> None:
     told: list[str] = []
     assembler = StreamAssembler(on_output=told.append)
-    assembler.feed_many([delta(content="a"), delta(content="b"), {"error": {"message": "x"}}, delta(content="c")])
+    assembler.feed_many(
+        [delta(content="a"), delta(content="b"), {"error": {"message": "x"}}, delta(content="c")]
+    )
     assert told == ["ab"]
     assert assembler.error == {"error": {"message": "x"}}

@@ -14,7 +14,7 @@ from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.turn.assembly import Produced
 from steadyloop.turn.stream import stream_turn
-from steadyloop.wire.clients import get_client
+from steadyloop.wire.clients import get_chat_client
 from steadyloop.wire.endpoints import Endpoint
 
 CAPTURES = Path(__file__).resolve().parents[1] / "data" / "captures"
@@ -22,7 +22,7 @@ BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
 
 async def turn_from(server: ScriptedServer, **options: object) -> object:
-    return await stream_turn(get_client(Endpoint(server.base_url)), BODY, **options)  # type: ignore[arg-type]
+    return await stream_turn(get_chat_client(Endpoint(server.base_url)), BODY, **options)  # type: ignore[arg-type]
 
 
 async def test_a_plain_stream_with_usage() -> None:
@@ -30,7 +30,7 @@ async def test_a_plain_stream_with_usage() -> None:
     async with ScriptedServer(Reply.stream(chunks)) as server:
         pieces: list[str] = []
         turn = await stream_turn(
-            get_client(Endpoint(server.base_url)), BODY, on_output=pieces.append, include_usage=True
+            get_chat_client(Endpoint(server.base_url)), BODY, on_output=pieces.append, include_usage=True
         )
         sent = server.chat_requests[0].json
     assert turn.content == "Hello there" and "".join(pieces) == "Hello there"

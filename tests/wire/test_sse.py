@@ -65,15 +65,15 @@ _pieces = st.sampled_from(
         chunk(0, "hello"),
         chunk(1, " wörld ✓"),
         b": keep-alive\n\n",
-        b"event: error\ndata: {\"message\": \"boom\"}\n\n",
-        b"data: {\"a\":\ndata: 1}\n\n",
-        b"data:{\"tight\": true}\n\n",
+        b'event: error\ndata: {"message": "boom"}\n\n',
+        b'data: {"a":\ndata: 1}\n\n',
+        b'data:{"tight": true}\n\n',
         b"data: not json\n\n",
-        b"data: {\"n\": NaN}\n\n",
+        b'data: {"n": NaN}\n\n',
         b"\n",
         b"data: [DONE]\n\n",
         chunk(2, "crlf").replace(b"\n", b"\r\n"),
-        b"id: 7\nretry: 10\ndata: {\"x\": 1}\n\n",
+        b'id: 7\nretry: 10\ndata: {"x": 1}\n\n',
     ]
 )
 

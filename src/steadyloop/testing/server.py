@@ -94,6 +94,8 @@ class ScriptedServer:
         props: served by ``GET /props`` (llama.cpp's server properties); None answers 404.
         health: served by ``GET /health`` and ``/v1/health``; None answers 404.
         requests: every request received, in order (the script's own and the metadata ones).
+        disconnects: replies that ended because the client went away while the server was waiting
+            (a stall, a delay): what a client that closes a stream early should cause.
     """
 
     def __init__(
@@ -111,6 +113,7 @@ class ScriptedServer:
         self.props = props
         self.health = health
         self.requests: list[RecordedRequest] = []
+        self.disconnects = 0
         self._chat_count = 0
         # Guards requests and waiters: thread mode records on the server thread while the test thread waits.
         self._lock = threading.Lock()
@@ -230,6 +233,9 @@ class ScriptedServer:
             await play(exchange, self._route(method, path))
         finally:
             runner.exchanges.discard(exchange)
+            if exchange.disconnected:
+                with self._lock:
+                    self.disconnects += 1
             await exchange.finish()
 
     def _route(self, method: str, path: str) -> ScriptedReply:

@@ -21,7 +21,7 @@ from ..errors import ContextOverflow, EndpointError, EndpointSilent
 from ..events import Downgrade, Event, Notice, Retry
 from ..messages import Turn
 from ..tools.schema_compat import relax_tools
-from ..wire.clients import get_client
+from ..wire.clients import get_chat_client
 from ..wire.endpoints import Endpoint
 from ..wire.failures import prompt_truncated
 from .assembly import Produced, TextCallback
@@ -160,7 +160,7 @@ async def run_turn(
                 kind="context_overflow",
             )
 
-    client = get_client(endpoint)
+    client = get_chat_client(endpoint)
     sent: dict[str, Any] = {}
 
     async def send(c: EndpointCapabilities, m: ModelCapabilities, produced: Produced) -> Turn:

@@ -14,14 +14,13 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import httpx2
-import openai
 from openai import AsyncOpenAI
 
 from ..errors import EndpointError, EndpointSilent, EndpointUnavailable
 from ..messages import Turn
+from ..wire.chat_client import ChatClient, ChatStream, chat_client_for
 from ..wire.failures import classify_failure
-from ..wire.openai_chat import DONE, SSEDecoder, error_for_failure, error_from_exception, open_chat_stream
+from ..wire.openai_chat import DONE, SSEDecoder, error_for_failure
 from .assembly import Produced, StreamAssembler, TextCallback
 from .fences import DEFAULT_FENCES, Fence
 
@@ -81,7 +80,7 @@ class _Watchdog:
 
 
 async def stream_turn(
-    client: AsyncOpenAI,
+    client: AsyncOpenAI | ChatClient,
     body: Mapping[str, Any],
     *,
     on_output: TextCallback | None = None,
@@ -96,7 +95,8 @@ async def stream_turn(
     """Send one streamed chat-completions request and read the answer into a ``Turn``.
 
     Args:
-        client: the SDK client for the endpoint (``get_client(endpoint)``).
+        client: what sends the request: ``get_chat_client(endpoint)``, or an SDK client
+            (``get_client(endpoint)``, or one of the caller's own).
         body: the request body; ``stream`` is set here.
         on_output: told each piece of answer text as soon as it is known to be answer.
         on_thinking: told each piece of reasoning.
@@ -121,7 +121,8 @@ async def stream_turn(
     else:
         request.pop("stream_options", None)
     model = request.get("model") if isinstance(request.get("model"), str) else None
-    endpoint = str(client.base_url).rstrip("/")
+    sender = chat_client_for(client)
+    endpoint = sender.endpoint
     idle = idle_timeout or None
     first = first_token_timeout or (idle * 5 if idle else None)
     box = produced if produced is not None else Produced()
@@ -137,12 +138,12 @@ async def stream_turn(
     watchdog = _Watchdog(task, idle, first)
     started = time.perf_counter()
     first_token_ms: float | None = None
-    response: httpx2.Response | None = None
+    response: ChatStream | None = None
     saw_done = False
     watchdog.start()
     loop = asyncio.get_running_loop()
     try:
-        response = await open_chat_stream(client, request, connect_timeout=min(idle, 30.0) if idle else 30.0)
+        response = await sender.open_stream(request, connect_timeout=min(idle, 30.0) if idle else 30.0)
         decoder = SSEDecoder()
         async for data in response.aiter_bytes():
             events = decoder.feed(data)
@@ -185,10 +186,6 @@ async def stream_turn(
                 kind="silent",
             ) from None
         raise
-    except EndpointError:
-        raise
-    except (openai.OpenAIError, httpx2.HTTPError, OSError) as exc:
-        raise error_from_exception(exc, endpoint=endpoint, model=model) from exc
     finally:
         watchdog.stop()
         if response is not None:

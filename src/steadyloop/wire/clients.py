@@ -1,8 +1,10 @@
-"""A pooled ``AsyncOpenAI`` client per endpoint, kept for the life of the process.
+"""Pooled clients per endpoint, kept for the life of the process.
 
-The pool is an LRU (32 by default): an evicted client costs its connection pool and nothing else, since
-the next request through that endpoint builds another. Clients are also kept per event loop, because an
-HTTP connection pool belongs to the loop that opened it.
+Each endpoint has an ``AsyncOpenAI`` client (listings and other plain calls) and a ``ChatClient`` for its
+streamed turns: the same SDK client over httpx2 by default, or a direct aiohttp session with
+``configure_clients(transport="aiohttp")``. The pool is an LRU (32 by default): an evicted entry costs
+its connection pools and nothing else, since the next request through that endpoint builds another.
+Entries are also kept per event loop, because an HTTP connection pool belongs to the loop that opened it.
 """
 
 from __future__ import annotations
@@ -18,9 +20,17 @@ import httpx2
 from openai import AsyncOpenAI, DefaultAioHttpClient
 
 from ..errors import InvalidInput
+from .chat_client import ChatClient, SdkChatClient
 from .endpoints import Endpoint, endpoint_key
 
-__all__ = ["ClientSettings", "aclose_clients", "configure_clients", "get_client", "reset_clients"]
+__all__ = [
+    "ClientSettings",
+    "aclose_clients",
+    "configure_clients",
+    "get_chat_client",
+    "get_client",
+    "reset_clients",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,8 +40,9 @@ class ClientSettings:
     Attributes:
         max_clients: clients kept before the least recently used is dropped.
         listing_miss_s: seconds a model listing that did not name a model is trusted before asking again.
-        transport: the SDK's HTTP transport: ``"httpx2"`` (its default) or ``"aiohttp"`` (its optional
-            transport, ``pip install 'steadyloop[aiohttp]'``), which holds up far better under hundreds of
+        transport: how requests are sent: ``"httpx2"`` (the SDK's default) or ``"aiohttp"``
+            (``pip install 'steadyloop[fast]'``): streamed turns go straight through aiohttp and everything
+            else through the SDK's aiohttp transport, which holds up far better under hundreds of
             concurrent streams in one process.
     """
 
@@ -43,7 +54,27 @@ class ClientSettings:
 _DEFAULTS = ClientSettings()
 _settings = _DEFAULTS
 _PoolKey = tuple[int, str, float | None]
-_pool: OrderedDict[_PoolKey, tuple[weakref.ref[asyncio.AbstractEventLoop], AsyncOpenAI]] = OrderedDict()
+
+
+class _Entry:
+    """One endpoint's clients on one event loop; the chat client is built on first use."""
+
+    __slots__ = ("chat", "endpoint", "loop", "sdk")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, endpoint: Endpoint, sdk: AsyncOpenAI) -> None:
+        self.loop = weakref.ref(loop)
+        self.endpoint = endpoint
+        self.sdk = sdk
+        self.chat: ChatClient | None = None
+
+    async def aclose(self) -> None:
+        chat, self.chat = self.chat, None
+        if chat is not None:
+            await chat.aclose()
+        await self.sdk.close()
+
+
+_pool: OrderedDict[_PoolKey, _Entry] = OrderedDict()
 _closing: set[asyncio.Task[None]] = set()
 
 
@@ -101,16 +132,35 @@ def pool_size() -> int:
 
 
 def get_client(endpoint: Endpoint) -> AsyncOpenAI:
-    """The pooled client for this endpoint on the running event loop (built on first use).
+    """The pooled SDK client for this endpoint on the running event loop (built on first use).
 
     The SDK's own retries are off: retrying is ``run_turn``'s job, and two retry layers multiply.
     """
+    return _entry(endpoint).sdk
+
+
+def get_chat_client(endpoint: Endpoint) -> ChatClient:
+    """The pooled client that sends this endpoint's streamed turns, by the transport in force."""
+    entry = _entry(endpoint)
+    chat = entry.chat
+    if chat is None:
+        if _settings.transport == "aiohttp":
+            from .aiohttp_chat import AiohttpChatClient
+
+            chat = AiohttpChatClient(endpoint)
+        else:
+            chat = SdkChatClient(entry.sdk)
+        entry.chat = chat
+    return chat
+
+
+def _entry(endpoint: Endpoint) -> _Entry:
     loop = asyncio.get_running_loop()
     key: _PoolKey = (id(loop), endpoint_key(endpoint), endpoint.request_timeout)
     entry = _pool.get(key)
-    if entry is not None and entry[0]() is loop:
+    if entry is not None and entry.loop() is loop:
         _pool.move_to_end(key)
-        return entry[1]
+        return entry
     timeout = (
         httpx2.Timeout(endpoint.request_timeout, connect=min(endpoint.request_timeout, 30.0))
         if endpoint.request_timeout
@@ -124,10 +174,10 @@ def get_client(endpoint: Endpoint) -> AsyncOpenAI:
         max_retries=0,
         http_client=http_client,
     )
-    _pool[key] = (weakref.ref(loop), client)
+    entry = _pool[key] = _Entry(loop, endpoint, client)
     _pool.move_to_end(key)
     _evict_to(_settings.max_clients)
-    return client
+    return entry
 
 
 async def aclose_clients() -> None:
@@ -137,9 +187,8 @@ async def aclose_clients() -> None:
     ``asyncio.run`` per request) should, or the sockets of the finished loop are left for the collector.
     """
     loop = asyncio.get_running_loop()
-    for key in [k for k, (ref, _) in _pool.items() if ref() is loop]:
-        _, client = _pool.pop(key)
-        await client.close()
+    for key in [k for k, entry in _pool.items() if entry.loop() is loop]:
+        await _pool.pop(key).aclose()
     if _closing:
         await asyncio.gather(*list(_closing), return_exceptions=True)
 
@@ -153,13 +202,14 @@ def reset_clients() -> None:
 
 def _evict_to(size: int) -> None:
     while len(_pool) > size:
-        _, (loop_ref, client) = _pool.popitem(last=False)
-        _close_soon(loop_ref(), client)
+        _, entry = _pool.popitem(last=False)
+        _close_soon(entry)
 
 
-def _close_soon(loop: asyncio.AbstractEventLoop | None, client: AsyncOpenAI) -> None:
+def _close_soon(entry: _Entry) -> None:
     # A client can only be closed on the loop that owns its connections; one whose loop is gone has
     # nothing left open to close.
+    loop = entry.loop()
     if loop is None or loop.is_closed():
         return
     try:
@@ -167,8 +217,8 @@ def _close_soon(loop: asyncio.AbstractEventLoop | None, client: AsyncOpenAI) -> 
     except RuntimeError:
         running = None
     if running is loop:
-        task = loop.create_task(client.close())
+        task = loop.create_task(entry.aclose())
         _closing.add(task)
         task.add_done_callback(_closing.discard)
     elif loop.is_running():
-        asyncio.run_coroutine_threadsafe(client.close(), loop)
+        asyncio.run_coroutine_threadsafe(entry.aclose(), loop)

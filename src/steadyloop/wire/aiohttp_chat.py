@@ -1,0 +1,121 @@
+"""Streamed chat-completions requests sent straight through aiohttp (``pip install 'steadyloop[fast]'``).
+
+The request is what the SDK would send for a streamed chat completion (bearer key, JSON body, the event
+stream asked for), built directly: at hundreds of concurrent runs the SDK's per-request building and
+httpx2's pool cost more than everything else a turn does. A refusal is read and classified exactly as the
+SDK path classifies it, so both transports raise the same errors for the same response.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+import aiohttp
+
+from ..errors import EndpointUnavailable, InvalidInput
+from . import json_codec
+from .chat_client import ChatStream
+from .endpoints import Endpoint
+from .failures import classify_failure
+from .openai_chat import error_for_failure
+
+__all__ = ["AiohttpChatClient"]
+
+# What the SDK allows at once per client; more requests than this wait for a connection.
+_MAX_CONNECTIONS = 1000
+
+
+def _user_agent() -> str:
+    try:
+        return f"steadyloop/{version('steadyloop')}"
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree without metadata
+        return "steadyloop"
+
+
+def _unreachable(exc: BaseException, endpoint: str, model: str | None) -> EndpointUnavailable:
+    # Worded as the SDK path words the same failures.
+    if isinstance(exc, TimeoutError):
+        message = f"timed out talking to {endpoint}"
+    else:
+        message = f"could not talk to {endpoint}: {str(exc) or type(exc).__name__}"
+    return EndpointUnavailable(message, endpoint=endpoint, model=model, kind="transient")
+
+
+class _AiohttpStream:
+    __slots__ = ("_endpoint", "_model", "_response")
+
+    def __init__(self, response: aiohttp.ClientResponse, endpoint: str, model: str | None) -> None:
+        self._response = response
+        self._endpoint = endpoint
+        self._model = model
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        content = self._response.content
+        try:
+            while True:
+                data = await content.readany()
+                if not data:
+                    return
+                yield data
+        except (aiohttp.ClientError, OSError) as exc:
+            raise _unreachable(exc, self._endpoint, self._model) from exc
+
+    async def aclose(self) -> None:
+        # Releasing a response that was not read to the end closes its connection rather than pooling it.
+        self._response.release()
+
+
+class AiohttpChatClient:
+    """One endpoint's streamed requests over one aiohttp session (its own connection pool).
+
+    Build it inside the event loop that will use it; ``aclose`` it on that loop.
+    """
+
+    __slots__ = ("_endpoint", "_headers", "_session", "_url")
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self._endpoint = endpoint.base_url
+        self._url = f"{endpoint.base_url}/chat/completions"
+        self._headers = {
+            "Authorization": f"Bearer {endpoint.key}",
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+            "User-Agent": _user_agent(),
+        }
+        # trust_env: proxies from the environment are honoured, as the SDK's client does.
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=_MAX_CONNECTIONS),
+            trust_env=True,
+            timeout=aiohttp.ClientTimeout(total=None),
+        )
+
+    @property
+    def endpoint(self) -> str:
+        return self._endpoint
+
+    async def open_stream(self, body: Mapping[str, Any], *, connect_timeout: float | None) -> ChatStream:
+        model = body.get("model") if isinstance(body.get("model"), str) else None
+        try:
+            data = json_codec.dumps(body)
+        except TypeError as exc:
+            raise InvalidInput(f"the request body cannot be sent as JSON: {exc}") from exc
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout)
+        try:
+            response = await self._session.post(self._url, data=data, headers=self._headers, timeout=timeout)
+        except (aiohttp.ClientError, OSError) as exc:  # a connect timeout is an OSError too
+            raise _unreachable(exc, self._endpoint, model) from exc
+        if 200 <= response.status < 300:
+            return _AiohttpStream(response, self._endpoint, model)
+        try:
+            text = (await response.read()).decode("utf-8", "replace")
+        except (aiohttp.ClientError, OSError) as exc:
+            text = f"HTTP {response.status} (the body could not be read: {exc})"
+        finally:
+            response.release()
+        failure = classify_failure(response.status, text, dict(response.headers))
+        raise error_for_failure(failure, endpoint=self._endpoint, model=model)
+
+    async def aclose(self) -> None:
+        await self._session.close()
