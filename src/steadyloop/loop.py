@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
 from .context.cache_watch import CacheWatch
@@ -249,7 +249,7 @@ async def run_agent_loop(
     outcome: str = "error"
     error_text: str | None = None
 
-    emit(AgentStart())
+    emit(AgentStart(run_id=run_id))
     limit = policy.context_limit
     keeper: ContextKeeper | None = None
     try:
@@ -292,10 +292,10 @@ async def run_agent_loop(
                 outcome = "stopped"
                 break
             step = steps + 1
-            emit(TurnStart(step=step))
+            emit(TurnStart(step=step, run_id=run_id))
             for message in announce:
-                emit(MessageStart(message=message, step=step))
-                emit(MessageEnd(message=message, step=step))
+                emit(MessageStart(message=message, step=step, run_id=run_id))
+                emit(MessageEnd(message=message, step=step, run_id=run_id))
             announce = []
             if before_step is not None:
                 replaced = await before_step(list(transcript), step)
@@ -320,7 +320,7 @@ async def run_agent_loop(
                     asked, prompt, sent, declared, c, m, block=block, prompt_cache_key=session_id
                 )
 
-            emit(MessageStart(message=AssistantMessage(), step=step))
+            emit(MessageStart(message=AssistantMessage(), step=step, run_id=run_id))
 
             partial.clear()
 
@@ -424,7 +424,7 @@ async def run_agent_loop(
                 content=turn.content, reasoning=turn.reasoning, tool_calls=tuple(calls)
             )
             transcript.append(message)
-            emit(MessageEnd(message=message, step=step))
+            emit(MessageEnd(message=message, step=step, run_id=run_id))
             totals = totals + turn.usage
             reported = (turn.usage.prompt_tokens, turn.usage.completion_tokens, len(transcript))
             expected, broken, reason = watch.judge(body, turn.usage)
@@ -441,6 +441,7 @@ async def run_agent_loop(
                     cache_broken=broken,
                     cache_break_reason=reason,
                     step=step,
+                    run_id=run_id,
                 )
             )
             last_turn = Turn(turn.content, turn.reasoning, calls, turn.usage, turn.finish_reason)
@@ -464,14 +465,15 @@ async def run_agent_loop(
                 results = list(batch.results)
                 for result in results:
                     transcript.append(result)
-                    emit(MessageStart(message=result, step=step))
-                    emit(MessageEnd(message=result, step=step))
+                    emit(MessageStart(message=result, step=step, run_id=run_id))
+                    emit(MessageEnd(message=result, step=step, run_id=run_id))
                 emit(
                     TurnEnd(
                         step=step,
                         message=message,
                         tool_results=tuple(results),
                         finish_reason=turn.finish_reason,
+                        run_id=run_id,
                     )
                 )
                 if cancel is not None and cancel.is_set():
@@ -494,7 +496,7 @@ async def run_agent_loop(
                     outcome = "completed"
                     break
             else:
-                emit(TurnEnd(step=step, message=message, finish_reason=turn.finish_reason))
+                emit(TurnEnd(step=step, message=message, finish_reason=turn.finish_reason, run_id=run_id))
             if should_stop_after_turn is not None and should_stop_after_turn(last_turn, transcript):
                 outcome = "stopped"
                 break
@@ -550,7 +552,7 @@ async def run_agent_loop(
         error_text = str(exc)
         raise _stopped(exc, "error", transcript, totals, steps) from exc
     finally:
-        emit(AgentEnd(outcome=outcome, error=error_text, usage=totals, steps=steps))  # type: ignore[arg-type]
+        emit(AgentEnd(outcome=outcome, error=error_text, usage=totals, steps=steps, run_id=run_id))  # type: ignore[arg-type]
     return LoopResult(
         turn=last_turn,
         messages=transcript,
@@ -676,8 +678,16 @@ class _Cancelled(Exception):
     """The run's cancel was set while a request was in flight."""
 
 
+_INIT_FIELDS: dict[type[Any], tuple[str, ...]] = {}
+
+
 def _with_run(event: Event, run_id: str) -> Event:
-    return replace(event, run_id=run_id)
+    """A copy of an event made elsewhere (a turn, a tool), stamped with the run it belongs to."""
+    kind = type(event)
+    names = _INIT_FIELDS.get(kind)
+    if names is None:
+        names = _INIT_FIELDS[kind] = tuple(f.name for f in fields(kind) if f.init and f.name != "run_id")
+    return kind(**{name: getattr(event, name) for name in names}, run_id=run_id)
 
 
 def _cancelled(transcript: list[Message], usage: Usage, steps: int) -> RunCancelled:

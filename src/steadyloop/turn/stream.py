@@ -154,6 +154,10 @@ async def stream_turn(
             if len(chunks) != len(events):
                 saw_done = True
             assembler.feed_many(chunks)
+            # Dropped now rather than when the next read replaces them: a stream waiting on its socket
+            # would otherwise hold its last read's decoded chunks long enough for the cyclic collector to
+            # promote them to its oldest generation, where every run in the process pays to scan them.
+            del events, chunks
             if assembler.error is not None:
                 raise _stream_error(assembler.error, endpoint, model)
             if not watchdog.talking and box.value:
