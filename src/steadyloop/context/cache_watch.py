@@ -9,8 +9,6 @@ only appended and the break is the server's (a slot evicted, a template that re-
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,19 +20,17 @@ __all__ = ["CacheWatch"]
 HIT_SHARE = 0.9
 
 
-def _digest(value: Any) -> str:
-    return hashlib.sha1(
-        json.dumps(value, sort_keys=True, default=str).encode(), usedforsecurity=False
-    ).hexdigest()
-
-
 @dataclass(slots=True)
 class CacheWatch:
-    """What the previous request was, to tell whether the next one could reuse its cache and why not."""
+    """What the previous request was, to tell whether the next one could reuse its cache and why not.
 
-    tools: str = ""
-    system: str = ""
-    messages: list[str] = field(default_factory=list)
+    It keeps the previous request's parts as they were sent and compares them only when a break needs a
+    reason: most requests hit the cache, and for those nothing is compared, serialised or hashed.
+    """
+
+    tools: Any = None
+    system: Any = None
+    messages: list[Any] = field(default_factory=list)
     prompt: int = 0
     completion: int = 0
     started: bool = False
@@ -45,10 +41,9 @@ class CacheWatch:
         From the second request on, ``cache_expected`` is the previous prompt and reply; ``cache_broken`` is
         known only where the server reported a cache count.
         """
-        tools = _digest(body.get("tools", []))
-        wire = body.get("messages", [])
-        system = _digest([m for m in wire if m.get("role") == "system"][:1])
-        digests = [_digest(m) for m in wire]
+        tools = body.get("tools") or []
+        wire = list(body.get("messages") or [])
+        system = next((m for m in wire if isinstance(m, dict) and m.get("role") == "system"), None)
         expected: int | None = None
         broken: bool | None = None
         reason: str | None = None
@@ -61,11 +56,11 @@ class CacheWatch:
                         reason = "tools-changed"
                     elif system != self.system:
                         reason = "system-changed"
-                    elif digests[: len(self.messages)] != self.messages:
+                    elif wire[: len(self.messages)] != self.messages:
                         reason = "history-rewritten"
                     else:
                         reason = "none-known"
         self.started = True
-        self.tools, self.system, self.messages = tools, system, digests
+        self.tools, self.system, self.messages = tools, system, wire
         self.prompt, self.completion = usage.prompt_tokens, usage.completion_tokens
         return expected, broken, reason

@@ -91,12 +91,28 @@ class StreamAssembler:
         however it is cut); only the number of calls differs, and within one read fenced reasoning is told
         before the answer text that came with it. It stops at an error chunk, as ``feed`` callers do.
         """
-        self._held = []
+        held: list[str] = []
+        self._held = held
         try:
             for chunk in chunks:
+                # Most chunks carry one piece of answer and nothing else: take those without the general
+                # walk through every field a chunk might have.
+                choices = chunk.get("choices")
+                if choices and type(choices) is list and not chunk.get("usage") and "timings" not in chunk:
+                    choice = choices[0]
+                    delta = choice.get("delta") if type(choice) is dict else None
+                    if type(delta) is dict and len(delta) <= 2 and not choice.get("finish_reason"):
+                        content = delta.get("content")
+                        if type(content) is str and (len(delta) == 1 or "role" in delta):
+                            if content:
+                                self.produced.value = True
+                                held.append(content)
+                            continue
                 self.feed(chunk)
                 if self.error is not None:
                     break
+                if self._held is not None:
+                    held = self._held  # reasoning in that chunk told what was held and began a new list
         finally:
             self._release()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import InvalidInput
 
@@ -46,6 +46,8 @@ class Endpoint:
     api_key: str | None = None
     request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT
     first_token_timeout: float | None = None
+    # endpoint_key, worked out once: every request looks its endpoint's state up by it several times.
+    _key: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.base_url, str) or not self.base_url.strip():
@@ -58,6 +60,7 @@ class Endpoint:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int | float) or value < 0):
                 raise InvalidInput(f"{name} must be a number of seconds >= 0 or None, got {value!r}")
+        object.__setattr__(self, "_key", _key_of(url, self.api_key or NO_KEY))
 
     @property
     def key(self) -> str:
@@ -90,9 +93,11 @@ def endpoint_key(endpoint: Endpoint | str, api_key: str | None = None) -> str:
     Use it to key per-endpoint state of your own; write ``endpoint_id`` instead anywhere it is stored.
     """
     if isinstance(endpoint, Endpoint):
-        url, key = endpoint.base_url, endpoint.key
-    else:
-        url, key = endpoint.strip().rstrip("/"), api_key or NO_KEY
+        return endpoint._key
+    return _key_of(endpoint.strip().rstrip("/"), api_key or NO_KEY)
+
+
+def _key_of(url: str, key: str) -> str:
     return json.dumps([url, key], separators=(",", ":"))
 
 

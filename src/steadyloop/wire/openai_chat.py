@@ -77,9 +77,13 @@ class SSEDecoder:
         blocks = buffer.split(b"\n\n")
         rest = blocks.pop()
         out: list[Any] = []
+        loads = json_codec.loads_strict
         for block in blocks:
             if block.startswith(b"data: ") and b"\n" not in block:
-                out.append(self._decode(block[6:]))
+                try:
+                    out.append(loads(block[6:]))
+                except ValueError:
+                    out.append(self._decode(block[6:]))  # [DONE], non-strict JSON, or not JSON at all
             elif block:
                 out.extend(self._feed_lines(block + b"\n\n"))
         if b"\n" in rest:
