@@ -215,13 +215,9 @@ async def run_agent_loop(
     run_id = run_id or uuid.uuid4().hex
     caps = capabilities_for(endpoint)
     latches = caps.model(params.model)
-    events: list[Event] = []
-
-    def emit(event: Event) -> None:
-        stamped = event if event.run_id else _with_run(event, run_id)
-        events.append(stamped)
-        if on_event is not None:
-            on_event(stamped)
+    emitter = _Emitter(run_id, on_event)
+    emit = emitter.emit
+    events = emitter.events
 
     transcript: list[Message] = list(messages)
     loader = ToolLoader(
@@ -244,7 +240,7 @@ async def run_agent_loop(
     if policy.tool_discovery == "ondemand":
         names.append("load_tools")
     resolver = _Resolver(loader, names)
-    partial: list[str] = []
+    partial = emitter.partial
     reported: tuple[int, int, int] | None = None  # last prompt, its reply, transcript length after it
     outcome: str = "error"
     error_text: str | None = None
@@ -256,26 +252,7 @@ async def run_agent_loop(
         if policy.context is not None:
             limit = limit or await context_limit_for(endpoint, params.model)
             if limit:
-                memory_tools = policy.context.memory_tools
-
-                async def one_turn(wire: list[Message], offered: Sequence[Tool]) -> list[Message]:
-                    return await _silent_turn(endpoint, params, system, wire, offered, policy)
-
-                async def flush(messages: Sequence[Message]) -> None:
-                    await memory_flush(
-                        messages,
-                        memory_tools,
-                        one_turn,
-                        on_note=lambda text: emit(Notice(text=text, name="memory_flush")),
-                    )
-
-                keeper = ContextKeeper(
-                    policy.context,
-                    limit=limit,
-                    summarise=summariser(endpoint, params.model, on_event=emit),
-                    emit=emit,
-                    flush=flush,
-                )
+                keeper = _keeper_for(endpoint, params, system, policy, policy.context, limit, emit)
             else:
                 emit(
                     Notice(
@@ -292,6 +269,7 @@ async def run_agent_loop(
                 outcome = "stopped"
                 break
             step = steps + 1
+            emitter.step = step
             emit(TurnStart(step=step, run_id=run_id))
             for message in announce:
                 emit(MessageStart(message=message, step=step, run_id=run_id))
@@ -306,32 +284,23 @@ async def run_agent_loop(
             declared = order_tools(loader.declared(step), policy.tool_order)
             suffix = loader.system_suffix(step)
             prompt = f"{system}\n\n{suffix}" if system and suffix else (system or suffix or None)
-
-            def build(
-                c: EndpointCapabilities,
-                m: ModelCapabilities,
-                prompt: str | None = prompt,
-                declared: list[Tool] = declared,
-                wire: list[Message] = transcript,
-            ) -> dict[str, Any]:
-                asked = params if tool_choice is None else replace(params, tool_choice=tool_choice(wire))
-                sent = _with_hook_context(wire, question, blocks, lifecycle)
-                return build_body(
-                    asked, prompt, sent, declared, c, m, block=block, prompt_cache_key=session_id
-                )
+            build = _StepBody(
+                params,
+                prompt,
+                declared,
+                transcript,
+                question,
+                blocks,
+                lifecycle,
+                block,
+                session_id,
+                tool_choice,
+            )
 
             emit(MessageStart(message=AssistantMessage(), step=step, run_id=run_id))
 
             partial.clear()
-
-            # Stamped with the run here rather than by emit: these are most of a run's events, and copying
-            # a frozen event to add the run costs more than the rest of its handling.
-            def on_output(text: str, step: int = step) -> None:
-                partial.append(text)
-                emit(MessageUpdate(kind="text", delta=text, step=step, run_id=run_id))
-
-            def on_thinking(text: str, step: int = step) -> None:
-                emit(MessageUpdate(kind="thinking", delta=text, step=step, run_id=run_id))
+            on_output, on_thinking = emitter.on_output, emitter.on_thinking
 
             ratio = chars_per_token_for(endpoint, params.model)
             if keeper is not None:
@@ -349,12 +318,12 @@ async def run_agent_loop(
                     reported = None  # what the server counted was for the transcript before the fold
             recovered = False
             while True:
-                body = build(caps, latches, wire=transcript)
+                build.wire = transcript
                 try:
                     turn = await _cancellable(
                         run_turn(
                             endpoint,
-                            partial_build(build, transcript),
+                            build,
                             model=params.model,
                             policy=policy.retry,
                             context_limit=limit,
@@ -381,6 +350,8 @@ async def run_agent_loop(
                         raise
                     transcript = check_transcript(smaller)
                     reported = None
+            # The body as last sent (latches applied), for the cache comparison and a continuation.
+            body = build.last
             steps = step
             if turn.finish_reason == "length":
                 emit(
@@ -607,17 +578,6 @@ async def _silent_turn(
     return [message, *batch.results]
 
 
-def partial_build(
-    build: Callable[..., dict[str, Any]], wire: list[Message]
-) -> Callable[[EndpointCapabilities, ModelCapabilities], dict[str, Any]]:
-    """The body builder for one transcript, rebuilt from the latches on every attempt."""
-
-    def rebuild(c: EndpointCapabilities, m: ModelCapabilities) -> dict[str, Any]:
-        return build(c, m, wire=wire)
-
-    return rebuild
-
-
 _after_turn_tasks: set[asyncio.Task[None]] = set()
 
 
@@ -676,6 +636,124 @@ def _tell_after_turn(
 
 class _Cancelled(Exception):
     """The run's cancel was set while a request was in flight."""
+
+
+class _Emitter:
+    """A run's events: kept for its metrics, stamped with the run, handed to the caller's callback.
+
+    Slotted methods rather than closures in ``run_agent_loop``: with a thousand runs in flight, every cell
+    a run holds is something the cyclic collector scans on each of its passes.
+    """
+
+    __slots__ = ("events", "on_event", "partial", "run_id", "step")
+
+    def __init__(self, run_id: str, on_event: Callable[[Event], object] | None) -> None:
+        self.run_id = run_id
+        self.on_event = on_event
+        self.events: list[Event] = []
+        self.partial: list[str] = []  # the answer streamed so far in this step
+        self.step = 0
+
+    def emit(self, event: Event) -> None:
+        stamped = event if event.run_id else _with_run(event, self.run_id)
+        self.events.append(stamped)
+        if self.on_event is not None:
+            self.on_event(stamped)
+
+    # Stamped with the run here rather than by emit: these are most of a run's events, and copying a
+    # frozen event to add the run costs more than the rest of its handling.
+    def on_output(self, text: str) -> None:
+        self.partial.append(text)
+        self.emit(MessageUpdate(kind="text", delta=text, step=self.step, run_id=self.run_id))
+
+    def on_thinking(self, text: str) -> None:
+        self.emit(MessageUpdate(kind="thinking", delta=text, step=self.step, run_id=self.run_id))
+
+
+class _StepBody:
+    """Builds one step's request body from the latches (again on every attempt); keeps the last built."""
+
+    __slots__ = (
+        "block",
+        "blocks",
+        "declared",
+        "last",
+        "lifecycle",
+        "params",
+        "prompt",
+        "question",
+        "session_id",
+        "tool_choice",
+        "wire",
+    )
+
+    def __init__(
+        self,
+        params: ModelParams,
+        prompt: str | None,
+        declared: list[Tool],
+        wire: list[Message],
+        question: Message | None,
+        blocks: list[ContextBlock],
+        lifecycle: LifecycleHooks | None,
+        block: ToolBlock,
+        session_id: str | None,
+        tool_choice: ToolChoiceFn | None,
+    ) -> None:
+        self.params = params
+        self.prompt = prompt
+        self.declared = declared
+        self.wire = wire
+        self.question = question
+        self.blocks = blocks
+        self.lifecycle = lifecycle
+        self.block = block
+        self.session_id = session_id
+        self.tool_choice = tool_choice
+        self.last: dict[str, Any] = {}
+
+    def __call__(self, c: EndpointCapabilities, m: ModelCapabilities) -> dict[str, Any]:
+        wire = self.wire
+        asked = self.params
+        if self.tool_choice is not None:
+            asked = replace(asked, tool_choice=self.tool_choice(wire))
+        sent = _with_hook_context(wire, self.question, self.blocks, self.lifecycle)
+        self.last = build_body(
+            asked, self.prompt, sent, self.declared, c, m, block=self.block, prompt_cache_key=self.session_id
+        )
+        return self.last
+
+
+def _keeper_for(
+    endpoint: Endpoint,
+    params: ModelParams,
+    system: str | None,
+    policy: LoopPolicy,
+    context: ContextPolicy,
+    limit: int,
+    emit: Callable[[Event], None],
+) -> ContextKeeper:
+    """The run's context keeper, its memory flush running silent turns outside the transcript."""
+    memory_tools = context.memory_tools
+
+    async def one_turn(wire: list[Message], offered: Sequence[Tool]) -> list[Message]:
+        return await _silent_turn(endpoint, params, system, wire, offered, policy)
+
+    async def flush(messages: Sequence[Message]) -> None:
+        await memory_flush(
+            messages,
+            memory_tools,
+            one_turn,
+            on_note=lambda text: emit(Notice(text=text, name="memory_flush")),
+        )
+
+    return ContextKeeper(
+        context,
+        limit=limit,
+        summarise=summariser(endpoint, params.model, on_event=emit),
+        emit=emit,
+        flush=flush,
+    )
 
 
 _INIT_FIELDS: dict[type[Any], tuple[str, ...]] = {}

@@ -130,19 +130,14 @@ async def run_turn(
     else:
         requested = dict(body)
         name = model or (requested.get("model") if isinstance(requested.get("model"), str) else None)
-        asked_effort = requested.get("reasoning_effort")
-
-        def builder(c: EndpointCapabilities, m: ModelCapabilities) -> Mapping[str, Any]:
-            return apply_latches(requested, c, m, relax=relax_tools)
+        builder = _Latched(requested)
 
     latches = caps.model(name)
     asked = builder(caps, latches)
-    effort = asked.get("reasoning_effort") if callable(body) else asked_effort
+    # The effort the caller asked for: a plain body's own, before the latches moved it.
+    source = builder.requested if isinstance(builder, _Latched) else asked
+    effort = source.get("reasoning_effort")
     effort = effort if isinstance(effort, str) else None
-
-    def emit(event: Event) -> None:
-        if on_event is not None:
-            on_event(event)
 
     # Sized once: a downgraded request is never larger, and the transcript does not change on retry.
     chars = body_chars(asked)
@@ -160,34 +155,11 @@ async def run_turn(
                 kind="context_overflow",
             )
 
-    client = get_chat_client(endpoint)
-    sent: dict[str, Any] = {}
-
-    async def send(c: EndpointCapabilities, m: ModelCapabilities, produced: Produced) -> Turn:
-        nonlocal sent
-        sent = dict(builder(c, m))
-        return await stream_turn(
-            client,
-            sent,
-            on_output=on_output,
-            on_thinking=on_thinking,
-            produced=produced,
-            idle_timeout=endpoint.idle_timeout,
-            first_token_timeout=endpoint.first_chunk_timeout,
-            fences=fences,
-            start_in_reasoning=start_in_reasoning,
-            include_usage=c.usage_in_stream,
-        )
-
-    def fields_sent() -> Collection[str]:
-        fields = set(sent)
-        if caps.usage_in_stream:
-            fields.add("stream_options")
-        return fields
-
-    def downgraded(change: Downgraded) -> None:
-        emit(Downgrade(field=change.field, reason=change.reason, value=change.value, step=step))
-        emit(Notice(text=change.notice, name="downgrade", step=step))
+    sender = _Sender(
+        endpoint, builder, caps, on_output, on_thinking, on_event, fences, start_in_reasoning, step
+    )
+    sender.first = asked
+    emit = sender.emit
 
     started = time.perf_counter()
     retries = 0
@@ -198,12 +170,12 @@ async def run_turn(
         try:
             turn = await negotiate(
                 caps,
-                send,
+                sender.send,
                 model=name,
                 effort=effort,
                 droppable=droppable,
-                sent_fields=fields_sent,
-                on_downgrade=downgraded,
+                sent_fields=sender.fields_sent,
+                on_downgrade=sender.downgraded,
                 produced=produced,
             )
             break
@@ -252,3 +224,96 @@ async def run_turn(
         usage=usage,
         finish_reason=turn.finish_reason,
     )
+
+
+class _Latched:
+    """A body the caller built, with the latches applied again on every attempt."""
+
+    __slots__ = ("requested",)
+
+    def __init__(self, requested: dict[str, Any]) -> None:
+        self.requested = requested
+
+    def __call__(self, c: EndpointCapabilities, m: ModelCapabilities) -> Mapping[str, Any]:
+        return apply_latches(self.requested, c, m, relax=relax_tools)
+
+
+class _Sender:
+    """One turn's attempts: each rebuilds the body from the latches and streams it.
+
+    A class rather than closures: a thousand runs in flight each hold one of these for as long as their
+    stream lasts, and one slotted object is far less for the cyclic collector to scan than a dozen cells.
+    """
+
+    __slots__ = (
+        "builder",
+        "caps",
+        "client",
+        "endpoint",
+        "fences",
+        "first",
+        "on_event",
+        "on_output",
+        "on_thinking",
+        "sent",
+        "start_in_reasoning",
+        "step",
+    )
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        builder: BodyBuilder,
+        caps: EndpointCapabilities,
+        on_output: TextCallback | None,
+        on_thinking: TextCallback | None,
+        on_event: Callable[[Event], object] | None,
+        fences: Sequence[Fence],
+        start_in_reasoning: bool,
+        step: int,
+    ) -> None:
+        self.endpoint = endpoint
+        self.client = get_chat_client(endpoint)
+        self.builder = builder
+        self.caps = caps
+        self.on_output = on_output
+        self.on_thinking = on_thinking
+        self.on_event = on_event
+        self.fences = fences
+        self.start_in_reasoning = start_in_reasoning
+        self.step = step
+        self.sent: dict[str, Any] = {}
+        # The body built for sizing, sent as it is by the first attempt: nothing can move the latches
+        # between the two, and building a body costs as much as reading a short reply.
+        self.first: Mapping[str, Any] | None = None
+
+    def emit(self, event: Event) -> None:
+        if self.on_event is not None:
+            self.on_event(event)
+
+    async def send(self, c: EndpointCapabilities, m: ModelCapabilities, produced: Produced) -> Turn:
+        first, self.first = self.first, None
+        self.sent = dict(first if first is not None else self.builder(c, m))
+        endpoint = self.endpoint
+        return await stream_turn(
+            self.client,
+            self.sent,
+            on_output=self.on_output,
+            on_thinking=self.on_thinking,
+            produced=produced,
+            idle_timeout=endpoint.idle_timeout,
+            first_token_timeout=endpoint.first_chunk_timeout,
+            fences=self.fences,
+            start_in_reasoning=self.start_in_reasoning,
+            include_usage=c.usage_in_stream,
+        )
+
+    def fields_sent(self) -> Collection[str]:
+        fields = set(self.sent)
+        if self.caps.usage_in_stream:
+            fields.add("stream_options")
+        return fields
+
+    def downgraded(self, change: Downgraded) -> None:
+        self.emit(Downgrade(field=change.field, reason=change.reason, value=change.value, step=self.step))
+        self.emit(Notice(text=change.notice, name="downgrade", step=self.step))

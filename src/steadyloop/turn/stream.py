@@ -194,7 +194,9 @@ async def stream_turn(
         watchdog.stop()
         if response is not None:
             # Closing at once is what makes cancellation reach the server: it stops generating.
-            await asyncio.shield(response.aclose())
+            closing = response.close()
+            if closing is not None:
+                await asyncio.shield(closing)
     return assembler.finish(first_token_ms=first_token_ms)
 
 

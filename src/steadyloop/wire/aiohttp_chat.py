@@ -78,7 +78,7 @@ class _AiohttpStream:
         except (aiohttp.ClientError, OSError) as exc:
             raise _unreachable(exc, self._endpoint, self._model) from exc
 
-    async def aclose(self) -> None:
+    def close(self) -> None:
         # Releasing a response that was not read to the end closes its connection rather than pooling it.
         self._response.release()
 

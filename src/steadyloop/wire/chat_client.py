@@ -13,7 +13,7 @@ raises, so a caller never needs to know which one sent the request.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any, Protocol
 
 import httpx2
@@ -33,8 +33,12 @@ class ChatStream(Protocol):
         """The body's bytes as they arrive; raises ``EndpointError`` when the connection fails."""
         ...
 
-    async def aclose(self) -> None:
-        """Close at once; the server sees the connection go and stops generating."""
+    def close(self) -> Awaitable[None] | None:
+        """Close at once; the server sees the connection go and stops generating.
+
+        Returns what must still be awaited to finish closing, or ``None`` when nothing is left: a caller
+        that is being cancelled shields it, and a transport that closes synchronously costs no task.
+        """
         ...
 
 
@@ -74,8 +78,8 @@ class _SdkStream:
         except (openai.OpenAIError, httpx2.HTTPError, OSError) as exc:
             raise error_from_exception(exc, endpoint=self._endpoint, model=self._model) from exc
 
-    async def aclose(self) -> None:
-        await self._response.aclose()
+    def close(self) -> Awaitable[None]:
+        return self._response.aclose()
 
 
 class SdkChatClient:
