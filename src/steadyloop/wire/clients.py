@@ -57,21 +57,33 @@ _PoolKey = tuple[int, str, float | None]
 
 
 class _Entry:
-    """One endpoint's clients on one event loop; the chat client is built on first use."""
+    """One endpoint's clients on one event loop, each built on first use.
 
-    __slots__ = ("chat", "endpoint", "loop", "sdk")
+    The SDK client is not built until something asks for it: with the aiohttp transport a process that
+    only streams turns never needs it, and building one loads the system's certificates.
+    """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, endpoint: Endpoint, sdk: AsyncOpenAI) -> None:
+    __slots__ = ("_sdk", "chat", "endpoint", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, endpoint: Endpoint) -> None:
         self.loop = weakref.ref(loop)
         self.endpoint = endpoint
-        self.sdk = sdk
+        self._sdk: AsyncOpenAI | None = None
         self.chat: ChatClient | None = None
+
+    @property
+    def sdk(self) -> AsyncOpenAI:
+        if self._sdk is None:
+            self._sdk = _sdk_client(self.endpoint)
+        return self._sdk
 
     async def aclose(self) -> None:
         chat, self.chat = self.chat, None
+        sdk, self._sdk = self._sdk, None
         if chat is not None:
             await chat.aclose()
-        await self.sdk.close()
+        if sdk is not None:
+            await sdk.close()
 
 
 _pool: OrderedDict[_PoolKey, _Entry] = OrderedDict()
@@ -161,23 +173,26 @@ def _entry(endpoint: Endpoint) -> _Entry:
     if entry is not None and entry.loop() is loop:
         _pool.move_to_end(key)
         return entry
+    entry = _pool[key] = _Entry(loop, endpoint)
+    _pool.move_to_end(key)
+    _evict_to(_settings.max_clients)
+    return entry
+
+
+def _sdk_client(endpoint: Endpoint) -> AsyncOpenAI:
     timeout = (
         httpx2.Timeout(endpoint.request_timeout, connect=min(endpoint.request_timeout, 30.0))
         if endpoint.request_timeout
         else httpx2.Timeout(None, connect=30.0)
     )
     http_client = DefaultAioHttpClient(timeout=timeout) if _settings.transport == "aiohttp" else None
-    client = AsyncOpenAI(
+    return AsyncOpenAI(
         base_url=endpoint.base_url,
         api_key=endpoint.key,
         timeout=timeout,
         max_retries=0,
         http_client=http_client,
     )
-    entry = _pool[key] = _Entry(loop, endpoint, client)
-    _pool.move_to_end(key)
-    _evict_to(_settings.max_clients)
-    return entry
 
 
 async def aclose_clients() -> None:
