@@ -94,7 +94,9 @@ def test_chat_renders_the_answer_as_markdown_on_a_colour_terminal(
 ) -> None:
     del env["NO_COLOR"]
     pieces = ["# Plan\n", "Use **bo", "ld** and `code`.\n", "```sh\n", "ls -l\n", "```\n", "- done"]
-    url = scripted([{"type": "stream", "chunks": text_chunks(pieces)}])
+    # Apart in time, as a model streams them: text that arrives in one read is told at once, and this
+    # test is about a line drawn before it is complete and redrawn when it is.
+    url = scripted([{"type": "stream", "chunks": text_chunks(pieces), "delay": 0.05}])
     term = terminal("chat", "--no-tools", "--base-url", url, "-m", "m")
     term.expect(PROMPT)
     term.send("plan it\n")
