@@ -61,7 +61,11 @@ def test_slash_commands_and_resume(scripted: Callable[[Any], str], terminal: Cal
     again.send("second question\n")
     again.expect("Second answer.")
     again.expect(PROMPT)
-    again.send("\x03")  # Ctrl-C at the prompt leaves
+    again.send("half-typed")
+    again.send("\x03")  # Ctrl-C at the prompt clears the line and stays
+    again.expect(r"line cleared")
+    again.expect(PROMPT)
+    again.send("\x03")  # a second one in a row leaves
     assert again.wait() == 0
 
 

@@ -75,6 +75,7 @@ class _Chat:
         self.conversation: Conversation | None = None
         self.last_interrupt = 0.0
         self.leave = False
+        self.interrupted = False  # the last prompt ended in Ctrl-C with nothing typed since
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -191,12 +192,27 @@ class _Chat:
     # -- the loop ------------------------------------------------------------------------------------
 
     def read(self) -> str | None:
-        try:
-            with _ticking():
-                return input(PROMPT)
-        except (EOFError, KeyboardInterrupt):
-            self.say("")
-            return None
+        """The next line typed; ``None`` when the person leaves (Ctrl-D, or Ctrl-C twice in a row).
+
+        A single Ctrl-C throws away what was typed and asks again, as a shell does: leaving on it would
+        lose the conversation's place to a key pressed to clear a half-written line.
+        """
+        while True:
+            try:
+                with _ticking():
+                    line = input(PROMPT)
+            except EOFError:
+                self.say("")
+                return None
+            except KeyboardInterrupt:
+                if self.interrupted:
+                    self.say("")
+                    return None
+                self.interrupted = True
+                self.say(self.style.dim("\n(line cleared; Ctrl-C again, Ctrl-D or /exit leaves)"))
+                continue
+            self.interrupted = False
+            return line
 
     def repl(self) -> None:
         conversation = self.conversation
