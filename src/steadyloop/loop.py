@@ -8,16 +8,26 @@ The loop is short on purpose. Everything that makes one request survive a real e
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ._loop_parts import (
+    Cancelled,
+    RunEvents,
+    StepBody,
+    ToolResolver,
+    cancellable,
+    cancelled_error,
+    gather_hooks,
+    keeper_for,
+    stopped_error,
+    tell_after_turn,
+)
 from .context.cache_watch import CacheWatch
 from .context.calibration import chars_per_token_for
 from .context.compaction import transcript_tokens
-from .context.folding import memory_flush, summariser
 from .context.integrity import check_transcript, unique_call_ids
 from .context.keeper import ContextKeeper, ContextPolicy
 from .context.tokens import reply_ceiling, request_tokens, tool_schema_tokens
@@ -29,34 +39,25 @@ from .events import (
     LoopDetected,
     MessageEnd,
     MessageStart,
-    MessageUpdate,
     Notice,
     TurnEnd,
     TurnStart,
     UsageReport,
 )
 from .hooks import (
-    ContextBlock,
     HookContext,
-    HookEvent,
-    HookNote,
     HookRunner,
-    gather,
-    notify,
-    turn_index,
-    turn_messages,
-    with_context,
 )
-from .messages import AssistantMessage, Message, ToolResultMessage, Turn, UserMessage, text_of
+from .messages import AssistantMessage, Message, ToolResultMessage, Turn
 from .metrics import RunMetrics, run_metrics
-from .request_body import ModelParams, ToolBlock, build_body, order_tools
+from .request_body import ModelParams, ToolBlock, order_tools
 from .tools.approvals import ApprovalBroker, ApprovalPolicy
 from .tools.definition import Tool
 from .tools.execution import ToolHooks, ToolPolicy, run_tool_calls
 from .tools.loading import CatalogEntry, ToolLoader
 from .tools.loop_detection import LoopDetectorConfig, ToolLoopDetector
 from .tools.recovery import recover_tool_calls
-from .turn.capabilities import EndpointCapabilities, ModelCapabilities, capabilities_for
+from .turn.capabilities import capabilities_for
 from .turn.continuation import can_continue, continue_turn
 from .turn.fences import DEFAULT_FENCES, Fence
 from .turn.run import RetryPolicy, run_turn
@@ -215,7 +216,7 @@ async def run_agent_loop(
     run_id = run_id or uuid.uuid4().hex
     caps = capabilities_for(endpoint)
     latches = caps.model(params.model)
-    emitter = _Emitter(run_id, on_event)
+    emitter = RunEvents(run_id, on_event)
     emit = emitter.emit
     events = emitter.events
 
@@ -239,7 +240,7 @@ async def run_agent_loop(
     names = [t.name for t in tools] + [e.name for e in catalog or ()]
     if policy.tool_discovery == "ondemand":
         names.append("load_tools")
-    resolver = _Resolver(loader, names)
+    resolver = ToolResolver(loader, names)
     partial = emitter.partial
     reported: tuple[int, int, int] | None = None  # last prompt, its reply, transcript length after it
     outcome: str = "error"
@@ -252,7 +253,7 @@ async def run_agent_loop(
         if policy.context is not None:
             limit = limit or await context_limit_for(endpoint, params.model)
             if limit:
-                keeper = _keeper_for(endpoint, params, system, policy, policy.context, limit, emit)
+                keeper = keeper_for(endpoint, params, system, policy, policy.context, limit, emit)
             else:
                 emit(
                     Notice(
@@ -261,10 +262,10 @@ async def run_agent_loop(
                     )
                 )
         announce = transcript[-new_messages:] if new_messages > 0 else []
-        question, blocks = await _gather_hooks(lifecycle, transcript, cancel, emit)
+        question, blocks = await gather_hooks(lifecycle, transcript, cancel, emit)
         while True:
             if cancel is not None and cancel.is_set():
-                raise _cancelled(transcript, totals, steps)
+                raise cancelled_error(transcript, totals, steps)
             if max_turns is not None and steps >= max_turns:
                 outcome = "stopped"
                 break
@@ -284,7 +285,7 @@ async def run_agent_loop(
             declared = order_tools(loader.declared(step), policy.tool_order)
             suffix = loader.system_suffix(step)
             prompt = f"{system}\n\n{suffix}" if system and suffix else (system or suffix or None)
-            build = _StepBody(
+            build = StepBody(
                 params,
                 prompt,
                 declared,
@@ -320,7 +321,7 @@ async def run_agent_loop(
             while True:
                 build.wire = transcript
                 try:
-                    turn = await _cancellable(
+                    turn = await cancellable(
                         run_turn(
                             endpoint,
                             build,
@@ -362,7 +363,7 @@ async def run_agent_loop(
                     )
                 )
                 if policy.max_continuations > 0 and can_continue(turn):
-                    turn = await _cancellable(
+                    turn = await cancellable(
                         continue_turn(
                             endpoint,
                             body,
@@ -448,7 +449,7 @@ async def run_agent_loop(
                     )
                 )
                 if cancel is not None and cancel.is_set():
-                    raise _cancelled(transcript, totals, steps)
+                    raise cancelled_error(transcript, totals, steps)
                 if batch.loop is not None:
                     emit(
                         LoopDetected(
@@ -495,13 +496,13 @@ async def run_agent_loop(
             outcome = "completed"
             break
         if lifecycle is not None and outcome == "completed":
-            _tell_after_turn(lifecycle, transcript, question, last_turn)
-    except _Cancelled:
+            tell_after_turn(lifecycle, transcript, question, last_turn)
+    except Cancelled:
         # What was shown of the interrupted answer stays in the transcript; its calls never ran.
         if partial:
             transcript.append(AssistantMessage(content="".join(partial)))
         outcome, error_text = "cancelled", "the run was cancelled"
-        raise _cancelled(transcript, totals, steps) from None
+        raise cancelled_error(transcript, totals, steps) from None
     except RunCancelled as stop:
         outcome, error_text = "cancelled", str(stop)
         raise
@@ -515,13 +516,13 @@ async def run_agent_loop(
         raise
     except ContextOverflow as exc:
         error_text = str(exc)
-        raise _stopped(exc, "overflow", transcript, totals, steps) from exc
+        raise stopped_error(exc, "overflow", transcript, totals, steps) from exc
     except EndpointError as exc:
         error_text = str(exc)
-        raise _stopped(exc, "endpoint", transcript, totals, steps) from exc
+        raise stopped_error(exc, "endpoint", transcript, totals, steps) from exc
     except SteadyloopError as exc:
         error_text = str(exc)
-        raise _stopped(exc, "error", transcript, totals, steps) from exc
+        raise stopped_error(exc, "error", transcript, totals, steps) from exc
     finally:
         emit(AgentEnd(outcome=outcome, error=error_text, usage=totals, steps=steps, run_id=run_id))  # type: ignore[arg-type]
     return LoopResult(
@@ -532,268 +533,3 @@ async def run_agent_loop(
         loaded=loader.carry_over(),
         metrics=run_metrics(events, context_length=policy.context_limit),
     )
-
-
-class _Resolver(Mapping[str, Tool]):
-    """The loop's tools as ``run_tool_calls`` sees them: a lookup goes through the on-demand loader, which
-    loads a catalogued tool the model called without loading it first."""
-
-    def __init__(self, loader: ToolLoader, names: Sequence[str]) -> None:
-        self._loader = loader
-        self._names = sorted(set(names))
-
-    def __getitem__(self, key: str) -> Tool:
-        found = self._loader.resolve(key)
-        if found is None:
-            raise KeyError(key)
-        return found
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
-
-    def __len__(self) -> int:
-        return len(self._names)
-
-
-async def _silent_turn(
-    endpoint: Endpoint,
-    params: ModelParams,
-    system: str | None,
-    wire: list[Message],
-    offered: Sequence[Tool],
-    policy: LoopPolicy,
-) -> list[Message]:
-    """One request and its calls, outside the run's transcript and events (the memory flush)."""
-    tools = order_tools(offered)
-    block = ToolBlock()
-
-    def build(c: EndpointCapabilities, m: ModelCapabilities) -> dict[str, Any]:
-        return build_body(params, system, wire, tools, c, m, block=block)
-
-    turn = await run_turn(endpoint, build, model=params.model, policy=policy.retry, fences=policy.fences)
-    message = AssistantMessage(content=turn.content, tool_calls=tuple(turn.tool_calls))
-    if not turn.tool_calls:
-        return [message]
-    batch = await run_tool_calls(turn.tool_calls, {t.name: t for t in tools}, policy=policy.tools)
-    return [message, *batch.results]
-
-
-_after_turn_tasks: set[asyncio.Task[None]] = set()
-
-
-async def _gather_hooks(
-    lifecycle: LifecycleHooks | None,
-    transcript: list[Message],
-    cancel: asyncio.Event | None,
-    emit: Callable[[Event], None],
-) -> tuple[Message | None, list[ContextBlock]]:
-    """The run's question and what the lifecycle hooks add to it."""
-    question = next((m for m in reversed(transcript) if isinstance(m, UserMessage)), None)
-    if lifecycle is None or question is None:
-        return question, []
-    first = not any(isinstance(m, AssistantMessage) for m in transcript)
-    events: list[HookEvent] = ["session_start", "before_turn"] if first else ["before_turn"]
-    context = replace(
-        lifecycle.context, prompt=text_of(question.content), turn_index=turn_index(transcript) - 1
-    )
-
-    def note(found: HookNote) -> None:
-        emit(Notice(text=found.error or found.text or "", name=found.hook_id or "hooks"))
-
-    gathered = await gather(
-        lifecycle.run, events, context, cancel=cancel, max_tokens=lifecycle.max_tokens, on_note=note
-    )
-    return question, list(gathered.context)
-
-
-def _with_hook_context(
-    wire: list[Message],
-    question: Message | None,
-    blocks: list[ContextBlock],
-    lifecycle: LifecycleHooks | None,
-) -> list[Message]:
-    if not blocks or question is None or lifecycle is None:
-        return wire
-    # Found by identity: a fold may have moved the question, or folded it away (then nothing is added).
-    index = next((i for i, m in enumerate(wire) if m is question), None)
-    return wire if index is None else with_context(wire, index, blocks, lifecycle.preface)
-
-
-def _tell_after_turn(
-    lifecycle: LifecycleHooks, transcript: list[Message], question: Message | None, turn: Turn
-) -> None:
-    start = next((i for i, m in enumerate(transcript) if m is question), 0)
-    context = replace(
-        lifecycle.context,
-        reply=turn.content,
-        turn_messages=tuple(turn_messages(lifecycle.context.session_id or "", transcript, start)),
-    )
-    # The run does not wait for it, and leaving does not un-remember: the task is kept until it ends.
-    task = asyncio.ensure_future(notify(lifecycle.run, "after_turn", context))
-    _after_turn_tasks.add(task)
-    task.add_done_callback(_after_turn_tasks.discard)
-
-
-class _Cancelled(Exception):
-    """The run's cancel was set while a request was in flight."""
-
-
-class _Emitter:
-    """A run's events: kept for its metrics, stamped with the run, handed to the caller's callback.
-
-    Slotted methods rather than closures in ``run_agent_loop``: with a thousand runs in flight, every cell
-    a run holds is something the cyclic collector scans on each of its passes.
-    """
-
-    __slots__ = ("events", "on_event", "partial", "run_id", "step")
-
-    def __init__(self, run_id: str, on_event: Callable[[Event], object] | None) -> None:
-        self.run_id = run_id
-        self.on_event = on_event
-        self.events: list[Event] = []
-        self.partial: list[str] = []  # the answer streamed so far in this step
-        self.step = 0
-
-    def emit(self, event: Event) -> None:
-        stamped = event if event.run_id else _with_run(event, self.run_id)
-        self.events.append(stamped)
-        if self.on_event is not None:
-            self.on_event(stamped)
-
-    # Stamped with the run here rather than by emit: these are most of a run's events, and copying a
-    # frozen event to add the run costs more than the rest of its handling.
-    def on_output(self, text: str) -> None:
-        self.partial.append(text)
-        self.emit(MessageUpdate(kind="text", delta=text, step=self.step, run_id=self.run_id))
-
-    def on_thinking(self, text: str) -> None:
-        self.emit(MessageUpdate(kind="thinking", delta=text, step=self.step, run_id=self.run_id))
-
-
-class _StepBody:
-    """Builds one step's request body from the latches (again on every attempt); keeps the last built."""
-
-    __slots__ = (
-        "block",
-        "blocks",
-        "declared",
-        "last",
-        "lifecycle",
-        "params",
-        "prompt",
-        "question",
-        "session_id",
-        "tool_choice",
-        "wire",
-    )
-
-    def __init__(
-        self,
-        params: ModelParams,
-        prompt: str | None,
-        declared: list[Tool],
-        wire: list[Message],
-        question: Message | None,
-        blocks: list[ContextBlock],
-        lifecycle: LifecycleHooks | None,
-        block: ToolBlock,
-        session_id: str | None,
-        tool_choice: ToolChoiceFn | None,
-    ) -> None:
-        self.params = params
-        self.prompt = prompt
-        self.declared = declared
-        self.wire = wire
-        self.question = question
-        self.blocks = blocks
-        self.lifecycle = lifecycle
-        self.block = block
-        self.session_id = session_id
-        self.tool_choice = tool_choice
-        self.last: dict[str, Any] = {}
-
-    def __call__(self, c: EndpointCapabilities, m: ModelCapabilities) -> dict[str, Any]:
-        wire = self.wire
-        asked = self.params
-        if self.tool_choice is not None:
-            asked = replace(asked, tool_choice=self.tool_choice(wire))
-        sent = _with_hook_context(wire, self.question, self.blocks, self.lifecycle)
-        self.last = build_body(
-            asked, self.prompt, sent, self.declared, c, m, block=self.block, prompt_cache_key=self.session_id
-        )
-        return self.last
-
-
-def _keeper_for(
-    endpoint: Endpoint,
-    params: ModelParams,
-    system: str | None,
-    policy: LoopPolicy,
-    context: ContextPolicy,
-    limit: int,
-    emit: Callable[[Event], None],
-) -> ContextKeeper:
-    """The run's context keeper, its memory flush running silent turns outside the transcript."""
-    memory_tools = context.memory_tools
-
-    async def one_turn(wire: list[Message], offered: Sequence[Tool]) -> list[Message]:
-        return await _silent_turn(endpoint, params, system, wire, offered, policy)
-
-    async def flush(messages: Sequence[Message]) -> None:
-        await memory_flush(
-            messages,
-            memory_tools,
-            one_turn,
-            on_note=lambda text: emit(Notice(text=text, name="memory_flush")),
-        )
-
-    return ContextKeeper(
-        context,
-        limit=limit,
-        summarise=summariser(endpoint, params.model, on_event=emit),
-        emit=emit,
-        flush=flush,
-    )
-
-
-_INIT_FIELDS: dict[type[Any], tuple[str, ...]] = {}
-
-
-def _with_run(event: Event, run_id: str) -> Event:
-    """A copy of an event made elsewhere (a turn, a tool), stamped with the run it belongs to."""
-    kind = type(event)
-    names = _INIT_FIELDS.get(kind)
-    if names is None:
-        names = _INIT_FIELDS[kind] = tuple(f.name for f in fields(kind) if f.init and f.name != "run_id")
-    return kind(**{name: getattr(event, name) for name in names}, run_id=run_id)
-
-
-def _cancelled(transcript: list[Message], usage: Usage, steps: int) -> RunCancelled:
-    return RunCancelled(
-        "the run was cancelled", reason="cancelled", messages=transcript, usage=usage, steps=steps
-    )
-
-
-def _stopped(exc: Exception, reason: str, transcript: list[Message], usage: Usage, steps: int) -> RunError:
-    return RunError(f"the run stopped: {exc}", reason=reason, messages=transcript, usage=usage, steps=steps)
-
-
-async def _cancellable(work: Awaitable[Turn], cancel: asyncio.Event | None) -> Turn:
-    """Await a request, closing it at once when ``cancel`` is set (the HTTP response is closed with it)."""
-    if cancel is None:
-        return await work
-    task = asyncio.ensure_future(work)
-    waiter = asyncio.ensure_future(cancel.wait())
-    try:
-        done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-    except asyncio.CancelledError:
-        task.cancel()
-        waiter.cancel()
-        raise
-    if task in done:
-        waiter.cancel()
-        return task.result()
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError, SteadyloopError):
-        await task
-    raise _Cancelled
