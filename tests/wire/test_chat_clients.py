@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import socket
 from collections.abc import AsyncIterator
@@ -170,3 +171,42 @@ def test_bodies_are_compact_json_either_way() -> None:
     from steadyloop.wire import json_codec
 
     assert json.loads(json_codec.dumps(BODY)) == BODY
+
+
+def test_proxies_come_from_the_environment_with_their_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    from steadyloop.wire.aiohttp_chat import _env_proxy
+
+    for name in (
+        "http_proxy",
+        "https_proxy",
+        "no_proxy",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "NO_PROXY",
+        "ALL_PROXY",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    assert _env_proxy("https://api.example.com/v1/chat/completions") == (None, None)
+    monkeypatch.setenv("HTTPS_PROXY", "http://ann:s3cret@proxy.internal:3128")
+    monkeypatch.setenv("NO_PROXY", "localhost,.corp.example")
+    proxy, headers = _env_proxy("https://api.example.com/v1/chat/completions")
+    assert proxy == "http://proxy.internal:3128"
+    assert headers == {"Proxy-Authorization": "Basic " + base64.b64encode(b"ann:s3cret").decode()}
+    assert _env_proxy("https://llm.corp.example/v1/chat/completions") == (None, None)
+    assert _env_proxy("http://api.example.com/v1/chat/completions") == (None, None)  # no HTTP_PROXY set
+
+
+async def test_a_request_goes_through_the_proxy_the_environment_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The scripted server stands in for a forward proxy: it receives the request meant for the upstream.
+    async with ScriptedServer(Reply.stream(text_chunks("via proxy"))) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.base_url.removesuffix("/v1"))
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        configure_clients(transport="aiohttp")
+        client = get_chat_client(Endpoint("http://upstream.invalid/v1"))
+        body = await read_all(client)
+        request = proxy.chat_requests[0]
+    assert b"proxy" in body
+    assert dict(request.headers)["host"] == "upstream.invalid"

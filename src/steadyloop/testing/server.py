@@ -96,6 +96,9 @@ class ScriptedServer:
         requests: every request received, in order (the script's own and the metadata ones).
         disconnects: replies that ended because the client went away while the server was waiting
             (a stall, a delay): what a client that closes a stream early should cause.
+
+    A request in absolute form (``POST http://upstream/v1/chat/completions``, what a client sends to a
+    forward proxy) is answered and recorded by its path, so the server can stand in for a proxy.
     """
 
     def __init__(
@@ -223,7 +226,7 @@ class ScriptedServer:
             body += message.get("body", b"")
             if not message.get("more_body", False):
                 break
-        path, method = scope["path"], scope["method"]
+        path, method = _origin_path(scope["path"]), scope["method"]
         self._record(_recorded(scope, bytes(body)))
         runner = self._uvicorn
         assert runner is not None, "requests arrive only while uvicorn runs"
@@ -338,7 +341,15 @@ def _recorded(scope: Scope, body: bytes) -> RecordedRequest:
         parsed = None
     headers = tuple((name.decode("latin-1"), value.decode("latin-1")) for name, value in scope["headers"])
     query = scope.get("query_string", b"").decode("latin-1")
-    return RecordedRequest(scope["method"], scope["path"], query, headers, body, parsed)
+    return RecordedRequest(scope["method"], _origin_path(scope["path"]), query, headers, body, parsed)
+
+
+def _origin_path(path: str) -> str:
+    # A request sent to a forward proxy names its whole URL (absolute form); the server answers it as the
+    # upstream would, so a client's proxy settings can be tested against it.
+    if path.startswith(("http://", "https://")):
+        return "/" + path.split("://", 1)[1].partition("/")[2]
+    return path
 
 
 def _model_entry(model: str | Mapping[str, Any]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ SDK path classifies it, so both transports raise the same errors for the same re
 
 from __future__ import annotations
 
+import base64
 from collections.abc import AsyncIterator, Mapping
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -37,8 +38,9 @@ def _user_agent() -> str:
         return "steadyloop"
 
 
-def _env_proxy(url: str) -> tuple[str | None, aiohttp.BasicAuth | None]:
-    """The proxy the environment names for ``url`` (``HTTPS_PROXY``, ``NO_PROXY``, ...), with its credentials."""
+def _env_proxy(url: str) -> tuple[str | None, dict[str, str] | None]:
+    """The proxy the environment names for ``url`` (``HTTPS_PROXY``, ``NO_PROXY``, ...), and the headers
+    that carry its credentials (``Proxy-Authorization``) when its URL has them."""
     parts = urlsplit(url)
     if proxy_bypass(parts.hostname or ""):
         return None, None
@@ -46,8 +48,10 @@ def _env_proxy(url: str) -> tuple[str | None, aiohttp.BasicAuth | None]:
     if not proxy:
         return None, None
     parsed = yarl.URL(proxy)
-    auth = aiohttp.BasicAuth(parsed.user, parsed.password or "") if parsed.user else None
-    return str(parsed.with_user(None)), auth
+    if not parsed.user:
+        return str(parsed), None
+    pair = f"{parsed.user}:{parsed.password or ''}".encode()
+    return str(parsed.with_user(None)), {"Proxy-Authorization": "Basic " + base64.b64encode(pair).decode()}
 
 
 def _unreachable(exc: BaseException, endpoint: str, model: str | None) -> EndpointUnavailable:
@@ -89,7 +93,7 @@ class AiohttpChatClient:
     Build it inside the event loop that will use it; ``aclose`` it on that loop.
     """
 
-    __slots__ = ("_endpoint", "_headers", "_proxy", "_proxy_auth", "_session", "_timeouts", "_url")
+    __slots__ = ("_endpoint", "_headers", "_proxy", "_proxy_headers", "_session", "_timeouts", "_url")
 
     def __init__(self, endpoint: Endpoint) -> None:
         self._endpoint = endpoint.base_url
@@ -103,7 +107,7 @@ class AiohttpChatClient:
         # Proxies from the environment are honoured, as the SDK's client honours them, but read once here:
         # aiohttp's trust_env reads the whole environment again on every request, which at a thousand
         # concurrent requests costs as much as the requests themselves.
-        self._proxy, self._proxy_auth = _env_proxy(self._url)
+        self._proxy, self._proxy_headers = _env_proxy(self._url)
         self._timeouts: dict[float | None, aiohttp.ClientTimeout] = {}
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=_MAX_CONNECTIONS),
@@ -132,7 +136,7 @@ class AiohttpChatClient:
                 headers=self._headers,
                 timeout=timeout,
                 proxy=self._proxy,
-                proxy_auth=self._proxy_auth,
+                proxy_headers=self._proxy_headers,
             )
         except (aiohttp.ClientError, OSError) as exc:  # a connect timeout is an OSError too
             raise _unreachable(exc, self._endpoint, model) from exc
