@@ -22,9 +22,10 @@ from steadyloop.testing.chunks import text_chunks
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.wire.aiohttp_chat import AiohttpChatClient
-from steadyloop.wire.chat_client import ChatClient, SdkChatClient
+from steadyloop.wire.chat_client import ChatClient
 from steadyloop.wire.clients import aclose_clients, configure_clients, get_chat_client, pool_size
 from steadyloop.wire.endpoints import Endpoint
+from steadyloop.wire.sdk_chat import SdkChatClient
 
 Transport = Literal["httpx2", "aiohttp"]
 TRANSPORTS: tuple[Transport, ...] = ("httpx2", "aiohttp")

@@ -12,9 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-from openai import AsyncOpenAI
+from typing import TYPE_CHECKING, Any
 
 from ..errors import EndpointError, EndpointSilent, EndpointUnavailable
 from ..messages import Turn
@@ -23,6 +21,9 @@ from ..wire.failures import classify_failure
 from ..wire.openai_chat import DONE, SSEDecoder, error_for_failure
 from .assembly import Produced, StreamAssembler, TextCallback
 from .fences import DEFAULT_FENCES, Fence
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
 
 __all__ = ["Produced", "stream_turn"]
 

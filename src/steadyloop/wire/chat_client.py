@@ -5,7 +5,8 @@ arrive, and close it at once. Everything else (SSE, assembly, the watchdog) is s
 reads a stream the same way. Each implementation raises only ``EndpointError``s, whatever its library
 raises, so a caller never needs to know which one sent the request.
 
-- ``SdkChatClient`` sends through the official SDK's ``AsyncOpenAI`` (httpx2 by default).
+- ``SdkChatClient`` (``steadyloop.wire.sdk_chat``) sends through the official SDK's ``AsyncOpenAI``
+  (httpx2 by default).
 - ``AiohttpChatClient`` (``steadyloop.wire.aiohttp_chat``) sends straight through aiohttp: the SDK's request
   building costs more per request than reading the whole stream, and httpx2's pool slows down with hundreds
   of waiting requests, which matters to a process running many agents at once.
@@ -14,16 +15,12 @@ raises, so a caller never needs to know which one sent the request.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import httpx2
-import openai
-from openai import AsyncOpenAI
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
 
-from ..errors import EndpointError
-from .openai_chat import error_from_exception, open_chat_stream
-
-__all__ = ["ChatClient", "ChatStream", "SdkChatClient", "chat_client_for"]
+__all__ = ["ChatClient", "ChatStream", "chat_client_for"]
 
 
 class ChatStream(Protocol):
@@ -63,54 +60,10 @@ class ChatClient(Protocol):
         ...
 
 
-class _SdkStream:
-    __slots__ = ("_endpoint", "_model", "_response")
-
-    def __init__(self, response: httpx2.Response, endpoint: str, model: str | None) -> None:
-        self._response = response
-        self._endpoint = endpoint
-        self._model = model
-
-    async def aiter_bytes(self) -> AsyncIterator[bytes]:
-        try:
-            async for data in self._response.aiter_bytes():
-                yield data
-        except (openai.OpenAIError, httpx2.HTTPError, OSError) as exc:
-            raise error_from_exception(exc, endpoint=self._endpoint, model=self._model) from exc
-
-    def close(self) -> Awaitable[None]:
-        return self._response.aclose()
-
-
-class SdkChatClient:
-    """Sends through the official SDK's client (its auth, headers and transport)."""
-
-    __slots__ = ("_endpoint", "sdk")
-
-    def __init__(self, sdk: AsyncOpenAI) -> None:
-        self.sdk = sdk
-        self._endpoint = str(sdk.base_url).rstrip("/")
-
-    @property
-    def endpoint(self) -> str:
-        return self._endpoint
-
-    async def open_stream(self, body: Mapping[str, Any], *, connect_timeout: float | None) -> ChatStream:
-        model = body.get("model") if isinstance(body.get("model"), str) else None
-        try:
-            response = await open_chat_stream(self.sdk, body, connect_timeout=connect_timeout)
-        except EndpointError:
-            raise
-        except (openai.OpenAIError, httpx2.HTTPError, OSError) as exc:
-            raise error_from_exception(exc, endpoint=self._endpoint, model=model) from exc
-        return _SdkStream(response, self._endpoint, model)
-
-    async def aclose(self) -> None:
-        """Nothing: the SDK client belongs to whoever built it (the pool, or the caller)."""
-
-
 def chat_client_for(client: AsyncOpenAI | ChatClient) -> ChatClient:
     """A ``ChatClient`` for what a caller handed over: an SDK client is wrapped, a chat client kept."""
-    if isinstance(client, AsyncOpenAI):
-        return SdkChatClient(client)
-    return client
+    if hasattr(client, "open_stream"):
+        return client  # type: ignore[return-value]
+    from .sdk_chat import SdkChatClient
+
+    return SdkChatClient(client)

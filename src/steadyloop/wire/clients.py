@@ -14,14 +14,14 @@ import importlib.util
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Literal
-
-import httpx2
-from openai import AsyncOpenAI, DefaultAioHttpClient
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import InvalidInput
-from .chat_client import ChatClient, SdkChatClient
+from .chat_client import ChatClient
 from .endpoints import Endpoint, endpoint_key
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
 
 __all__ = [
     "ClientSettings",
@@ -161,6 +161,8 @@ def get_chat_client(endpoint: Endpoint) -> ChatClient:
 
             chat = AiohttpChatClient(endpoint)
         else:
+            from .sdk_chat import SdkChatClient
+
             chat = SdkChatClient(entry.sdk)
         entry.chat = chat
     return chat
@@ -180,6 +182,11 @@ def _entry(endpoint: Endpoint) -> _Entry:
 
 
 def _sdk_client(endpoint: Endpoint) -> AsyncOpenAI:
+    # Imported here: the SDK takes about a third of a second to load, and a process that streams over
+    # the aiohttp transport never needs it.
+    import httpx2
+    from openai import AsyncOpenAI, DefaultAioHttpClient
+
     timeout = (
         httpx2.Timeout(endpoint.request_timeout, connect=min(endpoint.request_timeout, 30.0))
         if endpoint.request_timeout

@@ -1,21 +1,20 @@
-"""The chat-completions API shape on the wire: opening a stream, reading SSE, and reading failures.
+"""The chat-completions API shape on the wire: reading SSE, and reading failures.
 
-The request goes through the official SDK (auth, base URL, headers, its error types), but the body comes
-back as raw bytes: building an SDK model per chunk would cost more than everything else a turn does.
+Whichever transport sent the request, the body comes back as raw bytes and is read here: building an SDK
+model per chunk would cost more than everything else a turn does.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
-
-import httpx2
-import openai
-from openai import AsyncOpenAI
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import ContextOverflow, EndpointError, EndpointRefused, EndpointUnavailable
 from . import json_codec
 from .failures import Failure, classify_failure
+
+if TYPE_CHECKING:
+    import openai
 
 __all__ = [
     "DONE",
@@ -23,30 +22,10 @@ __all__ = [
     "error_for_failure",
     "error_from_exception",
     "iter_sse",
-    "open_chat_stream",
 ]
 
 #: What ``SSEDecoder`` yields for ``data: [DONE]``.
 DONE: Any = object()
-
-
-async def open_chat_stream(
-    client: AsyncOpenAI, body: Mapping[str, Any], *, connect_timeout: float | None
-) -> httpx2.Response:
-    """Send a streamed chat-completions request and return the response with its body unread.
-
-    The SDK's read timeout is off: a live stream is watched by the caller's watchdog instead, which
-    knows the difference between a model still thinking and a server that went away.
-    """
-    timeout = httpx2.Timeout(None, connect=connect_timeout)
-    response: httpx2.Response = await client.post(
-        "/chat/completions",
-        cast_to=httpx2.Response,
-        body=dict(body),
-        options={"timeout": timeout, "max_retries": 0, "headers": {"Accept": "text/event-stream"}},
-        stream=True,
-    )
-    return response
 
 
 class SSEDecoder:
@@ -135,7 +114,11 @@ class SSEDecoder:
             return {"error": {"message": f"unreadable stream event: {payload[:200]!r}"}}
 
 
-async def iter_sse(response: httpx2.Response) -> AsyncIterator[Any]:
+class _ByteStream(Protocol):
+    def aiter_bytes(self) -> AsyncIterator[bytes]: ...
+
+
+async def iter_sse(response: _ByteStream) -> AsyncIterator[Any]:
     """Decoded events of a streamed response, then whatever the stream left unterminated."""
     decoder = SSEDecoder()
     async for data in response.aiter_bytes():
@@ -185,6 +168,10 @@ def error_for_failure(
 
 def error_from_exception(exc: BaseException, *, endpoint: str | None, model: str | None) -> EndpointError:
     """The typed error for what the SDK or the transport raised."""
+    # Imported here: the SDK is loaded only by what sends through it (about a third of a second).
+    import httpx2
+    import openai
+
     if isinstance(exc, EndpointError):
         return exc
     if isinstance(exc, openai.APIStatusError):

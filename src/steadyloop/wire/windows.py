@@ -31,14 +31,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import httpx2
-import openai
+from typing import TYPE_CHECKING, Any
 
 from ..errors import EndpointRefused, EndpointUnavailable
 from .clients import client_settings, get_client
 from .endpoints import Endpoint, endpoint_key
+
+if TYPE_CHECKING:
+    import httpx2
 
 __all__ = ["ModelInfo", "context_limit_for", "list_models", "reset_windows"]
 
@@ -131,6 +131,8 @@ async def list_models(endpoint: Endpoint) -> list[ModelInfo]:
             model listing.
         EndpointUnavailable: it could not be reached, or answered with a transient status.
     """
+    import openai
+
     url = f"{endpoint.base_url}/models"
     try:
         response = await _get(endpoint, url)
@@ -170,6 +172,8 @@ def _root(endpoint: Endpoint) -> str:
 async def _get(endpoint: Endpoint, url: str) -> httpx2.Response:
     # The SDK sends an absolute URL as it is, so the pooled client (auth, headers, connection pool)
     # serves the server-root routes too.
+    import httpx2
+
     client = get_client(endpoint)
     return await client.get(
         url,
@@ -180,6 +184,8 @@ async def _get(endpoint: Endpoint, url: str) -> httpx2.Response:
 
 async def _get_json(endpoint: Endpoint, url: str) -> Any:
     """The JSON at ``url``, or ``_ABSENT`` / ``_FAILED`` when there is none to read."""
+    import openai
+
     try:
         response = await _get(endpoint, url)
     except openai.APIStatusError as exc:

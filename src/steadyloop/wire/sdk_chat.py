@@ -1,0 +1,84 @@
+"""Streamed turns sent through the official SDK's ``AsyncOpenAI`` client (its auth, headers, transport).
+
+Imported only when something sends through the SDK: loading it takes about a third of a second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Mapping
+from typing import Any
+
+import httpx2
+import openai
+from openai import AsyncOpenAI
+
+from ..errors import EndpointError
+from .chat_client import ChatStream
+from .openai_chat import error_from_exception
+
+__all__ = ["SdkChatClient", "open_chat_stream"]
+
+
+async def open_chat_stream(
+    client: AsyncOpenAI, body: Mapping[str, Any], *, connect_timeout: float | None
+) -> httpx2.Response:
+    """Send a streamed chat-completions request and return the response with its body unread.
+
+    The SDK's read timeout is off: a live stream is watched by the caller's watchdog instead, which
+    knows the difference between a model still thinking and a server that went away.
+    """
+    timeout = httpx2.Timeout(None, connect=connect_timeout)
+    response: httpx2.Response = await client.post(
+        "/chat/completions",
+        cast_to=httpx2.Response,
+        body=dict(body),
+        options={"timeout": timeout, "max_retries": 0, "headers": {"Accept": "text/event-stream"}},
+        stream=True,
+    )
+    return response
+
+
+class _SdkStream:
+    __slots__ = ("_endpoint", "_model", "_response")
+
+    def __init__(self, response: httpx2.Response, endpoint: str, model: str | None) -> None:
+        self._response = response
+        self._endpoint = endpoint
+        self._model = model
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        try:
+            async for data in self._response.aiter_bytes():
+                yield data
+        except (openai.OpenAIError, httpx2.HTTPError, OSError) as exc:
+            raise error_from_exception(exc, endpoint=self._endpoint, model=self._model) from exc
+
+    def close(self) -> Awaitable[None]:
+        return self._response.aclose()
+
+
+class SdkChatClient:
+    """Sends through the official SDK's client (its auth, headers and transport)."""
+
+    __slots__ = ("_endpoint", "sdk")
+
+    def __init__(self, sdk: AsyncOpenAI) -> None:
+        self.sdk = sdk
+        self._endpoint = str(sdk.base_url).rstrip("/")
+
+    @property
+    def endpoint(self) -> str:
+        return self._endpoint
+
+    async def open_stream(self, body: Mapping[str, Any], *, connect_timeout: float | None) -> ChatStream:
+        model = body.get("model") if isinstance(body.get("model"), str) else None
+        try:
+            response = await open_chat_stream(self.sdk, body, connect_timeout=connect_timeout)
+        except EndpointError:
+            raise
+        except (openai.OpenAIError, httpx2.HTTPError, OSError) as exc:
+            raise error_from_exception(exc, endpoint=self._endpoint, model=model) from exc
+        return _SdkStream(response, self._endpoint, model)
+
+    async def aclose(self) -> None:
+        """Nothing: the SDK client belongs to whoever built it (the pool, or the caller)."""
