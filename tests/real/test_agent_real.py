@@ -120,7 +120,17 @@ async def test_an_agent_completes_a_two_city_task_with_tools_over_several_steps(
     steps_with_calls = sum(
         1 for m in agent.state.messages if isinstance(m, AssistantMessage) and m.tool_calls
     )
-    assert len(calls) >= 2 and steps_with_calls >= 2
+    # What the model did, for a failure: a 0.5B model may answer in words where a call was asked for, and
+    # a notice says whether anything was downgraded or recovered on the way.
+    story = [
+        (type(m).__name__, getattr(m, "content", ""), [c.name for c in getattr(m, "tool_calls", ())])
+        for m in agent.state.messages
+    ] + [
+        (e.type, getattr(e, "text", ""), getattr(e, "field", ""))
+        for e in events
+        if e.type in ("notice", "downgrade")
+    ]
+    assert len(calls) >= 2 and steps_with_calls >= 2, story
     assert {c.arguments.get("city", "").lower() for c in calls} >= {"paris", "berlin"}
     assert all(
         isinstance(e, ToolExecutionEnd) and e.disposition == "completed"
