@@ -45,6 +45,20 @@ from steadyloop.wire.endpoints import Endpoint
 
 WORDS = [f"word{i} " for i in range(40)]
 
+# What the floor's raw clients and bare aiohttp send: the smallest streamed chat request.
+_BODY = b'{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}'
+
+
+def _request(*, close: bool) -> bytes:
+    connection = b"Connection: close\r\n" if close else b""
+    return (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        + f"Content-Length: {len(_BODY)}\r\n".encode()
+        + connection
+        + b"\r\n"
+        + _BODY
+    )
+
 
 def _start_server() -> tuple[subprocess.Popen[str], str]:
     chunks = stream_of(WORDS, usage=usage_chunk(30, 40, cached=20))
@@ -62,12 +76,7 @@ def _start_server() -> tuple[subprocess.Popen[str], str]:
 
 async def _raw_stream(host: str, port: int) -> int:
     reader, writer = await asyncio.open_connection(host, port)
-    body = b'{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}'
-    writer.write(
-        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-        + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
-        + body
-    )
+    writer.write(_request(close=True))
     await writer.drain()
     total = 0
     while True:
@@ -95,11 +104,7 @@ async def floor(base_url: str, runs: int) -> float:
     return elapsed
 
 
-_KEPT_REQUEST = (
-    b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-    b"Content-Length: 71\r\n\r\n"
-    b'{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}'
-)
+_KEPT_REQUEST = _request(close=False)
 
 
 async def _kept_stream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> int:
@@ -184,12 +189,11 @@ async def bare_aiohttp(base_url: str, runs: int) -> tuple[float, float]:
     import aiohttp
 
     url = f"{base_url}/chat/completions"
-    body = b'{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}'
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=runs)) as session:
 
         async def one() -> int:
-            response = await session.post(url, data=body, headers=headers)
+            response = await session.post(url, data=_BODY, headers=headers)
             size = 0
             while data := await response.content.readany():
                 size += len(data)

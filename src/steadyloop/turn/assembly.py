@@ -111,15 +111,18 @@ class StreamAssembler:
                 self.feed(chunk)
                 if self.error is not None:
                     break
-                if self._held is not None:
-                    held = self._held  # reasoning in that chunk told what was held and began a new list
         finally:
-            self._release()
+            self._tell_held()
+            self._held = None
 
-    def _release(self) -> None:
-        held, self._held = self._held, None
+    def _tell_held(self) -> None:
+        """Tell the content held so far in this batch, and go on holding (in the same list)."""
+        held = self._held
         if held:
+            self._held = None  # so _content tells it rather than holding it again
             self._content("".join(held))
+            held.clear()
+            self._held = held
 
     def feed(self, chunk: Mapping[str, Any]) -> None:
         """Take one parsed chunk (the JSON of one ``data:`` line)."""
@@ -165,11 +168,8 @@ class StreamAssembler:
 
     def _reasoning(self, text: str) -> None:
         self.produced.value = True
-        if self._held:
-            # Content before this reasoning is told first, so the order of the two is kept.
-            held, self._held = self._held, None
-            self._content("".join(held))
-            self._held = []
+        # Content held before this reasoning is told first, so the order of the two is kept.
+        self._tell_held()
         self._field_reasoning.append(text)
         if self._on_thinking is not None:
             self._on_thinking(text)

@@ -18,12 +18,12 @@ from urllib.request import getproxies, proxy_bypass
 import aiohttp
 import yarl
 
-from ..errors import EndpointUnavailable, InvalidInput
+from ..errors import InvalidInput
 from . import json_codec
 from .chat_client import ChatStream
 from .endpoints import Endpoint
 from .failures import classify_failure
-from .openai_chat import error_for_failure
+from .openai_chat import error_for_failure, unreachable_error
 
 __all__ = ["AiohttpChatClient"]
 
@@ -54,15 +54,6 @@ def _env_proxy(url: str) -> tuple[str | None, dict[str, str] | None]:
     return str(parsed.with_user(None)), {"Proxy-Authorization": "Basic " + base64.b64encode(pair).decode()}
 
 
-def _unreachable(exc: BaseException, endpoint: str, model: str | None) -> EndpointUnavailable:
-    # Worded as the SDK path words the same failures.
-    if isinstance(exc, TimeoutError):
-        message = f"timed out talking to {endpoint}"
-    else:
-        message = f"could not talk to {endpoint}: {str(exc) or type(exc).__name__}"
-    return EndpointUnavailable(message, endpoint=endpoint, model=model, kind="transient")
-
-
 class _AiohttpStream:
     __slots__ = ("_endpoint", "_model", "_response")
 
@@ -80,7 +71,7 @@ class _AiohttpStream:
                     return
                 yield data
         except (aiohttp.ClientError, OSError) as exc:
-            raise _unreachable(exc, self._endpoint, self._model) from exc
+            raise unreachable_error(exc, endpoint=self._endpoint, model=self._model) from exc
 
     def close(self) -> None:
         # Releasing a response that was not read to the end closes its connection rather than pooling it.
@@ -139,7 +130,7 @@ class AiohttpChatClient:
                 proxy_headers=self._proxy_headers,
             )
         except (aiohttp.ClientError, OSError) as exc:  # a connect timeout is an OSError too
-            raise _unreachable(exc, self._endpoint, model) from exc
+            raise unreachable_error(exc, endpoint=self._endpoint, model=model) from exc
         if 200 <= response.status < 300:
             return _AiohttpStream(response, self._endpoint, model)
         try:

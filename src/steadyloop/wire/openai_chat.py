@@ -22,6 +22,7 @@ __all__ = [
     "error_for_failure",
     "error_from_exception",
     "iter_sse",
+    "unreachable_error",
 ]
 
 #: What ``SSEDecoder`` yields for ``data: [DONE]``.
@@ -177,7 +178,20 @@ def error_from_exception(exc: BaseException, *, endpoint: str | None, model: str
     if isinstance(exc, openai.APIStatusError):
         failure = classify_failure(exc.status_code, _body_of(exc), _headers_of(exc))
         return error_for_failure(failure, endpoint=endpoint, model=model)
-    if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
+    return unreachable_error(
+        exc,
+        endpoint=endpoint,
+        model=model,
+        timed_out=isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException),
+    )
+
+
+def unreachable_error(
+    exc: BaseException, *, endpoint: str | None, model: str | None, timed_out: bool = False
+) -> EndpointUnavailable:
+    """The typed error for a request that never got an answer (a refused connection, a drop, a timeout),
+    worded the same whichever transport raised it."""
+    if timed_out or isinstance(exc, TimeoutError):
         return EndpointUnavailable(
             f"timed out talking to {endpoint}", endpoint=endpoint, model=model, kind="transient"
         )
