@@ -1,0 +1,671 @@
+"""``parse_spec``: a JSON-like value read into an ``AgentSpec``, every problem reported at once.
+
+Refused (``SpecError``), because they are about the document rather than a value: it is not an object, its
+``spec`` token is missing or of another major version, a ``requires`` entry this host does not honour, and
+a table or list of the wrong kind. Everything else that is wrong is dropped with a warning: a value of the
+wrong type, an out-of-range number (dropped, not clamped: a clamp would invent a value nobody wrote, while
+dropping falls back to one somebody did), an unknown field, and anything that looks like a credential.
+``null`` reads as absent. Strings are literals: ``${VAR}`` is kept as written, never expanded.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import tomllib
+from collections.abc import Callable, Collection, Mapping
+from types import MappingProxyType
+from typing import Literal, TypeVar, cast
+
+from ._values import (
+    EFFECT_CLASSES,
+    EFFORT_LEVELS,
+    FEATURES,
+    HOOK_EVENTS,
+    AgentSpec,
+    ApprovalsSpec,
+    ContextSpec,
+    EndpointSpec,
+    HookSpec,
+    JsonValue,
+    LoopSpec,
+    MCPServer,
+    ModelSpec,
+    ParsedSpec,
+    PromptSection,
+    SpecError,
+    SpecProblem,
+    ToolsSpec,
+)
+
+__all__ = ["parse_spec", "parse_spec_text"]
+
+Path = tuple[str | int, ...]
+T = TypeVar("T")
+
+_TOKEN = re.compile(r"^steadyloop\.agent/(\d{1,6})(?:\.(\d{1,6}))?$")
+_MAJOR = 1
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
+_MAX_DEPTH = 32  # for free-form JSON (extra_body, hook arguments); a document's own shape is shallow
+
+# A field name that can only mean a secret. The format has no field for one, so a document that carries
+# one was written for some other tool; saying so beats dropping it as merely unknown.
+_CREDENTIAL_NAME = re.compile(
+    r"^(?:api_?key|apikey|x_?api_?key|access_?token|auth_?token|token|secret|client_?secret|password"
+    r"|passwd|authorization|bearer|credentials?|private_?key)$",
+    re.IGNORECASE,
+)
+# Values shaped like the keys providers issue. A literal one in a document would travel with it.
+# Each alternative starts only where a run of key characters starts, so a long run is scanned once.
+_CREDENTIAL_VALUE = re.compile(
+    r"(?<![A-Za-z0-9_-])"
+    r"(?:sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"
+    r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}(?![A-Za-z0-9])|AIza[0-9A-Za-z_-]{30,}"
+    r"|hf_[A-Za-z0-9]{30,}|glpat-[A-Za-z0-9_-]{20,}|eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\."
+    r"|Bearer[ \t]+(?!\$\{)[A-Za-z0-9._~+/=-]{16,})"
+)
+# Request fields that are the loop's to set; an extra body never overrides them.
+_LOOP_FIELDS = frozenset({"model", "messages", "stream", "stream_options", "tools"})
+
+
+def _credential_name(key: str) -> bool:
+    return bool(_CREDENTIAL_NAME.match(key.replace("-", "_")))
+
+
+class _Reader:
+    """One parse: the errors and warnings so far, and readers for each kind of value."""
+
+    def __init__(self) -> None:
+        self.errors: list[SpecProblem] = []
+        self.warnings: list[SpecProblem] = []
+        self._seen: set[int] = set()
+
+    def refuse(self, path: Path, message: str) -> None:
+        self.errors.append(SpecProblem(path, message))
+
+    def warn(self, path: Path, message: str) -> None:
+        self.warnings.append(SpecProblem(path, message))
+
+    # -- containers: the wrong kind is refused ---------------------------------------------------------
+
+    def table(self, value: object, path: Path) -> Mapping[str, object] | None:
+        """A table's fields with text keys; ``None`` when absent or refused."""
+        if value is None:
+            return None
+        if not isinstance(value, Mapping):
+            self.refuse(path, f"should be a table (an object), got {_kind(value)}")
+            return None
+        if not self._first_visit(value, path):
+            return None
+        out: dict[str, object] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                self.warn(path, f"a key must be text, got {_kind(key)} {_short(key)}; ignored")
+            elif item is not None:
+                out[key] = item
+        return out
+
+    def array(self, value: object, path: Path) -> list[object] | None:
+        """A list's items (``null`` items left out); ``None`` when absent or refused."""
+        if value is None:
+            return None
+        if not isinstance(value, list | tuple):
+            self.refuse(path, f"should be a list, got {_kind(value)}")
+            return None
+        if not self._first_visit(value, path):
+            return None
+        return list(value)
+
+    def fields(self, table: Mapping[str, object], path: Path, known: Collection[str]) -> None:
+        """Warn about every field of ``table`` not in ``known``."""
+        for key in table:
+            if key in known:
+                continue
+            if _credential_name(key):
+                self.warn(
+                    (*path, key),
+                    "looks like a credential; an agent document never carries one (the host supplies keys)",
+                )
+            else:
+                self.warn((*path, key), "unknown field; ignored")
+
+    def _first_visit(self, value: object, path: Path) -> bool:
+        # Input from JSON or TOML is a tree; a container met twice is a cycle or a shared object, which no
+        # document can spell, and walking it again could take exponential time.
+        if not value:
+            return True
+        if id(value) in self._seen:
+            self.refuse(path, "appears twice in the document (a cycle or a shared object)")
+            return False
+        self._seen.add(id(value))
+        return True
+
+    # -- values: the wrong type or range is dropped with a warning -------------------------------------
+
+    def text(self, value: object, path: Path, *, empty: bool = True) -> str | None:
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            self.warn(path, f"should be text, got {_kind(value)}; ignored")
+            return None
+        if not empty and not value:
+            self.warn(path, "should not be empty; ignored")
+            return None
+        if _CREDENTIAL_VALUE.search(value):
+            self.warn(path, "looks like a credential; an agent document never carries one; ignored")
+            return None
+        return value
+
+    def name(self, value: object, path: Path) -> str | None:
+        text = self.text(value, path)
+        if text is not None and not _NAME.match(text):
+            self.warn(path, f"{_short(text)} is not a name (1-64 letters, digits, '_' or '-'); ignored")
+            return None
+        return text
+
+    def flag(self, value: object, path: Path) -> bool | None:
+        if value is None or isinstance(value, bool):
+            return value
+        self.warn(path, f"should be true or false, got {_kind(value)}; ignored")
+        return None
+
+    def number(
+        self, value: object, path: Path, low: float, high: float, *, above: bool = False
+    ) -> float | None:
+        """A number in ``[low, high]`` (``(low, high]`` when ``above``)."""
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            self.warn(path, f"should be a number, got {_kind(value)}; ignored")
+            return None
+        number = float(value) if isinstance(value, float) or abs(value) < 2**53 else math.inf
+        if not math.isfinite(number) or number < low or number > high or (above and number == low):
+            bound = f"above {low:g}" if above else f"at least {low:g}"
+            self.warn(path, f"{_short(value)} is out of range ({bound}, at most {high:g}); ignored")
+            return None
+        return number
+
+    def whole(self, value: object, path: Path, low: int, high: int) -> int | None:
+        """A whole number in ``[low, high]``; ``4.0`` reads as ``4``."""
+        if value is None:
+            return None
+        if isinstance(value, float) and value.is_integer() and math.isfinite(value):
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.warn(path, f"should be a whole number, got {_kind(value)} {_short(value)}; ignored")
+            return None
+        if not low <= value <= high:
+            self.warn(path, f"{_short(value)} is out of range ({low} to {high}); ignored")
+            return None
+        return value
+
+    def choice(self, value: object, path: Path, choices: Collection[str]) -> str | None:
+        text = self.text(value, path)
+        if text is not None and text not in choices:
+            self.warn(path, f"{_short(text)} is not one of {', '.join(choices)}; ignored")
+            return None
+        return text
+
+    def names(
+        self, value: object, path: Path, read: Callable[[object, Path], str | None]
+    ) -> tuple[str, ...] | None:
+        """A list of distinct names; bad or repeated items are dropped with a warning."""
+        items = self.array(value, path)
+        if items is None:
+            return None
+        out: list[str] = []
+        for i, item in enumerate(items):
+            if item is None:
+                continue
+            name = read(item, (*path, i))
+            if name is None:
+                continue
+            if name in out:
+                self.warn((*path, i), f"{_short(name)} is listed twice; the repeat is ignored")
+                continue
+            out.append(name)
+        return tuple(out)
+
+    def json(self, value: object, path: Path, depth: int = 0) -> tuple[bool, JsonValue]:
+        """A copy of free-form JSON; ``(False, None)`` when it cannot be kept."""
+        if value is None or isinstance(value, bool | str):
+            if isinstance(value, str) and self.text(value, path) is None:
+                return False, None
+            return True, value
+        if isinstance(value, int):
+            return True, value
+        if isinstance(value, float):
+            if math.isfinite(value):
+                return True, value
+            self.warn(path, f"{value} is not a number JSON can carry; ignored")
+            return False, None
+        if depth >= _MAX_DEPTH:
+            self.warn(path, f"nested deeper than {_MAX_DEPTH} levels; ignored")
+            return False, None
+        if isinstance(value, Mapping):
+            table = self.table(value, path)
+            if table is None:
+                return False, None
+            obj: dict[str, JsonValue] = {}
+            for key, item in table.items():
+                if _credential_name(key):
+                    self.warn((*path, key), "looks like a credential; an agent document never carries one")
+                    continue
+                ok, copied = self.json(item, (*path, key), depth + 1)
+                if ok:
+                    obj[key] = copied
+            return True, obj
+        if isinstance(value, list | tuple):
+            items = self.array(value, path)
+            if items is None:
+                return False, None
+            array: list[JsonValue] = []
+            for i, item in enumerate(items):
+                ok, copied = self.json(item, (*path, i), depth + 1)
+                if ok:
+                    array.append(copied)
+            return True, array
+        self.warn(path, f"{_kind(value)} is not a JSON value; ignored")
+        return False, None
+
+    def json_table(self, value: object, path: Path) -> dict[str, JsonValue] | None:
+        if value is not None and not isinstance(value, Mapping):
+            self.refuse(path, f"should be a table (an object), got {_kind(value)}")
+            return None
+        ok, copied = self.json(value, path)
+        return cast(dict[str, JsonValue], copied) if ok and copied is not None else None
+
+
+def parse_spec(document: object, *, bundle: bool = False, features: Collection[str] = FEATURES) -> ParsedSpec:
+    """Read an agent document (the value ``json.loads`` or ``tomllib.loads`` returned).
+
+    Args:
+        document: the document.
+        bundle: read ``bundle.mcp_servers`` too. A bundled server is a program to run, so taking one in is
+            the host's decision; without it the bundle is skipped with a warning, and a document that
+            ``requires`` it is refused.
+        features: what this host honours of ``requires`` (default: everything this library does).
+
+    Returns:
+        the spec and every warning, each with its path.
+
+    Raises:
+        SpecError: the document was refused; it lists every reason at once.
+    """
+    reader = _Reader()
+    try:
+        spec = _document(reader, document, bundle, frozenset(features))
+    except RecursionError:  # a Python value nested past the interpreter's limit in a place we recurse
+        reader.refuse((), "nested too deeply to read")
+        spec = None
+    if reader.errors or spec is None:
+        raise SpecError(tuple(reader.errors), tuple(reader.warnings))
+    return ParsedSpec(spec, tuple(reader.warnings))
+
+
+def parse_spec_text(
+    text: str,
+    *,
+    format: Literal["toml", "json"] = "toml",
+    bundle: bool = False,
+    features: Collection[str] = FEATURES,
+) -> ParsedSpec:
+    """Read an agent document from its text, TOML or JSON.
+
+    Raises:
+        SpecError: the text is not TOML/JSON, or the document was refused.
+    """
+    try:
+        document: object = tomllib.loads(text) if format == "toml" else json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        kind = "TOML" if format == "toml" else "JSON"
+        raise SpecError((SpecProblem((), f"not valid {kind}: {_short(str(exc), 200)}"),)) from None
+    return parse_spec(document, bundle=bundle, features=features)
+
+
+# -- the document's shape ------------------------------------------------------------------------------
+
+_TOP = (
+    "spec",
+    "requires",
+    "name",
+    "description",
+    "endpoint",
+    "model",
+    "prompt",
+    "tools",
+    "approvals",
+    "context",
+    "loop",
+    "hooks",
+    "bundle",
+)
+
+
+def _document(reader: _Reader, document: object, bundle: bool, features: frozenset[str]) -> AgentSpec | None:
+    if not isinstance(document, Mapping):
+        reader.refuse((), f"an agent document is a table (an object), got {_kind(document)}")
+        return None
+    top = reader.table(document, ())
+    assert top is not None  # a mapping met first is always read
+    _token(reader, top.get("spec"))
+    reader.fields(top, (), _TOP)
+    honoured = features if bundle else features - {"bundle"}
+    requires = reader.names(top.get("requires"), ("requires",), reader.text) or ()
+    for i, feature in enumerate(requires):
+        if feature not in honoured:
+            why = "bundles are not allowed here" if feature == "bundle" else "this host does not honour it"
+            reader.refuse(("requires", i), f"requires {_short(feature)}, and {why}")
+    servers: tuple[MCPServer, ...] | None = None
+    if bundle:
+        servers = _bundle(reader, top.get("bundle"))
+    elif top.get("bundle") is not None:
+        reader.warn(
+            ("bundle",), "bundled MCP servers are programs to run and this host did not allow them; ignored"
+        )
+    return AgentSpec(
+        requires=requires,
+        name=reader.text(top.get("name"), ("name",)),
+        description=reader.text(top.get("description"), ("description",)),
+        endpoint=_endpoint(reader, top.get("endpoint")),
+        model=_model(reader, top.get("model")),
+        prompt=_by_id(reader, top.get("prompt"), ("prompt",), _section),
+        tools=_tools(reader, top.get("tools")),
+        approvals=_approvals(reader, top.get("approvals")),
+        context=_context(reader, top.get("context")),
+        loop=_loop(reader, top.get("loop")),
+        hooks=_by_id(reader, top.get("hooks"), ("hooks",), _hook),
+        bundle=servers,
+    )
+
+
+def _token(reader: _Reader, token: object) -> None:
+    path: Path = ("spec",)
+    if token is None:
+        reader.refuse(path, f'missing; an agent document opens with spec = "steadyloop.agent/{_MAJOR}"')
+        return
+    match = _TOKEN.match(token) if isinstance(token, str) else None
+    if match is None:
+        reader.refuse(path, f'{_short(token)} is not a spec token such as "steadyloop.agent/{_MAJOR}"')
+    elif int(match.group(1)) != _MAJOR:
+        reader.refuse(path, f"version {match.group(1)} is not {_MAJOR}, the one this host reads")
+
+
+def _endpoint(reader: _Reader, value: object) -> EndpointSpec:
+    path: Path = ("endpoint",)
+    table = reader.table(value, path)
+    if table is None:
+        return EndpointSpec()
+    reader.fields(table, path, ("base_url", "context_length", "request_timeout", "first_token_timeout"))
+    return EndpointSpec(
+        base_url=_base_url(reader, table.get("base_url"), (*path, "base_url")),
+        context_length=reader.whole(table.get("context_length"), (*path, "context_length"), 1, 10**9),
+        request_timeout=reader.number(table.get("request_timeout"), (*path, "request_timeout"), 0, 1e6),
+        first_token_timeout=reader.number(
+            table.get("first_token_timeout"), (*path, "first_token_timeout"), 0, 1e6
+        ),
+    )
+
+
+def _base_url(reader: _Reader, value: object, path: Path) -> str | None:
+    url = reader.text(value, path)
+    if url is None:
+        return None
+    url = url.strip()
+    if not re.match(r"^https?://[^\s/?#]+(?:/[^\s]*)?$", url):
+        reader.warn(path, f"{_short(url)} is not an http:// or https:// URL; ignored")
+        return None
+    authority = url.split("://", 1)[1].split("/", 1)[0]
+    if "@" in authority or re.search(r"[?&](?:api_?key|key|token|access_token)=", url, re.IGNORECASE):
+        reader.warn(path, "carries a credential (user:password@ or a key in the query); ignored")
+        return None
+    return url.rstrip("/")
+
+
+def _model(reader: _Reader, value: object) -> ModelSpec:
+    path: Path = ("model",)
+    table = reader.table(value, path)
+    if table is None:
+        return ModelSpec()
+    known = ("name", "temperature", "max_tokens", "reasoning_effort", "tool_choice", "reasoning_replay")
+    reader.fields(table, path, (*known, "extra_body"))
+    extra = reader.json_table(table.get("extra_body"), (*path, "extra_body"))
+    if extra is not None:
+        for key in sorted(_LOOP_FIELDS & extra.keys()):
+            reader.warn((*path, "extra_body", key), "is the loop's to set; ignored")
+            del extra[key]
+    return ModelSpec(
+        name=reader.text(table.get("name"), (*path, "name"), empty=False),
+        temperature=reader.number(table.get("temperature"), (*path, "temperature"), 0, 2),
+        max_tokens=reader.whole(table.get("max_tokens"), (*path, "max_tokens"), 1, 10**8),
+        reasoning_effort=reader.choice(
+            table.get("reasoning_effort"), (*path, "reasoning_effort"), EFFORT_LEVELS
+        ),
+        tool_choice=cast(
+            Literal["auto", "required", "none"] | None,
+            reader.choice(table.get("tool_choice"), (*path, "tool_choice"), ("auto", "required", "none")),
+        ),
+        reasoning_replay=reader.flag(table.get("reasoning_replay"), (*path, "reasoning_replay")),
+        extra_body=None if extra is None else MappingProxyType(extra),
+    )
+
+
+def _by_id(
+    reader: _Reader,
+    value: object,
+    path: Path,
+    read: Callable[[_Reader, Mapping[str, object], Path], T | None],
+) -> tuple[T, ...] | None:
+    """Entries with ids; a repeated id keeps the first one's place and the last one's value."""
+    items = reader.array(value, path)
+    if items is None:
+        return None
+    kept: dict[str, T] = {}
+    for i, item in enumerate(items):
+        table = reader.table(item, (*path, i))
+        if table is None:
+            continue
+        entry = read(reader, table, (*path, i))
+        if entry is None:
+            continue
+        ident = cast(str, getattr(entry, "id"))  # noqa: B009 - both entry types have one
+        if ident in kept:
+            reader.warn((*path, i, "id"), f"{_short(ident)} appears earlier too; this one replaces it")
+        kept[ident] = entry
+    return tuple(kept.values())
+
+
+def _section(reader: _Reader, table: Mapping[str, object], path: Path) -> PromptSection | None:
+    reader.fields(table, path, ("id", "text"))
+    ident = reader.text(table.get("id"), (*path, "id"), empty=False)
+    text = reader.text(table.get("text"), (*path, "text"))
+    if ident is None or text is None:
+        reader.warn(path, "a prompt section needs an id and a text; this one is ignored")
+        return None
+    return PromptSection(ident, text)
+
+
+def _hook(reader: _Reader, table: Mapping[str, object], path: Path) -> HookSpec | None:
+    reader.fields(table, path, ("id", "event", "tool", "arguments", "max_tokens"))
+    ident = reader.text(table.get("id"), (*path, "id"), empty=False)
+    event = reader.choice(table.get("event"), (*path, "event"), HOOK_EVENTS)
+    tool = reader.name(table.get("tool"), (*path, "tool"))
+    arguments = reader.json_table(table.get("arguments"), (*path, "arguments"))
+    max_tokens = reader.whole(table.get("max_tokens"), (*path, "max_tokens"), 1, 10**6)
+    if ident is None or event is None or tool is None:
+        reader.warn(path, "a hook needs an id, an event and a tool; this one is ignored")
+        return None
+    return HookSpec(
+        id=ident,
+        event=event,
+        tool=tool,
+        arguments=MappingProxyType(arguments or {}),
+        max_tokens=max_tokens,
+    )
+
+
+def _tools(reader: _Reader, value: object) -> ToolsSpec:
+    path: Path = ("tools",)
+    table = reader.table(value, path)
+    if table is None:
+        return ToolsSpec()
+    known = ("names", "servers", "discovery", "parallel", "max_concurrency", "timeout", "recover_calls")
+    reader.fields(table, path, known)
+    return ToolsSpec(
+        names=reader.names(table.get("names"), (*path, "names"), reader.name),
+        servers=reader.names(table.get("servers"), (*path, "servers"), reader.name),
+        discovery=cast(
+            Literal["all", "ondemand"] | None,
+            reader.choice(table.get("discovery"), (*path, "discovery"), ("all", "ondemand")),
+        ),
+        parallel=reader.flag(table.get("parallel"), (*path, "parallel")),
+        max_concurrency=reader.whole(table.get("max_concurrency"), (*path, "max_concurrency"), 0, 1024),
+        timeout=reader.number(table.get("timeout"), (*path, "timeout"), 0, 1e6, above=True),
+        recover_calls=reader.flag(table.get("recover_calls"), (*path, "recover_calls")),
+    )
+
+
+def _approvals(reader: _Reader, value: object) -> ApprovalsSpec:
+    path: Path = ("approvals",)
+    table = reader.table(value, path)
+    if table is None:
+        return ApprovalsSpec()
+    reader.fields(table, path, ("require_for", "overrides", "timeout"))
+
+    def effect(item: object, at: Path) -> str | None:
+        return reader.choice(item, at, EFFECT_CLASSES)
+
+    overrides: dict[str, bool] | None = None
+    given = reader.table(table.get("overrides"), (*path, "overrides"))
+    if given is not None:
+        overrides = {}
+        for key, item in given.items():
+            if reader.name(key, (*path, "overrides", key)) is None:
+                continue
+            gate = reader.flag(item, (*path, "overrides", key))
+            if gate is not None:
+                overrides[key] = gate
+    return ApprovalsSpec(
+        require_for=reader.names(table.get("require_for"), (*path, "require_for"), effect),
+        overrides=None if overrides is None else MappingProxyType(overrides),
+        timeout=reader.number(table.get("timeout"), (*path, "timeout"), 0, 1e6, above=True),
+    )
+
+
+def _context(reader: _Reader, value: object) -> ContextSpec:
+    path: Path = ("context",)
+    table = reader.table(value, path)
+    if table is None:
+        return ContextSpec()
+    reader.fields(table, path, ("enabled", "keep_last", "max_chars"))
+    return ContextSpec(
+        enabled=reader.flag(table.get("enabled"), (*path, "enabled")),
+        keep_last=reader.whole(table.get("keep_last"), (*path, "keep_last"), 0, 10**6),
+        max_chars=reader.whole(table.get("max_chars"), (*path, "max_chars"), 0, 10**9),
+    )
+
+
+def _loop(reader: _Reader, value: object) -> LoopSpec:
+    path: Path = ("loop",)
+    table = reader.table(value, path)
+    if table is None:
+        return LoopSpec()
+    reader.fields(table, path, ("max_tool_iterations", "max_continuations", "max_turns", "run_timeout"))
+    return LoopSpec(
+        max_tool_iterations=reader.whole(
+            table.get("max_tool_iterations"), (*path, "max_tool_iterations"), 1, 10**6
+        ),
+        max_continuations=reader.whole(table.get("max_continuations"), (*path, "max_continuations"), 0, 100),
+        max_turns=reader.whole(table.get("max_turns"), (*path, "max_turns"), 1, 10**6),
+        run_timeout=reader.number(table.get("run_timeout"), (*path, "run_timeout"), 0, 1e7, above=True),
+    )
+
+
+def _bundle(reader: _Reader, value: object) -> tuple[MCPServer, ...] | None:
+    table = reader.table(value, ("bundle",))
+    if table is None:
+        return None
+    reader.fields(table, ("bundle",), ("mcp_servers",))
+    path: Path = ("bundle", "mcp_servers")
+    servers = reader.table(table.get("mcp_servers"), path)
+    if servers is None:
+        return None
+    out: list[MCPServer] = []
+    for name, entry in servers.items():
+        server = _server(reader, name, entry, (*path, name))
+        if server is not None:
+            out.append(server)
+    return tuple(out)
+
+
+def _server(reader: _Reader, name: str, value: object, path: Path) -> MCPServer | None:
+    table = reader.table(value, path)
+    if table is None or reader.name(name, path) is None:
+        return None
+    reader.fields(table, path, ("command", "args", "env", "cwd", "url", "headers"))
+    command = reader.text(table.get("command"), (*path, "command"), empty=False)
+    url = _base_url(reader, table.get("url"), (*path, "url"))
+    args = _texts(reader, table.get("args"), (*path, "args"))
+    env = _literals(reader, table.get("env"), (*path, "env"), _ENV_NAME)
+    cwd = reader.text(table.get("cwd"), (*path, "cwd"), empty=False)
+    headers = _literals(reader, table.get("headers"), (*path, "headers"), _HEADER_NAME)
+    if (command is None) == (url is None):
+        reader.warn(path, "a bundled server has either a command or a url; this one is ignored")
+        return None
+    if url is not None and (args or env or cwd):
+        reader.warn(path, "args, env and cwd are for a command, not a url; ignored")
+        args, env, cwd = (), None, None
+    if command is not None and headers:
+        reader.warn((*path, "headers"), "headers are for a url, not a command; ignored")
+        headers = None
+    return MCPServer(name=name, command=command, args=args, env=env, cwd=cwd, url=url, headers=headers)
+
+
+def _texts(reader: _Reader, value: object, path: Path) -> tuple[str, ...]:
+    items = reader.array(value, path) or []
+    return tuple(t for i, item in enumerate(items) if (t := reader.text(item, (*path, i))) is not None)
+
+
+def _literals(reader: _Reader, value: object, path: Path, names: re.Pattern[str]) -> Mapping[str, str] | None:
+    table = reader.table(value, path)
+    if table is None:
+        return None
+    out: dict[str, str] = {}
+    for key, item in table.items():
+        if not names.match(key):
+            reader.warn((*path, key), "is not a valid name here; ignored")
+            continue
+        text = reader.text(item, (*path, key))
+        if text is not None:
+            out[key] = text
+    return MappingProxyType(out)
+
+
+# -- words ---------------------------------------------------------------------------------------------
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, Mapping):
+        return "a table"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return f"a {type(value).__name__}"
+
+
+def _short(value: object, limit: int = 60) -> str:
+    try:
+        text = repr(value) if not isinstance(value, int) or abs(value) < 10**30 else "a huge number"
+    except Exception:  # a value whose repr fails still gets a problem report
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
