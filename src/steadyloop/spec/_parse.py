@@ -15,6 +15,7 @@ import math
 import re
 import tomllib
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Literal, TypeVar, cast
 
@@ -354,20 +355,16 @@ def _document(reader: _Reader, document: object, bundle: bool, features: frozens
     _token(reader, top.get("spec"))
     reader.fields(top, (), _TOP)
     honoured = features if bundle else features - {"bundle"}
-    requires = reader.names(top.get("requires"), ("requires",), reader.text) or ()
-    for i, feature in enumerate(requires):
-        if feature not in honoured:
+    requires: list[str] = []
+    for i, feature in enumerate(reader.array(top.get("requires"), ("requires",)) or ()):
+        if isinstance(feature, str) and feature in honoured:
+            if feature not in requires:
+                requires.append(feature)
+        elif feature is not None:  # what a document needs and the host cannot give refuses the document
             why = "bundles are not allowed here" if feature == "bundle" else "this host does not honour it"
             reader.refuse(("requires", i), f"requires {_short(feature)}, and {why}")
-    servers: tuple[MCPServer, ...] | None = None
-    if bundle:
-        servers = _bundle(reader, top.get("bundle"))
-    elif top.get("bundle") is not None:
-        reader.warn(
-            ("bundle",), "bundled MCP servers are programs to run and this host did not allow them; ignored"
-        )
-    return AgentSpec(
-        requires=requires,
+    spec = AgentSpec(
+        requires=tuple(requires),
         name=reader.text(top.get("name"), ("name",)),
         description=reader.text(top.get("description"), ("description",)),
         endpoint=_endpoint(reader, top.get("endpoint")),
@@ -378,8 +375,14 @@ def _document(reader: _Reader, document: object, bundle: bool, features: frozens
         context=_context(reader, top.get("context")),
         loop=_loop(reader, top.get("loop")),
         hooks=_by_id(reader, top.get("hooks"), ("hooks",), _hook),
-        bundle=servers,
     )
+    if bundle:
+        spec = replace(spec, bundle=_bundle(reader, top.get("bundle")))
+    elif top.get("bundle") is not None:
+        reader.warn(
+            ("bundle",), "bundled MCP servers are programs to run and this host did not allow them; ignored"
+        )
+    return spec
 
 
 def _token(reader: _Reader, token: object) -> None:
