@@ -155,3 +155,19 @@ def test_chat_as_the_documents_agent(tmp_path: Path, terminal: Callable[..., Any
         body = server.chat_requests[0].json
     assert body["model"] == "doc-model"
     assert body["messages"][0]["content"] == "You read files and answer in one line."
+
+
+def test_a_hook_reads_a_file_onto_the_question(
+    tmp_path: Path, piped: Callable[..., Any], workdir: Path
+) -> None:
+    (workdir / "CONVENTIONS.md").write_text("Tabs, never spaces.\n")
+    extra = (
+        '[[hooks]]\nid = "conventions"\nevent = "session_start"\ntool = "read_file"\n'
+        'arguments = { path = "CONVENTIONS.md" }\n'
+    )
+    path = agent_file(tmp_path, extra)
+    with ScriptedServer.in_thread(answer("Noted.")) as server:
+        done = piped("run", "--agent", path, "--base-url", server.base_url, "how do I indent?")
+        assert done.returncode == 0, done.stderr
+        question = server.chat_requests[0].json["messages"][1]["content"]
+    assert "Tabs, never spaces." in question and question.endswith("how do I indent?")

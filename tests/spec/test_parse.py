@@ -411,3 +411,11 @@ def test_the_constants_agree_with_the_runtime() -> None:
     assert spec_package.EFFECT_CLASSES == EFFECT_CLASSES
     assert (*EFFORT_LADDER, "off") == spec_package.EFFORT_LEVELS
     assert set(spec_package.HOOK_EVENTS) == set(HookEvent.__args__)
+
+
+def test_the_example_in_the_docs_reads_cleanly() -> None:
+    docs = Path(__file__).parents[2] / "docs" / "spec.md"
+    example = docs.read_text().split("```toml\n", 1)[1].split("```", 1)[0]
+    parsed = parse_spec_text(example, bundle=True)
+    assert parsed.warnings == ()
+    assert parsed.spec.bundle is not None and parsed.spec.hooks is not None
