@@ -143,7 +143,9 @@ def _parse(document: Any) -> sl.ParsedSpec | None:
 @given(json_like)
 def test_any_json_like_value_is_read_or_refused(value: Any) -> None:
     _parse(value)
-    _parse({"spec": sl.SPEC_VERSION, "model": value, "tools": value, "prompt": value})
+    places = ("model", "tools", "prompt", "hooks", "endpoint", "requires")
+    _parse({"spec": sl.SPEC_VERSION, **{place: copy.deepcopy(value) for place in places}})
+    _parse({"spec": sl.SPEC_VERSION, "model": {"extra_body": {"x": value}}, "bundle": copy.deepcopy(value)})
 
 
 def _paths(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

@@ -217,7 +217,7 @@ class _Reader:
         items = self.array(value, path)
         if items is None:
             return None
-        out: list[str] = []
+        out: dict[str, None] = {}
         for i, item in enumerate(items):
             if item is None:
                 continue
@@ -227,7 +227,7 @@ class _Reader:
             if name in out:
                 self.warn((*path, i), f"{_short(name)} is listed twice; the repeat is ignored")
                 continue
-            out.append(name)
+            out[name] = None
         return tuple(out)
 
     def json(self, value: object, path: Path, depth: int = 0) -> tuple[bool, JsonValue]:
