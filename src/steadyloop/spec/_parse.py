@@ -11,7 +11,6 @@ dropping falls back to one somebody did), an unknown field, and anything that lo
 from __future__ import annotations
 
 import json
-import math
 import re
 import tomllib
 from collections.abc import Callable, Collection, Mapping
@@ -19,6 +18,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Literal, TypeVar, cast
 
+from ._reader import Path, Reader, kind, short
 from ._values import (
     EFFECT_CLASSES,
     EFFORT_LEVELS,
@@ -29,7 +29,6 @@ from ._values import (
     ContextSpec,
     EndpointSpec,
     HookSpec,
-    JsonValue,
     LoopSpec,
     MCPServer,
     ModelSpec,
@@ -42,242 +41,15 @@ from ._values import (
 
 __all__ = ["parse_spec", "parse_spec_text"]
 
-Path = tuple[str | int, ...]
 T = TypeVar("T")
 
 _TOKEN = re.compile(r"^steadyloop\.agent/(\d{1,6})(?:\.(\d{1,6}))?$")
 _MAJOR = 1
-_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
-_MAX_DEPTH = 32  # for free-form JSON (extra_body, hook arguments); a document's own shape is shallow
 
-# A field name that can only mean a secret. The format has no field for one, so a document that carries
-# one was written for some other tool; saying so beats dropping it as merely unknown.
-_CREDENTIAL_NAME = re.compile(
-    r"^(?:api_?key|apikey|x_?api_?key|access_?token|auth_?token|token|secret|client_?secret|password"
-    r"|passwd|authorization|bearer|credentials?|private_?key)$",
-    re.IGNORECASE,
-)
-# Values shaped like the keys providers issue. A literal one in a document would travel with it.
-# Each alternative starts only where a run of key characters starts, so a long run is scanned once.
-_CREDENTIAL_VALUE = re.compile(
-    r"(?<![A-Za-z0-9_-])"
-    r"(?:sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"
-    r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}(?![A-Za-z0-9])|AIza[0-9A-Za-z_-]{30,}"
-    r"|hf_[A-Za-z0-9]{30,}|glpat-[A-Za-z0-9_-]{20,}|eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\."
-    r"|Bearer[ \t]+(?!\$\{)[A-Za-z0-9._~+/=-]{16,})"
-)
 # Request fields that are the loop's to set; an extra body never overrides them.
 _LOOP_FIELDS = frozenset({"model", "messages", "stream", "stream_options", "tools"})
-
-
-def _credential_name(key: str) -> bool:
-    return bool(_CREDENTIAL_NAME.match(key.replace("-", "_")))
-
-
-class _Reader:
-    """One parse: the errors and warnings so far, and readers for each kind of value."""
-
-    def __init__(self) -> None:
-        self.errors: list[SpecProblem] = []
-        self.warnings: list[SpecProblem] = []
-        self._seen: set[int] = set()
-
-    def refuse(self, path: Path, message: str) -> None:
-        self.errors.append(SpecProblem(path, message))
-
-    def warn(self, path: Path, message: str) -> None:
-        self.warnings.append(SpecProblem(path, message))
-
-    # -- containers: the wrong kind is refused ---------------------------------------------------------
-
-    def table(self, value: object, path: Path) -> Mapping[str, object] | None:
-        """A table's fields with text keys; ``None`` when absent or refused."""
-        if value is None:
-            return None
-        if not isinstance(value, Mapping):
-            self.refuse(path, f"should be a table (an object), got {_kind(value)}")
-            return None
-        if not self._first_visit(value, path):
-            return None
-        out: dict[str, object] = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                self.warn(path, f"a key must be text, got {_kind(key)} {_short(key)}; ignored")
-            elif item is not None:
-                out[key] = item
-        return out
-
-    def array(self, value: object, path: Path) -> list[object] | None:
-        """A list's items (``null`` items left out); ``None`` when absent or refused."""
-        if value is None:
-            return None
-        if not isinstance(value, list | tuple):
-            self.refuse(path, f"should be a list, got {_kind(value)}")
-            return None
-        if not self._first_visit(value, path):
-            return None
-        return list(value)
-
-    def fields(self, table: Mapping[str, object], path: Path, known: Collection[str]) -> None:
-        """Warn about every field of ``table`` not in ``known``."""
-        for key in table:
-            if key in known:
-                continue
-            if _credential_name(key):
-                self.warn(
-                    (*path, key),
-                    "looks like a credential; an agent document never carries one (the host supplies keys)",
-                )
-            else:
-                self.warn((*path, key), "unknown field; ignored")
-
-    def _first_visit(self, value: object, path: Path) -> bool:
-        # Input from JSON or TOML is a tree; a container met twice is a cycle or a shared object, which no
-        # document can spell, and walking it again could take exponential time.
-        if not value:
-            return True
-        if id(value) in self._seen:
-            self.refuse(path, "appears twice in the document (a cycle or a shared object)")
-            return False
-        self._seen.add(id(value))
-        return True
-
-    # -- values: the wrong type or range is dropped with a warning -------------------------------------
-
-    def text(self, value: object, path: Path, *, empty: bool = True) -> str | None:
-        if value is None:
-            return None
-        if not isinstance(value, str):
-            self.warn(path, f"should be text, got {_kind(value)}; ignored")
-            return None
-        if not empty and not value:
-            self.warn(path, "should not be empty; ignored")
-            return None
-        if _CREDENTIAL_VALUE.search(value):
-            self.warn(path, "looks like a credential; an agent document never carries one; ignored")
-            return None
-        return value
-
-    def name(self, value: object, path: Path) -> str | None:
-        text = self.text(value, path)
-        if text is not None and not _NAME.match(text):
-            self.warn(path, f"{_short(text)} is not a name (1-64 letters, digits, '_' or '-'); ignored")
-            return None
-        return text
-
-    def flag(self, value: object, path: Path) -> bool | None:
-        if value is None or isinstance(value, bool):
-            return value
-        self.warn(path, f"should be true or false, got {_kind(value)}; ignored")
-        return None
-
-    def number(
-        self, value: object, path: Path, low: float, high: float, *, above: bool = False
-    ) -> float | None:
-        """A number in ``[low, high]`` (``(low, high]`` when ``above``)."""
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            self.warn(path, f"should be a number, got {_kind(value)}; ignored")
-            return None
-        number = float(value) if isinstance(value, float) or abs(value) < 2**53 else math.inf
-        if not math.isfinite(number) or number < low or number > high or (above and number == low):
-            bound = f"above {low:g}" if above else f"at least {low:g}"
-            self.warn(path, f"{_short(value)} is out of range ({bound}, at most {high:g}); ignored")
-            return None
-        return number
-
-    def whole(self, value: object, path: Path, low: int, high: int) -> int | None:
-        """A whole number in ``[low, high]``; ``4.0`` reads as ``4``."""
-        if value is None:
-            return None
-        if isinstance(value, float) and value.is_integer() and math.isfinite(value):
-            value = int(value)
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.warn(path, f"should be a whole number, got {_kind(value)} {_short(value)}; ignored")
-            return None
-        if not low <= value <= high:
-            self.warn(path, f"{_short(value)} is out of range ({low} to {high}); ignored")
-            return None
-        return value
-
-    def choice(self, value: object, path: Path, choices: Collection[str]) -> str | None:
-        text = self.text(value, path)
-        if text is not None and text not in choices:
-            self.warn(path, f"{_short(text)} is not one of {', '.join(choices)}; ignored")
-            return None
-        return text
-
-    def names(
-        self, value: object, path: Path, read: Callable[[object, Path], str | None]
-    ) -> tuple[str, ...] | None:
-        """A list of distinct names; bad or repeated items are dropped with a warning."""
-        items = self.array(value, path)
-        if items is None:
-            return None
-        out: dict[str, None] = {}
-        for i, item in enumerate(items):
-            if item is None:
-                continue
-            name = read(item, (*path, i))
-            if name is None:
-                continue
-            if name in out:
-                self.warn((*path, i), f"{_short(name)} is listed twice; the repeat is ignored")
-                continue
-            out[name] = None
-        return tuple(out)
-
-    def json(self, value: object, path: Path, depth: int = 0) -> tuple[bool, JsonValue]:
-        """A copy of free-form JSON; ``(False, None)`` when it cannot be kept."""
-        if value is None or isinstance(value, bool | str):
-            if isinstance(value, str) and self.text(value, path) is None:
-                return False, None
-            return True, value
-        if isinstance(value, int):
-            return True, value
-        if isinstance(value, float):
-            if math.isfinite(value):
-                return True, value
-            self.warn(path, f"{value} is not a number JSON can carry; ignored")
-            return False, None
-        if depth >= _MAX_DEPTH:
-            self.warn(path, f"nested deeper than {_MAX_DEPTH} levels; ignored")
-            return False, None
-        if isinstance(value, Mapping):
-            table = self.table(value, path)
-            if table is None:
-                return False, None
-            obj: dict[str, JsonValue] = {}
-            for key, item in table.items():
-                if _credential_name(key):
-                    self.warn((*path, key), "looks like a credential; an agent document never carries one")
-                    continue
-                ok, copied = self.json(item, (*path, key), depth + 1)
-                if ok:
-                    obj[key] = copied
-            return True, obj
-        if isinstance(value, list | tuple):
-            items = self.array(value, path)
-            if items is None:
-                return False, None
-            array: list[JsonValue] = []
-            for i, item in enumerate(items):
-                ok, copied = self.json(item, (*path, i), depth + 1)
-                if ok:
-                    array.append(copied)
-            return True, array
-        self.warn(path, f"{_kind(value)} is not a JSON value; ignored")
-        return False, None
-
-    def json_table(self, value: object, path: Path) -> dict[str, JsonValue] | None:
-        if value is not None and not isinstance(value, Mapping):
-            self.refuse(path, f"should be a table (an object), got {_kind(value)}")
-            return None
-        ok, copied = self.json(value, path)
-        return cast(dict[str, JsonValue], copied) if ok and copied is not None else None
 
 
 def parse_spec(document: object, *, bundle: bool = False, features: Collection[str] = FEATURES) -> ParsedSpec:
@@ -296,7 +68,7 @@ def parse_spec(document: object, *, bundle: bool = False, features: Collection[s
     Raises:
         SpecError: the document was refused; it lists every reason at once.
     """
-    reader = _Reader()
+    reader = Reader()
     try:
         spec = _document(reader, document, bundle, frozenset(features))
     except RecursionError:  # a Python value nested past the interpreter's limit in a place we recurse
@@ -323,7 +95,7 @@ def parse_spec_text(
         document: object = tomllib.loads(text) if format == "toml" else json.loads(text)
     except (ValueError, RecursionError) as exc:
         kind = "TOML" if format == "toml" else "JSON"
-        raise SpecError((SpecProblem((), f"not valid {kind}: {_short(str(exc), 200)}"),)) from None
+        raise SpecError((SpecProblem((), f"not valid {kind}: {short(str(exc), 200)}"),)) from None
     return parse_spec(document, bundle=bundle, features=features)
 
 
@@ -346,9 +118,9 @@ _TOP = (
 )
 
 
-def _document(reader: _Reader, document: object, bundle: bool, features: frozenset[str]) -> AgentSpec | None:
+def _document(reader: Reader, document: object, bundle: bool, features: frozenset[str]) -> AgentSpec | None:
     if not isinstance(document, Mapping):
-        reader.refuse((), f"an agent document is a table (an object), got {_kind(document)}")
+        reader.refuse((), f"an agent document is a table (an object), got {kind(document)}")
         return None
     top = reader.table(document, ())
     assert top is not None  # a mapping met first is always read
@@ -362,7 +134,7 @@ def _document(reader: _Reader, document: object, bundle: bool, features: frozens
                 requires.append(feature)
         elif feature is not None:  # what a document needs and the host cannot give refuses the document
             why = "bundles are not allowed here" if feature == "bundle" else "this host does not honour it"
-            reader.refuse(("requires", i), f"requires {_short(feature)}, and {why}")
+            reader.refuse(("requires", i), f"requires {short(feature)}, and {why}")
     spec = AgentSpec(
         requires=tuple(requires),
         name=reader.text(top.get("name"), ("name",)),
@@ -385,19 +157,19 @@ def _document(reader: _Reader, document: object, bundle: bool, features: frozens
     return spec
 
 
-def _token(reader: _Reader, token: object) -> None:
+def _token(reader: Reader, token: object) -> None:
     path: Path = ("spec",)
     if token is None:
         reader.refuse(path, f'missing; an agent document opens with spec = "steadyloop.agent/{_MAJOR}"')
         return
     match = _TOKEN.match(token) if isinstance(token, str) else None
     if match is None:
-        reader.refuse(path, f'{_short(token)} is not a spec token such as "steadyloop.agent/{_MAJOR}"')
+        reader.refuse(path, f'{short(token)} is not a spec token such as "steadyloop.agent/{_MAJOR}"')
     elif int(match.group(1)) != _MAJOR:
         reader.refuse(path, f"version {match.group(1)} is not {_MAJOR}, the one this host reads")
 
 
-def _endpoint(reader: _Reader, value: object) -> EndpointSpec:
+def _endpoint(reader: Reader, value: object) -> EndpointSpec:
     path: Path = ("endpoint",)
     table = reader.table(value, path)
     if table is None:
@@ -413,13 +185,13 @@ def _endpoint(reader: _Reader, value: object) -> EndpointSpec:
     )
 
 
-def _base_url(reader: _Reader, value: object, path: Path) -> str | None:
+def _base_url(reader: Reader, value: object, path: Path) -> str | None:
     url = reader.text(value, path)
     if url is None:
         return None
     url = url.strip()
     if not re.match(r"^https?://[^\s/?#]+(?:/[^\s]*)?$", url):
-        reader.warn(path, f"{_short(url)} is not an http:// or https:// URL; ignored")
+        reader.warn(path, f"{short(url)} is not an http:// or https:// URL; ignored")
         return None
     authority = url.split("://", 1)[1].split("/", 1)[0]
     if "@" in authority or re.search(r"[?&](?:api_?key|key|token|access_token)=", url, re.IGNORECASE):
@@ -428,7 +200,7 @@ def _base_url(reader: _Reader, value: object, path: Path) -> str | None:
     return url.rstrip("/")
 
 
-def _model(reader: _Reader, value: object) -> ModelSpec:
+def _model(reader: Reader, value: object) -> ModelSpec:
     path: Path = ("model",)
     table = reader.table(value, path)
     if table is None:
@@ -457,10 +229,10 @@ def _model(reader: _Reader, value: object) -> ModelSpec:
 
 
 def _by_id(
-    reader: _Reader,
+    reader: Reader,
     value: object,
     path: Path,
-    read: Callable[[_Reader, Mapping[str, object], Path], T | None],
+    read: Callable[[Reader, Mapping[str, object], Path], T | None],
 ) -> tuple[T, ...] | None:
     """Entries with ids; a repeated id keeps the first one's place and the last one's value."""
     items = reader.array(value, path)
@@ -476,12 +248,12 @@ def _by_id(
             continue
         ident = cast(str, getattr(entry, "id"))  # noqa: B009 - both entry types have one
         if ident in kept:
-            reader.warn((*path, i, "id"), f"{_short(ident)} appears earlier too; this one replaces it")
+            reader.warn((*path, i, "id"), f"{short(ident)} appears earlier too; this one replaces it")
         kept[ident] = entry
     return tuple(kept.values())
 
 
-def _section(reader: _Reader, table: Mapping[str, object], path: Path) -> PromptSection | None:
+def _section(reader: Reader, table: Mapping[str, object], path: Path) -> PromptSection | None:
     reader.fields(table, path, ("id", "text"))
     ident = reader.text(table.get("id"), (*path, "id"), empty=False)
     text = reader.text(table.get("text"), (*path, "text"))
@@ -491,7 +263,7 @@ def _section(reader: _Reader, table: Mapping[str, object], path: Path) -> Prompt
     return PromptSection(ident, text)
 
 
-def _hook(reader: _Reader, table: Mapping[str, object], path: Path) -> HookSpec | None:
+def _hook(reader: Reader, table: Mapping[str, object], path: Path) -> HookSpec | None:
     reader.fields(table, path, ("id", "event", "tool", "arguments", "max_tokens"))
     ident = reader.text(table.get("id"), (*path, "id"), empty=False)
     event = reader.choice(table.get("event"), (*path, "event"), HOOK_EVENTS)
@@ -510,7 +282,7 @@ def _hook(reader: _Reader, table: Mapping[str, object], path: Path) -> HookSpec 
     )
 
 
-def _tools(reader: _Reader, value: object) -> ToolsSpec:
+def _tools(reader: Reader, value: object) -> ToolsSpec:
     path: Path = ("tools",)
     table = reader.table(value, path)
     if table is None:
@@ -531,7 +303,7 @@ def _tools(reader: _Reader, value: object) -> ToolsSpec:
     )
 
 
-def _approvals(reader: _Reader, value: object) -> ApprovalsSpec:
+def _approvals(reader: Reader, value: object) -> ApprovalsSpec:
     path: Path = ("approvals",)
     table = reader.table(value, path)
     if table is None:
@@ -558,7 +330,7 @@ def _approvals(reader: _Reader, value: object) -> ApprovalsSpec:
     )
 
 
-def _context(reader: _Reader, value: object) -> ContextSpec:
+def _context(reader: Reader, value: object) -> ContextSpec:
     path: Path = ("context",)
     table = reader.table(value, path)
     if table is None:
@@ -571,7 +343,7 @@ def _context(reader: _Reader, value: object) -> ContextSpec:
     )
 
 
-def _loop(reader: _Reader, value: object) -> LoopSpec:
+def _loop(reader: Reader, value: object) -> LoopSpec:
     path: Path = ("loop",)
     table = reader.table(value, path)
     if table is None:
@@ -587,7 +359,7 @@ def _loop(reader: _Reader, value: object) -> LoopSpec:
     )
 
 
-def _bundle(reader: _Reader, value: object) -> tuple[MCPServer, ...] | None:
+def _bundle(reader: Reader, value: object) -> tuple[MCPServer, ...] | None:
     table = reader.table(value, ("bundle",))
     if table is None:
         return None
@@ -604,7 +376,7 @@ def _bundle(reader: _Reader, value: object) -> tuple[MCPServer, ...] | None:
     return tuple(out)
 
 
-def _server(reader: _Reader, name: str, value: object, path: Path) -> MCPServer | None:
+def _server(reader: Reader, name: str, value: object, path: Path) -> MCPServer | None:
     table = reader.table(value, path)
     if table is None or reader.name(name, path) is None:
         return None
@@ -627,12 +399,12 @@ def _server(reader: _Reader, name: str, value: object, path: Path) -> MCPServer 
     return MCPServer(name=name, command=command, args=args, env=env, cwd=cwd, url=url, headers=headers)
 
 
-def _texts(reader: _Reader, value: object, path: Path) -> tuple[str, ...]:
+def _texts(reader: Reader, value: object, path: Path) -> tuple[str, ...]:
     items = reader.array(value, path) or []
     return tuple(t for i, item in enumerate(items) if (t := reader.text(item, (*path, i))) is not None)
 
 
-def _literals(reader: _Reader, value: object, path: Path, names: re.Pattern[str]) -> Mapping[str, str] | None:
+def _literals(reader: Reader, value: object, path: Path, names: re.Pattern[str]) -> Mapping[str, str] | None:
     table = reader.table(value, path)
     if table is None:
         return None
@@ -645,30 +417,3 @@ def _literals(reader: _Reader, value: object, path: Path, names: re.Pattern[str]
         if text is not None:
             out[key] = text
     return MappingProxyType(out)
-
-
-# -- words ---------------------------------------------------------------------------------------------
-
-
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "text"
-    if isinstance(value, Mapping):
-        return "a table"
-    if isinstance(value, list | tuple):
-        return "a list"
-    return f"a {type(value).__name__}"
-
-
-def _short(value: object, limit: int = 60) -> str:
-    try:
-        text = repr(value) if not isinstance(value, int) or abs(value) < 10**30 else "a huge number"
-    except Exception:  # a value whose repr fails still gets a problem report
-        text = f"<{type(value).__name__}>"
-    return text if len(text) <= limit else text[: limit - 1] + "…"
