@@ -4,7 +4,8 @@
 
     SteadyloopError
     ├── InvalidInput                 bad values from the caller (also a ValueError)
-    │   └── TranscriptError          a transcript no server would accept
+    │   ├── TranscriptError          a transcript no server would accept
+    │   └── SpecError                an agent document was refused, every reason listed (steadyloop.spec)
     ├── ToolArgumentsError           a tool call's arguments are not an object (kind: truncated | malformed)
     ├── EndpointError                a request to an endpoint failed (endpoint, model, status, words)
     │   ├── EndpointSilent           the stream went quiet past the watchdog's allowance

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
-from .. import __version__
+from .. import AgentSpec, __version__
 from ..errors import EndpointUnavailable, RunCancelled, SteadyloopError
 from .config import PRESETS, EndpointChoice, Resolved, config_path, resolve, with_model
 from .kit import AgentOptions
@@ -70,6 +70,12 @@ def _agent_options() -> argparse.ArgumentParser:
     group.add_argument("--think", metavar="LEVEL", help="reasoning effort: none, low, medium, high, or off")
     group.add_argument("--max-tokens", type=int, metavar="N", help="the reply ceiling")
     group.add_argument("--temperature", type=float, metavar="T", help="sampling temperature")
+    group.add_argument(
+        "--agent", metavar="FILE", help="an agent spec document (TOML, or .json); the flags above override it"
+    )
+    group.add_argument(
+        "--trust-bundle", action="store_true", help="run the MCP servers the --agent document bundles"
+    )
     return parent
 
 
@@ -135,7 +141,7 @@ def _with_shorthand(argv: list[str], stdin_piped: bool) -> list[str]:
     return ["run", *argv]
 
 
-def _resolve(args: argparse.Namespace) -> Resolved:
+def _resolve(args: argparse.Namespace, spec: AgentSpec | None = None) -> Resolved:
     from .commands import bundled_server
 
     choice = EndpointChoice(
@@ -144,11 +150,23 @@ def _resolve(args: argparse.Namespace) -> Resolved:
         api_key=args.api_key,
         model=args.model,
     )
+    if spec is not None:
+        from .agent_file import resolve_for_agent
+
+        return resolve_for_agent(spec, choice, start_local=bundled_server)
     return resolve(choice, start_local=bundled_server)
 
 
+def _spec_of(args: argparse.Namespace) -> AgentSpec | None:
+    if args.agent is None:
+        return None
+    from .agent_file import load_agent_file
+
+    return load_agent_file(args.agent, trust_bundle=args.trust_bundle)
+
+
 def _agent_options_of(
-    args: argparse.Namespace, response_format: dict[str, Any] | None = None
+    args: argparse.Namespace, response_format: dict[str, Any] | None = None, spec: AgentSpec | None = None
 ) -> AgentOptions:
     return AgentOptions(
         system=args.system,
@@ -161,6 +179,7 @@ def _agent_options_of(
         session=args.session,
         resume_latest=args.resume_latest,
         response_format=response_format,
+        spec=spec,
     )
 
 
@@ -183,11 +202,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         prompt = read_prompt(args.prompt, sys.stdin)
         images = [load_image(path) for path in args.image]
         schema = load_schema(args.output_schema) if args.output_schema else None
-        resolved = _resolve(args)
+        spec = _spec_of(args)
+        resolved = _resolve(args, spec)
         return _run_async(
             run(
                 resolved,
-                _agent_options_of(args, schema),
+                _agent_options_of(args, schema, spec),
                 prompt,
                 images=images,
                 as_json=args.json,
@@ -197,7 +217,10 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "chat":
         from .chat import chat
 
-        return chat(_resolve(args), _agent_options_of(args), show_thinking=not args.hide_thinking)
+        spec = _spec_of(args)
+        return chat(
+            _resolve(args, spec), _agent_options_of(args, spec=spec), show_thinking=not args.hide_thinking
+        )
     if args.command == "sessions":
         from .commands import sessions
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from ..loop import LoopPolicy
 from ..messages import AssistantMessage, ImagePart, Message, ToolResultMessage, Turn, UserMessage
 from ..request_body import ModelParams
 from ..sessions import EventRecorder, SessionNotFound, SessionUsage, SQLiteSessionStore, reconstruct
+from ..spec import AgentSpec, MCPServer
 from ..tools.approvals import ApprovalBroker, ApprovalPolicy
 from ..tools.definition import Tool
 from ..wire.windows import context_limit_for
@@ -60,6 +61,7 @@ class AgentOptions:
         session: resume this session.
         resume_latest: resume the most recently active session.
         response_format: hold the answer to a JSON schema.
+        spec: the agent document (``--agent``); the flags above are layered over it.
     """
 
     system: str | None = None
@@ -73,6 +75,7 @@ class AgentOptions:
     resume_latest: bool = False
     response_format: Mapping[str, Any] | None = None
     cwd: Path = field(default_factory=Path.cwd)
+    spec: AgentSpec | None = None
 
 
 class Conversation:
@@ -175,9 +178,9 @@ async def open_conversation(
         store = SQLiteSessionStore()
         stack.push_async_callback(store.close)
         tools: list[Tool] = []
-        if options.tools:
+        if options.tools and options.spec is None:  # an agent document picks its own (_spec_agent)
             tools += [*file_tools(options.cwd), shell_tool(options.cwd)]
-        if options.mcp:
+        if options.mcp and options.spec is None:
             tools += await _mcp(options.mcp, stack)
         session_id: str | None = None
         history: list[Message] = []
@@ -191,6 +194,10 @@ async def open_conversation(
             session_id = latest.session_id if latest is not None else None
         if session_id is not None:
             history = reconstruct(await store.load_messages(session_id, agent_id=AGENT_ID))
+        if options.spec is not None:
+            agent = await _spec_agent(resolved, options, options.spec, approvals, history, stack)
+            yield Conversation(agent, store, session_id)
+            return
         params = ModelParams(
             model=resolved.model,
             temperature=options.temperature,
@@ -216,3 +223,52 @@ async def open_conversation(
             max_turns=options.max_turns,
         )
         yield Conversation(agent, store, session_id)
+
+
+async def _spec_agent(
+    resolved: Resolved,
+    options: AgentOptions,
+    spec: AgentSpec,
+    approvals: ApprovalBroker | None,
+    history: list[Message],
+    stack: contextlib.AsyncExitStack,
+) -> Agent:
+    from .agent_file import cli_settings, flag_layer, servers_of
+
+    assert resolved.model is not None
+    window = await context_limit_for(
+        resolved.endpoint, resolved.model, spec.endpoint.context_length or resolved.context_length
+    )
+    settings = cli_settings(
+        spec,
+        model=resolved.model,
+        window=window,
+        tools=[*file_tools(options.cwd), shell_tool(options.cwd)],
+        servers=servers_of(options.mcp),
+        require_for=sorted(APPROVAL_POLICY.require_for),
+        flags=flag_layer(
+            think=options.think,
+            temperature=options.temperature,
+            max_tokens=options.max_tokens,
+            max_turns=options.max_turns,
+            tools=options.tools,
+        ),
+        system=options.system,
+        default_system=_TOOLS_SYSTEM.format(cwd=options.cwd),
+    )
+    if options.response_format is not None:
+        settings = replace(settings, params=replace(settings.params, response_format=options.response_format))
+    connected = await _connect(settings.servers, stack) if settings.servers else []
+    return settings.agent(resolved.endpoint, tools=connected, messages=history, approvals=approvals)
+
+
+async def _connect(servers: Sequence[MCPServer], stack: contextlib.AsyncExitStack) -> list[Tool]:
+    from ..agent_settings import mcp_server_spec
+
+    try:
+        from ..tools.mcp import mcp_tools
+    except ImportError as exc:
+        raise InvalidInput("the agent's MCP servers need the MCP SDK: pip install 'steadyloop[mcp]'") from exc
+    toolset = await mcp_tools(*(mcp_server_spec(s) for s in servers))
+    stack.push_async_callback(toolset.aclose)
+    return list(toolset.tools)

@@ -1,0 +1,169 @@
+"""``--agent FILE``: run and chat as the agent a spec document describes (TOML, or JSON by its suffix).
+
+Three layers, weakest first: the CLI's own defaults (its approval policy, context keeping where the window
+is known), the document, then the command line's flags (``-m``, ``--think``, ``--temperature``,
+``--max-tokens``, ``--max-turns``, ``--no-tools``; ``--system`` replaces the document's prompt). The CLI
+offers its file and shell tools and the ``--mcp`` servers; the document picks from them by name, and its own
+bundled servers run only with ``--trust-bundle``. Each warning about the document is printed on stderr.
+
+The document's endpoint is used unless ``--base-url`` or ``-e`` names one. It gets a key only where the
+rule of ``resolve_api_key`` gives it one: ``--api-key``, or ``OPENAI_API_KEY`` when the document's URL is
+``OPENAI_BASE_URL``; any other URL gets none, so a document cannot send the operator's key elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from .. import (
+    AgentSettings,
+    AgentSpec,
+    ApprovalsSpec,
+    ContextSpec,
+    Endpoint,
+    EndpointSpec,
+    InvalidInput,
+    LoopSpec,
+    MCPServer,
+    ModelSpec,
+    SpecError,
+    Tool,
+    ToolsSpec,
+    agent_settings,
+    parse_spec_text,
+    resolve_agent_spec,
+    resolve_api_key,
+)
+from .config import EndpointChoice, Resolved, resolve
+
+__all__ = ["cli_settings", "flag_layer", "load_agent_file", "resolve_for_agent", "servers_of"]
+
+
+def load_agent_file(path: str, *, trust_bundle: bool = False) -> AgentSpec:
+    """The document at ``path``; its warnings go to stderr.
+
+    Raises:
+        InvalidInput: it cannot be read, or it was refused (every reason on the one line).
+    """
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise InvalidInput(f"cannot read agent file {path}: {reason}") from exc
+    try:
+        parsed = parse_spec_text(
+            text, format="json" if file.suffix.lower() == ".json" else "toml", bundle=trust_bundle
+        )
+    except SpecError as exc:
+        raise InvalidInput(f"{path}: {exc}") from exc
+    for warning in parsed.warnings:
+        hint = " (pass --trust-bundle to run them)" if warning.path == ("bundle",) else ""
+        print(f"steadyloop: warning: {path}: {warning}{hint}", file=sys.stderr, flush=True)
+    return parsed.spec
+
+
+def resolve_for_agent(
+    spec: AgentSpec,
+    choice: EndpointChoice,
+    *,
+    start_local: Callable[[], tuple[str, str]] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Resolved:
+    """The endpoint and model for an agent document: the flags' endpoint if they name one, else the
+    document's, else the usual order (``steadyloop.cli.config``)."""
+    env = os.environ if env is None else env
+    if choice.model is None and spec.model.name:
+        choice = replace(choice, model=spec.model.name)
+    url = spec.endpoint.base_url
+    if url is None or choice.base_url or choice.name:
+        return resolve(choice, env=env, start_local=start_local)
+    key = resolve_api_key(
+        url,
+        choice.api_key,
+        inherited_base_url=env.get("OPENAI_BASE_URL"),
+        inherited_api_key=env.get("OPENAI_API_KEY"),
+    )
+    given = {
+        "request_timeout": spec.endpoint.request_timeout,
+        "first_token_timeout": spec.endpoint.first_token_timeout,
+    }
+    endpoint = Endpoint(url, api_key=key, **{k: v for k, v in given.items() if v is not None})
+    model = choice.model or env.get("STEADYLOOP_MODEL") or None
+    return Resolved(endpoint, model, label=url, context_length=spec.endpoint.context_length)
+
+
+def servers_of(lines: Sequence[str]) -> list[MCPServer]:
+    """``--mcp`` command lines as servers, labelled by their executable (``_2``, ``_3`` for repeats)."""
+    servers: list[MCPServer] = []
+    for line in lines:
+        words = shlex.split(line)
+        if not words:
+            raise InvalidInput("an MCP server command line cannot be empty")
+        base = os.path.basename(words[0])
+        name, n = base, 2
+        while name in {s.name for s in servers}:
+            name, n = f"{base}_{n}", n + 1
+        servers.append(MCPServer(name=name, command=words[0], args=tuple(words[1:])))
+    return servers
+
+
+def cli_settings(
+    spec: AgentSpec,
+    *,
+    model: str,
+    window: int | None,
+    tools: Sequence[Tool],
+    servers: Sequence[MCPServer],
+    require_for: Sequence[str],
+    flags: AgentSpec,
+    system: str | None,
+    default_system: str,
+) -> AgentSettings:
+    """The agent's settings: the CLI's defaults under the document, the flags over it.
+
+    Args:
+        spec: the document.
+        model: the model in use (the flags', the document's, or the one the endpoint serves).
+        window: the context window, where known; context keeping is on by default when it is.
+        tools: the CLI's tools, for the document to pick from.
+        servers: the ``--mcp`` servers, likewise.
+        require_for: the effect classes the CLI gates by default.
+        flags: the command line's settings as a layer.
+        system: ``--system``, which replaces the document's prompt.
+        default_system: the prompt when neither the document nor ``--system`` gives one (with tools).
+    """
+    host = AgentSpec(
+        endpoint=EndpointSpec(context_length=window),
+        approvals=ApprovalsSpec(require_for=tuple(require_for)),
+        context=ContextSpec(enabled=window is not None),
+    )
+    resolved = resolve_agent_spec([host, spec, flags])
+    settings = agent_settings(resolved, tools=tools, servers=servers, model=model)
+    settings = replace(settings, params=replace(settings.params, model=model))
+    if system is not None:
+        return replace(settings, system=system)
+    if resolved.prompt is None and settings.tools:
+        return replace(settings, system=default_system)
+    return settings
+
+
+def flag_layer(
+    *,
+    think: str | None,
+    temperature: float | None,
+    max_tokens: int | None,
+    max_turns: int | None,
+    tools: bool,
+) -> AgentSpec:
+    """The command line's settings as the strongest layer."""
+    return AgentSpec(
+        model=ModelSpec(reasoning_effort=think, temperature=temperature, max_tokens=max_tokens),
+        loop=LoopSpec(max_turns=max_turns),
+        tools=ToolsSpec() if tools else ToolsSpec(names=()),
+    )

@@ -1,0 +1,65 @@
+"""An agent as a document: read one, layer several, write one back out.
+
+A versioned TOML or JSON document says what an agent is (its model, prompt, tools, approvals, context
+keeping, hooks), so any host on steadyloop can store one, layer it over its own settings and run it. This
+package does no I/O and imports nothing of the runtime: it reads values and returns values, so a document
+can be checked anywhere. ``steadyloop.agent_settings`` turns a resolved spec into an ``Agent``'s settings.
+
+::
+
+    parsed = parse_spec_text(text)                       # every problem at once: SpecError, or warnings
+    spec = resolve_agent_spec([host_defaults, parsed.spec])   # weakest layer first
+
+See ``docs/spec.md`` for the format.
+"""
+
+from ._layers import export_spec, resolve_agent_spec, resolve_api_key
+from ._parse import parse_spec, parse_spec_text
+from ._values import (
+    EFFECT_CLASSES,
+    EFFORT_LEVELS,
+    FEATURES,
+    HOOK_EVENTS,
+    SPEC_VERSION,
+    AgentSpec,
+    ApprovalsSpec,
+    ContextSpec,
+    EndpointSpec,
+    HookSpec,
+    JsonValue,
+    LoopSpec,
+    MCPServer,
+    ModelSpec,
+    ParsedSpec,
+    PromptSection,
+    SpecError,
+    SpecProblem,
+    ToolsSpec,
+)
+
+__all__ = [
+    "EFFECT_CLASSES",
+    "EFFORT_LEVELS",
+    "FEATURES",
+    "HOOK_EVENTS",
+    "SPEC_VERSION",
+    "AgentSpec",
+    "ApprovalsSpec",
+    "ContextSpec",
+    "EndpointSpec",
+    "HookSpec",
+    "JsonValue",
+    "LoopSpec",
+    "MCPServer",
+    "ModelSpec",
+    "ParsedSpec",
+    "PromptSection",
+    "SpecError",
+    "SpecProblem",
+    "ToolsSpec",
+    "export_spec",
+    "parse_spec",
+    "parse_spec_text",
+    "resolve_agent_spec",
+    "resolve_api_key",
+]

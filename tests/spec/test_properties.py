@@ -1,0 +1,211 @@
+"""Properties of the spec functions over generated documents.
+
+- ``parse_spec`` is total: any JSON-like value, and any mutation of a valid document, gives a ``ParsedSpec``
+  or a ``SpecError``, nothing else.
+- ``export_spec`` then ``parse_spec`` gives back the spec, with bundled servers' env and headers stripped.
+- ``resolve_agent_spec`` is associative, and an empty spec is its identity.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import replace
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import steadyloop as sl
+from steadyloop.spec import FEATURES, HOOK_EVENTS, SpecError, parse_spec
+
+_SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**20), max_value=10**20)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=30)
+)
+json_like = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
+    max_leaves=25,
+)
+
+names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_-0123456789", min_size=1, max_size=12)
+plain_text = st.text(max_size=40)
+numbers = st.integers(min_value=-5, max_value=200_000) | st.floats(
+    min_value=-10, max_value=1e6, allow_nan=False
+)
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-1000, 1000)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | plain_text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(names, inner, max_size=3),
+    max_leaves=12,
+)
+
+
+def _optional(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.none() | strategy
+
+
+def _table(**fields: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
+    return st.fixed_dictionaries({}, optional=fields)
+
+
+server = st.one_of(
+    _table(
+        command=names,
+        args=st.lists(plain_text, max_size=3),
+        env=st.dictionaries(st.from_regex(r"[A-Z_][A-Z0-9_]{0,8}", fullmatch=True), plain_text, max_size=2),
+        cwd=names,
+    ),
+    _table(
+        url=st.sampled_from(["https://mcp.example/a", "http://127.0.0.1:9/mcp"]),
+        headers=st.dictionaries(st.from_regex(r"X-[A-Za-z]{1,8}", fullmatch=True), plain_text, max_size=2),
+    ),
+)
+
+documents = st.fixed_dictionaries(
+    {"spec": st.sampled_from([sl.SPEC_VERSION, sl.SPEC_VERSION + ".3"])},
+    optional={
+        "requires": st.lists(st.sampled_from(sorted(FEATURES)), max_size=3),
+        "name": plain_text,
+        "description": plain_text,
+        "endpoint": _table(
+            base_url=st.sampled_from(["http://127.0.0.1:8080/v1", "https://llm.example/v1", "ftp://x"]),
+            context_length=numbers,
+            request_timeout=numbers,
+            first_token_timeout=numbers,
+        ),
+        "model": _table(
+            name=plain_text,
+            temperature=numbers,
+            max_tokens=numbers,
+            reasoning_effort=st.sampled_from(["none", "low", "high", "off", "max"]),
+            tool_choice=st.sampled_from(["auto", "required", "none", "any"]),
+            reasoning_replay=st.booleans(),
+            extra_body=st.dictionaries(names, json_values, max_size=3),
+        ),
+        "prompt": st.lists(_table(id=names, text=plain_text), max_size=4),
+        "tools": _table(
+            names=st.lists(names, max_size=4),
+            servers=st.lists(names, max_size=3),
+            discovery=st.sampled_from(["all", "ondemand", "some"]),
+            parallel=st.booleans(),
+            max_concurrency=numbers,
+            timeout=numbers,
+            recover_calls=st.booleans(),
+        ),
+        "approvals": _table(
+            require_for=st.lists(
+                st.sampled_from(["read", "destructive", "mutate-reversible", "x"]), max_size=3
+            ),
+            overrides=st.dictionaries(names, st.booleans(), max_size=3),
+            timeout=numbers,
+        ),
+        "context": _table(enabled=st.booleans(), keep_last=numbers, max_chars=numbers),
+        "loop": _table(
+            max_tool_iterations=numbers, max_continuations=numbers, max_turns=numbers, run_timeout=numbers
+        ),
+        "hooks": st.lists(
+            _table(
+                id=names,
+                event=st.sampled_from([*HOOK_EVENTS, "later"]),
+                tool=names,
+                arguments=st.dictionaries(names, json_values, max_size=2),
+                max_tokens=numbers,
+            ),
+            max_size=3,
+        ),
+        "bundle": st.fixed_dictionaries(
+            {}, optional={"mcp_servers": st.dictionaries(names, server, max_size=3)}
+        ),
+    },
+)
+
+
+def _parse(document: Any) -> sl.ParsedSpec | None:
+    try:
+        return parse_spec(document, bundle=True)
+    except SpecError as exc:
+        assert exc.problems, "a refusal always says why"
+        assert all(isinstance(p, sl.SpecProblem) for p in exc.problems)
+        return None
+
+
+@_SETTINGS
+@given(json_like)
+def test_any_json_like_value_is_read_or_refused(value: Any) -> None:
+    _parse(value)
+    places = ("model", "tools", "prompt", "hooks", "endpoint", "requires")
+    _parse({"spec": sl.SPEC_VERSION, **{place: copy.deepcopy(value) for place in places}})
+    _parse({"spec": sl.SPEC_VERSION, "model": {"extra_body": {"x": value}}, "bundle": copy.deepcopy(value)})
+
+
+def _paths(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [path]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            out += _paths(item, (*path, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            out += _paths(item, (*path, i))
+    return out
+
+
+def _put(document: Any, path: tuple[Any, ...], value: Any) -> Any:
+    if not path:
+        return value
+    holder = document
+    for key in path[:-1]:
+        holder = holder[key]
+    holder[path[-1]] = value
+    return document
+
+
+@_SETTINGS
+@given(documents, st.data())
+def test_any_mutation_of_a_valid_document_is_read_or_refused(
+    document: dict[str, Any], data: st.DataObject
+) -> None:
+    assert _parse(document) is not None  # the generated documents are all acceptable
+    for _ in range(3):
+        mutated = copy.deepcopy(document)
+        path = data.draw(st.sampled_from(_paths(mutated)))
+        mutated = _put(mutated, path, data.draw(json_like))
+        parsed = _parse(mutated)
+        if parsed is not None:
+            json.dumps(sl.export_spec(parsed.spec), allow_nan=False)  # what was kept is JSON to the bone
+
+
+def _redacted(spec: sl.AgentSpec) -> sl.AgentSpec:
+    if spec.bundle is None:
+        return spec
+    return replace(spec, bundle=tuple(replace(s, env=None, headers=None) for s in spec.bundle))
+
+
+@_SETTINGS
+@given(documents)
+def test_export_then_parse_gives_the_spec_back(document: dict[str, Any]) -> None:
+    parsed = _parse(document)
+    assert parsed is not None
+    exported = sl.export_spec(parsed.spec)
+    again = parse_spec(json.loads(json.dumps(exported, allow_nan=False)), bundle=True)
+    assert again.warnings == ()
+    assert again.spec == _redacted(parsed.spec)
+
+
+@_SETTINGS
+@given(documents, documents, documents)
+def test_layering_is_associative(a: dict[str, Any], b: dict[str, Any], c: dict[str, Any]) -> None:
+    specs = [p.spec for p in map(_parse, (a, b, c)) if p is not None]
+    x, y, z = specs
+    resolve = sl.resolve_agent_spec
+    assert resolve([resolve([x, y]), z]) == resolve([x, resolve([y, z])]) == resolve([x, y, z])
+    assert resolve([sl.AgentSpec(), x]) == resolve([x, sl.AgentSpec()]) == x
