@@ -5,7 +5,7 @@ their own modules: ``steadyloop.tools.mcp`` (the ``mcp`` extra), ``steadyloop.te
 extra), ``steadyloop.local`` (the bundled local model) and ``steadyloop.sessions``.
 """
 
-from .agent import Agent, AgentBusy, AgentState
+from .agent import Agent, AgentBusy, AgentState, AgentStream
 from .bus import configure_events, emit, end_run, fold, history, reset_events, watch
 from .context.branches import collect_branch, prepare_branch, summarise_branch
 from .context.calibration import calibrate, chars_per_token_for
@@ -19,7 +19,7 @@ from .context.compaction import (
 )
 from .context.folding import SUMMARY_PROMPT, compact_transcript, memory_flush, run_compaction, summariser
 from .context.integrity import check_transcript
-from .context.keeper import ContextPolicy
+from .context.keeper import ContextPolicy, ContextState
 from .context.pruning import prune_tool_results
 from .context.tokens import CHARS_PER_TOKEN, context_tokens, estimate_tokens, request_tokens
 from .errors import (
@@ -29,10 +29,20 @@ from .errors import (
     EndpointSilent,
     EndpointUnavailable,
     InvalidInput,
+    ModelCallDenied,
+    OutputInvalid,
     RunCancelled,
+    RunContextOverflow,
+    RunEndpointError,
+    RunEndpointRefused,
+    RunEndpointSilent,
+    RunEndpointUnavailable,
     RunError,
+    RunLimitReached,
+    RunTimedOut,
     SteadyloopError,
     ToolArgumentsError,
+    ToolLoopDetected,
     TranscriptError,
 )
 from .events import Event, event_from_json, event_to_json
@@ -48,10 +58,24 @@ from .hooks import (
     turn_messages,
     with_context,
 )
-from .loop import LifecycleHooks, LoopPolicy, LoopResult, run_agent_loop
+from .loop import (
+    LifecycleHooks,
+    LoopPolicy,
+    LoopResult,
+    LoopStream,
+    ModelCall,
+    RunConfig,
+    RunHooks,
+    RunQueues,
+    run_agent_loop,
+    run_loop,
+    stream_agent_loop,
+    stream_loop,
+)
 from .messages import (
     AssistantMessage,
     ContentPart,
+    Disposition,
     ImagePart,
     Message,
     SystemMessage,
@@ -71,6 +95,8 @@ from .messages import (
 from .metrics import RunMetrics, run_metrics
 from .request_body import ModelParams, build_body, order_tools
 from .reset import reset_all
+from .sessions.bound import AgentSession
+from .structured import OutputMismatch, check_schema, read_structured
 from .tools.approvals import (
     ApprovalBroker,
     ApprovalDecision,
@@ -123,7 +149,9 @@ __all__ = [
     "UNTRUSTED_PREFACE",
     "Agent",
     "AgentBusy",
+    "AgentSession",
     "AgentState",
+    "AgentStream",
     "ApprovalBroker",
     "ApprovalDecision",
     "ApprovalPolicy",
@@ -135,6 +163,8 @@ __all__ = [
     "ContentPart",
     "ContextOverflow",
     "ContextPolicy",
+    "ContextState",
+    "Disposition",
     "EffectClass",
     "Endpoint",
     "EndpointError",
@@ -157,15 +187,30 @@ __all__ = [
     "LoopDetectorConfig",
     "LoopPolicy",
     "LoopResult",
+    "LoopStream",
     "Message",
+    "ModelCall",
+    "ModelCallDenied",
     "ModelParams",
+    "OutputInvalid",
+    "OutputMismatch",
     "Produced",
     "RecoveredCalls",
     "ResourceClaim",
     "RetryPolicy",
     "RunCancelled",
+    "RunConfig",
+    "RunContextOverflow",
+    "RunEndpointError",
+    "RunEndpointRefused",
+    "RunEndpointSilent",
+    "RunEndpointUnavailable",
     "RunError",
+    "RunHooks",
+    "RunLimitReached",
     "RunMetrics",
+    "RunQueues",
+    "RunTimedOut",
     "Split",
     "SteadyloopError",
     "StreamAssembler",
@@ -177,6 +222,7 @@ __all__ = [
     "ToolContext",
     "ToolHooks",
     "ToolLoader",
+    "ToolLoopDetected",
     "ToolLoopDetector",
     "ToolPolicy",
     "ToolResult",
@@ -196,6 +242,7 @@ __all__ = [
     "capabilities_for",
     "catalog_of",
     "chars_per_token_for",
+    "check_schema",
     "check_transcript",
     "classify_failure",
     "collect_branch",
@@ -239,6 +286,7 @@ __all__ = [
     "preselect",
     "preselect_by_keywords",
     "prune_tool_results",
+    "read_structured",
     "recover_tool_calls",
     "relax_tools",
     "request_index",
@@ -248,10 +296,13 @@ __all__ = [
     "reset_events",
     "run_agent_loop",
     "run_compaction",
+    "run_loop",
     "run_metrics",
     "run_tool_calls",
     "run_turn",
     "sanitize_tools",
+    "stream_agent_loop",
+    "stream_loop",
     "stream_turn",
     "strip_thinking",
     "summarise_branch",

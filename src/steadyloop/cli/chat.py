@@ -146,7 +146,7 @@ class _Chat:
         body = build_body(
             agent.state.params,
             agent.state.system_prompt or None,
-            list(agent.convert_to_llm(agent.state.messages)),
+            await agent.request_messages(),
             order_tools(agent.state.tools),
             caps,
             caps.model(model),
