@@ -347,8 +347,13 @@ class Agent:
         """Wait until no run is under way and every listener has seen its end."""
         await self._idle.wait()
 
-    def reset(self) -> None:
-        """Forget the transcript, the fold, the queues and the last error (not the configuration)."""
+    def reset(self, *, session: AgentSession | None = None) -> None:
+        """Forget the transcript, the fold, the queues and the last error (not the configuration).
+
+        Args:
+            session: the session to live in from now on (its history and fold are taken up); without
+                one, an agent that had a session leaves it.
+        """
         self.abort()
         self.state.messages.clear()
         self.state.error = None
@@ -356,7 +361,15 @@ class Agent:
         self.state.pending_tool_calls.clear()
         self.clear_queues()
         self._loaded.clear()
-        self.context.clear()
+        if self.session is not None and self.session_id == self.session.session_id:
+            self.session_id = None
+        self.session = session
+        if session is None:
+            self.context = ContextState()
+        else:
+            self.context = session.context
+            self.state.messages.extend(session.messages)
+            self.session_id = session.session_id
 
     async def request_messages(self) -> list[Message]:
         """The messages the next request would send after the system prompt: the transcript through

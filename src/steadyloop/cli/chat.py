@@ -224,7 +224,7 @@ class _Chat:
                 "Ctrl-C cancels a turn, /exit leaves"
             )
         )
-        if conversation.session_id is not None:
+        if conversation.resumed:
             count = len(conversation.agent.state.messages)
             self.say(self.style.dim(f"resumed session {conversation.session_id} ({count} messages)"))
         while not self.leave:
