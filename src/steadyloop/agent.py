@@ -138,7 +138,8 @@ class Agent:
         model: the model name, or full ``ModelParams``.
         system: the system prompt.
         tools: the tools the model may call.
-        messages: a transcript to start from (with ``session``: after the session's history).
+        messages: a transcript to start from (with ``session``: after the session's history, and written
+            to the session with its first write).
         thinking: the reasoning effort (``none`` .. ``high``, or ``"off"``).
         policy: loop policy (tool iterations, parallelism, continuations, retries, window).
         hooks: before/after tool calls, arguments transform.
@@ -207,6 +208,8 @@ class Agent:
             raise InvalidInput("run_timeout must be a positive number of seconds")
         self.endpoint = endpoint
         history = [*(session.messages if session is not None else ()), *messages]
+        if session is not None and messages:
+            session.adopt(messages)  # everything the agent holds is in its session
         self.state = AgentState(system_prompt=system, params=params, tools=list(tools), messages=history)
         self.policy = policy or LoopPolicy()
         self.hooks = hooks
@@ -328,9 +331,11 @@ class Agent:
         """Take the agent out of its run at once, when ``abort()`` did not drain it (a tool or a listener
         that ignores cancellation).
 
-        The run is cancelled and left to settle on its own; ``prompt()`` raises ``RunCancelled`` (reason
+        The run is cancelled and left to settle on its own: ``prompt()`` raises ``RunCancelled`` (reason
         ``"forced"``) without waiting for it, and nothing that run emits afterwards reaches the listeners
-        or the state. Never raises.
+        or the state. A run that had already ended while a listener held its ``AgentEnd`` keeps its
+        outcome: the listeners are left, and ``prompt()`` returns its answer (or raises its error).
+        Never raises.
 
         Returns:
             ``False`` when no run was under way.

@@ -142,6 +142,12 @@ class AgentSession:
 
     # -- what the Agent tells it ---------------------------------------------------------------------
 
+    def adopt(self, messages: Sequence[object]) -> None:
+        """Messages an agent starts with beyond the loaded history: written to the store with the next write."""
+        kept = [m for m in messages if isinstance(m, _MESSAGES)]
+        self._kept.extend(kept)
+        self._unsaved.extend(kept)
+
     async def observe(self, event: Event, endpoint: Endpoint | None = None) -> None:
         """Keep what an event says: a message as it ends, the record, usage, the fold, the snapshot.
 
