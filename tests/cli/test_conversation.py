@@ -1,5 +1,6 @@
 """The CLI's conversation keeps its fold and its messages: one summary request per fold over a long chat
-(counted at the server), the fold kept across a restart, and a kill mid-prompt losing nothing shown."""
+(counted at the server), the fold kept across a restart, a kill mid-prompt losing nothing shown, and
+``--json`` lines numbered as the run emitted them."""
 
 from __future__ import annotations
 
@@ -148,3 +149,34 @@ def test_a_kill_mid_prompt_keeps_the_question_in_the_session(
     lines = [json.loads(line) for line in exported.stdout.splitlines() if line.strip()]
     messages = [line["message"] for line in lines if line["kind"] == "message"]
     assert messages == [{"role": "user", "content": "remember me"}]
+
+
+def test_json_lines_carry_the_runs_seq_in_order(
+    scripted: Callable[[Any], str], env: dict[str, str], workdir: Path
+) -> None:
+    url = scripted([{"type": "stream", "text": "numbered"}])
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "steadyloop.cli",
+            "run",
+            "--json",
+            "--no-tools",
+            "--base-url",
+            url,
+            "-m",
+            "m",
+            "hi",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=workdir,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert len({e["run_id"] for e in events}) == 1
