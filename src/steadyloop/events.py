@@ -5,7 +5,8 @@ Names (the ``type`` strings) are permanent API: hosts store them, route on them 
 The contract a host can build on, held on every path a run can take (an answer, an error mid-stream, an
 abort, a timeout, a hook's denial, a budget, a detected loop):
 
-- Every run starts with one ``AgentStart`` and ends with exactly one ``AgentEnd``.
+- Every run starts with one ``AgentStart`` and ends with exactly one ``AgentEnd``. Only a
+  ``LateSettlement`` (a tool that finished after its call was closed) may come after it.
 - ``seq`` numbers a run's events from 1, one more each, in the order they are delivered (the loop stamps
   it; the bus, ``steadyloop.bus.emit``, numbers the same way). An event not yet emitted has ``seq == 0``.
 - Every ``TurnStart`` is closed by a ``TurnEnd`` before the next one or the ``AgentEnd``.

@@ -49,7 +49,11 @@ async def _gather(run: RunState) -> tuple[Message | None, list[ContextBlock]]:
     """The run's question and what the lifecycle hooks add to it."""
     lifecycle = run.config.hooks.lifecycle
     transcript = run.transcript
-    question = next((m for m in reversed(transcript) if isinstance(m, UserMessage)), None)
+    question: Message | None = None
+    for message in reversed(transcript):
+        if isinstance(message, UserMessage):
+            question = message
+            break
     if lifecycle is None or question is None:
         return question, []
     first = not any(isinstance(m, AssistantMessage) for m in transcript)
