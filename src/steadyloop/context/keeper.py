@@ -95,7 +95,11 @@ class ContextState:
         self.__init__()  # type: ignore[misc]
 
     def locate(self, messages: Sequence[object]) -> int | None:
-        """The anchor's index in ``messages`` (by identity), or ``None`` when there is no fold or it is gone."""
+        """The anchor's index in ``messages``, or ``None`` when there is no fold or the anchor is gone.
+
+        Found by identity; failing that, an equal message where it was last found counts (a
+        ``transform_context`` that copies messages keeps their places).
+        """
         anchor = self.anchor
         if anchor is None:
             return None
@@ -106,6 +110,8 @@ class ContextState:
             if message is anchor:
                 self._at = index
                 return index
+        if at < len(messages) and messages[at] == anchor:
+            return at
         return None
 
     def stubbed(self, messages: list[Message]) -> list[Message]:
