@@ -112,7 +112,7 @@ async def test_a_call_written_as_text_is_recovered_with_a_notice() -> None:
     assistant = result.messages[1]
     assert isinstance(assistant, AssistantMessage) and assistant.tool_calls[0].id == "call_recovered_0"
     assert result.messages[2] == ToolResultMessage(
-        call_id="call_recovered_0", content="Oslo: 18C, clear", name="get_weather"
+        call_id="call_recovered_0", content="Oslo: 18C, clear", name="get_weather", disposition="completed"
     )
     assert any(isinstance(e, Notice) and e.name == "recovery" for e in events)
 

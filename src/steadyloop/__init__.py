@@ -5,7 +5,7 @@ their own modules: ``steadyloop.tools.mcp`` (the ``mcp`` extra), ``steadyloop.te
 extra), ``steadyloop.local`` (the bundled local model) and ``steadyloop.sessions``.
 """
 
-from .agent import Agent, AgentBusy, AgentState
+from .agent import Agent, AgentBusy, AgentState, AgentStream
 from .agent_settings import AgentSettings, agent_settings, mcp_server_spec, spec_hook_runner
 from .bus import configure_events, emit, end_run, fold, history, reset_events, watch
 from .context.branches import collect_branch, prepare_branch, summarise_branch
@@ -20,7 +20,7 @@ from .context.compaction import (
 )
 from .context.folding import SUMMARY_PROMPT, compact_transcript, memory_flush, run_compaction, summariser
 from .context.integrity import check_transcript
-from .context.keeper import ContextPolicy
+from .context.keeper import ContextPolicy, ContextState
 from .context.pruning import prune_tool_results
 from .context.tokens import CHARS_PER_TOKEN, context_tokens, estimate_tokens, request_tokens
 from .errors import (
@@ -30,10 +30,20 @@ from .errors import (
     EndpointSilent,
     EndpointUnavailable,
     InvalidInput,
+    ModelCallDenied,
+    OutputInvalid,
     RunCancelled,
+    RunContextOverflow,
+    RunEndpointError,
+    RunEndpointRefused,
+    RunEndpointSilent,
+    RunEndpointUnavailable,
     RunError,
+    RunLimitReached,
+    RunTimedOut,
     SteadyloopError,
     ToolArgumentsError,
+    ToolLoopDetected,
     TranscriptError,
 )
 from .events import Event, event_from_json, event_to_json
@@ -49,10 +59,24 @@ from .hooks import (
     turn_messages,
     with_context,
 )
-from .loop import LifecycleHooks, LoopPolicy, LoopResult, run_agent_loop
+from .loop import (
+    LifecycleHooks,
+    LoopPolicy,
+    LoopResult,
+    LoopStream,
+    ModelCall,
+    RunConfig,
+    RunHooks,
+    RunQueues,
+    run_agent_loop,
+    run_loop,
+    stream_agent_loop,
+    stream_loop,
+)
 from .messages import (
     AssistantMessage,
     ContentPart,
+    Disposition,
     ImagePart,
     Message,
     SystemMessage,
@@ -72,6 +96,7 @@ from .messages import (
 from .metrics import RunMetrics, run_metrics
 from .request_body import ModelParams, build_body, order_tools
 from .reset import reset_all
+from .sessions.bound import AgentSession
 from .spec import (
     SPEC_VERSION,
     AgentSpec,
@@ -93,6 +118,7 @@ from .spec import (
     resolve_agent_spec,
     resolve_api_key,
 )
+from .structured import OutputMismatch, check_schema, read_structured
 from .tools.approvals import (
     ApprovalBroker,
     ApprovalDecision,
@@ -146,9 +172,11 @@ __all__ = [
     "UNTRUSTED_PREFACE",
     "Agent",
     "AgentBusy",
+    "AgentSession",
     "AgentSettings",
     "AgentSpec",
     "AgentState",
+    "AgentStream",
     "ApprovalBroker",
     "ApprovalDecision",
     "ApprovalPolicy",
@@ -162,6 +190,8 @@ __all__ = [
     "ContextOverflow",
     "ContextPolicy",
     "ContextSpec",
+    "ContextState",
+    "Disposition",
     "EffectClass",
     "Endpoint",
     "EndpointError",
@@ -187,10 +217,15 @@ __all__ = [
     "LoopPolicy",
     "LoopResult",
     "LoopSpec",
+    "LoopStream",
     "MCPServer",
     "Message",
+    "ModelCall",
+    "ModelCallDenied",
     "ModelParams",
     "ModelSpec",
+    "OutputInvalid",
+    "OutputMismatch",
     "ParsedSpec",
     "Produced",
     "PromptSection",
@@ -198,8 +233,18 @@ __all__ = [
     "ResourceClaim",
     "RetryPolicy",
     "RunCancelled",
+    "RunConfig",
+    "RunContextOverflow",
+    "RunEndpointError",
+    "RunEndpointRefused",
+    "RunEndpointSilent",
+    "RunEndpointUnavailable",
     "RunError",
+    "RunHooks",
+    "RunLimitReached",
     "RunMetrics",
+    "RunQueues",
+    "RunTimedOut",
     "SpecError",
     "SpecProblem",
     "Split",
@@ -213,6 +258,7 @@ __all__ = [
     "ToolContext",
     "ToolHooks",
     "ToolLoader",
+    "ToolLoopDetected",
     "ToolLoopDetector",
     "ToolPolicy",
     "ToolResult",
@@ -234,6 +280,7 @@ __all__ = [
     "capabilities_for",
     "catalog_of",
     "chars_per_token_for",
+    "check_schema",
     "check_transcript",
     "classify_failure",
     "collect_branch",
@@ -281,6 +328,7 @@ __all__ = [
     "preselect",
     "preselect_by_keywords",
     "prune_tool_results",
+    "read_structured",
     "recover_tool_calls",
     "relax_tools",
     "request_index",
@@ -292,11 +340,14 @@ __all__ = [
     "resolve_api_key",
     "run_agent_loop",
     "run_compaction",
+    "run_loop",
     "run_metrics",
     "run_tool_calls",
     "run_turn",
     "sanitize_tools",
     "spec_hook_runner",
+    "stream_agent_loop",
+    "stream_loop",
     "stream_turn",
     "strip_thinking",
     "summarise_branch",

@@ -1,10 +1,15 @@
-"""``Agent``: a stateful agent around ``run_agent_loop``, with queues, listeners and abort.
+"""``Agent``: a stateful agent around the loop, with queues, listeners, abort, and a memory of its own.
 
 State lives on the agent (system prompt, model, tools, transcript, what is streaming, what is pending,
-the last error) and each ``prompt()`` is one run of the loop over it. Listeners are awaited in the order
-they subscribed, one event at a time, and ``prompt()`` and ``wait_for_idle()`` return only once every
-listener has seen the run's ``AgentEnd``, so a listener that persists the session finishes before the
-caller moves on.
+the last error, the fold that keeps a long conversation inside its window) and each ``prompt()`` is one
+run of the loop over it. The transcript grows from the run's ``MessageEnd`` events, so a listener that
+builds one from them holds exactly ``agent.state.messages``.
+
+Listeners are awaited in the order they subscribed, one event at a time, and they are a barrier: a step's
+tools start only once every listener has handled the message that asked for them. ``prompt()`` and
+``wait_for_idle()`` return only once every listener has seen the run's ``AgentEnd``, so a listener that
+persists the session finishes before the caller moves on. Bound to a session (``session=``), the agent
+loads its history and fold from it and keeps every message there as it ends.
 """
 
 from __future__ import annotations
@@ -12,12 +17,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
+from types import TracebackType
 from typing import Any, Literal
 
+from .context.keeper import ContextState
 from .errors import InvalidInput, RunCancelled, RunError, SteadyloopError
 from .events import (
+    AgentEnd,
     Event,
     MessageEnd,
     MessageStart,
@@ -25,7 +33,17 @@ from .events import (
     ToolExecutionEnd,
     ToolExecutionStart,
 )
-from .loop import LifecycleHooks, LoopPolicy, LoopResult, ToolChoiceFn, run_agent_loop
+from .loop import (
+    BeforeLlmCall,
+    LifecycleHooks,
+    LoopPolicy,
+    LoopResult,
+    RunConfig,
+    RunHooks,
+    RunQueues,
+    ToolChoiceFn,
+    run_loop,
+)
 from .messages import (
     AssistantMessage,
     ImagePart,
@@ -37,12 +55,14 @@ from .messages import (
     UserMessage,
 )
 from .request_body import ModelParams
+from .run.config import StopAfterTurn
+from .sessions.bound import AgentSession
 from .tools.approvals import ApprovalBroker, ApprovalPolicy
 from .tools.definition import Tool
 from .tools.execution import ToolHooks
 from .wire.endpoints import Endpoint
 
-__all__ = ["Agent", "AgentBusy", "AgentState"]
+__all__ = ["Agent", "AgentBusy", "AgentState", "AgentStream"]
 
 Listener = Callable[[Event], object]
 QueueMode = Literal["one-at-a-time", "all"]
@@ -91,6 +111,25 @@ def _default_convert(messages: Sequence[Any]) -> list[Message]:
     return [m for m in messages if isinstance(m, _LLM_TYPES)]
 
 
+class _Run:
+    """One run as the agent holds it: its events on their way to the listeners, its task, its end."""
+
+    __slots__ = ("cancel", "dispatcher", "events", "forced", "task")
+
+    def __init__(self) -> None:
+        self.cancel = asyncio.Event()
+        self.events: asyncio.Queue[Event | asyncio.Future[None] | None] = asyncio.Queue()
+        self.forced: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self.task: asyncio.Task[LoopResult] | None = None
+        self.dispatcher: asyncio.Task[None] | None = None
+
+    async def barrier(self) -> None:
+        """Return once the listeners have handled every event queued so far."""
+        reached: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.events.put_nowait(reached)
+        await reached
+
+
 class Agent:
     """A stateful agent: prompt it, steer it, follow up, abort, and listen to everything it does.
 
@@ -99,19 +138,21 @@ class Agent:
         model: the model name, or full ``ModelParams``.
         system: the system prompt.
         tools: the tools the model may call.
-        messages: a transcript to start from.
+        messages: a transcript to start from (with ``session``: after the session's history, and written
+            to the session with its first write).
         thinking: the reasoning effort (``none`` .. ``high``, or ``"off"``).
         policy: loop policy (tool iterations, parallelism, continuations, retries, window).
         hooks: before/after tool calls, arguments transform.
         approvals: the broker gated calls wait on.
         approval_policy: which effect classes and tools need approval.
-        convert_to_llm: custom message types to what the model reads (default: keep only transcript messages).
-        transform_context: rewrite the transcript before each run (pruning, injected context).
-        should_stop_after_turn: ``True`` ends the run after the current step.
-        max_turns: requests one run may make.
-        run_timeout: seconds a run may take before it is aborted.
-        session_id: sent as ``prompt_cache_key`` where the endpoint takes it.
-        api_key: called before each run for the key to use (for expiring tokens).
+        convert_to_llm: custom message types to what the model reads, before every request (default:
+            keep only transcript messages); may be async.
+        transform_context: rewrite the transcript before every request (pruning, injected context).
+        should_stop_after_turn: ``True`` (or an awaitable of it) ends the run after the current step.
+        max_turns: requests one run may make (``RunLimitReached`` past it).
+        run_timeout: seconds a run may take before it is cancelled (``RunTimedOut``, reason ``"timeout"``).
+        session_id: sent as ``prompt_cache_key`` where the endpoint takes it (default: the session's id).
+        api_key: called before every request for the key to use (for expiring tokens); may be async.
         tool_choice: ``"auto"``, ``"required"``, ``"none"``, a named function, or a function deciding it per
             request from the transcript about to be sent.
         steering_mode: deliver queued steering one message per step or all at once.
@@ -119,6 +160,9 @@ class Agent:
         interrupt_mode: ``"immediate"`` skips calls not yet started when steering arrives; ``"wait"`` lets
             the step finish first.
         lifecycle: the host's lifecycle hooks, gathered onto each prompt's question and told each reply.
+        before_llm_call: told each request before it is sent; a block ends the run (``ModelCallDenied``).
+        session: the session the agent lives in (``await store.session(...)``): its history and fold are
+            loaded, and every message, event and usage record goes back to it as the agent runs.
     """
 
     def __init__(
@@ -134,9 +178,10 @@ class Agent:
         hooks: ToolHooks | None = None,
         approvals: ApprovalBroker | None = None,
         approval_policy: ApprovalPolicy | None = None,
-        convert_to_llm: Callable[[Sequence[Any]], Sequence[Message]] | None = None,
-        transform_context: Callable[[list[Any]], Awaitable[list[Any]]] | None = None,
-        should_stop_after_turn: Callable[[Turn, list[Message]], bool] | None = None,
+        convert_to_llm: Callable[[Sequence[Any]], Sequence[Message] | Awaitable[Sequence[Message]]]
+        | None = None,
+        transform_context: Callable[[list[Any]], Awaitable[Sequence[Any]]] | None = None,
+        should_stop_after_turn: StopAfterTurn | None = None,
         max_turns: int | None = None,
         run_timeout: float | None = None,
         session_id: str | None = None,
@@ -146,6 +191,8 @@ class Agent:
         follow_up_mode: QueueMode = "one-at-a-time",
         interrupt_mode: Literal["immediate", "wait"] = "immediate",
         lifecycle: LifecycleHooks | None = None,
+        before_llm_call: BeforeLlmCall | None = None,
+        session: AgentSession | None = None,
     ) -> None:
         params = model if isinstance(model, ModelParams) else ModelParams(model=model)
         if thinking is not None:
@@ -157,10 +204,13 @@ class Agent:
             params = replace(params, tool_choice=tool_choice)
         if max_turns is not None and max_turns <= 0:
             raise InvalidInput("max_turns must be a positive number of requests")
+        if run_timeout is not None and not run_timeout > 0:
+            raise InvalidInput("run_timeout must be a positive number of seconds")
         self.endpoint = endpoint
-        self.state = AgentState(
-            system_prompt=system, params=params, tools=list(tools), messages=list(messages)
-        )
+        history = [*(session.messages if session is not None else ()), *messages]
+        if session is not None and messages:
+            session.adopt(messages)  # everything the agent holds is in its session
+        self.state = AgentState(system_prompt=system, params=params, tools=list(tools), messages=history)
         self.policy = policy or LoopPolicy()
         self.hooks = hooks
         self.approvals = approvals
@@ -170,17 +220,21 @@ class Agent:
         self.should_stop_after_turn = should_stop_after_turn
         self.max_turns = max_turns
         self.run_timeout = run_timeout
-        self.session_id = session_id
+        self.session = session
+        self.session_id = session_id or (session.session_id if session is not None else None)
         self.api_key = api_key
         self.steering_mode: QueueMode = steering_mode
         self.follow_up_mode: QueueMode = follow_up_mode
         self.interrupt_mode = interrupt_mode
         self.lifecycle = lifecycle
+        self.before_llm_call = before_llm_call
+        self.context = session.context if session is not None else ContextState()
+        """The conversation's fold and pruning, kept from one prompt to the next."""
         self.last_result: LoopResult | None = None
         self._listeners: list[Listener] = []
         self._steering: list[Message] = []
         self._follow_ups: list[Message] = []
-        self._cancel: asyncio.Event | None = None
+        self._run: _Run | None = None
         self._idle = asyncio.Event()
         self._idle.set()
         self._loaded: list[str] = []
@@ -225,8 +279,7 @@ class Agent:
             return []
         taken = list(queue) if mode == "all" else [queue[0]]
         del queue[: len(taken)]
-        self.state.messages.extend(taken)
-        return taken
+        return taken  # the run announces them; they enter state.messages with their MessageEnd
 
     # -- running ----------------------------------------------------------------------------------------
 
@@ -245,35 +298,67 @@ class Agent:
         """
         if self.is_running:
             raise AgentBusy("the agent is already running: use steer() or follow_up() to add to it")
-        if isinstance(input, str):
-            new: list[Message] = [_user(input, images)]
-        elif isinstance(input, _LLM_TYPES):
-            new = [input]
-        else:
-            new = list(input)
-        self.state.messages.extend(new)
-        return await self._run(len(new))
+        return await self._go(_input_messages(input, images))
 
     async def continue_(self) -> Turn:
         """Run again from the transcript as it is; its last message must be a user message or a tool result."""
         if self.is_running:
             raise AgentBusy("the agent is already running")
-        llm = list(self.convert_to_llm(self.state.messages))
+        llm = self.convert_to_llm(self.state.messages)
+        llm = list(await llm if inspect.isawaitable(llm) else llm)
         if not llm or not isinstance(llm[-1], UserMessage | ToolResultMessage):
             raise InvalidInput("continue_() needs the transcript to end in a user message or a tool result")
-        return await self._run(0)
+        return await self._go([])
+
+    def stream(
+        self, input: str | Message | Sequence[Message], *, images: Sequence[bytes | ImagePart] = ()
+    ) -> AgentStream:
+        """``prompt()`` as an async iterator of its events::
+
+            async for event in agent.stream("What changed?"):
+                ...
+
+        The consumer is a listener like any other (a barrier, after those subscribed); see ``AgentStream``.
+        """
+        return AgentStream(self, _input_messages(input, images))
 
     def abort(self) -> None:
         """Stop the run: the request in flight is closed and running tools are stopped. Never raises."""
-        if self._cancel is not None:
-            self._cancel.set()
+        if self._run is not None:
+            self._run.cancel.set()
+
+    def force_abort(self, reason: str = "forced") -> bool:
+        """Take the agent out of its run at once, when ``abort()`` did not drain it (a tool or a listener
+        that ignores cancellation).
+
+        The run is cancelled and left to settle on its own: ``prompt()`` raises ``RunCancelled`` (reason
+        ``"forced"``) without waiting for it, and nothing that run emits afterwards reaches the listeners
+        or the state. A run that had already ended while a listener held its ``AgentEnd`` keeps its
+        outcome: the listeners are left, and ``prompt()`` returns its answer (or raises its error).
+        Never raises.
+
+        Returns:
+            ``False`` when no run was under way.
+        """
+        run = self._run
+        if run is None:
+            return False
+        run.cancel.set()
+        if not run.forced.done():
+            run.forced.set_result(reason)
+        return True
 
     async def wait_for_idle(self) -> None:
         """Wait until no run is under way and every listener has seen its end."""
         await self._idle.wait()
 
-    def reset(self) -> None:
-        """Forget the transcript, the queues and the last error (not the configuration)."""
+    def reset(self, *, session: AgentSession | None = None) -> None:
+        """Forget the transcript, the fold, the queues and the last error (not the configuration).
+
+        Args:
+            session: the session to live in from now on (its history and fold are taken up); without
+                one, an agent that had a session leaves it.
+        """
         self.abort()
         self.state.messages.clear()
         self.state.error = None
@@ -281,87 +366,139 @@ class Agent:
         self.state.pending_tool_calls.clear()
         self.clear_queues()
         self._loaded.clear()
+        if self.session is not None and self.session_id == self.session.session_id:
+            self.session_id = None
+        self.session = session
+        if session is None:
+            self.context = ContextState()
+        else:
+            self.context = session.context
+            self.state.messages.extend(session.messages)
+            self.session_id = session.session_id
 
-    async def _run(self, new_messages: int) -> Turn:
-        self._idle.clear()
-        self.state.is_streaming = True
-        self.state.error = None
-        cancel = self._cancel = asyncio.Event()
-        events: asyncio.Queue[Event | None] = asyncio.Queue()
-        dispatcher = asyncio.create_task(self._dispatch(events))
-        timed_out = False
+    async def request_messages(self) -> list[Message]:
+        """The messages the next request would send after the system prompt: the transcript through
+        ``transform_context`` and ``convert_to_llm``, pruned results as stubs, the kept fold applied."""
+        working: Sequence[Any] = list(self.state.messages)
+        if self.transform_context is not None:
+            working = await self.transform_context(list(working))
+        llm = self.convert_to_llm(working)
+        wire = list(await llm if inspect.isawaitable(llm) else llm)
+        placement = self.policy.context.placement if self.policy.context is not None else "user"
+        return self.context.folded(self.context.stubbed(wire), self.context.locate(wire), placement)
 
-        def time_out() -> None:
-            nonlocal timed_out
-            timed_out = True
-            cancel.set()
-
-        timer = (
-            asyncio.get_running_loop().call_later(self.run_timeout, time_out) if self.run_timeout else None
-        )
-        try:
-            working = list(self.state.messages)
-            if self.transform_context is not None:
-                working = list(await self.transform_context(working))
-            llm = list(self.convert_to_llm(working))
-            endpoint = self.endpoint
-            if self.api_key is not None:
-                key = self.api_key()
-                key = await key if inspect.isawaitable(key) else key
-                endpoint = replace(endpoint, api_key=key)
-            result = await run_agent_loop(
-                endpoint,
-                self.state.params,
-                system=self.state.system_prompt or None,
-                messages=llm,
-                tools=self.state.tools,
-                policy=self.policy,
-                carried=self._loaded,
-                hooks=self.hooks,
-                approvals=self.approvals,
-                approval_policy=self.approval_policy,
-                on_event=lambda event: self._observe(event, events),
-                cancel=cancel,
-                session_id=self.session_id,
-                new_messages=new_messages,
+    def run_config(self) -> RunConfig:
+        """The ``RunConfig`` the next run will use, from the agent's state and settings."""
+        policy = self.policy
+        if self.max_turns is not None:
+            policy = replace(policy, max_turns=self.max_turns)
+        if self.run_timeout is not None:
+            policy = replace(policy, run_timeout=self.run_timeout)
+        return RunConfig(
+            endpoint=self.endpoint,
+            params=self.state.params,
+            system=self.state.system_prompt or None,
+            tools=self.state.tools,
+            policy=policy,
+            hooks=RunHooks(
+                tools=self.hooks,
+                lifecycle=self.lifecycle,
+                before_llm_call=self.before_llm_call,
+                should_stop_after_turn=self.should_stop_after_turn,
+                tool_choice=self.tool_choice,
+                transform_context=self.transform_context,
+                convert_to_llm=self.convert_to_llm,
+            ),
+            queues=RunQueues(
                 steering=lambda: self._take(self._steering, self.steering_mode),
                 follow_up=lambda: self._take(self._follow_ups, self.follow_up_mode),
                 interrupt=(lambda: bool(self._steering)) if self.interrupt_mode == "immediate" else None,
-                should_stop_after_turn=self.should_stop_after_turn,
-                max_turns=self.max_turns,
-                tool_choice=self.tool_choice,
-                lifecycle=self.lifecycle,
+            ),
+            approvals=self.approvals,
+            approval_policy=self.approval_policy,
+            carried=self._loaded,
+            api_key=self.api_key,
+            session_id=self.session_id,
+            context=self.context,
+        )
+
+    async def _go(self, new: list[Message]) -> Turn:
+        self._idle.clear()
+        state = self.state
+        state.is_streaming = True
+        state.error = None
+        run = self._run = _Run()
+        run.dispatcher = asyncio.create_task(self._dispatch(run))
+        run.task = asyncio.create_task(
+            run_loop(
+                self.run_config(),
+                [*state.messages, *new],
+                on_event=lambda event: self._observe(run, event),
+                cancel=run.cancel,
+                new_messages=len(new),
+                barrier=run.barrier,
             )
+        )
+        try:
+            try:
+                first: set[asyncio.Future[Any]] = {run.task, run.forced}
+                done, _ = await asyncio.wait(first, return_when=asyncio.FIRST_COMPLETED)
+            except asyncio.CancelledError:
+                # Whoever awaited prompt() was cancelled: the run goes with it, and ends before we leave.
+                run.task.cancel()
+                await asyncio.wait({run.task})
+                raise
+            if run.task not in done:
+                raise self._forced(run)
+            result = run.task.result()
             self.last_result = result
             self._loaded = result.loaded
             return result.turn
-        except RunError as error:
-            if isinstance(error, RunCancelled) and error.messages:
-                last = error.messages[-1]
-                if isinstance(last, AssistantMessage) and (
-                    not self.state.messages or self.state.messages[-1] is not last
-                ):
-                    self.state.messages.append(last)
-            self.state.error = (
-                f"the run took longer than run_timeout ({self.run_timeout}s)" if timed_out else str(error)
-            )
-            raise
         except SteadyloopError as error:
-            self.state.error = str(error)
+            if not isinstance(error, RunCancelled) or error.reason != "forced":
+                state.error = str(error)
             raise
         finally:
-            if timer is not None:
-                timer.cancel()
-            events.put_nowait(None)
-            await dispatcher
-            self.state.is_streaming = False
-            self.state.streaming_message = None
-            self.state.pending_tool_calls.clear()
-            self._cancel = None
-            self._idle.set()
+            await self._settle(run)
 
-    def _observe(self, event: Event, events: asyncio.Queue[Event | None]) -> None:
-        # State is updated as events happen, so a listener reading agent.state sees the run's present.
+    def _forced(self, run: _Run) -> RunCancelled:
+        """Leave a run that did not drain: the error ``prompt()`` raises, the run left to settle alone."""
+        reason = run.forced.result()
+        assert run.task is not None
+        run.task.cancel()
+        _orphans.add(run.task)
+        run.task.add_done_callback(_forget)
+        if run.dispatcher is not None:
+            run.dispatcher.cancel()
+        self.state.error = f"the run was force-aborted: {reason}"
+        return RunCancelled(
+            f"the run was force-aborted: {reason}", reason="forced", messages=list(self.state.messages)
+        )
+
+    async def _settle(self, run: _Run) -> None:
+        state = self.state
+        if run.dispatcher is not None and not run.dispatcher.done():
+            run.events.put_nowait(None)
+            waiter = asyncio.ensure_future(asyncio.shield(run.dispatcher))
+            either: set[asyncio.Future[Any]] = {waiter, run.forced}
+            done, _ = await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            if waiter not in done:  # forced while a listener held the run's end
+                waiter.cancel()
+                run.dispatcher.cancel()
+                if run.task is not None and not run.task.done():
+                    self._forced(run)
+        state.is_streaming = False
+        state.streaming_message = None
+        state.pending_tool_calls.clear()
+        if self._run is run:
+            self._run = None
+        self._idle.set()
+
+    def _observe(self, run: _Run, event: Event) -> None:
+        # State is updated as events happen, so a listener reading agent.state sees the run's present. A
+        # run that was forced out is no longer the agent's: what it says afterwards is dropped.
+        if run.forced.done():
+            return
         state = self.state
         if isinstance(event, MessageStart) and isinstance(event.message, AssistantMessage):
             state.streaming_message = AssistantMessage()
@@ -371,9 +508,7 @@ class Agent:
                 state.streaming_message = replace(current, content=current.content + event.delta)
             else:
                 state.streaming_message = replace(current, reasoning=current.reasoning + event.delta)
-        elif isinstance(event, MessageEnd) and isinstance(
-            event.message, AssistantMessage | ToolResultMessage
-        ):
+        elif isinstance(event, MessageEnd):
             state.messages.append(event.message)
             if isinstance(event.message, AssistantMessage):
                 state.streaming_message = None
@@ -381,20 +516,115 @@ class Agent:
             state.pending_tool_calls.add(event.call_id)
         elif isinstance(event, ToolExecutionEnd):
             state.pending_tool_calls.discard(event.call_id)
-        events.put_nowait(event)
+        run.events.put_nowait(event)
 
-    async def _dispatch(self, events: asyncio.Queue[Event | None]) -> None:
+    async def _dispatch(self, run: _Run) -> None:
+        session = self.session
         while True:
-            event = await events.get()
-            if event is None:
+            item = await run.events.get()
+            if item is None:
                 return
+            if isinstance(item, asyncio.Future):
+                if not item.done():
+                    item.set_result(None)
+                continue
+            if session is not None:
+                await session.observe(item, self.endpoint)  # first, so a listener reading the store finds it
             for listener in list(self._listeners):
                 try:
-                    outcome = listener(event)
+                    outcome = listener(item)
                     if inspect.isawaitable(outcome):
                         await outcome
                 except Exception:  # a listener's failure is its own; the run and other listeners go on
                     continue
+
+
+_orphans: set[asyncio.Task[LoopResult]] = set()
+
+
+def _forget(task: asyncio.Task[LoopResult]) -> None:
+    _orphans.discard(task)
+    if not task.cancelled():
+        task.exception()  # retrieved: the run was left, so its ending is nobody's to raise
+
+
+class AgentStream:
+    """A prompt as an async iterator of its events: ``async for event in agent.stream(...)``.
+
+    The run starts with the first ``__anext__``. Events come in order, each taken by the consumer before
+    the run's tools go on (the consumer is a listener, so it is part of the barrier). After the run's
+    ``AgentEnd`` the iteration ends, or raises the run's ``RunError``; ``turn`` is the answer once it
+    completed. Leaving early (``break``, ``aclose()``, or ``async with``) aborts the run and waits for it.
+    """
+
+    def __init__(self, agent: Agent, new: list[Message]) -> None:
+        self.turn: Turn | None = None
+        self._events = self._run(agent, new)
+
+    def __aiter__(self) -> AgentStream:
+        return self
+
+    async def __anext__(self) -> Event:
+        return await self._events.__anext__()
+
+    async def aclose(self) -> None:
+        """Abort the run if it is still going and wait for it to end."""
+        await self._events.aclose()
+
+    async def __aenter__(self) -> AgentStream:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def _run(self, agent: Agent, new: list[Message]) -> AsyncGenerator[Event, None]:
+        if agent.is_running:
+            raise AgentBusy("the agent is already running: use steer() or follow_up() to add to it")
+        handed: asyncio.Queue[tuple[Event, asyncio.Future[None]] | None] = asyncio.Queue()
+
+        async def listener(event: Event) -> None:
+            taken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            handed.put_nowait((event, taken))
+            await taken  # the consumer came back for the next one
+
+        unsubscribe = agent.subscribe(listener)
+        task = asyncio.ensure_future(agent._go(new))
+        task.add_done_callback(lambda _: handed.put_nowait(None))
+        try:
+            while (item := await handed.get()) is not None:
+                event, taken = item
+                try:
+                    yield event
+                finally:
+                    if not taken.done():
+                        taken.set_result(None)
+                if isinstance(event, AgentEnd):
+                    break
+            self.turn = await task
+        finally:
+            unsubscribe()
+            while not handed.empty():  # anything still handed over is released, so the run can end
+                item = handed.get_nowait()
+                if item is not None and not item[1].done():
+                    item[1].set_result(None)
+            if not task.done():
+                agent.abort()
+                with contextlib.suppress(RunError, asyncio.CancelledError):
+                    await task
+            elif not task.cancelled():
+                task.exception()
+
+
+def _input_messages(
+    input: str | Message | Sequence[Message], images: Sequence[bytes | ImagePart]
+) -> list[Message]:
+    if isinstance(input, str):
+        return [_user(input, images)]
+    if isinstance(input, _LLM_TYPES):
+        return [input]
+    return list(input)
 
 
 def _user(text: str, images: Sequence[bytes | ImagePart]) -> UserMessage:

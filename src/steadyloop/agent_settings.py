@@ -25,6 +25,7 @@ from .hooks import HookContext, HookEvent, HookOutcome, HookRunner
 from .loop import LifecycleHooks, LoopPolicy
 from .messages import text_of
 from .request_body import ModelParams
+from .sessions.bound import AgentSession
 from .spec import AgentSpec, HookSpec, JsonValue, MCPServer
 from .tools.approvals import ApprovalBroker, ApprovalPolicy
 from .tools.batch import ToolPolicy
@@ -74,6 +75,7 @@ class AgentSettings:
         approvals: ApprovalBroker | None = None,
         session_id: str | None = None,
         hook_context: HookContext | None = None,
+        session: AgentSession | None = None,
     ) -> Agent:
         """An ``Agent`` with these settings.
 
@@ -84,6 +86,7 @@ class AgentSettings:
             approvals: the broker gated calls wait on.
             session_id: the session the agent talks in.
             hook_context: what the hooks are told besides the prompt (session, host, extra).
+            session: the stored session the agent lives in (its history, fold and capability snapshot).
 
         Raises:
             InvalidInput: a hook names a tool the agent does not have, or one that is not read-only.
@@ -107,6 +110,7 @@ class AgentSettings:
             run_timeout=self.run_timeout,
             session_id=session_id,
             lifecycle=lifecycle,
+            session=session,
         )
 
 

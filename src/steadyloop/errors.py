@@ -13,13 +13,29 @@
     │   └── EndpointRefused          the endpoint refused the request as it stands
     │       └── ContextOverflow      the request does not fit the model's window
     ├── RunError                     a run stopped early; carries the transcript so far
-    │   └── RunCancelled             the caller cancelled it
+    │   ├── RunCancelled             the caller cancelled it (reason "cancelled")
+    │   │   └── RunTimedOut          it outlived its run_timeout (reason "timeout")
+    │   ├── RunLimitReached          max_turns or max_tool_iterations ran out (reason "max_turns" | "max_iterations")
+    │   ├── ToolLoopDetected         the model kept repeating the same calls (reason "loop_detected")
+    │   ├── ModelCallDenied          a before_llm_call hook refused the request (reason "hook_denied")
+    │   ├── OutputInvalid            the answer kept missing the response schema (reason "invalid_output")
+    │   └── RunEndpointError         a request failed; also an EndpointError (reason "endpoint")
+    │       ├── RunEndpointSilent        also an EndpointSilent
+    │       ├── RunEndpointUnavailable   also an EndpointUnavailable
+    │       └── RunEndpointRefused       also an EndpointRefused
+    │           └── RunContextOverflow   also a ContextOverflow (reason "overflow")
     ├── MCPError                     an MCP server failed (steadyloop.tools.mcp)
     └── LocalServerError             the bundled local server could not be installed or started
                                      (steadyloop.local)
 
 Every error carries what a caller needs to act on it: which endpoint and model, the HTTP status, the
 server's own words, how long the server asked us to wait, and for a run, the transcript up to the stop.
+
+A run that stops because a request failed raises a ``RunEndpointError`` of the matching kind, so one
+error is both: ``except ContextOverflow`` (or ``EndpointSilent``, ...) catches it as the endpoint's
+failure, with the endpoint's attributes, and ``except RunError`` catches it as the stop of a run, with the
+transcript. Every stop of a run is a ``RunError`` whatever its cause, and ``reason`` names the cause in
+one word for a log or a row.
 """
 
 from __future__ import annotations
@@ -38,11 +54,22 @@ __all__ = [
     "EndpointSilent",
     "EndpointUnavailable",
     "InvalidInput",
+    "ModelCallDenied",
+    "OutputInvalid",
     "RunCancelled",
+    "RunContextOverflow",
+    "RunEndpointError",
+    "RunEndpointRefused",
+    "RunEndpointSilent",
+    "RunEndpointUnavailable",
     "RunError",
+    "RunLimitReached",
+    "RunTimedOut",
     "SteadyloopError",
     "ToolArgumentsError",
+    "ToolLoopDetected",
     "TranscriptError",
+    "run_error_for",
 ]
 
 
@@ -187,4 +214,135 @@ class RunError(SteadyloopError):
 
 
 class RunCancelled(RunError):
-    """The caller cancelled the run."""
+    """The caller cancelled the run (``abort()``, its cancel event, or ``force_abort()``)."""
+
+
+class RunTimedOut(RunCancelled):
+    """The run took longer than its ``run_timeout`` and was cancelled there (reason ``"timeout"``).
+
+    Attributes:
+        timeout: the allowance, in seconds.
+    """
+
+    def __init__(self, message: str, *, timeout: float, **kw: object) -> None:
+        kw.setdefault("reason", "timeout")
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        self.timeout = timeout
+
+
+class RunLimitReached(RunError):
+    """The model wanted to go on past one of the run's budgets.
+
+    ``max_turns`` counts requests and ``max_tool_iterations`` counts steps that ended in tool calls; both
+    are checked at the same point, when the run would send another request, and both raise this. A step
+    that answers without calling a tool ends the run normally, even at the limit.
+
+    Attributes:
+        limit: ``"max_turns"`` or ``"max_tool_iterations"``.
+        value: the budget that ran out.
+    """
+
+    def __init__(self, message: str, *, limit: str, value: int, **kw: object) -> None:
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        self.limit = limit
+        self.value = value
+
+
+class ToolLoopDetected(RunError):
+    """The model kept repeating the same tool calls, so the run stopped (reason ``"loop_detected"``)."""
+
+
+class ModelCallDenied(RunError):
+    """A ``before_llm_call`` hook refused the request; the run ended before sending it.
+
+    Attributes:
+        hook_reason: what the hook said.
+    """
+
+    def __init__(self, message: str, *, hook_reason: str, **kw: object) -> None:
+        kw.setdefault("reason", "hook_denied")
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        self.hook_reason = hook_reason
+
+
+class OutputInvalid(RunError):
+    """The final answer did not meet the response schema, also after it was sent back to be fixed.
+
+    Attributes:
+        problem: what was wrong with the last answer.
+    """
+
+    def __init__(self, message: str, *, problem: str, **kw: object) -> None:
+        kw.setdefault("reason", "invalid_output")
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        self.problem = problem
+
+
+class RunEndpointError(RunError, EndpointError):
+    """A run stopped because a request failed: the run's transcript and the endpoint's failure in one.
+
+    It carries every attribute of the ``EndpointError`` it stands for (``endpoint``, ``status``, ``body``,
+    ``retry_after``, ...; ``waited`` and ``produced`` for silence; ``limit`` and ``requested`` for an
+    overflow) besides the run's ``messages``, ``usage`` and ``steps``. ``cause`` is the original error,
+    also chained as ``__cause__``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        cause: EndpointError,
+        reason: str = "endpoint",
+        messages: Sequence[Message] = (),
+        usage: Usage | None = None,
+        steps: int = 0,
+    ) -> None:
+        Exception.__init__(self, message)
+        # The endpoint's attributes first, then the run's, so neither side's names are lost.
+        self.__dict__.update(cause.__dict__)
+        self.cause = cause
+        self.reason = reason
+        self.messages = list(messages)
+        self.usage = usage
+        self.steps = steps
+
+
+class RunEndpointSilent(RunEndpointError, EndpointSilent):
+    """A run stopped because the endpoint went silent; also an ``EndpointSilent``."""
+
+    waited: float
+    produced: bool
+
+
+class RunEndpointUnavailable(RunEndpointError, EndpointUnavailable):
+    """A run stopped because the endpoint could not be reached; also an ``EndpointUnavailable``."""
+
+
+class RunEndpointRefused(RunEndpointError, EndpointRefused):
+    """A run stopped because the endpoint refused a request; also an ``EndpointRefused``."""
+
+
+class RunContextOverflow(RunEndpointRefused, ContextOverflow):
+    """A run stopped because a request did not fit the window; also a ``ContextOverflow``."""
+
+    limit: int | None
+    requested: int | None
+
+
+def run_error_for(
+    cause: EndpointError, message: str, *, messages: Sequence[Message], usage: Usage | None, steps: int
+) -> RunEndpointError:
+    """The run's stop for a failed request: the ``RunEndpointError`` of the cause's kind."""
+    kind: type[RunEndpointError]
+    reason = "endpoint"
+    if isinstance(cause, ContextOverflow):
+        kind, reason = RunContextOverflow, "overflow"
+    elif isinstance(cause, EndpointRefused):
+        kind = RunEndpointRefused
+    elif isinstance(cause, EndpointSilent):
+        kind = RunEndpointSilent
+    elif isinstance(cause, EndpointUnavailable):
+        kind = RunEndpointUnavailable
+    else:
+        kind = RunEndpointError
+    return kind(message, cause=cause, reason=reason, messages=messages, usage=usage, steps=steps)

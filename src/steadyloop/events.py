@@ -1,8 +1,20 @@
 """The event vocabulary: one small frozen type per thing that happens in a run.
 
-Names (the ``type`` strings) are permanent API: hosts store them, route on them and replay them. ``seq`` is
-assigned by the bus (``steadyloop.bus.emit``), per run from 1; an event not yet emitted has ``seq == 0``.
-Every run ends in exactly one ``AgentEnd``, whatever path it took.
+Names (the ``type`` strings) are permanent API: hosts store them, route on them and replay them.
+
+The contract a host can build on, held on every path a run can take (an answer, an error mid-stream, an
+abort, a timeout, a hook's denial, a budget, a detected loop):
+
+- Every run starts with one ``AgentStart`` and ends with exactly one ``AgentEnd``. Only a
+  ``LateSettlement`` (a tool that finished after its call was closed) may come after it.
+- ``seq`` numbers a run's events from 1, one more each, in the order they are delivered (the loop stamps
+  it; the bus, ``steadyloop.bus.emit``, numbers the same way). An event not yet emitted has ``seq == 0``.
+- Every ``TurnStart`` is closed by a ``TurnEnd`` before the next one or the ``AgentEnd``.
+- Every ``MessageStart`` is closed by a ``MessageEnd`` carrying the message exactly as it entered the
+  transcript. An assistant message opens with its first streamed piece, so a request that failed before
+  showing anything opens none; one cut off after showing something (an abort, a stream that broke) is
+  kept as far as it was shown and closed with that. Collecting ``MessageEnd.message`` gives the run's
+  transcript, message for message.
 """
 
 from __future__ import annotations
@@ -12,7 +24,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import Field, TypeAdapter
 
-from .messages import AssistantMessage, Message, ToolResultMessage
+from .messages import AssistantMessage, Disposition, Message, ToolResultMessage
 from .usage import Usage
 
 __all__ = [
@@ -44,8 +56,18 @@ __all__ = [
     "event_to_json",
 ]
 
-Disposition: TypeAlias = Literal["completed", "failed", "blocked", "aborted", "timeout", "skipped"]
-Outcome: TypeAlias = Literal["completed", "error", "cancelled", "max_iterations", "loop_detected", "stopped"]
+Outcome: TypeAlias = Literal[
+    "completed",
+    "error",
+    "cancelled",
+    "timeout",
+    "max_iterations",
+    "max_turns",
+    "loop_detected",
+    "hook_denied",
+    "invalid_output",
+    "stopped",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,12 +111,19 @@ class TurnStart:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnEnd:
-    """A step ended, with the assistant's message and the results of its calls (in call order)."""
+    """A step ended, with the assistant's message and the results of its calls (in call order).
+
+    Attributes:
+        message: the step's assistant message; ``None`` when the step ended before one was made (the
+            request failed before showing anything, or a hook refused it).
+        error: why the step ended early, when it did.
+    """
 
     step: int
-    message: AssistantMessage
+    message: AssistantMessage | None = None
     tool_results: tuple[ToolResultMessage, ...] = ()
     finish_reason: str = ""
+    error: str | None = None
     run_id: str = ""
     seq: int = 0
     type: Literal["turn_end"] = "turn_end"

@@ -21,6 +21,7 @@ from .usage import Usage
 __all__ = [
     "AssistantMessage",
     "ContentPart",
+    "Disposition",
     "ImagePart",
     "Message",
     "SystemMessage",
@@ -37,6 +38,10 @@ __all__ = [
     "text_of",
     "to_openai",
 ]
+
+
+Disposition: TypeAlias = Literal["completed", "failed", "blocked", "aborted", "timeout", "skipped"]
+"""How a tool call ended (see ``steadyloop.tools.execution``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,12 +121,23 @@ class AssistantMessage:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolResultMessage:
-    """A tool's answer to one call."""
+    """A tool's answer to one call.
+
+    Attributes:
+        call_id: the call it answers.
+        content: what the model reads.
+        is_error: the model should read it as a failure.
+        name: the tool's name.
+        disposition: how the call ended, as the loop closed it (``completed``, ``failed``, ``blocked``,
+            ``aborted``, ``timeout``, ``skipped``); kept with the message so a stored transcript still says
+            which results a tool wrote and which the runtime wrote for it. Never sent to the model.
+    """
 
     call_id: str
     content: str | tuple[ContentPart, ...]
     is_error: bool = False
     name: str | None = None
+    disposition: Disposition | None = None
     role: Literal["tool"] = "tool"
 
 

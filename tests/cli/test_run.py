@@ -144,13 +144,17 @@ def test_output_schema_prints_the_object(
         "additionalProperties": False,
     }
     (workdir / "schema.json").write_text(json.dumps(schema))
-    url = scripted([answer('{"name": "Ada", "age": 36}'), answer("not json at all")])
+    # An answer off the schema goes back to the model with the problem, a bounded number of times.
+    url = scripted(
+        [answer('{"name": "Ada"}'), answer('{"name": "Ada", "age": 36}')] + [answer("not json at all")] * 3
+    )
     done = piped("run", "--output-schema", "schema.json", "--base-url", url, "-m", "m", "who?")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"name": "Ada", "age": 36}
     bad = piped("run", "--output-schema", "schema.json", "--base-url", url, "-m", "m", "who?")
     assert bad.returncode == 1
-    assert bad.stderr.startswith("steadyloop: error: the answer is not valid JSON")
+    assert bad.stderr.startswith("steadyloop: error: the answer does not match the response schema")
+    assert "not valid JSON" in bad.stderr
 
 
 def test_an_oversized_image_is_refused_before_sending(piped: Callable[..., Any], workdir: Path) -> None:

@@ -87,7 +87,8 @@ async def test_migrations_run_once_each_and_in_order(tmp_path: Path, monkeypatch
     path = tmp_path / "sessions.db"
     async with SQLiteSessionStore(path) as store:
         await store.create(A, session_id="s1")
-    assert _user_version(path) == len(schema_module.MIGRATIONS) == 1
+    shipped = len(schema_module.MIGRATIONS)
+    assert _user_version(path) == shipped
 
     # A later release appends a migration; not idempotent on purpose, so a second run would show.
     probe = "CREATE TABLE probe (n INTEGER);\nINSERT INTO probe VALUES (1);"
@@ -95,7 +96,7 @@ async def test_migrations_run_once_each_and_in_order(tmp_path: Path, monkeypatch
     for _ in range(3):
         async with SQLiteSessionStore(path) as store:
             assert await store.get("s1", agent_id=A) is not None  # data from before the upgrade is kept
-    assert _user_version(path) == 2
+    assert _user_version(path) == shipped + 1
     conn = sqlite3.connect(path)
     try:
         assert conn.execute("SELECT COUNT(*) FROM probe").fetchone()[0] == 1
@@ -111,7 +112,7 @@ async def test_a_failing_migration_leaves_no_trace(tmp_path: Path, monkeypatch: 
     with pytest.raises(sqlite3.OperationalError):
         await store.list(A)
     await store.close()
-    assert _user_version(path) == 1
+    assert _user_version(path) == len(schema_module.MIGRATIONS) - 1
     conn = sqlite3.connect(path)
     try:
         assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'half'").fetchall() == []

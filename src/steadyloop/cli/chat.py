@@ -146,7 +146,7 @@ class _Chat:
         body = build_body(
             agent.state.params,
             agent.state.system_prompt or None,
-            list(agent.convert_to_llm(agent.state.messages)),
+            await agent.request_messages(),
             order_tools(agent.state.tools),
             caps,
             caps.model(model),
@@ -224,7 +224,7 @@ class _Chat:
                 "Ctrl-C cancels a turn, /exit leaves"
             )
         )
-        if conversation.session_id is not None:
+        if conversation.resumed:
             count = len(conversation.agent.state.messages)
             self.say(self.style.dim(f"resumed session {conversation.session_id} ({count} messages)"))
         while not self.leave:

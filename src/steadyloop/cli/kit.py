@@ -1,8 +1,10 @@
-"""What ``run`` and ``chat`` both open: the tools, the session store, and an agent that talks in a session.
+"""What ``run`` and ``chat`` both open: the tools, the session store, and an agent that lives in a session.
 
-Every prompt's messages (the user's, the assistant's, the tool results) are appended to the session when the
-prompt ends, however it ends, and its events are recorded as they happen, usage included even for a run
-that failed. A storage failure is reported once on stderr and never stops the conversation.
+The agent is bound to its session (``AgentSession``): every message (the user's, the assistant's, the tool
+results) is appended as it ends, so a kill mid-prompt loses nothing already shown; its events and usage
+are recorded as they happen, and its fold is kept, so a long conversation is summarised once per fold,
+across prompts and restarts. A storage failure is reported once on stderr and never stops the
+conversation. A new session is created in the store with its first message.
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from ..agent import Agent
 from ..context.keeper import ContextPolicy
 from ..errors import InvalidInput
 from ..loop import LoopPolicy
-from ..messages import AssistantMessage, ImagePart, Message, ToolResultMessage, Turn, UserMessage
+from ..messages import ImagePart, Turn
 from ..request_body import ModelParams
-from ..sessions import EventRecorder, SessionNotFound, SessionUsage, SQLiteSessionStore, reconstruct
+from ..sessions import AgentSession, SessionNotFound, SessionUsage, SQLiteSessionStore
 from ..spec import AgentSpec, MCPServer
 from ..tools.approvals import ApprovalBroker, ApprovalPolicy
 from ..tools.definition import Tool
@@ -42,8 +44,6 @@ _TOOLS_SYSTEM = (
     "You are a helpful assistant in a terminal. The working directory is {cwd}. Use the tools to look at "
     "files when the question is about them; answer briefly."
 )
-_TITLE_CHARS = 60
-_KEPT = (UserMessage, AssistantMessage, ToolResultMessage)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,63 +79,37 @@ class AgentOptions:
 
 
 class Conversation:
-    """An agent talking in a session of the store; the session is created at the first prompt.
+    """An agent living in a session of the store.
 
     Args:
-        agent: the agent, its transcript already holding the resumed session's messages.
+        agent: the agent, bound to ``session``.
         store: where sessions live.
-        session_id: the resumed session, or ``None`` for a new one.
+        session: the session the agent lives in.
+        resumed: the session existed before (``--continue``, ``--session``).
     """
 
-    def __init__(self, agent: Agent, store: SQLiteSessionStore, session_id: str | None) -> None:
+    def __init__(
+        self, agent: Agent, store: SQLiteSessionStore, session: AgentSession, *, resumed: bool = False
+    ) -> None:
         self.agent = agent
         self.store = store
-        self.session_id = session_id
-        self._unsubscribe: Callable[[], None] | None = None
-        self._warned = False
-        if session_id is not None:
-            self._attach(session_id)
+        self.session = session
+        self.resumed = resumed
 
-    def _attach(self, session_id: str) -> None:
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-        self.session_id = session_id
-        self.agent.session_id = session_id
-        recorder = EventRecorder(self.store, session_id, AGENT_ID)
-        self._unsubscribe = self.agent.subscribe(recorder.record)
-
-    def _warn(self, exc: BaseException) -> None:
-        if not self._warned:
-            self._warned = True
-            print(f"steadyloop: warning: the session could not be saved: {exc}", file=sys.stderr)
+    @property
+    def session_id(self) -> str | None:
+        """The session's id once it is in the store (a new one is created with its first message)."""
+        return self.session.session_id if self.session.created else None
 
     async def prompt(self, text: str, images: Sequence[ImagePart] = ()) -> Turn:
-        """Run one prompt and keep what it added to the transcript, whether it finished or not."""
-        if self.session_id is None:
-            title = text.strip().splitlines()[0][:_TITLE_CHARS] if text.strip() else None
-            try:
-                self._attach((await self.store.create(AGENT_ID, title=title)).session_id)
-            except Exception as exc:  # a broken store must not take the conversation with it
-                self._warn(exc)
-        before = len(self.agent.state.messages)
-        try:
-            return await self.agent.prompt(text, images=images)
-        finally:
-            added: list[Message] = [m for m in self.agent.state.messages[before:] if isinstance(m, _KEPT)]
-            if added and self.session_id is not None:
-                try:
-                    await self.store.append_messages(self.session_id, added, agent_id=AGENT_ID)
-                except Exception as exc:
-                    self._warn(exc)
+        """Run one prompt; the session keeps every message as it ends, whether the prompt finishes or not."""
+        return await self.agent.prompt(text, images=images)
 
     def reset(self) -> None:
-        """Start over: an empty transcript, and a new session at the next prompt."""
-        self.agent.reset()
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
-        self.session_id = None
-        self.agent.session_id = None
+        """Start over: an empty transcript, in a new session created with the next prompt."""
+        self.session = AgentSession(self.store, agent_id=AGENT_ID, on_failure=self.session.on_failure)
+        self.resumed = False
+        self.agent.reset(session=self.session)
 
     async def usage(self) -> SessionUsage:
         """What the session has spent over its whole life."""
@@ -143,6 +117,18 @@ class Conversation:
             return SessionUsage()
         info = await self.store.get(self.session_id, agent_id=AGENT_ID)
         return info.usage if info is not None else SessionUsage()
+
+
+def _warn_once() -> Callable[[str], None]:
+    warned = False
+
+    def warn(text: str) -> None:
+        nonlocal warned
+        if not warned:
+            warned = True
+            print(f"steadyloop: warning: {text}", file=sys.stderr)
+
+    return warn
 
 
 async def _mcp(lines: Sequence[str], stack: contextlib.AsyncExitStack) -> list[Tool]:
@@ -183,7 +169,6 @@ async def open_conversation(
         if options.mcp and options.spec is None:
             tools += await _mcp(options.mcp, stack)
         session_id: str | None = None
-        history: list[Message] = []
         if options.session is not None:
             info = await store.get(options.session, agent_id=AGENT_ID)
             if info is None:
@@ -192,11 +177,10 @@ async def open_conversation(
         elif options.resume_latest:
             latest = await store.latest(AGENT_ID)
             session_id = latest.session_id if latest is not None else None
-        if session_id is not None:
-            history = reconstruct(await store.load_messages(session_id, agent_id=AGENT_ID))
+        session = await store.session(session_id, agent_id=AGENT_ID, on_failure=_warn_once())
         if options.spec is not None:
-            agent = await _spec_agent(resolved, options, options.spec, approvals, history, stack)
-            yield Conversation(agent, store, session_id)
+            agent = await _spec_agent(resolved, options, options.spec, approvals, session, stack)
+            yield Conversation(agent, store, session, resumed=session_id is not None)
             return
         params = ModelParams(
             model=resolved.model,
@@ -216,13 +200,13 @@ async def open_conversation(
             params,
             system=system,
             tools=tools,
-            messages=history,
+            session=session,
             policy=policy,
             approvals=approvals,
             approval_policy=APPROVAL_POLICY,
             max_turns=options.max_turns,
         )
-        yield Conversation(agent, store, session_id)
+        yield Conversation(agent, store, session, resumed=session_id is not None)
 
 
 async def _spec_agent(
@@ -230,7 +214,7 @@ async def _spec_agent(
     options: AgentOptions,
     spec: AgentSpec,
     approvals: ApprovalBroker | None,
-    history: list[Message],
+    session: AgentSession,
     stack: contextlib.AsyncExitStack,
 ) -> Agent:
     from .agent_file import cli_settings, flag_layer, servers_of
@@ -259,7 +243,7 @@ async def _spec_agent(
     if options.response_format is not None:
         settings = replace(settings, params=replace(settings.params, response_format=options.response_format))
     connected = await _connect(settings.servers, stack) if settings.servers else []
-    return settings.agent(resolved.endpoint, tools=connected, messages=history, approvals=approvals)
+    return settings.agent(resolved.endpoint, tools=connected, approvals=approvals, session=session)
 
 
 async def _connect(servers: Sequence[MCPServer], stack: contextlib.AsyncExitStack) -> list[Tool]:

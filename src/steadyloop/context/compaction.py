@@ -8,6 +8,13 @@ Two hosts share one cut. A host whose transcript is an array rewrites it (``comp
 summary then sits in the array as a system message led by ``SUMMARY_LEAD``, and the next plan reads it back
 and continues it. A host whose transcript is append-only rows stores the ``Fold`` beside them and passes
 ``from_`` and ``previous`` to the next plan, so nothing has to be read back out of the messages.
+
+Where the summary goes in a request is a choice (``SummaryPlacement``). As a second system message
+(``"system"``) it is what an array host can read back. Many chat templates take one system message and
+only at the start (Qwen3.5's raises "System message must be at the beginning"; Gemma's and older
+Mistral's insist that user and assistant alternate), so a host that keeps its fold beside the messages
+puts it at the start of the first kept user message instead (``"user"``): the request then has the one
+leading system prompt and alternates as before.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -26,6 +33,7 @@ from ..messages import (
     ImagePart,
     Message,
     SystemMessage,
+    TextPart,
     ToolResultMessage,
     UserMessage,
     text_of,
@@ -35,10 +43,12 @@ from .tokens import CHARS_PER_TOKEN, IMAGE_TOKENS, context_chars
 
 __all__ = [
     "SERIALIZED_MAX_CHARS",
+    "SUMMARY_END",
     "SUMMARY_LEAD",
     "TAIL_SHARE",
     "CompactionPlan",
     "Fold",
+    "SummaryPlacement",
     "apply_compaction",
     "fold_from_json",
     "fold_to_json",
@@ -46,11 +56,19 @@ __all__ = [
     "request_index",
     "serialize_for_summary",
     "summary_message",
+    "summary_on_question",
     "transcript_tokens",
 ]
 
 #: How every summary message begins; ``plan_compaction`` finds an earlier summary by it.
 SUMMARY_LEAD = "[Summary of the earlier conversation, folded to free context space]"
+
+#: What separates the summary from the user's own words when it rides on their message.
+SUMMARY_END = "[End of summary; the conversation continues]"
+
+SummaryPlacement: TypeAlias = Literal["system", "user"]
+"""Where ``apply_compaction`` puts a summary: a system message after the leading ones, or the start of the
+first kept user message."""
 
 #: The most of the window the kept tail may fill.
 TAIL_SHARE = 0.35
@@ -285,10 +303,35 @@ def plan_compaction(
     )
 
 
-def apply_compaction(messages: Sequence[Message], fold: Fold | None) -> list[Message]:
+def summary_on_question(summary: str, question: UserMessage) -> UserMessage:
+    """A user message carrying the summary ahead of the user's own words (the ``"user"`` placement)."""
+    lead = f"{SUMMARY_LEAD}\n\n{summary}\n\n{SUMMARY_END}"
+    if isinstance(question.content, str):
+        return UserMessage(content=f"{lead}\n\n{question.content}" if question.content else lead)
+    return UserMessage(content=(TextPart(f"{lead}\n\n"), *question.content))
+
+
+def _merges(messages: Sequence[Message], fold: Fold, placement: SummaryPlacement) -> bool:
+    return (
+        placement == "user"
+        and fold.through < len(messages)
+        and isinstance(messages[fold.through], UserMessage)
+    )
+
+
+def apply_compaction(
+    messages: Sequence[Message], fold: Fold | None, *, placement: SummaryPlacement = "system"
+) -> list[Message]:
     """The request a stored transcript stands for: its head, the summary, then everything from ``through``.
 
     Without a fold the messages are handed back as they are (in a new list).
+
+    Args:
+        messages: the stored transcript.
+        fold: the fold in force.
+        placement: ``"system"`` sends the summary as a system message after the head; ``"user"`` puts it
+            at the start of the first kept message (a user message, where every cut lands), so the request
+            keeps a single leading system prompt. See the module docstring.
 
     Raises:
         InvalidInput: the fold does not fit this transcript.
@@ -300,11 +343,25 @@ def apply_compaction(messages: Sequence[Message], fold: Fold | None) -> list[Mes
             f"the fold (head {fold.head}, through {fold.through}) does not fit "
             f"a transcript of {len(messages)} messages"
         )
+    if _merges(messages, fold, placement):
+        first = messages[fold.through]
+        assert isinstance(first, UserMessage)
+        return [
+            *messages[: fold.head],
+            summary_on_question(fold.summary, first),
+            *messages[fold.through + 1 :],
+        ]
+    if placement == "user":  # nothing kept after the fold to carry it: the summary is the question
+        lead = UserMessage(content=f"{SUMMARY_LEAD}\n\n{fold.summary}")
+        return [*messages[: fold.head], lead, *messages[fold.through :]]
     return [*messages[: fold.head], summary_message(fold.summary), *messages[fold.through :]]
 
 
-def request_index(index: int, fold: Fold | None) -> int | None:
+def request_index(index: int, fold: Fold | None, *, placement: SummaryPlacement = "system") -> int | None:
     """Where the stored message at ``index`` sits in ``apply_compaction``'s request; ``None`` if folded away.
+
+    With the ``"user"`` placement the first kept message carries the summary and keeps its place (a fold
+    made by ``plan_compaction`` always keeps a user message first).
 
     Raises:
         InvalidInput: a negative index.
@@ -315,7 +372,8 @@ def request_index(index: int, fold: Fold | None) -> int | None:
         return index
     if index < fold.through:
         return None
-    return index - fold.through + fold.head + 1
+    extra = 0 if placement == "user" else 1
+    return index - fold.through + fold.head + extra
 
 
 def _content_text(content: str | Sequence[Any]) -> str:

@@ -64,8 +64,8 @@ def prune_tool_results(
 
     The list that comes back is new and as long as the one given, message for message, so an index (or a
     ``CompactionPlan``) made before pruning still applies after it. A cleared result keeps its call id, tool
-    name and error flag; images count toward its size (as ``IMAGE_CHARS`` each) and are cleared with it.
-    Results that are already stubs are left alone, so pruning twice is pruning once.
+    name, error flag and disposition; images count toward its size (as ``IMAGE_CHARS`` each) and are
+    cleared with it. Results that are already stubs are left alone, so pruning twice is pruning once.
 
     Raises:
         InvalidInput: a negative ``keep_last`` or ``max_chars``.
@@ -86,6 +86,7 @@ def prune_tool_results(
             content=pruned_stub(chars, images),
             is_error=message.is_error,
             name=message.name,
+            disposition=message.disposition,
         )
     return out
 

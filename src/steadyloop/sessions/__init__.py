@@ -1,10 +1,13 @@
 """Sessions: a conversation kept across runs and restarts, with its event record and cumulative usage.
 
 ``SQLiteSessionStore`` is the default store, ``InMemorySessionStore`` the one for tests; both follow the
-``SessionStore`` protocol. ``reconstruct`` turns stored messages into a transcript a server accepts,
-``EventRecorder`` writes a run's events into a session and ``follow`` replays and follows them.
+``SessionStore`` protocol. ``AgentSession`` (``store.session(...)``) is a session an ``Agent`` lives in:
+history loaded, every message appended as it ends, events, usage, fold and capability snapshot kept.
+``reconstruct`` turns stored messages into a transcript a server accepts, ``EventRecorder`` writes a
+run's events into a session and ``follow`` replays and follows them.
 """
 
+from .bound import AgentSession
 from .history import is_balanced, reconstruct
 from .memory import InMemorySessionStore
 from .recorder import EventRecorder, follow, notify_followers
@@ -20,6 +23,7 @@ from .store import (
 )
 
 __all__ = [
+    "AgentSession",
     "EventRecorder",
     "InMemorySessionStore",
     "SQLiteSessionStore",

@@ -1,13 +1,14 @@
 """A session as JSONL, shared by every store (internal).
 
 One line per value, each the JSON of a steadyloop type with a ``kind`` saying which: a ``session`` header
-first, then ``message`` lines oldest first, then ``event`` lines with their seq. The owning agent is not
+first, then ``message`` lines oldest first, then ``event`` lines with their seq (the record's seq; each
+event also carries the seq it had in its run), then ``state`` lines (format 2). The owning agent is not
 written: whoever imports a session owns the copy.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter, ValidationError
@@ -19,8 +20,8 @@ from .store import SessionInfo, SessionUsage
 
 __all__ = ["FORMAT", "SessionSnapshot", "dump_snapshot", "load_snapshot"]
 
-#: The version of the line format, written in the header.
-FORMAT = 1
+#: The version of the line format, written in the header (2 added the ``state`` lines).
+FORMAT = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +31,7 @@ class SessionSnapshot:
     info: SessionInfo
     messages: list[Message]
     events: list[tuple[int, Event]]
+    state: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,7 +58,16 @@ class _EventLine:
     kind: Literal["event"] = "event"
 
 
-_LINE = TypeAdapter[Any](Annotated[_Header | _MessageLine | _EventLine, Field(discriminator="kind")])
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _StateLine:
+    name: str
+    value: str
+    kind: Literal["state"] = "state"
+
+
+_LINE = TypeAdapter[Any](
+    Annotated[_Header | _MessageLine | _EventLine | _StateLine, Field(discriminator="kind")]
+)
 
 
 def dump_snapshot(snapshot: SessionSnapshot) -> str:
@@ -72,6 +83,9 @@ def dump_snapshot(snapshot: SessionSnapshot) -> str:
     lines = [_LINE.dump_json(header).decode()]
     lines.extend(_LINE.dump_json(_MessageLine(message=m)).decode() for m in snapshot.messages)
     lines.extend(_LINE.dump_json(_EventLine(seq=s, event=e)).decode() for s, e in snapshot.events)
+    lines.extend(
+        _LINE.dump_json(_StateLine(name=n, value=v)).decode() for n, v in sorted(snapshot.state.items())
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -85,6 +99,7 @@ def load_snapshot(text: str) -> SessionSnapshot:
     header: _Header | None = None
     messages: list[Message] = []
     events: list[tuple[int, Event]] = []
+    state: dict[str, str] = {}
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -104,6 +119,8 @@ def load_snapshot(text: str) -> SessionSnapshot:
             raise InvalidInput("session JSONL must start with its session header")
         elif isinstance(value, _MessageLine):
             messages.append(value.message)
+        elif isinstance(value, _StateLine):
+            state[value.name] = value.value
         else:
             if value.seq <= (events[-1][0] if events else 0):
                 raise InvalidInput(f"session JSONL line {number}: event seq {value.seq} does not increase")
@@ -118,4 +135,4 @@ def load_snapshot(text: str) -> SessionSnapshot:
         updated_at=header.updated_at,
         usage=header.usage,
     )
-    return SessionSnapshot(info, messages, events)
+    return SessionSnapshot(info, messages, events, state)

@@ -62,6 +62,14 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (session_id, seq)
     ) WITHOUT ROWID;
     """,
+    """
+    CREATE TABLE state (
+        session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (session_id, name)
+    ) WITHOUT ROWID;
+    """,
 ]
 
 #: A session row with its message count and last event seq; append a WHERE clause.
@@ -133,7 +141,8 @@ def transaction(conn: sqlite3.Connection) -> Iterator[None]:
 
 
 def delete_session(conn: sqlite3.Connection, session_id: str) -> None:
-    """Delete a session with its messages and events."""
+    """Delete a session with its messages, events and state."""
+    conn.execute("DELETE FROM state WHERE session_id = ?", (session_id,))
     conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
     conn.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
     conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))

@@ -12,6 +12,7 @@ from ..events import Event
 from ..messages import Message
 from ..usage import Usage
 from ._jsonl import SessionSnapshot, dump_snapshot, load_snapshot
+from .bound import DEFAULT_HISTORY_LIMIT, AgentSession
 from .store import SessionConfig, SessionInfo, SessionNotFound, SessionUsage, check_id, new_session_id
 
 __all__ = ["InMemorySessionStore"]
@@ -22,6 +23,7 @@ class _Session:
     info: SessionInfo
     messages: list[Message] = field(default_factory=list)
     events: list[tuple[int, Event]] = field(default_factory=list)
+    state: dict[str, str] = field(default_factory=dict)
 
 
 class InMemorySessionStore:
@@ -132,6 +134,38 @@ class InMemorySessionStore:
         session.info = replace(session.info, usage=total, updated_at=self._clock())
         return total
 
+    async def save_state(self, session_id: str, name: str, value: str, *, agent_id: str) -> None:
+        session = self._owned(session_id, agent_id)
+        session.state[name] = value
+        self._touch(session)
+
+    async def load_state(self, session_id: str, name: str, *, agent_id: str) -> str | None:
+        return self._owned(session_id, agent_id).state.get(name)
+
+    async def session(
+        self,
+        session_id: str | None = None,
+        *,
+        agent_id: str,
+        title: str | None = None,
+        history_limit: int | None = DEFAULT_HISTORY_LIMIT,
+        on_failure: Callable[[str], object] | None = None,
+    ) -> AgentSession:
+        """A session for an ``Agent`` to live in (``Agent(..., session=...)``), loaded; a new one when
+        ``session_id`` is ``None``. See ``AgentSession``.
+
+        Raises:
+            SessionNotFound: the agent has no session ``session_id``.
+        """
+        return await AgentSession.open(
+            self,
+            agent_id=agent_id,
+            session_id=session_id,
+            title=title,
+            history_limit=history_limit,
+            on_failure=on_failure,
+        )
+
     async def delete(self, session_id: str, *, agent_id: str) -> bool:
         if self._find(session_id, agent_id) is None:
             return False
@@ -141,7 +175,9 @@ class InMemorySessionStore:
     async def export_jsonl(self, session_id: str, *, agent_id: str) -> str:
         session = self._owned(session_id, agent_id)
         return dump_snapshot(
-            SessionSnapshot(self._info(session), list(session.messages), list(session.events))
+            SessionSnapshot(
+                self._info(session), list(session.messages), list(session.events), dict(session.state)
+            )
         )
 
     async def import_jsonl(self, text: str, *, agent_id: str, session_id: str | None = None) -> SessionInfo:
@@ -153,7 +189,7 @@ class InMemorySessionStore:
         info = replace(snapshot.info, session_id=sid, agent_id=agent_id)
         cap = self._config.max_history_entries
         messages = snapshot.messages[-cap:] if cap is not None else snapshot.messages
-        session = _Session(info, list(messages), list(snapshot.events))
+        session = _Session(info, list(messages), list(snapshot.events), dict(snapshot.state))
         self._sessions[sid] = session
         return self._info(session)
 

@@ -2,9 +2,10 @@
 
 ``EventRecorder.record`` stores every event of a run except the streaming deltas as it comes, numbered
 after the record's last seq by the store, so the seq runs on across runs and restarts. Text and thinking
-deltas are held and written at the end of the turn as one ``MessageUpdate`` of each kind, just before its
-``TurnEnd`` and in the same write: a record grows with the transcript, not with the token count. A run
-that stops mid-turn writes what it had at its ``AgentEnd``.
+deltas are held and written as one ``MessageUpdate`` of each kind just before the event that follows them
+(the message's ``MessageEnd``, or whatever cut it off), in the same write: a record grows with the
+transcript, not with the token count, and keeps the order the events were emitted in. Each recorded event
+keeps the ``seq`` it had in its run (a coalesced update, its first delta's), so an export carries both.
 
 ``follow`` replays a session's record after any seq and then waits for more. Recorders wake followers of
 the same store in this process, on this event loop; a host that appends events to the store directly calls
@@ -18,7 +19,7 @@ import weakref
 from collections.abc import AsyncGenerator
 from typing import Literal
 
-from ..events import AgentEnd, Event, MessageUpdate, TurnEnd
+from ..events import AgentEnd, Event, MessageUpdate
 from .store import SessionStore, check_id
 
 __all__ = ["EventRecorder", "follow", "notify_followers"]
@@ -68,8 +69,8 @@ class EventRecorder:
         self._agent_id = check_id(agent_id, "agent_id")
         self._record_usage = record_usage
         self._pending: dict[Literal["thinking", "text"], list[str]] = {"thinking": [], "text": []}
-        # The turn's first delta: the coalesced events take its step and run id.
-        self._first: MessageUpdate | None = None
+        # Each kind's first held delta: its coalesced event takes that one's step, run id and seq.
+        self._first: dict[Literal["thinking", "text"], MessageUpdate] = {}
         self.last_seq = 0
         """The seq of the last event this recorder wrote; 0 until it writes one."""
 
@@ -78,10 +79,9 @@ class EventRecorder:
         if isinstance(event, MessageUpdate):
             if event.delta:
                 self._pending[event.kind].append(event.delta)
-                if self._first is None:
-                    self._first = event
+                self._first.setdefault(event.kind, event)
             return None
-        batch: list[Event] = [*self._coalesced(), event] if isinstance(event, TurnEnd | AgentEnd) else [event]
+        batch: list[Event] = [*self._coalesced(), event]
         if not isinstance(event, AgentEnd):
             return await self._write(batch)
         try:
@@ -101,15 +101,15 @@ class EventRecorder:
         return self.last_seq
 
     def _coalesced(self) -> list[Event]:
-        first, self._first = self._first, None
-        if first is None:
-            return []
+        firsts, self._first = self._first, {}
         out: list[Event] = []
         for kind in ("thinking", "text"):
-            pieces = self._pending[kind]
-            if pieces:
+            pieces, first = self._pending[kind], firsts.get(kind)
+            if pieces and first is not None:
                 out.append(
-                    MessageUpdate(kind=kind, delta="".join(pieces), step=first.step, run_id=first.run_id)
+                    MessageUpdate(
+                        kind=kind, delta="".join(pieces), step=first.step, run_id=first.run_id, seq=first.seq
+                    )
                 )
             pieces.clear()
         return out

@@ -43,6 +43,7 @@ from ._schema import (
     usage_of,
     usage_values,
 )
+from .bound import DEFAULT_HISTORY_LIMIT, AgentSession
 from .store import SessionConfig, SessionInfo, SessionNotFound, SessionUsage, check_id, new_session_id
 
 __all__ = ["SQLiteSessionStore", "default_session_path"]
@@ -335,6 +336,66 @@ class SQLiteSessionStore:
 
         return await self._call(job)
 
+    async def save_state(self, session_id: str, name: str, value: str, *, agent_id: str) -> None:
+        _check(session_id, agent_id)
+        now = self._clock()
+
+        def job(conn: sqlite3.Connection) -> None:
+            with transaction(conn):
+                self._owned(conn, session_id, agent_id, now)
+                conn.execute(
+                    "INSERT INTO state (session_id, name, body) VALUES (?, ?, ?) "
+                    "ON CONFLICT (session_id, name) DO UPDATE SET body = excluded.body",
+                    (session_id, name, value),
+                )
+
+        await self._call(job)
+
+    async def load_state(self, session_id: str, name: str, *, agent_id: str) -> str | None:
+        _check(session_id, agent_id)
+        now = self._clock()
+
+        def job(conn: sqlite3.Connection) -> str | None:
+            with transaction(conn):
+                self._owned(conn, session_id, agent_id, now)
+                row = conn.execute(
+                    "SELECT body FROM state WHERE session_id = ? AND name = ?", (session_id, name)
+                ).fetchone()
+                return None if row is None else str(row["body"])
+
+        return await self._call(job)
+
+    async def _all_state(self, session_id: str) -> dict[str, str]:
+        def job(conn: sqlite3.Connection) -> dict[str, str]:
+            rows = conn.execute("SELECT name, body FROM state WHERE session_id = ?", (session_id,))
+            return {str(row["name"]): str(row["body"]) for row in rows.fetchall()}
+
+        return await self._call(job)
+
+    async def session(
+        self,
+        session_id: str | None = None,
+        *,
+        agent_id: str,
+        title: str | None = None,
+        history_limit: int | None = DEFAULT_HISTORY_LIMIT,
+        on_failure: Callable[[str], object] | None = None,
+    ) -> AgentSession:
+        """A session for an ``Agent`` to live in (``Agent(..., session=...)``), loaded; a new one when
+        ``session_id`` is ``None``. See ``AgentSession``.
+
+        Raises:
+            SessionNotFound: the agent has no session ``session_id``.
+        """
+        return await AgentSession.open(
+            self,
+            agent_id=agent_id,
+            session_id=session_id,
+            title=title,
+            history_limit=history_limit,
+            on_failure=on_failure,
+        )
+
     async def delete(self, session_id: str, *, agent_id: str) -> bool:
         _check(session_id, agent_id)
         now = self._clock()
@@ -354,7 +415,8 @@ class SQLiteSessionStore:
             raise SessionNotFound(f"no session {session_id!r} for agent {agent_id!r}")
         messages = await self.load_messages(session_id, agent_id=agent_id)
         events = await self.load_events(session_id, agent_id=agent_id)
-        return dump_snapshot(SessionSnapshot(info, messages, events))
+        state = await self._all_state(session_id)
+        return dump_snapshot(SessionSnapshot(info, messages, events, state))
 
     async def import_jsonl(self, text: str, *, agent_id: str, session_id: str | None = None) -> SessionInfo:
         check_id(agent_id, "agent_id")
@@ -365,6 +427,7 @@ class SQLiteSessionStore:
         kept = snapshot.messages[-cap:] if cap is not None else snapshot.messages
         messages = [(sid, pos, message_to_json(m)) for pos, m in enumerate(kept, 1)]
         events = [(sid, seq, event_to_json(e)) for seq, e in snapshot.events]
+        state = [(sid, name, value) for name, value in snapshot.state.items()]
 
         def job(conn: sqlite3.Connection) -> SessionInfo:
             with transaction(conn):
@@ -378,6 +441,7 @@ class SQLiteSessionStore:
                 )
                 conn.executemany("INSERT INTO messages (session_id, pos, body) VALUES (?, ?, ?)", messages)
                 conn.executemany("INSERT INTO events (session_id, seq, body) VALUES (?, ?, ?)", events)
+                conn.executemany("INSERT INTO state (session_id, name, body) VALUES (?, ?, ?)", state)
                 return _info(conn, sid)
 
         return await self._call(job)

@@ -134,7 +134,8 @@ class SessionInfo:
 
 @runtime_checkable
 class SessionStore(Protocol):
-    """Where sessions live: messages as they were, the event record, cumulative usage.
+    """Where sessions live: messages as they were, the event record, cumulative usage, and named state
+    (what an ``Agent`` keeps between runs: its fold, its capability snapshot).
 
     A session another agent owns raises ``SessionNotFound`` (``get`` returns ``None``); an id that is not
     an id raises ``InvalidInput``.
@@ -184,8 +185,16 @@ class SessionStore(Protocol):
         """Add one run's usage (and its turns) to the session's total; returns the new total."""
         ...
 
+    async def save_state(self, session_id: str, name: str, value: str, *, agent_id: str) -> None:
+        """Keep one named piece of the session's state (a fold, a capability snapshot), replacing the last."""
+        ...
+
+    async def load_state(self, session_id: str, name: str, *, agent_id: str) -> str | None:
+        """The named piece of state last saved, or ``None``."""
+        ...
+
     async def delete(self, session_id: str, *, agent_id: str) -> bool:
-        """Delete the session with its messages and events; ``False`` when there was none."""
+        """Delete the session with its messages, events and state; ``False`` when there was none."""
         ...
 
     async def export_jsonl(self, session_id: str, *, agent_id: str) -> str:

@@ -27,7 +27,7 @@ import socket
 import sys
 import threading
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType, TracebackType
@@ -93,6 +93,9 @@ class ScriptedServer:
             None answers 404; a reply (e.g. 503 "Loading model") is played instead.
         props: served by ``GET /props`` (llama.cpp's server properties); None answers 404.
         health: served by ``GET /health`` and ``/v1/health``; None answers 404.
+        answer: consulted for each chat-completions request before the script: the reply to play, or None
+            to play the script's next one (e.g. to answer a summariser's side requests apart from the
+            conversation's, whenever they come).
         requests: every request received, in order (the script's own and the metadata ones).
         disconnects: replies that ended because the client went away while the server was waiting
             (a stall, a delay): what a client that closes a stream early should cause.
@@ -109,9 +112,11 @@ class ScriptedServer:
         props: Document = None,
         health: Document = _HEALTH_OK,
         port: int = 0,
+        answer: Callable[[RecordedRequest], ScriptedReply | None] | None = None,
     ) -> None:
         self._script: deque[ScriptedReply] = deque(replies)
         self.default_reply = default_reply
+        self.answer = answer
         self.models = models
         self.props = props
         self.health = health
@@ -137,13 +142,20 @@ class ScriptedServer:
         props: Document = None,
         health: Document = _HEALTH_OK,
         port: int = 0,
+        answer: Callable[[RecordedRequest], ScriptedReply | None] | None = None,
     ) -> Self:
         """The same server, spelled for ``with``: it runs its own event loop in a daemon thread.
 
         For sync code, and for benchmarks that must not share the client's event loop.
         """
         return cls(
-            *replies, default_reply=default_reply, models=models, props=props, health=health, port=port
+            *replies,
+            default_reply=default_reply,
+            models=models,
+            props=props,
+            health=health,
+            port=port,
+            answer=answer,
         )
 
     # -- the script
@@ -227,13 +239,15 @@ class ScriptedServer:
             if not message.get("more_body", False):
                 break
         path, method = _origin_path(scope["path"]), scope["method"]
-        self._record(_recorded(scope, bytes(body)))
+        request = _recorded(scope, bytes(body))
+        self._record(request)
+        own = self.answer(request) if self.answer is not None and path == _CHAT_PATH else None
         runner = self._uvicorn
         assert runner is not None, "requests arrive only while uvicorn runs"
         exchange = Exchange(runner, scope, receive, send)
         runner.exchanges.add(exchange)
         try:
-            await play(exchange, self._route(method, path))
+            await play(exchange, own if own is not None else self._route(method, path))
         finally:
             runner.exchanges.discard(exchange)
             if exchange.disconnected:

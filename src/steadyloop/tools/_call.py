@@ -34,6 +34,7 @@ _LATE_TEXT = 1000
 # Tools closed by a timeout or an abort that ignored their cancellation. Held here so they are not garbage
 # collected mid-flight; each one leaves when it settles, reporting a late settlement.
 _UNSETTLED: set[asyncio.Task[ToolResult]] = set()
+_UNSETTLED_THREADS: set[asyncio.Future[Any]] = set()
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +196,7 @@ class CallSteps:
         aborted = self.aborted
         context.cancelled.set()
         task.cancel()
-        self._abandon(task, call)
+        self._abandon(task, call, context)
         return closed(STOPPED, "aborted") if aborted else closed(f"Timed out after {timeout:g}s.", "timeout")
 
     async def after(self, call: ToolCall, answer: Answer) -> Answer:
@@ -257,27 +258,53 @@ class CallSteps:
 
         return report
 
-    def _abandon(self, task: asyncio.Task[ToolResult], call: ToolCall) -> None:
-        """Let a closed call's tool settle in the background, reporting it if it finishes anyway."""
+    def _abandon(self, task: asyncio.Task[ToolResult], call: ToolCall, context: ToolContext) -> None:
+        """Let a closed call's tool settle in the background, reporting it if it finishes anyway.
+
+        A sync tool's task ends as soon as it is cancelled, but its thread runs on: then the thread's
+        own outcome is what settles, and what is reported.
+        """
         self.tool_tasks.discard(task)
         _UNSETTLED.add(task)
         audit = self._policy.late_settlement == "audit"
         emit, step = self._emit, self._step
 
-        def settled(done: asyncio.Task[ToolResult]) -> None:
-            _UNSETTLED.discard(done)
-            if done.cancelled():
-                return  # it honoured the cancellation: nothing settled
-            error = done.exception()  # retrieved even when not reported, so asyncio does not log it
+        def report(error: BaseException | None, result: ToolResult | None) -> None:
             if not audit:
                 return
             outcome: Literal["completed", "failed"] = "completed" if error is None else "failed"
-            text = text_of(done.result().content) if error is None else describe(error)
+            text = describe(error) if error is not None else text_of(result.content) if result else ""
             emit(
                 LateSettlement(
                     call_id=call.id, name=call.name, outcome=outcome, text=text[:_LATE_TEXT], step=step
                 )
             )
+
+        def thread_settled(done: asyncio.Future[Any]) -> None:
+            _UNSETTLED_THREADS.discard(done)
+            if done.cancelled():
+                return
+            error = done.exception()
+            if error is not None:
+                report(error, None)
+                return
+            try:
+                result = ToolResult.of(done.result())
+            except Exception as exc:
+                report(exc, None)
+                return
+            report(None, result)
+
+        def settled(done: asyncio.Task[ToolResult]) -> None:
+            _UNSETTLED.discard(done)
+            if done.cancelled():
+                worker = context.worker
+                if worker is not None and not worker.done():
+                    _UNSETTLED_THREADS.add(worker)
+                    worker.add_done_callback(thread_settled)
+                return  # otherwise it honoured the cancellation: nothing settled
+            error = done.exception()  # retrieved even when not reported, so asyncio does not log it
+            report(error, None if error is not None else done.result())
 
         task.add_done_callback(settled)
 

@@ -8,6 +8,8 @@ and argument validation from pydantic; validation errors go back to the model as
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import inspect
 import json
 import re
@@ -54,8 +56,11 @@ class ToolContext:
         call_id: the id the result answers.
         name: the tool's name.
         raw_arguments: the arguments as the model wrote them, when it wrote text.
-        cancelled: set when the run is aborted or the call timed out; long work should stop.
+        cancelled: set when the run is aborted or the call timed out; long work should stop (a sync tool
+            may poll ``cancelled.is_set()`` from its thread).
         progress: report streamed progress (becomes a ``ToolExecutionUpdate`` event).
+        worker: for a sync tool, the result of its worker thread, set when it starts; it outlives a
+            timeout or an abort (a thread cannot be stopped from outside), and its late result is reported.
     """
 
     call_id: str
@@ -63,6 +68,7 @@ class ToolContext:
     raw_arguments: str | None = None
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
     progress: Callable[[str], object] = lambda _text: None
+    worker: asyncio.Future[Any] | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,7 +254,8 @@ def tool(
     The parameters schema and argument validation come from the type hints (pydantic); the description
     from the docstring, with per-argument descriptions from its ``Args:`` section. A parameter annotated
     ``ToolContext`` receives the call's context and is not shown to the model. A sync function runs in a
-    worker thread so it does not block the loop.
+    worker thread so it does not block the loop; a timeout or an abort closes its call at once but cannot
+    stop the thread, which runs to its end and is reported then (``LateSettlement``).
 
     Example::
 
@@ -296,7 +303,12 @@ def tool(
                 kwargs[context_param] = context
             if is_async:
                 return await func(**kwargs)
-            return await asyncio.to_thread(func, **kwargs)
+            # Shielded: cancelling the call cannot stop the thread, and the thread's outcome is still wanted
+            # (the call's closer reports it as a late settlement).
+            run = functools.partial(contextvars.copy_context().run, func, **kwargs)
+            worker = asyncio.get_running_loop().run_in_executor(None, run)
+            context.worker = worker
+            return await asyncio.shield(worker)
 
         return Tool(
             name=tool_name,

@@ -20,8 +20,16 @@ approval said no), ``timeout``, ``aborted`` (the run's ``cancel`` was set: runni
 A repeated call (same tool, same arguments after repair and transform) waits for the first and shares its
 answer, unless the first raised: a throw is never shared, so the repeat is a real retry.
 
+The disposition is kept on the result message itself (``ToolResultMessage.disposition``), so a stored
+transcript still says which results a tool wrote and which the runtime wrote for it.
+
 A tool that ignores its cancellation keeps running after its call was closed; when it settles, a
-``LateSettlement`` event reports it and the transcript stays as it was.
+``LateSettlement`` event reports it and the transcript stays as it was. A sync tool (a plain function,
+run in a worker thread) always ignores it: Python cannot stop a thread from outside. Its timeout closes
+the call at once (the model reads the timeout and the run goes on), sets ``ToolContext.cancelled`` (which
+a long sync tool may poll to stop early), and reports the function's own result or error as a
+``LateSettlement`` when the thread finishes; what the function does meanwhile (writes, requests) still
+happens, and its thread is busy until then.
 """
 
 from __future__ import annotations
@@ -399,6 +407,7 @@ class _Batch:
             content=_with_notes(result.content, notes),
             is_error=result.is_error or answer.disposition != "completed",
             name=call.name,
+            disposition=answer.disposition,
         )
         outcome = CallOutcome(
             call=call,

@@ -1,0 +1,76 @@
+"""Running a step's tool calls, after the host has heard the message that asked for them.
+
+The host's listeners are a barrier here: the assistant message that makes the calls is handled by every
+one of them before any call's preflight starts, so a store never records a result before the call that
+produced it, and a ``before_tool_call`` hook reading the host's state finds the message there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from ..errors import ToolLoopDetected
+from ..events import LoopDetected
+from ..messages import Turn
+from ..tools.approvals import ApprovalPolicy
+from ..tools.batch import BatchOutcome
+from ..tools.execution import run_tool_calls
+from .state import Cancelled, RunState, cancellable
+
+__all__ = ["run_calls", "stop_if_looping"]
+
+_NO_GATES = ApprovalPolicy()
+
+
+async def run_calls(run: RunState, turn: Turn) -> BatchOutcome | None:
+    """Run the turn's calls and add their results to the transcript, in call order; ``None`` without calls.
+
+    Raises:
+        ToolLoopDetected: the model keeps repeating the same calls (after the step is closed).
+    """
+    if not turn.tool_calls:
+        return None
+    config, events = run.config, run.events
+    run.tool_steps += 1
+    if run.barrier is not None:
+        # An abort while waiting still runs the batch below: every call is answered there as not run.
+        with contextlib.suppress(Cancelled):
+            await cancellable(run.barrier(), run.cancel)
+    batch = await run_tool_calls(
+        turn.tool_calls,
+        run.resolver,
+        policy=config.policy.tools,
+        hooks=config.hooks.tools,
+        approvals=config.approvals,
+        approval_policy=config.approval_policy or _NO_GATES,
+        emit=events.emit,
+        step=events.step,
+        truncated=turn.finish_reason == "length",
+        cancel=run.cancel,
+        interrupt=config.queues.interrupt,
+        loop_detector=run.detector,
+    )
+    for result in batch.results:
+        run.transcript.append(result)
+        events.turn_results.append(result)
+        events.announce(result)
+    return batch
+
+
+def stop_if_looping(run: RunState, batch: BatchOutcome | None) -> None:
+    """Stop the run when the batch found the model repeating itself.
+
+    Raises:
+        ToolLoopDetected: it did.
+    """
+    if batch is None or batch.loop is None:
+        return
+    loop = batch.loop
+    run.events.say(LoopDetected, kind=loop.kind, tool=loop.tool, text=loop.text, step=run.events.step)
+    raise ToolLoopDetected(
+        f"stopped: {loop.text}",
+        reason="loop_detected",
+        messages=run.transcript,
+        usage=run.totals,
+        steps=run.steps,
+    )

@@ -1,0 +1,373 @@
+"""One run's state and its events: ``RunState`` and ``RunEvents``.
+
+Per-run state lives in slotted objects rather than closures: with a thousand runs in flight, every cell a
+run holds is something the cyclic collector scans on each of its passes.
+
+``RunEvents`` numbers the run's events (``seq``, from 1, one more each) and keeps the run's open message
+and open turn, so whichever way a run ends, what it opened is closed (see ``steadyloop.events``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import fields
+from typing import Any, TypeVar
+
+from ..context.cache_watch import CacheWatch
+from ..context.keeper import ContextKeeper, ContextState
+from ..errors import InvalidInput, SteadyloopError
+from ..events import Event, MessageEnd, MessageStart, MessageUpdate, Outcome, TurnEnd, TurnStart
+from ..hooks import ContextBlock
+from ..messages import AssistantMessage, Message, SystemMessage, ToolResultMessage, Turn, UserMessage
+from ..tools.definition import Tool
+from ..tools.loading import ToolLoader
+from ..tools.loop_detection import ToolLoopDetector
+from ..usage import Usage
+from .config import RunConfig
+
+__all__ = [
+    "LLM_TYPES",
+    "Cancelled",
+    "RunEvents",
+    "RunState",
+    "ToolResolver",
+    "cancellable",
+    "check_start",
+    "with_run",
+]
+
+#: The messages a model reads; anything else in a transcript is the host's own, for ``convert_to_llm``.
+LLM_TYPES = (SystemMessage, UserMessage, AssistantMessage, ToolResultMessage)
+
+T = TypeVar("T")
+E = TypeVar("E")
+
+
+class Cancelled(Exception):
+    """The run's cancel was set while it waited (a request, the host's listeners)."""
+
+
+class ToolResolver(Mapping[str, Tool]):
+    """The loop's tools as ``run_tool_calls`` sees them: a lookup goes through the on-demand loader, which
+    loads a catalogued tool the model called without loading it first."""
+
+    def __init__(self, loader: ToolLoader, names: Sequence[str]) -> None:
+        self._loader = loader
+        self._names = sorted(set(names))
+
+    def __getitem__(self, key: str) -> Tool:
+        found = self._loader.resolve(key)
+        if found is None:
+            raise KeyError(key)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+_INIT_FIELDS: dict[type[Any], tuple[str, ...]] = {}
+
+
+def with_run(event: Event, run_id: str, seq: int = 0) -> Event:
+    """A copy of an event made elsewhere (a turn, a tool), stamped with the run it belongs to and its seq."""
+    kind = type(event)
+    names = _INIT_FIELDS.get(kind)
+    if names is None:
+        names = _INIT_FIELDS[kind] = tuple(
+            f.name for f in fields(kind) if f.init and f.name not in ("run_id", "seq")
+        )
+    return kind(**{name: getattr(event, name) for name in names}, run_id=run_id, seq=seq)
+
+
+class RunEvents:
+    """A run's events: numbered, kept for its metrics, handed to the caller's callback.
+
+    It also knows what the run has open: the assistant message being streamed (opened by its first piece,
+    so a request that fails before showing anything opens none) and the current step.
+    """
+
+    __slots__ = (
+        "events",
+        "on_event",
+        "opened",
+        "partial",
+        "reasoning",
+        "run_id",
+        "seq",
+        "step",
+        "turn_message",
+        "turn_open",
+        "turn_results",
+    )
+
+    def __init__(self, run_id: str, on_event: Callable[[Event], object] | None) -> None:
+        self.run_id = run_id
+        self.on_event = on_event
+        self.events: list[Event] = []
+        self.seq = 0
+        self.step = 0
+        self.opened = False  # an assistant message is open: MessageStart without its MessageEnd yet
+        self.partial: list[str] = []  # the answer shown so far in this step
+        self.reasoning: list[str] = []  # the thinking shown so far in this step
+        self.turn_open = False
+        self.turn_message: AssistantMessage | None = None
+        self.turn_results: list[ToolResultMessage] = []
+
+    def _deliver(self, event: Event) -> None:
+        self.events.append(event)
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def emit(self, event: Event) -> None:
+        """An event made elsewhere (a turn, a tool, the keeper), stamped with the run and the next seq."""
+        self.seq += 1
+        self._deliver(with_run(event, self.run_id, self.seq))
+
+    def say(self, event_type: Callable[..., E], /, **values: Any) -> E:
+        """Make one of the loop's own events already stamped (no copy), and emit it."""
+        self.seq += 1
+        event = event_type(**values, run_id=self.run_id, seq=self.seq)
+        self._deliver(event)  # type: ignore[arg-type]
+        return event
+
+    # Made here, stamped at birth: these are most of a run's events, and copying a frozen event to add
+    # the run costs more than the rest of its handling.
+    def on_output(self, text: str) -> None:
+        if not text:
+            return
+        if not self.opened:
+            self.open_message()
+        self.partial.append(text)
+        self.seq += 1
+        self._deliver(
+            MessageUpdate(kind="text", delta=text, step=self.step, run_id=self.run_id, seq=self.seq)
+        )
+
+    def on_thinking(self, text: str) -> None:
+        if not text:
+            return
+        if not self.opened:
+            self.open_message()
+        self.reasoning.append(text)
+        self.seq += 1
+        self._deliver(
+            MessageUpdate(kind="thinking", delta=text, step=self.step, run_id=self.run_id, seq=self.seq)
+        )
+
+    # -- messages and turns -----------------------------------------------------------------------------
+
+    def announce(self, message: Message) -> None:
+        """A whole message entering the transcript at once (the user's, a tool result)."""
+        self.say(MessageStart, message=message, step=self.step)
+        self.say(MessageEnd, message=message, step=self.step)
+
+    def open_message(self) -> None:
+        self.opened = True
+        self.say(MessageStart, message=AssistantMessage(), step=self.step)
+
+    def close_message(self, message: AssistantMessage) -> None:
+        """The step's assistant message as it entered the transcript."""
+        if not self.opened:
+            self.open_message()
+        self.opened = False
+        self.partial.clear()
+        self.reasoning.clear()
+        self.turn_message = message
+        self.say(MessageEnd, message=message, step=self.step)
+
+    def shown(self) -> AssistantMessage | None:
+        """What an open message showed before it was cut off, as the message it leaves; ``None`` if none."""
+        if not self.opened:
+            return None
+        return AssistantMessage(content="".join(self.partial), reasoning="".join(self.reasoning))
+
+    def start_turn(self, step: int) -> None:
+        self.step = step
+        self.turn_open = True
+        self.turn_message = None
+        self.turn_results = []
+        self.say(TurnStart, step=step)
+
+    def end_turn(self, finish_reason: str = "", error: str | None = None) -> None:
+        self.turn_open = False
+        self.say(
+            TurnEnd,
+            step=self.step,
+            message=self.turn_message,
+            tool_results=tuple(self.turn_results),
+            finish_reason=finish_reason,
+            error=error,
+        )
+
+
+class RunState:
+    """Everything one run holds while it goes: the transcript, the counts, the parts each phase uses."""
+
+    __slots__ = (
+        "_link",
+        "announce",
+        "barrier",
+        "blocks",
+        "cache",
+        "cancel",
+        "config",
+        "context",
+        "detector",
+        "droppable",
+        "error_text",
+        "events",
+        "keeper",
+        "last_turn",
+        "limit",
+        "loader",
+        "outcome",
+        "output",
+        "output_retries",
+        "question",
+        "resolver",
+        "steps",
+        "taken_ids",
+        "timed_out",
+        "timer",
+        "tool_steps",
+        "totals",
+        "transcript",
+    )
+
+    def __init__(
+        self,
+        config: RunConfig,
+        messages: Sequence[Message],
+        events: RunEvents,
+        *,
+        cancel: asyncio.Event | None,
+        new_messages: int,
+        barrier: Callable[[], Awaitable[None]] | None,
+    ) -> None:
+        policy = config.policy
+        self.config = config
+        self.events = events
+        self.cancel = cancel
+        self.barrier = barrier
+        self.transcript: list[Message] = list(messages)
+        self.announce: list[Message] = self.transcript[-new_messages:] if new_messages > 0 else []
+        self.loader = ToolLoader(
+            config.tools,
+            config.catalog,
+            ondemand=policy.tool_discovery == "ondemand",
+            preselected=config.preselected,
+            carried=config.carried,
+        )
+        self.detector = ToolLoopDetector(policy.loop_detection) if policy.loop_detection is not None else None
+        self.cache = CacheWatch()
+        self.totals = Usage()
+        self.steps = 0
+        self.tool_steps = 0
+        self.last_turn = Turn()
+        self.taken_ids = {
+            c.id for m in self.transcript if isinstance(m, AssistantMessage) for c in m.tool_calls
+        }
+        self.droppable = frozenset(config.params.extra_body) | {"prompt_cache_key"}
+        names = [t.name for t in config.tools] + [e.name for e in config.catalog or ()]
+        if policy.tool_discovery == "ondemand":
+            names.append("load_tools")
+        self.resolver = ToolResolver(self.loader, names)
+        self.context = config.context if config.context is not None else ContextState()
+        self.keeper: ContextKeeper | None = None
+        self.limit = policy.context_limit
+        self.question: Message | None = None
+        self.blocks: list[ContextBlock] = []
+        self.outcome: Outcome = "error"
+        self.error_text: str | None = None
+        self.output: Any = None
+        self.output_retries = 0
+        self.timed_out = False
+        self.timer: asyncio.TimerHandle | None = None
+        self._link: asyncio.Task[None] | None = None
+
+    @property
+    def stopping(self) -> bool:
+        """The run's cancel is set."""
+        return self.cancel is not None and self.cancel.is_set()
+
+    def start_timer(self) -> None:
+        """Arm the run's timeout, if it has one; the run then watches its own cancel, which the caller's
+        (if any) also sets."""
+        timeout = self.config.policy.run_timeout
+        if timeout is None:
+            return
+        given, own = self.cancel, asyncio.Event()
+        self.cancel = own
+        if given is not None:
+            if given.is_set():
+                own.set()
+            else:
+                self._link = asyncio.ensure_future(_relay(given, own))
+        self.timer = asyncio.get_running_loop().call_later(timeout, self._time_out)
+
+    def _time_out(self) -> None:
+        self.timed_out = True
+        if self.cancel is not None:
+            self.cancel.set()
+
+    def cancel_timer(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self._link is not None:
+            self._link.cancel()
+            self._link = None
+
+
+async def _relay(given: asyncio.Event, own: asyncio.Event) -> None:
+    await given.wait()
+    own.set()
+
+
+def check_start(messages: Sequence[Message]) -> None:
+    """Refuse a transcript a run cannot start from: empty, or already answered.
+
+    Raises:
+        InvalidInput: nothing to answer, or the last message is the assistant's.
+    """
+    if not messages:
+        raise InvalidInput("a run needs a transcript to answer: it is empty")
+    if isinstance(messages[-1], AssistantMessage):
+        raise InvalidInput(
+            "a run cannot start from a transcript that ends in an assistant message: add a user message "
+            "or a tool result to answer"
+        )
+
+
+async def cancellable(work: Awaitable[T], cancel: asyncio.Event | None) -> T:
+    """Await work, closing it at once when ``cancel`` is set (a request's HTTP response is closed with it).
+
+    Raises:
+        Cancelled: ``cancel`` was set first.
+    """
+    if cancel is None:
+        return await work
+    if cancel.is_set():
+        if asyncio.iscoroutine(work):
+            work.close()
+        raise Cancelled
+    task = asyncio.ensure_future(work)
+    waiter = asyncio.ensure_future(cancel.wait())
+    try:
+        done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        task.cancel()
+        waiter.cancel()
+        raise
+    if task in done:
+        waiter.cancel()
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, SteadyloopError):
+        await task
+    raise Cancelled

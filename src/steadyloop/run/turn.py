@@ -1,0 +1,148 @@
+"""Streaming a step's turn: the request sent, recovered, continued, and closed as the assistant's message.
+
+``run_turn`` makes one request survive a real endpoint; this phase adds what only the loop can do: when the
+window refused the request, prune and fold and send once more; when the answer was cut at the token
+ceiling, carry it on; when the model wrote its tool calls as text, read them. The step's assistant message
+then enters the transcript, and its usage is reported.
+"""
+
+from __future__ import annotations
+
+from ..context.calibration import chars_per_token_for
+from ..context.integrity import unique_call_ids
+from ..context.tokens import tool_schema_tokens
+from ..errors import ContextOverflow
+from ..events import Notice, UsageReport
+from ..messages import AssistantMessage, Turn
+from ..tools.recovery import recover_tool_calls
+from ..turn.continuation import can_continue, continue_turn
+from ..turn.run import run_turn
+from .prepare import Request, llm_view, rebuild
+from .state import RunState, cancellable
+
+__all__ = ["stream_turn"]
+
+
+async def stream_turn(run: RunState, request: Request) -> Turn:
+    """Send the step's request and close its assistant message; the turn as the transcript keeps it."""
+    turn = await _send(run, request)
+    events, step = run.events, run.events.step
+    run.steps = step
+    if turn.finish_reason == "length":
+        events.say(
+            Notice, text="the answer was cut off at the token ceiling (max_tokens)", name="length", step=step
+        )
+        turn = await _continue(run, request, turn)
+    turn = _recover_calls(run, request, turn)
+    calls = unique_call_ids(turn.tool_calls, run.taken_ids)
+    message = AssistantMessage(content=turn.content, reasoning=turn.reasoning, tool_calls=tuple(calls))
+    run.transcript.append(message)
+    events.close_message(message)
+    run.totals = run.totals + turn.usage
+    if run.keeper is not None:
+        run.context.reported = (turn.usage.prompt_tokens, turn.usage.completion_tokens, len(run.transcript))
+    _report_usage(run, request, turn)
+    run.last_turn = Turn(turn.content, turn.reasoning, calls, turn.usage, turn.finish_reason)
+    return run.last_turn
+
+
+async def _send(run: RunState, request: Request) -> Turn:
+    """The request, sent; after a refusal as too big, pruned and folded and sent once more."""
+    config, events = run.config, run.events
+    recovered = False
+    while True:
+        try:
+            return await cancellable(
+                run_turn(
+                    request.endpoint,
+                    request,
+                    model=config.params.model,
+                    policy=config.policy.retry,
+                    context_limit=run.limit,
+                    droppable=run.droppable,
+                    on_output=events.on_output,
+                    on_thinking=events.on_thinking,
+                    on_event=events.emit,
+                    fences=config.policy.fences,
+                    start_in_reasoning=config.policy.start_in_reasoning,
+                    step=events.step,
+                ),
+                run.cancel,
+            )
+        except ContextOverflow as overflow:
+            keeper = run.keeper
+            if keeper is None or recovered or events.opened:
+                raise
+            recovered = True
+            ratio = chars_per_token_for(request.endpoint, config.params.model)
+            changed = await keeper.recover(
+                request.view, request.index, chars_per_token=ratio, step=events.step, limit=overflow.limit
+            )
+            run.limit = min(run.limit or keeper.limit, keeper.limit)
+            if not changed:
+                raise
+            rebuild(run, request, await llm_view(run, run.transcript))
+
+
+async def _continue(run: RunState, request: Request, turn: Turn) -> Turn:
+    policy, events = run.config.policy, run.events
+    if policy.max_continuations <= 0 or not can_continue(turn):
+        return turn
+    return await cancellable(
+        continue_turn(
+            request.endpoint,
+            request.last,  # the body as last sent, latches applied
+            turn,
+            max_continuations=policy.max_continuations,
+            policy=policy.retry,
+            droppable=run.droppable,
+            on_output=events.on_output,
+            on_thinking=events.on_thinking,
+            on_event=events.emit,
+            fences=policy.fences,
+            step=events.step,
+        ),
+        run.cancel,
+    )
+
+
+def _recover_calls(run: RunState, request: Request, turn: Turn) -> Turn:
+    """Calls the model wrote as text, read where the server's parser did not."""
+    if (
+        turn.tool_calls
+        or not turn.content.strip()
+        or not request.declared
+        or not run.config.policy.recover_tool_calls
+    ):
+        return turn
+    found = recover_tool_calls(turn.content, [t.name for t in request.declared] + run.loader.loaded)
+    if not found.calls:
+        return turn
+    run.events.say(
+        Notice,
+        text=f"recovered {len(found.calls)} tool call(s) the model wrote as text; the server's tool-call "
+        "parser did not read them",
+        name="recovery",
+        step=run.events.step,
+    )
+    return Turn(found.content, turn.reasoning, found.calls, turn.usage, turn.finish_reason)
+
+
+def _report_usage(run: RunState, request: Request, turn: Turn) -> None:
+    body = request.last
+    expected, broken, reason = run.cache.judge(body, turn.usage)
+    declared = body.get("tools", [])
+    run.events.say(
+        UsageReport,
+        turn=turn.usage,
+        totals=run.totals,
+        finish_reason=turn.finish_reason,
+        tools_declared=len(declared),
+        tool_schema_tokens=tool_schema_tokens(
+            declared, chars_per_token=chars_per_token_for(request.endpoint, run.config.params.model)
+        ),
+        cache_expected=expected,
+        cache_broken=broken,
+        cache_break_reason=reason,
+        step=run.events.step,
+    )

@@ -1,0 +1,241 @@
+"""``AgentSession``: a session an ``Agent`` lives in, kept as the agent goes.
+
+Opened, it loads the session's history (the last ``history_limit`` messages, turned back into a transcript
+a server accepts), the fold the conversation had, and the capability snapshot of the endpoint. Bound to an
+agent (``Agent(..., session=...)``), it appends every message to the store as the message ends, so a kill
+mid-prompt loses nothing the listeners saw; records the run's events and usage; and saves the fold when it
+changes and the capability snapshot when a run ends.
+
+Storage never reaches the run: a write that fails is logged (``steadyloop.sessions``), told to
+``on_failure``, and the messages it could not write are kept and written with the next one that succeeds.
+A new session is created in the store at its first write, titled from its first user message.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..context.keeper import ContextState
+from ..errors import InvalidInput
+from ..events import AgentEnd, ContextCompacted, Event, MessageEnd
+from ..messages import AssistantMessage, Message, SystemMessage, ToolResultMessage, UserMessage, text_of
+from ..turn.capabilities import export_capabilities, import_capabilities
+from ..wire.endpoints import Endpoint, endpoint_id
+from .history import reconstruct
+from .recorder import EventRecorder
+from .store import SessionNotFound, SessionStore, check_id, new_session_id
+
+__all__ = ["DEFAULT_HISTORY_LIMIT", "AgentSession"]
+
+log = logging.getLogger("steadyloop.sessions")
+
+#: Messages loaded when a session is opened, unless told otherwise.
+DEFAULT_HISTORY_LIMIT = 200
+
+_MESSAGES = (SystemMessage, UserMessage, AssistantMessage, ToolResultMessage)
+_TITLE_CHARS = 60
+_CONTEXT = "context"
+_CAPABILITIES = "capabilities"
+
+
+class AgentSession:
+    """A session an ``Agent`` keeps itself in; open it with ``AgentSession.open`` (or a store's ``session``).
+
+    Args:
+        store: where the session lives.
+        agent_id: the agent the session belongs to.
+        session_id: the session; ``None`` starts a new one (created in the store at its first write).
+        title: the new session's title (default: the first line of its first user message).
+        history_limit: how many of the latest messages to load (``None``: all).
+        on_failure: told, in words, each time the store could not be written (besides the log).
+
+    Attributes:
+        messages: the history loaded when it was opened, ready to send.
+        context: the conversation's fold and pruning, as stored.
+        failures: what went wrong with the store, in words, oldest first.
+    """
+
+    def __init__(
+        self,
+        store: SessionStore,
+        *,
+        agent_id: str,
+        session_id: str | None = None,
+        title: str | None = None,
+        history_limit: int | None = DEFAULT_HISTORY_LIMIT,
+        on_failure: Callable[[str], object] | None = None,
+    ) -> None:
+        if history_limit is not None and history_limit <= 0:
+            raise InvalidInput(f"history_limit must be positive or None, got {history_limit}")
+        self.store = store
+        self.agent_id = check_id(agent_id, "agent_id")
+        self.created = session_id is not None
+        self.session_id = check_id(session_id, "session_id") if session_id is not None else new_session_id()
+        self.title = title
+        self.history_limit = history_limit
+        self.on_failure = on_failure
+        self.messages: list[Message] = []
+        self.context = ContextState()
+        self.failures: list[str] = []
+        self._recorder: EventRecorder | None = None
+        self._unsaved: list[Message] = []
+        self._held: list[Event] = []
+        self._kept: list[Message] = []  # every message of the conversation this process has seen
+        self._saved_context = -1
+        self._saved_capabilities: str | None = None
+
+    @classmethod
+    async def open(
+        cls,
+        store: SessionStore,
+        *,
+        agent_id: str,
+        session_id: str | None = None,
+        title: str | None = None,
+        history_limit: int | None = DEFAULT_HISTORY_LIMIT,
+        on_failure: Callable[[str], object] | None = None,
+    ) -> AgentSession:
+        """The session, its history, fold and capability snapshot loaded (a new one when ``session_id`` is
+        ``None``).
+
+        Raises:
+            SessionNotFound: the agent has no session ``session_id``.
+        """
+        session = cls(
+            store,
+            agent_id=agent_id,
+            session_id=session_id,
+            title=title,
+            history_limit=history_limit,
+            on_failure=on_failure,
+        )
+        if session_id is not None:
+            await session._load()
+        return session
+
+    async def _load(self) -> None:
+        store, sid, agent = self.store, self.session_id, self.agent_id
+        if await store.get(sid, agent_id=agent) is None:
+            raise SessionNotFound(f"no session {sid!r} for agent {agent!r}")
+        raw = await store.load_messages(sid, agent_id=agent, limit=self.history_limit)
+        self.messages = reconstruct(raw)
+        self._kept = list(self.messages)
+        capped = self.history_limit is not None and len(raw) >= self.history_limit
+        stored = await store.load_state(sid, _CONTEXT, agent_id=agent)
+        if stored is not None:
+            try:
+                if not self.context.restore(stored, self.messages, capped=capped):
+                    log.info("session %s: its fold no longer matches the history; it is dropped", sid)
+            except InvalidInput as exc:
+                self._failed(f"the stored fold could not be read: {exc}")
+        self._saved_context = self.context.version
+        snapshot = await store.load_state(sid, _CAPABILITIES, agent_id=agent)
+        if snapshot is not None:
+            try:
+                import_capabilities(json.loads(snapshot))
+            except Exception as exc:  # a snapshot is an optimisation: a bad one costs a relearned refusal
+                self._failed(f"the stored capability snapshot could not be read: {exc}")
+            self._saved_capabilities = snapshot
+
+    # -- what the Agent tells it ---------------------------------------------------------------------
+
+    def adopt(self, messages: Sequence[object]) -> None:
+        """Messages an agent starts with beyond the loaded history: written to the store with the next write."""
+        kept = [m for m in messages if isinstance(m, _MESSAGES)]
+        self._kept.extend(kept)
+        self._unsaved.extend(kept)
+
+    async def observe(self, event: Event, endpoint: Endpoint | None = None) -> None:
+        """Keep what an event says: a message as it ends, the record, usage, the fold, the snapshot.
+
+        Never raises: a failed write is logged and told to ``on_failure``.
+        """
+        try:
+            if isinstance(event, MessageEnd) and isinstance(event.message, _MESSAGES):
+                self._kept.append(event.message)
+                self._unsaved.append(event.message)
+                await self._write_messages()
+            await self._record(event)
+            if isinstance(event, ContextCompacted | AgentEnd):
+                await self._save_context()
+            if isinstance(event, AgentEnd) and endpoint is not None:
+                await self._save_capabilities(endpoint)
+        except Exception as exc:
+            self._failed(f"the session could not be saved: {exc}")
+
+    async def _ensure(self) -> None:
+        if self.created:
+            return
+        title = self.title or _title_from(self._kept)
+        await self.store.create(self.agent_id, title=title, session_id=self.session_id)
+        self.created = True
+
+    async def _write_messages(self) -> None:
+        if not self._unsaved:
+            return
+        await self._ensure()
+        batch = list(self._unsaved)
+        await self.store.append_messages(self.session_id, batch, agent_id=self.agent_id)
+        del self._unsaved[: len(batch)]
+
+    async def _record(self, event: Event) -> None:
+        if not self.created and not isinstance(event, AgentEnd) and not self._unsaved and not self._kept:
+            # A new session is created with its first message, which names it; until then its events wait.
+            self._held.append(event)
+            return
+        await self._ensure()
+        if self._recorder is None:
+            self._recorder = EventRecorder(self.store, self.session_id, self.agent_id)
+        held, self._held = self._held, []
+        for earlier in held:
+            await self._recorder.record(earlier)
+        await self._recorder.record(event)
+
+    async def _save_context(self) -> None:
+        if self.context.version == self._saved_context:
+            return
+        version = self.context.version
+        await self.store.save_state(
+            self.session_id, _CONTEXT, self.context.to_json(self._kept), agent_id=self.agent_id
+        )
+        self._saved_context = version
+
+    async def _save_capabilities(self, endpoint: Endpoint) -> None:
+        snapshot = export_capabilities()
+        mine = snapshot.get("endpoints", {}).get(endpoint_id(endpoint))
+        if mine is None:
+            return
+        text = json.dumps({**snapshot, "endpoints": {endpoint_id(endpoint): mine}}, sort_keys=True)
+        if _without_time(text) == _without_time(self._saved_capabilities):
+            return
+        await self.store.save_state(self.session_id, _CAPABILITIES, text, agent_id=self.agent_id)
+        self._saved_capabilities = text
+
+    def _failed(self, text: str) -> None:
+        self.failures.append(text)
+        log.warning("session %s: %s", self.session_id, text)
+        if self.on_failure is not None:
+            try:
+                self.on_failure(text)
+            except Exception:
+                log.exception("session %s: on_failure raised", self.session_id)
+
+
+def _title_from(messages: Sequence[Message]) -> str | None:
+    first = next((m for m in messages if isinstance(m, UserMessage)), None)
+    if first is None:
+        return None
+    text = text_of(first.content).strip()
+    return text.splitlines()[0][:_TITLE_CHARS] if text else None
+
+
+def _without_time(text: str | None) -> Any:
+    if text is None:
+        return None
+    data = json.loads(text)
+    if isinstance(data, dict):
+        data.pop("saved_at", None)
+    return data
