@@ -248,7 +248,7 @@ def keeper_for(
     return ContextKeeper(
         context,
         limit=limit,
-        summarise=summariser(endpoint, params.model, on_event=emit),
+        summarise=summariser(endpoint, params.model, reasoning_effort=params.side_effort, on_event=emit),
         emit=emit,
         flush=flush,
     )

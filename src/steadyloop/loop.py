@@ -50,7 +50,7 @@ from .hooks import (
 )
 from .messages import AssistantMessage, Message, ToolResultMessage, Turn
 from .metrics import RunMetrics, run_metrics
-from .request_body import ModelParams, ToolBlock, order_tools
+from .request_body import ModelParams, ToolBlock, droppable_fields, order_tools
 from .tools.approvals import ApprovalBroker, ApprovalPolicy
 from .tools.definition import Tool
 from .tools.execution import ToolHooks, ToolPolicy, run_tool_calls
@@ -236,7 +236,7 @@ async def run_agent_loop(
     tool_steps = 0
     last_turn = Turn()
     taken_ids = {c.id for m in transcript if isinstance(m, AssistantMessage) for c in m.tool_calls}
-    droppable = frozenset(params.extra_body) | {"prompt_cache_key"}
+    droppable = droppable_fields(params)
     names = [t.name for t in tools] + [e.name for e in catalog or ()]
     if policy.tool_discovery == "ondemand":
         names.append("load_tools")

@@ -47,6 +47,7 @@ async def ask(
     *,
     max_tokens: int | None = 512,
     temperature: float | None = None,
+    reasoning_effort: str | None = None,
     policy: RetryPolicy | None = None,
     on_event: Callable[[Event], object] | None = None,
 ) -> str | None:
@@ -59,6 +60,8 @@ async def ask(
         user: the question: text, or content parts (images reach the server as ``image_url`` parts).
         max_tokens: the reply ceiling.
         temperature: sent when given.
+        reasoning_effort: the effort to ask for, moved by this model's latches like a run's: a rung it
+            refused is never sent, and nothing is sent to a model that takes no effort.
         policy: retries.
         on_event: notices about a failure.
     """
@@ -70,6 +73,8 @@ async def ask(
         body["max_tokens"] = max_tokens
     if temperature is not None:
         body["temperature"] = temperature
+    if reasoning_effort:
+        body["reasoning_effort"] = reasoning_effort
     try:
         turn = await run_turn(
             endpoint, body, model=model, policy=policy, on_event=on_event, fences=ALL_FENCES
@@ -119,6 +124,7 @@ async def ask_json(
     name: str = "answer",
     strict: bool = True,
     max_tokens: int | None = 1024,
+    reasoning_effort: str | None = None,
     policy: RetryPolicy | None = None,
     on_event: Callable[[Event], object] | None = None,
 ) -> Any | None:
@@ -133,6 +139,7 @@ async def ask_json(
         name: the schema's name in ``response_format``.
         strict: ask for strict adherence (OpenAI then wants every property required and no extras).
         max_tokens: the reply ceiling.
+        reasoning_effort: the effort to ask for, through this model's latches (see ``ask``).
         policy: retries.
         on_event: notices about downgrades and failures.
     """
@@ -148,6 +155,8 @@ async def ask_json(
     }
     if max_tokens:
         base["max_tokens"] = max_tokens
+    if reasoning_effort:
+        base["reasoning_effort"] = reasoning_effort
 
     def build(caps: EndpointCapabilities, latches: ModelCapabilities) -> Mapping[str, Any]:
         body = apply_latches(base, caps, latches)
@@ -192,6 +201,7 @@ async def ask_json(
                     name=name,
                     strict=strict,
                     max_tokens=max_tokens,
+                    reasoning_effort=reasoning_effort,
                     policy=policy,
                     on_event=on_event,
                 )
