@@ -60,6 +60,7 @@ from .tools.recovery import recover_tool_calls
 from .turn.capabilities import capabilities_for
 from .turn.continuation import can_continue, continue_turn
 from .turn.fences import DEFAULT_FENCES, Fence
+from .turn.harmony import HarmonyLeakCallback, mend_harmony
 from .turn.run import RetryPolicy, run_turn
 from .usage import Usage
 from .wire.endpoints import Endpoint
@@ -90,6 +91,8 @@ class LoopPolicy:
         start_in_reasoning: the chat template opens a thinking block in the prompt.
         context: keep the run inside its window by pruning and folding (``None``: off). The window is
             ``context_limit``, or what the endpoint says it serves.
+        on_harmony_leak: told when gpt-oss channel markers reach an answer (they are taken out of it and
+            a ``Notice`` says so either way); may be async.
     """
 
     max_tool_iterations: int = 25
@@ -104,6 +107,7 @@ class LoopPolicy:
     fences: Sequence[Fence] = DEFAULT_FENCES
     start_in_reasoning: bool = False
     context: ContextPolicy | None = None
+    on_harmony_leak: HarmonyLeakCallback | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,6 +383,7 @@ async def run_agent_loop(
                         ),
                         cancel,
                     )
+            turn = await mend_harmony(turn, step=step, emit=emit, on_leak=policy.on_harmony_leak)
             if not turn.tool_calls and turn.content.strip() and declared and policy.recover_tool_calls:
                 found = recover_tool_calls(turn.content, [t.name for t in declared] + loader.loaded)
                 if found.calls:
