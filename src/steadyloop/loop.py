@@ -536,5 +536,5 @@ async def run_agent_loop(
         usage=totals,
         steps=steps,
         loaded=loader.carry_over(),
-        metrics=run_metrics(events, context_length=policy.context_limit),
+        metrics=run_metrics(events, context_length=policy.context_limit, loads=loader),
     )

@@ -239,11 +239,13 @@ def summariser(
     max_tokens: int = 1024,
     reasoning_effort: str | None = None,
     on_event: Callable[[Event], object] | None = None,
+    kind: str = "summary",
 ) -> Summarise:
     """A summariser that asks ``model`` at ``endpoint`` with ``SUMMARY_PROMPT``, as a side task.
 
     The function it returns never raises (cancellation aside): a failure is a notice and ``None``.
-    ``reasoning_effort`` is sent through the model's latches, as the run's own effort is.
+    ``reasoning_effort`` is sent through the model's latches, as the run's own effort is; ``kind`` names
+    the task on its ``SideTask`` event (``"branch_summary"`` for ``summarise_branch``).
     """
 
     async def summarise(text: str) -> str | None:
@@ -256,6 +258,7 @@ def summariser(
                 max_tokens=max_tokens,
                 reasoning_effort=reasoning_effort,
                 on_event=on_event,
+                kind=kind,
             )
         except Exception as error:
             if on_event is not None:
