@@ -69,8 +69,9 @@ from .messages import (
     to_openai,
 )
 from .metrics import RunMetrics, run_metrics
-from .request_body import ModelParams, build_body, order_tools
+from .request_body import ModelParams, RequestMetadata, build_body, order_tools
 from .reset import reset_all
+from .telemetry import Telemetry, get_telemetry, set_telemetry, trace_run, trace_side_tasks
 from .tools.approvals import (
     ApprovalBroker,
     ApprovalDecision,
@@ -98,10 +99,12 @@ from .turn.capabilities import (
 )
 from .turn.continuation import continue_turn
 from .turn.fences import ALL_FENCES, DEFAULT_FENCES, Fence, FenceSplitter, Split, strip_thinking
+from .turn.harmony import HarmonyLeak, find_harmony_leak
 from .turn.negotiate import negotiate
 from .turn.run import RetryPolicy, run_turn
 from .turn.side_tasks import ask, ask_json
 from .turn.stream import stream_turn
+from .turn.thinking_budgets import DEFAULT_THINKING_BUDGETS
 from .untrusted import UNTRUSTED_PREFACE, untrusted
 from .usage import Usage
 from .wire.clients import aclose_clients, configure_clients, get_client
@@ -115,6 +118,7 @@ __all__ = [
     "ALL_FENCES",
     "CHARS_PER_TOKEN",
     "DEFAULT_FENCES",
+    "DEFAULT_THINKING_BUDGETS",
     "EFFORT_LADDER",
     "HOOK_CONTEXT_TOKENS",
     "NO_KEY",
@@ -146,6 +150,7 @@ __all__ = [
     "Fence",
     "FenceSplitter",
     "Fold",
+    "HarmonyLeak",
     "HookContext",
     "HookDecision",
     "HookOutcome",
@@ -161,6 +166,7 @@ __all__ = [
     "ModelParams",
     "Produced",
     "RecoveredCalls",
+    "RequestMetadata",
     "ResourceClaim",
     "RetryPolicy",
     "RunCancelled",
@@ -170,6 +176,7 @@ __all__ = [
     "SteadyloopError",
     "StreamAssembler",
     "SystemMessage",
+    "Telemetry",
     "TextPart",
     "Tool",
     "ToolArgumentsError",
@@ -216,10 +223,12 @@ __all__ = [
     "event_to_json",
     "expire_capabilities",
     "export_capabilities",
+    "find_harmony_leak",
     "fold",
     "from_openai",
     "gather",
     "get_client",
+    "get_telemetry",
     "history",
     "import_capabilities",
     "is_grammar_error",
@@ -252,6 +261,7 @@ __all__ = [
     "run_tool_calls",
     "run_turn",
     "sanitize_tools",
+    "set_telemetry",
     "stream_turn",
     "strip_thinking",
     "summarise_branch",
@@ -259,6 +269,8 @@ __all__ = [
     "text_of",
     "to_openai",
     "tool",
+    "trace_run",
+    "trace_side_tasks",
     "turn_index",
     "turn_messages",
     "untrusted",

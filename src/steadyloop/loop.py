@@ -51,6 +51,7 @@ from .hooks import (
 from .messages import AssistantMessage, Message, ToolResultMessage, Turn
 from .metrics import RunMetrics, run_metrics
 from .request_body import ModelParams, ToolBlock, droppable_fields, order_tools
+from .telemetry import trace_run
 from .tools.approvals import ApprovalBroker, ApprovalPolicy
 from .tools.definition import Tool
 from .tools.execution import ToolHooks, ToolPolicy, run_tool_calls
@@ -220,7 +221,8 @@ async def run_agent_loop(
     run_id = run_id or uuid.uuid4().hex
     caps = capabilities_for(endpoint)
     latches = caps.model(params.model)
-    emitter = RunEvents(run_id, on_event)
+    traced = trace_run(on_event, endpoint=endpoint, params=params, run_id=run_id, session_id=session_id)
+    emitter = RunEvents(run_id, traced)
     emit = emitter.emit
     events = emitter.events
 
