@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from steadyloop.errors import InvalidInput, RunError
 from steadyloop.events import Downgrade, Event, Notice
@@ -216,3 +218,32 @@ async def test_side_tasks_send_the_effort_the_model_accepts() -> None:
         sent = [r.json.get("reasoning_effort") for r in server.chat_requests]
     # The refused rung went once; from then on the side task sends the latched one.
     assert sent == ["none", "minimal", "minimal"]
+
+
+_ANY = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=20),
+    st.lists(st.one_of(st.text(max_size=5), st.integers()), max_size=4),
+    st.dictionaries(st.text(max_size=5), st.integers(), max_size=3),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            [*SAMPLING, "stop", "thinking_budget", "thinking_budgets", "reasoning_effort", "extra_body"]
+        ),
+        _ANY,
+    )
+)
+def test_any_settings_build_a_body_or_fail_typed(values: dict[str, Any]) -> None:
+    try:
+        params = ModelParams(model="m", **values)
+    except InvalidInput:
+        return
+    body = build(params)
+    assert body["model"] == "m"

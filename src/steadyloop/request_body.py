@@ -144,6 +144,12 @@ class ModelParams:
     side_effort: str | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.extra_body, Mapping):
+            raise InvalidInput(f"extra_body must be a mapping of request fields, got {self.extra_body!r}")
+        if self.reasoning_effort is not None and not isinstance(self.reasoning_effort, str):
+            raise InvalidInput(
+                f"reasoning_effort must be a string such as 'low', got {self.reasoning_effort!r}"
+            )
         for name in ("top_p", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty"):
             value = getattr(self, name)
             if value is not None and (

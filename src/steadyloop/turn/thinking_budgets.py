@@ -100,7 +100,7 @@ def budget_fields(style: BudgetStyle, tokens: int) -> dict[str, Any]:
         if not isinstance(made, Mapping):
             raise InvalidInput(f"a thinking-budget style must return a mapping of fields, got {made!r}")
         return dict(made)
-    found = BUDGET_STYLES.get(style)
+    found = BUDGET_STYLES.get(style) if isinstance(style, str) else None
     if found is None:
         known = ", ".join(sorted(BUDGET_STYLES))
         raise InvalidInput(f"unknown thinking-budget style {style!r}; known: {known}, or a function")
