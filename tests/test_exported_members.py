@@ -41,7 +41,7 @@ def test_the_names_other_code_relies_on() -> None:
 
 
 def test_importing_does_no_io_and_pulls_no_optional_extra() -> None:
-    code = "import sys, steadyloop; print(','.join(m for m in ('mcp', 'uvicorn', 'starlette') if m in sys.modules))"
+    code = "import sys, steadyloop; print(','.join(m for m in ('mcp', 'uvicorn', 'starlette', 'opentelemetry') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "" and out.stderr == ""
 

@@ -9,15 +9,28 @@ import pytest
 from steadyloop.events import (
     AgentEnd,
     AgentStart,
+    ContextCompacted,
+    ContextPruned,
+    Downgrade,
     Event,
     MessageUpdate,
+    Notice,
+    SideTask,
     ToolExecutionEnd,
     TurnEnd,
     UsageReport,
 )
-from steadyloop.messages import AssistantMessage, ToolResultMessage
+from steadyloop.loop import LoopPolicy, run_agent_loop
+from steadyloop.messages import AssistantMessage, ToolResultMessage, UserMessage
 from steadyloop.metrics import RunMetrics, TurnTime, run_metrics
+from steadyloop.request_body import ModelParams
+from steadyloop.testing.chunks import stream_of, text_chunks
+from steadyloop.testing.replies import Reply
+from steadyloop.testing.server import ScriptedServer
+from steadyloop.tools.definition import tool
+from steadyloop.turn.run import RetryPolicy
 from steadyloop.usage import Usage
+from steadyloop.wire.endpoints import Endpoint
 
 COUNTS = {
     "turns",
@@ -32,6 +45,26 @@ COUNTS = {
     "tool_errors_by_name",
     "retries",
     "timeouts",
+    "continuations",
+    "recoveries",
+    "harmony_leaks",
+    "downgrades",
+    "downgrades_by_field",
+    "folds",
+    "forced_folds",
+    "folded_messages",
+    "prunes",
+    "pruned_results",
+    "side_tasks",
+    "tools_loaded",
+    "redundant_loads",
+    "unknown_tool_names",
+}
+MAPS = {
+    "cache_breaks_by_reason": {},
+    "tool_errors_by_name": {},
+    "downgrades_by_field": {},
+    "unknown_tool_names": [],
 }
 
 
@@ -125,6 +158,7 @@ def test_every_field_from_a_full_run() -> None:
         retries=3,
         timeouts=1,
         cache_hit_ratio=1100 / 4900,
+        cache_share=1100 / 4900,
         prefill_ms=450.0,
         decode_ms=1000.0,
         tool_ms=30025.0,
@@ -149,12 +183,7 @@ def test_nothing_reported_leaves_only_the_counts() -> None:
 
 def test_no_events_at_all() -> None:
     assert run_metrics([]) == RunMetrics()
-    assert run_metrics([]).to_dict() == dict.fromkeys(
-        COUNTS - {"cache_breaks_by_reason", "tool_errors_by_name"}, 0
-    ) | {
-        "cache_breaks_by_reason": {},
-        "tool_errors_by_name": {},
-    }
+    assert run_metrics([]).to_dict() == dict.fromkeys(COUNTS - set(MAPS), 0) | MAPS
 
 
 def test_cache_ratio_only_over_requests_that_reported_a_cache_count() -> None:
@@ -216,3 +245,71 @@ def test_to_dict_copies_the_maps() -> None:
     out = metrics.to_dict()
     out["tool_errors_by_name"]["t"] = 99
     assert metrics.tool_errors_by_name == {"t": 1}
+
+
+class Loader:
+    tools_loaded = 3
+    redundant_loads = 1
+    unknown_tool_names = ("nope",)
+
+
+def test_recoveries_downgrades_folds_prunes_side_tasks_and_loads() -> None:
+    events: list[Event] = [
+        Downgrade(field="top_k", reason="refused", step=1),
+        Downgrade(field="top_k", reason="refused", step=1),
+        Downgrade(field="reasoning_effort", reason="rung", step=1),
+        Notice(text="recovered 1 tool call(s)", name="recovery", step=1),
+        Notice(text="gpt-oss channel markers reached the answer", name="harmony_leak", step=2),
+        Notice(text="the harmony-leak callback failed", name="harmony_leak_callback", step=2),
+        ContextPruned(cleared=4, chars=900, step=2),
+        ContextCompacted(folded=6, tokens_before=900, tokens_after=200, step=2),
+        ContextCompacted(folded=2, tokens_before=500, tokens_after=300, forced=True, step=3),
+        SideTask(kind="summary", model="m"),
+        usage(1, Usage(prompt_tokens=1000, cached_tokens=0, continuations=2)),
+        # No cache count reported: left out of the hit ratio, but it lowers the share.
+        usage(2, Usage(prompt_tokens=1000)),
+        usage(3, Usage(prompt_tokens=2000, cached_tokens=1000, uncached_tokens=1000)),
+    ]
+    metrics = run_metrics(events, loads=Loader())
+    assert metrics.downgrades == 3 and metrics.downgrades_by_field == {"top_k": 2, "reasoning_effort": 1}
+    assert metrics.recoveries == 1 and metrics.harmony_leaks == 1
+    assert (metrics.prunes, metrics.pruned_results) == (1, 4)
+    assert (metrics.folds, metrics.forced_folds, metrics.folded_messages) == (2, 1, 8)
+    assert metrics.side_tasks == 1 and metrics.continuations == 2
+    assert (metrics.tools_loaded, metrics.redundant_loads, metrics.unknown_tool_names) == (3, 1, ("nope",))
+    assert metrics.cache_hit_ratio == 1000 / 2000  # step 1 reported no cache count: left out
+    assert metrics.cache_share == 1000 / 4000
+    assert metrics.to_dict()["unknown_tool_names"] == ["nope"]
+
+
+async def test_a_run_reports_its_load_tools_counts_recoveries_and_downgrades() -> None:
+    @tool
+    def clock() -> str:
+        """The time."""
+        return "12:00"
+
+    load = {"id": "l1", "name": "load_tools", "arguments": {"names": ["clock", "sundial"]}}
+    again = {"id": "l2", "name": "load_tools", "arguments": {"names": ["clock"]}}
+    refusal = {
+        "error": {"message": "Unrecognized request argument supplied: top_k", "type": "invalid_request_error"}
+    }
+    written = '{"name": "clock", "arguments": {}}'
+    async with ScriptedServer(
+        Reply.json(refusal, 400),
+        Reply.stream(stream_of(tool_calls=[load])),
+        Reply.stream(stream_of(tool_calls=[again])),
+        Reply.stream(text_chunks(written)),
+        Reply.stream(text_chunks("It is noon.")),
+    ) as server:
+        result = await run_agent_loop(
+            Endpoint(server.base_url),
+            ModelParams(model="m", top_k=20),
+            messages=[UserMessage(content="Time?")],
+            tools=[clock],
+            policy=LoopPolicy(tool_discovery="ondemand", retry=RetryPolicy(max_retries=0)),
+        )
+    metrics = result.metrics
+    assert (metrics.tools_loaded, metrics.redundant_loads) == (1, 1)
+    assert metrics.unknown_tool_names == ("sundial",)
+    assert metrics.downgrades_by_field == {"top_k": 1}
+    assert metrics.recoveries == 1 and metrics.tool_calls == 3 and metrics.turns == 4

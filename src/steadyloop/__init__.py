@@ -94,7 +94,7 @@ from .messages import (
     to_openai,
 )
 from .metrics import RunMetrics, run_metrics
-from .request_body import ModelParams, build_body, order_tools
+from .request_body import ModelParams, RequestMetadata, build_body, order_tools
 from .reset import reset_all
 from .sessions.bound import AgentSession
 from .spec import (
@@ -119,6 +119,7 @@ from .spec import (
     resolve_api_key,
 )
 from .structured import OutputMismatch, check_schema, read_structured
+from .telemetry import Telemetry, get_telemetry, set_telemetry, trace_run, trace_side_tasks
 from .tools.approvals import (
     ApprovalBroker,
     ApprovalDecision,
@@ -146,10 +147,12 @@ from .turn.capabilities import (
 )
 from .turn.continuation import continue_turn
 from .turn.fences import ALL_FENCES, DEFAULT_FENCES, Fence, FenceSplitter, Split, strip_thinking
+from .turn.harmony import HarmonyLeak, find_harmony_leak
 from .turn.negotiate import negotiate
 from .turn.run import RetryPolicy, run_turn
 from .turn.side_tasks import ask, ask_json
 from .turn.stream import stream_turn
+from .turn.thinking_budgets import DEFAULT_THINKING_BUDGETS
 from .untrusted import UNTRUSTED_PREFACE, untrusted
 from .usage import Usage
 from .wire.clients import aclose_clients, configure_clients, get_client
@@ -163,6 +166,7 @@ __all__ = [
     "ALL_FENCES",
     "CHARS_PER_TOKEN",
     "DEFAULT_FENCES",
+    "DEFAULT_THINKING_BUDGETS",
     "EFFORT_LADDER",
     "HOOK_CONTEXT_TOKENS",
     "NO_KEY",
@@ -204,6 +208,7 @@ __all__ = [
     "Fence",
     "FenceSplitter",
     "Fold",
+    "HarmonyLeak",
     "HookContext",
     "HookDecision",
     "HookOutcome",
@@ -230,6 +235,7 @@ __all__ = [
     "Produced",
     "PromptSection",
     "RecoveredCalls",
+    "RequestMetadata",
     "ResourceClaim",
     "RetryPolicy",
     "RunCancelled",
@@ -251,6 +257,7 @@ __all__ = [
     "SteadyloopError",
     "StreamAssembler",
     "SystemMessage",
+    "Telemetry",
     "TextPart",
     "Tool",
     "ToolArgumentsError",
@@ -302,10 +309,12 @@ __all__ = [
     "expire_capabilities",
     "export_capabilities",
     "export_spec",
+    "find_harmony_leak",
     "fold",
     "from_openai",
     "gather",
     "get_client",
+    "get_telemetry",
     "history",
     "import_capabilities",
     "is_grammar_error",
@@ -345,6 +354,7 @@ __all__ = [
     "run_tool_calls",
     "run_turn",
     "sanitize_tools",
+    "set_telemetry",
     "spec_hook_runner",
     "stream_agent_loop",
     "stream_loop",
@@ -355,6 +365,8 @@ __all__ = [
     "text_of",
     "to_openai",
     "tool",
+    "trace_run",
+    "trace_side_tasks",
     "turn_index",
     "turn_messages",
     "untrusted",

@@ -46,6 +46,7 @@ __all__ = [
     "Notice",
     "Outcome",
     "Retry",
+    "SideTask",
     "ToolExecutionEnd",
     "ToolExecutionStart",
     "ToolExecutionUpdate",
@@ -303,6 +304,30 @@ class Downgrade:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SideTask:
+    """A one-shot call that supports a run (a fold's summary, a preselection) finished, answered or not.
+
+    Attributes:
+        kind: what it was for: ``summary``, ``branch_summary``, ``preselection``, or ``ask`` / ``ask_json``
+            when the caller did not say.
+        model: the model asked.
+        usage: what it cost; ``wall_ms`` is how long it took, retries included.
+        finish_reason: the request's finish reason (``""`` when it failed).
+        error: why no answer came back, when none did.
+    """
+
+    kind: str
+    model: str = ""
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str = ""
+    error: str | None = None
+    step: int = 0
+    run_id: str = ""
+    seq: int = 0
+    type: Literal["side_task"] = "side_task"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LoopDetected:
     """The model kept repeating itself with tools; the run stops."""
 
@@ -402,6 +427,7 @@ Event: TypeAlias = Annotated[
     | UsageReport
     | Retry
     | Downgrade
+    | SideTask
     | LoopDetected
     | ApprovalRequired
     | ApprovalDecided

@@ -46,6 +46,7 @@ from .run.lifecycle import open_run, tell_after_turn
 from .run.prepare import prepare_request
 from .run.state import LLM_TYPES, Cancelled, RunEvents, RunState, check_start
 from .run.turn import stream_turn
+from .telemetry import trace_run
 from .tools.approvals import ApprovalBroker, ApprovalPolicy
 from .tools.definition import Tool
 from .tools.execution import ToolHooks
@@ -133,7 +134,15 @@ async def run_loop(
             ``ModelCallDenied``, ``OutputInvalid``, or a ``RunEndpointError`` that is also the endpoint's
             error: ``except ContextOverflow`` catches an overflow that stopped a run).
     """
-    events = RunEvents(run_id or uuid.uuid4().hex, on_event)
+    run_id = run_id or uuid.uuid4().hex
+    traced = trace_run(
+        on_event,
+        endpoint=config.endpoint,
+        params=config.params,
+        run_id=run_id,
+        session_id=config.session_id,
+    )
+    events = RunEvents(run_id, traced)
     run = RunState(config, messages, events, cancel=cancel, new_messages=new_messages, barrier=barrier)
     check_start(await _start_view(run))
     run.start_timer()
@@ -170,7 +179,7 @@ async def run_loop(
         usage=run.totals,
         steps=run.steps,
         loaded=run.loader.carry_over(),
-        metrics=run_metrics(events.events, context_length=config.policy.context_limit),
+        metrics=run_metrics(events.events, context_length=config.policy.context_limit, loads=run.loader),
         output=run.output,
         context=run.context,
     )

@@ -4,17 +4,45 @@ A sibling of ``bus.fold`` rather than part of it: blocks are for display, a summ
 always present. Every other field is ``None`` where no event reported what it is made of, so "no cache hits"
 and "no cache report" read differently. What the events cannot say, this cannot either: whether the host
 compacted, or why a run with no ``AgentEnd`` stopped.
+
+The ``load_tools`` counts are the exception: only the loop's tool loader sees a redundant load or a name
+that matches nothing, so the loop hands its loader in (``loads``) and they are added to what the events say.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, Protocol
 
-from .events import AgentEnd, Event, Outcome, ToolExecutionEnd, TurnEnd, UsageReport
+from .events import (
+    AgentEnd,
+    ContextCompacted,
+    ContextPruned,
+    Downgrade,
+    Event,
+    Notice,
+    Outcome,
+    SideTask,
+    ToolExecutionEnd,
+    TurnEnd,
+    UsageReport,
+)
 
-__all__ = ["RunMetrics", "TurnTime", "run_metrics"]
+__all__ = ["LoadCounts", "RunMetrics", "TurnTime", "run_metrics"]
+
+
+class LoadCounts(Protocol):
+    """What the loop's on-demand tool loader counted (``ToolLoader`` is one)."""
+
+    @property
+    def tools_loaded(self) -> int: ...
+
+    @property
+    def redundant_loads(self) -> int: ...
+
+    @property
+    def unknown_tool_names(self) -> Sequence[str]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +70,23 @@ class RunMetrics:
         tool_errors_by_name: the tool errors per tool.
         retries: lost requests sent again.
         timeouts: requests that went silent.
+        continuations: extra requests that carried on answers cut at the token ceiling.
+        recoveries: steps whose tool calls were read from the answer text (the server did not parse them).
+        harmony_leaks: answers that gpt-oss channel markers reached.
+        downgrades: request fields dropped or changed because the endpoint refused them.
+        downgrades_by_field: the downgrades per field.
+        folds: stretches of the transcript folded into a summary.
+        forced_folds: folds made because the endpoint refused the request as too big.
+        folded_messages: messages those folds took out.
+        prunes: times old tool results were cleared to make room.
+        pruned_results: tool results those prunes cleared.
+        side_tasks: one-shot calls made for the run (fold summaries, preselection).
+        tools_loaded: tools loaded on demand (``load_tools`` or a call to a catalogued tool).
+        redundant_loads: tools asked for that were already loaded.
+        unknown_tool_names: names asked for or called that matched no tool, each once.
         cache_hit_ratio: cached over prompt tokens, on the requests that reported a cache count.
+        cache_share: cached over prompt tokens on every request that reported a prompt count, so a server
+            that never reports its cache lowers it (``cache_hit_ratio`` leaves such requests out).
         prefill_ms: time the servers spent reading prompts.
         decode_ms: time the servers spent generating.
         tool_ms: time the tool calls took.
@@ -66,7 +110,22 @@ class RunMetrics:
     tool_errors_by_name: dict[str, int] = field(default_factory=dict)
     retries: int = 0
     timeouts: int = 0
+    continuations: int = 0
+    recoveries: int = 0
+    harmony_leaks: int = 0
+    downgrades: int = 0
+    downgrades_by_field: dict[str, int] = field(default_factory=dict)
+    folds: int = 0
+    forced_folds: int = 0
+    folded_messages: int = 0
+    prunes: int = 0
+    pruned_results: int = 0
+    side_tasks: int = 0
+    tools_loaded: int = 0
+    redundant_loads: int = 0
+    unknown_tool_names: tuple[str, ...] = ()
     cache_hit_ratio: float | None = None
+    cache_share: float | None = None
     prefill_ms: float | None = None
     decode_ms: float | None = None
     tool_ms: float | None = None
@@ -88,18 +147,27 @@ class RunMetrics:
                 value = asdict(value)
             elif isinstance(value, dict):
                 value = dict(value)
+            elif isinstance(value, tuple):
+                value = list(value)
             out[f.name] = value
         return out
 
 
-def run_metrics(events: Iterable[Event], *, context_length: int | None = None) -> RunMetrics:
+def run_metrics(
+    events: Iterable[Event], *, context_length: int | None = None, loads: LoadCounts | None = None
+) -> RunMetrics:
     """Add a run up from its events (``bus.history(run_id)``, or a stored record).
 
     Args:
         events: the run's events, in order.
         context_length: the model's window, for ``largest_prompt_share``.
+        loads: the run's on-demand tool loader, for the ``load_tools`` counts.
     """
-    turns = tool_calls = tool_errors = turns_cut_off = retries = timeouts = 0
+    turns = tool_calls = tool_errors = turns_cut_off = retries = timeouts = continuations = 0
+    recoveries = harmony_leaks = folds = forced_folds = folded_messages = prunes = pruned_results = 0
+    side_tasks = 0
+    downgrades: dict[str, int] = {}
+    reported_prompt = 0
     prompt_tokens = completion_tokens = cached_tokens = 0
     breaks: dict[str, int] = {}
     errors_by_name: dict[str, int] = {}
@@ -117,6 +185,7 @@ def run_metrics(events: Iterable[Event], *, context_length: int | None = None) -
             turns += 1
             retries += turn.retries or 0
             timeouts += turn.timeouts or 0
+            continuations += turn.continuations or 0
             prompt_tokens += turn.prompt_tokens
             completion_tokens += turn.completion_tokens
             cached_tokens += turn.cached_tokens
@@ -138,6 +207,8 @@ def run_metrics(events: Iterable[Event], *, context_length: int | None = None) -
                 ms = (turn.prompt_ms or 0.0) + (turn.predicted_ms or 0.0)
             if ms is not None and (slowest is None or ms > slowest.ms):
                 slowest = TurnTime(step=event.step, ms=ms)
+            if turn.prompt_tokens > 0:
+                reported_prompt += turn.prompt_tokens
             # A zero prompt count is a server that said nothing, not an empty prompt.
             if turn.prompt_tokens > 0 and (largest is None or turn.prompt_tokens > largest):
                 largest = turn.prompt_tokens
@@ -151,6 +222,22 @@ def run_metrics(events: Iterable[Event], *, context_length: int | None = None) -
             turns_cut_off += 1
         elif isinstance(event, AgentEnd):
             outcome = event.outcome
+        elif isinstance(event, Downgrade):
+            downgrades[event.field] = downgrades.get(event.field, 0) + 1
+        elif isinstance(event, Notice):
+            if event.name == "recovery":
+                recoveries += 1
+            elif event.name == "harmony_leak":
+                harmony_leaks += 1
+        elif isinstance(event, ContextCompacted):
+            folds += 1
+            forced_folds += event.forced
+            folded_messages += event.folded
+        elif isinstance(event, ContextPruned):
+            prunes += 1
+            pruned_results += event.cleared
+        elif isinstance(event, SideTask):
+            side_tasks += 1
 
     return RunMetrics(
         turns=turns,
@@ -165,7 +252,22 @@ def run_metrics(events: Iterable[Event], *, context_length: int | None = None) -
         tool_errors_by_name=errors_by_name,
         retries=retries,
         timeouts=timeouts,
+        continuations=continuations,
+        recoveries=recoveries,
+        harmony_leaks=harmony_leaks,
+        downgrades=sum(downgrades.values()),
+        downgrades_by_field=downgrades,
+        folds=folds,
+        forced_folds=forced_folds,
+        folded_messages=folded_messages,
+        prunes=prunes,
+        pruned_results=pruned_results,
+        side_tasks=side_tasks,
+        tools_loaded=loads.tools_loaded if loads is not None else 0,
+        redundant_loads=loads.redundant_loads if loads is not None else 0,
+        unknown_tool_names=tuple(loads.unknown_tool_names) if loads is not None else (),
         cache_hit_ratio=cache_cached / cache_prompt if cache_prompt else None,
+        cache_share=cached_tokens / reported_prompt if reported_prompt else None,
         prefill_ms=prefill.total,
         decode_ms=decode.total,
         tool_ms=tool_time.total,

@@ -237,16 +237,29 @@ def summariser(
     model: str,
     *,
     max_tokens: int = 1024,
+    reasoning_effort: str | None = None,
     on_event: Callable[[Event], object] | None = None,
+    kind: str = "summary",
 ) -> Summarise:
     """A summariser that asks ``model`` at ``endpoint`` with ``SUMMARY_PROMPT``, as a side task.
 
     The function it returns never raises (cancellation aside): a failure is a notice and ``None``.
+    ``reasoning_effort`` is sent through the model's latches, as the run's own effort is; ``kind`` names
+    the task on its ``SideTask`` event (``"branch_summary"`` for ``summarise_branch``).
     """
 
     async def summarise(text: str) -> str | None:
         try:
-            return await ask(endpoint, model, SUMMARY_PROMPT, text, max_tokens=max_tokens, on_event=on_event)
+            return await ask(
+                endpoint,
+                model,
+                SUMMARY_PROMPT,
+                text,
+                max_tokens=max_tokens,
+                reasoning_effort=reasoning_effort,
+                on_event=on_event,
+                kind=kind,
+            )
         except Exception as error:
             if on_event is not None:
                 on_event(Notice(text=f"the summariser failed: {error!r}", name="compaction"))

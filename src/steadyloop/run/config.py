@@ -22,6 +22,7 @@ from ..tools.definition import Tool
 from ..tools.loading import CatalogEntry
 from ..tools.loop_detection import LoopDetectorConfig
 from ..turn.fences import DEFAULT_FENCES, Fence
+from ..turn.harmony import HarmonyLeakCallback
 from ..turn.run import RetryPolicy
 from ..wire.endpoints import Endpoint
 
@@ -74,6 +75,8 @@ class LoopPolicy:
         start_in_reasoning: the chat template opens a thinking block in the prompt.
         context: keep the run inside its window by pruning and folding (``None``: off). The window is
             ``context_limit``, or what the endpoint says it serves.
+        on_harmony_leak: told when gpt-oss channel markers reach an answer (they are taken out of it and
+            a ``Notice`` says so either way); may be async.
         output_retries: when ``params.response_format`` asks for a schema, how many times a final answer
             that does not meet it is sent back with the problem before the run stops (``OutputInvalid``).
         run_timeout: seconds the whole run may take; past it the run is cancelled (``RunTimedOut``).
@@ -92,6 +95,7 @@ class LoopPolicy:
     fences: Sequence[Fence] = DEFAULT_FENCES
     start_in_reasoning: bool = False
     context: ContextPolicy | None = None
+    on_harmony_leak: HarmonyLeakCallback | None = None
     output_retries: int = 2
     run_timeout: float | None = None
 

@@ -125,7 +125,9 @@ def _keeper(run: RunState, limit: int) -> ContextKeeper:
     return ContextKeeper(
         context,
         limit=limit,
-        summarise=summariser(config.endpoint, config.params.model, on_event=emit),
+        summarise=summariser(
+            config.endpoint, config.params.model, reasoning_effort=config.params.side_effort, on_event=emit
+        ),
         emit=emit,
         flush=flush,
         state=run.context,

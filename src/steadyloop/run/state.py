@@ -21,6 +21,7 @@ from ..errors import InvalidInput, SteadyloopError
 from ..events import Event, MessageEnd, MessageStart, MessageUpdate, Outcome, TurnEnd, TurnStart
 from ..hooks import ContextBlock
 from ..messages import AssistantMessage, Message, SystemMessage, ToolResultMessage, Turn, UserMessage
+from ..request_body import droppable_fields
 from ..tools.definition import Tool
 from ..tools.loading import ToolLoader
 from ..tools.loop_detection import ToolLoopDetector
@@ -272,7 +273,7 @@ class RunState:
         self.taken_ids = {
             c.id for m in self.transcript if isinstance(m, AssistantMessage) for c in m.tool_calls
         }
-        self.droppable = frozenset(config.params.extra_body) | {"prompt_cache_key"}
+        self.droppable = droppable_fields(config.params)
         names = [t.name for t in config.tools] + [e.name for e in config.catalog or ()]
         if policy.tool_discovery == "ondemand":
             names.append("load_tools")

@@ -16,6 +16,7 @@ from ..events import Notice, UsageReport
 from ..messages import AssistantMessage, Turn
 from ..tools.recovery import recover_tool_calls
 from ..turn.continuation import can_continue, continue_turn
+from ..turn.harmony import mend_harmony
 from ..turn.run import run_turn
 from .prepare import Request, llm_view, rebuild
 from .state import RunState, cancellable
@@ -33,6 +34,7 @@ async def stream_turn(run: RunState, request: Request) -> Turn:
             Notice, text="the answer was cut off at the token ceiling (max_tokens)", name="length", step=step
         )
         turn = await _continue(run, request, turn)
+    turn = await mend_harmony(turn, step=step, emit=events.emit, on_leak=run.config.policy.on_harmony_leak)
     turn = _recover_calls(run, request, turn)
     calls = unique_call_ids(turn.tool_calls, run.taken_ids)
     message = AssistantMessage(content=turn.content, reasoning=turn.reasoning, tool_calls=tuple(calls))

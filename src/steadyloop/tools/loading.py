@@ -411,6 +411,7 @@ async def preselect(
         PRESELECT_SCHEMA,
         name="preselection",
         on_event=on_event,
+        kind="preselection",
     )
     names = _picked_names(answer, catalog, limit)
     if not names:

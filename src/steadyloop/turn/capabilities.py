@@ -50,7 +50,8 @@ class ModelCapabilities:
         takes_effort: ``reasoning_effort`` is accepted at all.
         refused_efforts: effort rungs the model refused.
         supported_efforts: the rungs the server listed as supported, when it listed them.
-        refused_fields: extra-body fields refused and dropped (only ones the caller named droppable).
+        refused_fields: fields refused and dropped: extra-body fields the caller named droppable, and the
+            sampling, metadata and thinking-budget fields a run sends (``request_body.NEGOTIABLE_FIELDS``).
     """
 
     legacy_token_limit: bool = True

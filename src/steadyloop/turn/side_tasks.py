@@ -10,15 +10,17 @@ well, and reads the reply leniently.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import json_repair
 
 from ..errors import EndpointError
-from ..events import Event, Notice
-from ..messages import ContentPart, UserMessage, to_openai
+from ..events import Event, Notice, Retry, SideTask
+from ..messages import ContentPart, Turn, UserMessage, to_openai
 from ..tools.schema_compat import relax_tools, sanitize_tools
+from ..usage import Usage
 from ..wire.endpoints import Endpoint
 from .body import apply_latches
 from .capabilities import EndpointCapabilities, ModelCapabilities, capabilities_for
@@ -39,6 +41,37 @@ def _notify(on_event: Callable[[Event], object] | None, text: str) -> None:
         on_event(Notice(text=text, name="side_task"))
 
 
+class _Watch:
+    """One side task's clock and retry count, for the ``SideTask`` event that closes it."""
+
+    __slots__ = ("kind", "model", "on_event", "retries", "started")
+
+    def __init__(self, kind: str, model: str, on_event: Callable[[Event], object] | None) -> None:
+        self.kind = kind
+        self.model = model
+        self.on_event = on_event
+        self.retries = 0
+        self.started = time.perf_counter()
+
+    def relay(self, event: Event) -> None:
+        if isinstance(event, Retry):
+            self.retries += 1
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def answered(self, turn: Turn) -> None:
+        if self.on_event is not None:
+            self.on_event(
+                SideTask(kind=self.kind, model=self.model, usage=turn.usage, finish_reason=turn.finish_reason)
+            )
+
+    def failed(self, error: BaseException) -> None:
+        if self.on_event is not None:
+            wall = (time.perf_counter() - self.started) * 1000
+            usage = Usage(wall_ms=wall, retries=self.retries)
+            self.on_event(SideTask(kind=self.kind, model=self.model, usage=usage, error=str(error)))
+
+
 async def ask(
     endpoint: Endpoint,
     model: str,
@@ -47,8 +80,10 @@ async def ask(
     *,
     max_tokens: int | None = 512,
     temperature: float | None = None,
+    reasoning_effort: str | None = None,
     policy: RetryPolicy | None = None,
     on_event: Callable[[Event], object] | None = None,
+    kind: str = "ask",
 ) -> str | None:
     """A short answer to a one-shot question, thinking taken out; ``None`` when none came back.
 
@@ -59,8 +94,11 @@ async def ask(
         user: the question: text, or content parts (images reach the server as ``image_url`` parts).
         max_tokens: the reply ceiling.
         temperature: sent when given.
+        reasoning_effort: the effort to ask for, moved by this model's latches like a run's: a rung it
+            refused is never sent, and nothing is sent to a model that takes no effort.
         policy: retries.
-        on_event: notices about a failure.
+        on_event: notices about a failure, and a ``SideTask`` event when it is over.
+        kind: what the task is for, named on its ``SideTask`` event (``summary``, ``branch_summary``, ...).
     """
     body: dict[str, Any] = {
         "model": model,
@@ -70,13 +108,18 @@ async def ask(
         body["max_tokens"] = max_tokens
     if temperature is not None:
         body["temperature"] = temperature
+    if reasoning_effort:
+        body["reasoning_effort"] = reasoning_effort
+    watch = _Watch(kind, model, on_event)
     try:
         turn = await run_turn(
-            endpoint, body, model=model, policy=policy, on_event=on_event, fences=ALL_FENCES
+            endpoint, body, model=model, policy=policy, on_event=watch.relay, fences=ALL_FENCES
         )
     except EndpointError as error:
+        watch.failed(error)
         _notify(on_event, f"side task failed: {error}")
         return None
+    watch.answered(turn)
     text = turn.content.strip()
     return text or None
 
@@ -119,8 +162,10 @@ async def ask_json(
     name: str = "answer",
     strict: bool = True,
     max_tokens: int | None = 1024,
+    reasoning_effort: str | None = None,
     policy: RetryPolicy | None = None,
     on_event: Callable[[Event], object] | None = None,
+    kind: str = "ask_json",
 ) -> Any | None:
     """An answer held to a JSON schema; ``None`` when no JSON came back.
 
@@ -133,8 +178,10 @@ async def ask_json(
         name: the schema's name in ``response_format``.
         strict: ask for strict adherence (OpenAI then wants every property required and no extras).
         max_tokens: the reply ceiling.
+        reasoning_effort: the effort to ask for, through this model's latches (see ``ask``).
         policy: retries.
-        on_event: notices about downgrades and failures.
+        on_event: notices about downgrades and failures, and a ``SideTask`` event when it is over.
+        kind: what the task is for, named on its ``SideTask`` event.
     """
     sanitized = _schema_of(sanitize_tools([_tool_of(schema, name)]))
     relaxed = _schema_of(relax_tools([_tool_of(sanitized, name)]))
@@ -148,6 +195,8 @@ async def ask_json(
     }
     if max_tokens:
         base["max_tokens"] = max_tokens
+    if reasoning_effort:
+        base["reasoning_effort"] = reasoning_effort
 
     def build(caps: EndpointCapabilities, latches: ModelCapabilities) -> Mapping[str, Any]:
         body = apply_latches(base, caps, latches)
@@ -165,6 +214,7 @@ async def ask_json(
         return body
 
     capabilities_for(endpoint)
+    watch = _Watch(kind, model, on_event)
     try:
         turn = await run_turn(
             endpoint,
@@ -172,7 +222,7 @@ async def ask_json(
             model=model,
             policy=policy,
             droppable=("response_format",),
-            on_event=on_event,
+            on_event=watch.relay,
             fences=ALL_FENCES,
         )
     except EndpointError as error:
@@ -192,11 +242,15 @@ async def ask_json(
                     name=name,
                     strict=strict,
                     max_tokens=max_tokens,
+                    reasoning_effort=reasoning_effort,
                     policy=policy,
                     on_event=on_event,
+                    kind=kind,
                 )
+        watch.failed(error)
         _notify(on_event, f"side task failed: {error}")
         return None
+    watch.answered(turn)
     value = read_json(turn.content)
     if value is None:
         _notify(on_event, "side task returned no JSON")

@@ -1,0 +1,551 @@
+"""Spans built from a run's events (internal: imported by ``steadyloop.telemetry`` once telemetry is on).
+
+Each event is read as it is emitted. The run and tool spans are live: opened when their start event arrives
+and made current, so a run started inside a tool nests under that tool's span. A model request has no
+start event: its span is closed when the step's usage report arrives and starts the request's own wall time
+earlier; a request that failed, which never reports usage, is timed from the last thing that happened in its
+step before it (the step's start, or a fold).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextvars import Token
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.util.types import AttributeValue
+
+from .events import (
+    AgentEnd,
+    AgentStart,
+    ContextCompacted,
+    ContextPruned,
+    Downgrade,
+    Event,
+    MessageEnd,
+    MessageUpdate,
+    Notice,
+    Retry,
+    SideTask,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    TurnEnd,
+    TurnStart,
+    UsageReport,
+)
+from .messages import AssistantMessage, text_of
+from .usage import Usage
+from .wire.endpoints import NO_KEY, Endpoint
+
+if TYPE_CHECKING:
+    from .request_body import ModelParams
+    from .telemetry import Telemetry
+
+__all__ = ["RunTracer", "SideTaskTracer"]
+
+_SCOPE = "steadyloop"
+_log = logging.getLogger("steadyloop.telemetry")
+_REDACTED = "[redacted]"
+_USERINFO = re.compile(r"(?<=://)[^/@\s]*@")
+_FAILED_OUTCOMES = frozenset({"error", "cancelled", "timeout"})
+
+# gen_ai.provider.name by host, for the providers the conventions name; anything else speaks the OpenAI API.
+_PROVIDERS: tuple[tuple[str, str], ...] = (
+    ("api.openai.com", "openai"),
+    ("openai.azure.com", "azure.ai.openai"),
+    ("api.anthropic.com", "anthropic"),
+    ("generativelanguage.googleapis.com", "gcp.gemini"),
+    ("aiplatform.googleapis.com", "gcp.vertex_ai"),
+    ("api.deepseek.com", "deepseek"),
+    ("api.groq.com", "groq"),
+    ("api.mistral.ai", "mistral_ai"),
+    ("api.x.ai", "x_ai"),
+    ("api.perplexity.ai", "perplexity"),
+    ("api.cohere.com", "cohere"),
+)
+
+
+def _now() -> int:
+    return time.time_ns()
+
+
+def _provider(host: str) -> str:
+    for suffix, name in _PROVIDERS:
+        if host == suffix or host.endswith("." + suffix):
+            return name
+    return "openai"
+
+
+class _Redactor:
+    """Takes an endpoint's credentials out of any text before it becomes an attribute."""
+
+    __slots__ = ("secrets",)
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        parts = urlsplit(endpoint.base_url)
+        found = [endpoint.api_key or "", parts.password or "", parts.username or ""]
+        # Longest first, so a key that contains another is replaced whole.
+        self.secrets = sorted({s for s in found if len(s) >= 3 and s != NO_KEY}, key=len, reverse=True)
+
+    def __call__(self, text: str) -> str:
+        text = _USERINFO.sub("", text)
+        for secret in self.secrets:
+            if secret in text:
+                text = text.replace(secret, _REDACTED)
+        return text
+
+
+@dataclass(slots=True)
+class _Server:
+    """What every span says about where requests went, worked out once per run."""
+
+    provider: str
+    address: str
+    port: int | None
+    redact: _Redactor
+
+    @classmethod
+    def of(cls, endpoint: Endpoint, settings: Telemetry) -> _Server:
+        parts = urlsplit(endpoint.base_url)
+        host = parts.hostname or ""
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            port = None
+        return cls(settings.provider_name or _provider(host), host, port, _Redactor(endpoint))
+
+    def attributes(self) -> dict[str, AttributeValue]:
+        out: dict[str, AttributeValue] = {
+            "gen_ai.provider.name": self.provider,
+            "server.address": self.address,
+        }
+        if self.port is not None:
+            out["server.port"] = self.port
+        return out
+
+
+def _tracer(settings: Telemetry) -> Tracer:
+    provider = settings.tracer_provider
+    if provider is not None:
+        return provider.get_tracer(_SCOPE)
+    return trace.get_tracer(_SCOPE)
+
+
+def _usage_attributes(usage: Usage) -> dict[str, AttributeValue]:
+    out: dict[str, AttributeValue] = {
+        "gen_ai.usage.input_tokens": usage.prompt_tokens,
+        "gen_ai.usage.output_tokens": usage.completion_tokens,
+        "gen_ai.usage.cache_read.input_tokens": usage.cached_tokens,
+    }
+    if usage.reasoning_tokens is not None:
+        out["gen_ai.usage.reasoning.output_tokens"] = usage.reasoning_tokens
+    if usage.first_token_ms is not None:
+        out["gen_ai.response.time_to_first_chunk"] = usage.first_token_ms / 1000
+    out["steadyloop.request.retries"] = usage.retries or 0
+    if usage.timeouts:
+        out["steadyloop.request.timeouts"] = usage.timeouts
+    if usage.continuations:
+        out["steadyloop.request.continuations"] = usage.continuations
+    return out
+
+
+def _request_attributes(params: ModelParams) -> dict[str, AttributeValue]:
+    out: dict[str, AttributeValue] = {}
+    for name, key in (
+        ("temperature", "gen_ai.request.temperature"),
+        ("top_p", "gen_ai.request.top_p"),
+        ("top_k", "gen_ai.request.top_k"),
+        ("presence_penalty", "gen_ai.request.presence_penalty"),
+        ("frequency_penalty", "gen_ai.request.frequency_penalty"),
+    ):
+        value = getattr(params, name)
+        if value is not None:
+            out[key] = float(value)
+    if params.max_tokens is not None:
+        out["gen_ai.request.max_tokens"] = params.max_tokens
+    if params.seed is not None:
+        out["gen_ai.request.seed"] = params.seed
+    if params.stop:
+        out["gen_ai.request.stop_sequences"] = (
+            [params.stop] if isinstance(params.stop, str) else list(params.stop)
+        )
+    if params.reasoning_effort:
+        out["steadyloop.request.reasoning_effort"] = params.reasoning_effort
+    if params.response_format is not None:
+        out["gen_ai.output.type"] = "json"
+    return out
+
+
+def _output_messages(message: AssistantMessage, finish_reason: str) -> str:
+    parts: list[dict[str, Any]] = []
+    if message.content:
+        parts.append({"type": "text", "content": message.content})
+    for call in message.tool_calls:
+        parts.append({"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.arguments})
+    entry = {"role": "assistant", "parts": parts, "finish_reason": finish_reason or "stop"}
+    return json.dumps([entry], ensure_ascii=False, default=str)
+
+
+def _fail(span: Span, error_type: str, description: str | None) -> None:
+    span.set_attribute("error.type", error_type)
+    span.set_status(Status(StatusCode.ERROR, description))
+
+
+@dataclass(slots=True)
+class _Step:
+    """One step's request, until its span is made."""
+
+    number: int
+    mark: int  # when the request could have started at the earliest: the step start, or a fold since
+    retries: list[Retry] = field(default_factory=list)
+    retry_times: list[int] = field(default_factory=list)
+    downgrades: list[tuple[int, Downgrade]] = field(default_factory=list)
+    answer: AssistantMessage | None = None
+    reported: bool = False
+
+
+class SideTaskTracer:
+    """Traces side tasks (``SideTask`` events) under whatever span is current when each one ends."""
+
+    def __init__(
+        self, settings: Telemetry, endpoint: Endpoint, downstream: Callable[[Event], object] | None
+    ) -> None:
+        self._tracer = _tracer(settings)
+        self._server = _Server.of(endpoint, settings)
+        self._downstream = downstream
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, SideTask):
+            try:
+                _side_task_span(self._tracer, self._server, event, None)
+            except Exception:  # tracing is never worth failing the work it watches
+                _log.debug("could not trace a side task", exc_info=True)
+        if self._downstream is not None:
+            self._downstream(event)
+
+
+def _side_task_span(
+    tracer: Tracer, server: _Server, event: SideTask, parent: otel_context.Context | None
+) -> None:
+    end = _now()
+    wall = event.usage.wall_ms or 0.0
+    start = end - int(wall * 1_000_000)
+    attributes: dict[str, AttributeValue] = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": event.model,
+        "steadyloop.side_task": event.kind,
+        **server.attributes(),
+        **_usage_attributes(event.usage),
+    }
+    if event.finish_reason:
+        attributes["gen_ai.response.finish_reasons"] = [event.finish_reason]
+    span = tracer.start_span(
+        f"chat {event.model}".strip(),
+        context=parent,
+        kind=SpanKind.CLIENT,
+        attributes=attributes,
+        start_time=start,
+    )
+    if event.error is not None:
+        _fail(span, "side_task_failed", server.redact(event.error))
+    span.end(end_time=end)
+
+
+class RunTracer:
+    """One run's spans, built from its events as they are emitted; then the events go on downstream."""
+
+    def __init__(
+        self,
+        settings: Telemetry,
+        endpoint: Endpoint,
+        params: ModelParams,
+        run_id: str,
+        session_id: str | None,
+        downstream: Callable[[Event], object] | None,
+    ) -> None:
+        self._tracer = _tracer(settings)
+        self._settings = settings
+        self._server = _Server.of(endpoint, settings)
+        self._model = params.model
+        self._request = _request_attributes(params)
+        self._run_id = run_id
+        self._session_id = session_id
+        self._downstream = downstream
+        self._run: Span | None = None
+        self._run_context: otel_context.Context | None = None
+        self._token: Token[otel_context.Context] | None = None
+        self._task: asyncio.Task[Any] | None = None
+        self._step: _Step | None = None
+        self._tools: dict[str, Span] = {}
+
+    def __call__(self, event: Event) -> None:
+        if type(event) is not MessageUpdate:  # most of a run's events, and nothing to trace
+            try:
+                self._observe(event)
+            except Exception:  # tracing is never worth failing the run it watches
+                _log.debug("could not trace %s", event.type, exc_info=True)
+        if self._downstream is not None:
+            self._downstream(event)
+
+    # -- the run
+
+    def _observe(self, event: Event) -> None:
+        if isinstance(event, AgentStart):
+            self._start()
+        elif self._run is None:
+            return
+        elif isinstance(event, TurnStart):
+            self._close_request(None)
+            self._step = _Step(event.step, _now())
+        elif isinstance(event, Retry):
+            if self._step is not None and event.step == self._step.number:
+                self._step.retries.append(event)
+                self._step.retry_times.append(_now())
+        elif isinstance(event, Downgrade):
+            if self._step is not None and event.step == self._step.number:
+                self._step.downgrades.append((_now(), event))
+        elif isinstance(event, MessageEnd):
+            step = self._step
+            if step is not None and isinstance(event.message, AssistantMessage) and event.step == step.number:
+                step.answer = event.message
+        elif isinstance(event, UsageReport):
+            self._request_span(event)
+        elif isinstance(event, ToolExecutionStart):
+            self._tool_start(event)
+        elif isinstance(event, ToolExecutionEnd):
+            self._tool_end(event)
+        elif isinstance(event, SideTask):
+            _side_task_span(self._tracer, self._server, event, self._run_context)
+            self._moved()
+        elif isinstance(event, ContextPruned):
+            self._run.add_event(
+                "steadyloop.context.pruned",
+                {"steadyloop.cleared": event.cleared, "steadyloop.chars": event.chars},
+            )
+            self._moved()
+        elif isinstance(event, ContextCompacted):
+            self._run.add_event(
+                "steadyloop.context.compacted",
+                {
+                    "steadyloop.folded": event.folded,
+                    "steadyloop.tokens_before": event.tokens_before,
+                    "steadyloop.tokens_after": event.tokens_after,
+                    "steadyloop.forced": event.forced,
+                    "steadyloop.summarised": event.summarised,
+                },
+            )
+            self._moved()
+        elif isinstance(event, Notice):
+            self._run.add_event(
+                "steadyloop.notice",
+                {
+                    "steadyloop.notice.name": event.name or "",
+                    "steadyloop.notice.text": self._server.redact(event.text),
+                },
+            )
+        elif isinstance(event, TurnEnd):
+            error = getattr(event, "error", None)  # a step that ended before its request answered
+            if error:
+                self._close_request(("error", error))
+        elif isinstance(event, AgentEnd):
+            self._end(event)
+
+    def _start(self) -> None:
+        name = self._settings.agent_name
+        attributes: dict[str, AttributeValue] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.request.model": self._model,
+            "steadyloop.run_id": self._run_id,
+            **self._server.attributes(),
+        }
+        if name:
+            attributes["gen_ai.agent.name"] = name
+        if self._session_id:
+            attributes["gen_ai.conversation.id"] = self._session_id
+        # Under whatever is current: a caller's span, or the tool span a sub-agent's run was started from.
+        self._run = self._tracer.start_span(
+            f"invoke_agent {name}" if name else "invoke_agent", kind=SpanKind.INTERNAL, attributes=attributes
+        )
+        self._run_context = trace.set_span_in_context(self._run)
+        self._token = otel_context.attach(self._run_context)
+        try:
+            self._task = asyncio.current_task()
+        except RuntimeError:
+            self._task = None
+
+    def _end(self, event: AgentEnd) -> None:
+        run = self._run
+        assert run is not None
+        if event.outcome in _FAILED_OUTCOMES:
+            self._close_request((event.outcome, event.error or event.outcome))
+        else:
+            self._close_request(None)
+        for call_id, span in list(self._tools.items()):
+            _fail(span, "unfinished", "the run ended before the call did")
+            span.end()
+            del self._tools[call_id]
+        run.set_attribute("steadyloop.outcome", event.outcome)
+        run.set_attribute("steadyloop.steps", event.steps)
+        for key, value in _usage_attributes(event.usage).items():
+            if key.startswith("gen_ai.usage."):
+                run.set_attribute(key, value)
+        if event.outcome != "completed" and event.outcome != "stopped":
+            _fail(run, event.outcome, self._server.redact(event.error or event.outcome))
+        run.end()
+        self._run = None
+        if self._token is not None:
+            # Detached where it was attached; a run whose end is emitted from another task keeps its
+            # span current there until that task ends, which OpenTelemetry reports and survives.
+            with contextlib.suppress(Exception):
+                otel_context.detach(self._token)
+            self._token = None
+
+    def _moved(self) -> None:
+        # Something the step did before its request: the request cannot have started earlier.
+        step = self._step
+        if step is not None and not step.reported:
+            step.mark = _now()
+
+    # -- model requests
+
+    def _request_span(self, event: UsageReport) -> None:
+        step = self._step
+        end = _now()
+        wall = event.turn.wall_ms
+        start = end - int(wall * 1_000_000) if wall is not None else (step.mark if step is not None else end)
+        span = self._open_request(event.step, start)
+        span.set_attributes(_usage_attributes(event.turn))
+        if event.finish_reason:
+            span.set_attribute("gen_ai.response.finish_reasons", [event.finish_reason])
+        if event.tools_declared:
+            span.set_attribute("steadyloop.request.tools_declared", event.tools_declared)
+        if event.cache_broken:
+            span.set_attribute("steadyloop.cache.broken", True)
+            span.set_attribute("steadyloop.cache.break_reason", event.cache_break_reason or "unknown")
+        if step is not None and step.number == event.step:
+            self._step_events(span, step)
+            if self._settings.capture_content and step.answer is not None:
+                span.set_attribute(
+                    "gen_ai.output.messages",
+                    self._server.redact(_output_messages(step.answer, event.finish_reason)),
+                )
+            step.reported = True
+        span.end(end_time=end)
+
+    def _close_request(self, failure: tuple[str, str] | None) -> None:
+        """End a step whose request never reported usage: as failed when the run says so."""
+        step = self._step
+        if step is None or step.reported:
+            return
+        step.reported = True
+        if failure is None and not step.retries:
+            return  # nothing says a request was made
+        span = self._open_request(step.number, step.mark)
+        span.set_attribute("steadyloop.request.retries", len(step.retries))
+        self._step_events(span, step)
+        kind, text = failure or ("error", "the step ended without an answer")
+        _fail(span, kind, self._server.redact(text))
+        span.end()
+
+    def _open_request(self, step: int, start: int) -> Span:
+        attributes: dict[str, AttributeValue] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": self._model,
+            "steadyloop.step": step,
+            **self._server.attributes(),
+            **self._request,
+        }
+        if self._session_id:
+            attributes["gen_ai.conversation.id"] = self._session_id
+        return self._tracer.start_span(
+            f"chat {self._model}",
+            context=self._run_context,
+            kind=SpanKind.CLIENT,
+            attributes=attributes,
+            start_time=start,
+        )
+
+    def _step_events(self, span: Span, step: _Step) -> None:
+        redact = self._server.redact
+        for at, retry in zip(step.retry_times, step.retries, strict=True):
+            span.add_event(
+                "steadyloop.retry",
+                {
+                    "steadyloop.retry.attempt": retry.attempt,
+                    "steadyloop.retry.delay_s": retry.delay_s,
+                    "steadyloop.retry.reason": redact(retry.reason),
+                },
+                timestamp=at,
+            )
+        for at, downgrade in step.downgrades:
+            attributes: dict[str, AttributeValue] = {
+                "steadyloop.downgrade.field": downgrade.field,
+                "steadyloop.downgrade.reason": redact(downgrade.reason),
+            }
+            if downgrade.value:
+                attributes["steadyloop.downgrade.value"] = redact(downgrade.value)
+            span.add_event("steadyloop.downgrade", attributes, timestamp=at)
+
+    # -- tool calls
+
+    def _tool_start(self, event: ToolExecutionStart) -> None:
+        span = self._tool_span(event.name, event.call_id, event.effect, _now())
+        if self._settings.capture_content:
+            span.set_attribute("gen_ai.tool.call.arguments", self._server.redact(_json(event.arguments)))
+        self._tools[event.call_id] = span
+        # Current for the call's own task, so work the tool does (a sub-agent's run) nests under it; never
+        # in the run's task, where it would outlive the call.
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:
+            task = None
+        if task is not None and task is not self._task:
+            otel_context.attach(trace.set_span_in_context(span))
+
+    def _tool_end(self, event: ToolExecutionEnd) -> None:
+        end = _now()
+        span = self._tools.pop(event.call_id, None)
+        if span is None:  # never started: refused, blocked, skipped, or a repeat answered from its twin
+            span = self._tool_span(event.name, event.call_id, event.effect, end)
+        span.set_attribute("steadyloop.tool.outcome", event.disposition)
+        if event.duration_ms is not None:
+            span.set_attribute("steadyloop.tool.duration_ms", event.duration_ms)
+        if self._settings.capture_content:
+            span.set_attribute("gen_ai.tool.call.result", self._server.redact(text_of(event.result.content)))
+        if event.disposition != "completed":
+            _fail(span, event.disposition, f"the call ended {event.disposition}")
+        elif event.result.is_error:
+            _fail(span, "tool_error", "the tool reported an error")
+        span.end(end_time=end)
+
+    def _tool_span(self, name: str, call_id: str, effect: str | None, start: int) -> Span:
+        attributes: dict[str, AttributeValue] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": name,
+            "gen_ai.tool.call.id": call_id,
+            "gen_ai.tool.type": "function",
+        }
+        if effect:
+            attributes["steadyloop.tool.effect"] = effect
+        return self._tracer.start_span(
+            f"execute_tool {name}",
+            context=self._run_context,
+            kind=SpanKind.INTERNAL,
+            attributes=attributes,
+            start_time=start,
+        )
+
+
+def _json(value: Mapping[str, Any] | Sequence[Any]) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str, sort_keys=True)
