@@ -9,6 +9,7 @@
     ├── EndpointError                a request to an endpoint failed (endpoint, model, status, words)
     │   ├── EndpointSilent           the stream went quiet past the watchdog's allowance
     │   ├── EndpointUnavailable      transport failure or a transient status, retries spent
+    │   ├── EndpointUnreadable       a success whose body is no event stream and no completion
     │   └── EndpointRefused          the endpoint refused the request as it stands
     │       └── ContextOverflow      the request does not fit the model's window
     ├── RunError                     a run stopped early; carries the transcript so far
@@ -36,6 +37,7 @@ __all__ = [
     "EndpointRefused",
     "EndpointSilent",
     "EndpointUnavailable",
+    "EndpointUnreadable",
     "InvalidInput",
     "RunCancelled",
     "RunError",
@@ -135,6 +137,21 @@ class EndpointSilent(EndpointError):
 
 class EndpointUnavailable(EndpointError):
     """The endpoint could not be reached, or kept answering with a transient failure."""
+
+
+class EndpointUnreadable(EndpointError):
+    """The endpoint answered a success whose body is neither an event stream nor a chat completion.
+
+    An HTML page from a proxy or a login wall, plain text, a truncated document: sending the request again
+    gets the same page, so it is not retried. ``body`` quotes the first bytes (bounded, credentials masked).
+
+    Attributes:
+        content_type: the response's ``Content-Type``, ``""`` when it sent none.
+    """
+
+    def __init__(self, message: str, *, content_type: str = "", **kw: object) -> None:
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        self.content_type = content_type
 
 
 class EndpointRefused(EndpointError):
