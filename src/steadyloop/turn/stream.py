@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import EndpointError, EndpointSilent, EndpointUnavailable
@@ -29,11 +29,38 @@ __all__ = ["Produced", "stream_turn"]
 
 
 class _Watchdog:
-    """Cancels the streaming task after too long a silence; one timer per silence, not per chunk."""
+    """Cancels the streaming task after too long a silence; one timer per silence, not per chunk.
 
-    __slots__ = ("_first", "_handle", "_idle", "_loop", "_started", "_task", "fired", "last", "talking")
+    With a probe, silence before the first token past ``probe_after`` asks whether the endpoint is there
+    at all: one that does not answer is given up on then; one that does is allowed to go on thinking up to
+    ``first``, asked again every ``probe_after``.
+    """
 
-    def __init__(self, task: asyncio.Task[Any], idle: float | None, first: float | None) -> None:
+    __slots__ = (
+        "_first",
+        "_handle",
+        "_idle",
+        "_loop",
+        "_next_probe",
+        "_probe",
+        "_probe_after",
+        "_probing",
+        "_started",
+        "_task",
+        "fired",
+        "last",
+        "talking",
+        "unanswered",
+    )
+
+    def __init__(
+        self,
+        task: asyncio.Task[Any],
+        idle: float | None,
+        first: float | None,
+        probe: Callable[[], Awaitable[bool]] | None = None,
+        probe_after: float | None = None,
+    ) -> None:
         self._task = task
         self._idle = idle
         self._first = first
@@ -42,39 +69,83 @@ class _Watchdog:
         self.last = self._started
         self.talking = False
         self.fired: float | None = None
+        self.unanswered = False
         self._handle: asyncio.TimerHandle | None = None
+        self._probe = probe if probe_after is not None else None
+        self._probe_after = probe_after
+        self._next_probe: float | None = None
+        self._probing: asyncio.Task[bool] | None = None
 
     def start(self) -> None:
         allowance = self._first if self._first is not None else self._idle
-        if allowance is not None:
-            self._handle = self._loop.call_at(self._started + allowance, self._check)
+        deadline = None if allowance is None else self._started + allowance
+        if self._probe is not None and self._probe_after is not None:
+            at = self._started + self._probe_after
+            if deadline is None or at < deadline:
+                self._next_probe = at
+        self._arm(deadline)
+
+    def _arm(self, deadline: float | None) -> None:
+        at = deadline
+        if self._next_probe is not None and (at is None or self._next_probe < at):
+            at = self._next_probe
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        if at is not None:
+            self._handle = self._loop.call_at(at, self._check)
 
     def _check(self) -> None:
         now = self._loop.time()
         if self.talking:
             if self._idle is None:
                 return
-            deadline = self.last + self._idle
+            deadline: float | None = self.last + self._idle
         else:
             allowance = self._first if self._first is not None else self._idle
-            if allowance is None:
-                return
-            deadline = self._started + allowance
-        if now >= deadline:
+            deadline = None if allowance is None else self._started + allowance
+        if deadline is not None and now >= deadline:
             self.fired = now - (self.last if self.talking else self._started)
             self._task.cancel()
-        else:
-            self._handle = self._loop.call_at(deadline, self._check)
+            return
+        if self._next_probe is not None and now >= self._next_probe and self._probe is not None:
+            self._next_probe = None
+            self._probing = probing = asyncio.ensure_future(self._probe())
+            probing.add_done_callback(self._answered)
+        self._arm(deadline)
+
+    def _answered(self, probing: asyncio.Future[bool]) -> None:
+        self._probing = None
+        if self.talking or self.fired is not None or self._task.done() or probing.cancelled():
+            return
+        if probing.exception() is None and probing.result():
+            assert self._probe_after is not None
+            self._next_probe = self._loop.time() + self._probe_after
+            allowance = self._first if self._first is not None else self._idle
+            self._arm(None if allowance is None else self._started + allowance)
+            return
+        self.unanswered = True
+        self.fired = self._loop.time() - self._started
+        self._task.cancel()
 
     def begin_talking(self) -> None:
         # The first chunk that carried something: from here on, silence is measured between chunks.
         self.talking = True
+        self._next_probe = None
+        self._stop_probing()
         if self._handle is not None:
             self._handle.cancel()
+            self._handle = None
         if self._idle is not None:
             self._handle = self._loop.call_at(self.last + self._idle, self._check)
 
+    def _stop_probing(self) -> None:
+        probing, self._probing = self._probing, None
+        if probing is not None:
+            probing.cancel()
+
     def stop(self) -> None:
+        self._stop_probing()
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
@@ -92,6 +163,8 @@ async def stream_turn(
     fences: Sequence[Fence] = DEFAULT_FENCES,
     start_in_reasoning: bool = False,
     include_usage: bool = False,
+    probe: Callable[[], Awaitable[bool]] | None = None,
+    probe_after: float | None = None,
 ) -> Turn:
     """Send one streamed chat-completions request and read the answer into a ``Turn``.
 
@@ -109,6 +182,11 @@ async def stream_turn(
         fences: thinking fences to take out of content; ``()`` reads content as all answer.
         start_in_reasoning: the chat template opened a thinking block in the prompt.
         include_usage: ask for a usage chunk (``stream_options.include_usage``).
+        probe: asks whether the endpoint answers at all (any HTTP response); with ``probe_after``, silence
+            before the first token past ``probe_after`` seconds is given up on when the endpoint does not
+            answer, and allowed on up to ``first_token_timeout`` while it does.
+        probe_after: seconds of silence before the first token after which ``probe`` is asked, and how
+            often again while the endpoint answers.
 
     Raises:
         EndpointSilent: the watchdog ran out.
@@ -136,7 +214,7 @@ async def stream_turn(
     )
     task = asyncio.current_task()
     assert task is not None, "stream_turn runs inside a task"
-    watchdog = _Watchdog(task, idle, first)
+    watchdog = _Watchdog(task, idle, first, probe, probe_after)
     started = time.perf_counter()
     first_token_ms: float | None = None
     response: ChatStream | None = None
@@ -182,6 +260,8 @@ async def stream_turn(
         if watchdog.fired is not None and task.uncancel() == 0:
             waited = watchdog.fired
             phase = "between chunks" if watchdog.talking else "before the first token"
+            if watchdog.unanswered:
+                phase += " and did not answer a probe"
             raise EndpointSilent(
                 f"{endpoint} sent nothing for {waited:.1f}s {phase}",
                 waited=waited,

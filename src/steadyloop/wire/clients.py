@@ -218,6 +218,9 @@ def get_chat_client(endpoint: Endpoint) -> ChatClient:
     Each request leases the endpoint's live entry for as long as its stream is open, so the client under
     it is never closed mid-stream, and the handle may be kept for as long as the caller likes.
     """
+    # Built now, not at the first request: building an SDK client loads the SDK and the certificates,
+    # which must not eat into the first request's first-token allowance.
+    _entry(endpoint).chat_client()
     return _PooledChat(endpoint)
 
 

@@ -38,8 +38,11 @@ class Endpoint:
         api_key: the key; ``None`` and ``""`` both mean no key.
         request_timeout: seconds of silence allowed mid-stream, and the bound on calls that do not
             stream. ``None`` or ``0`` waits forever (what a slow local model may need).
-        first_token_timeout: seconds allowed before the first chunk that carries something (prefill on
-            a CPU takes minutes); ``None`` means five times ``request_timeout``.
+        first_token_timeout: seconds one attempt allows before the first chunk that carries something
+            (prefill on a CPU takes minutes); ``None`` means five times ``request_timeout``. ``run_turn``
+            also bounds the silence over all of a turn's attempts (``RetryPolicy.first_token_budget_s``,
+            100 s by default), so a dead endpoint fails within two minutes rather than once per attempt;
+            raise both for a model that is silent for longer before it answers.
     """
 
     base_url: str
