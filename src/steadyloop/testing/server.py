@@ -27,7 +27,7 @@ import socket
 import sys
 import threading
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType, TracebackType
@@ -71,6 +71,7 @@ class RecordedRequest:
 
 
 Models = Sequence[str | Mapping[str, Any]] | ScriptedReply | None
+Responder = Callable[["RecordedRequest"], ScriptedReply]
 Document = Mapping[str, Any] | ScriptedReply | None
 
 _MODELS: Models = ("scripted",)
@@ -84,6 +85,9 @@ class ScriptedServer:
 
     Args:
         *replies: the initial script.
+        respond: answers each chat-completions request by what it asks, instead of the script (e.g. a
+            tool call when the last message is the user's, an answer when it is a tool result): what many
+            concurrent runs need, since the order their requests arrive in is not theirs to choose.
         port: the port to bind; 0 picks a free one (read it from ``port`` or ``base_url``).
 
     Attributes:
@@ -108,9 +112,11 @@ class ScriptedServer:
         models: Models = _MODELS,
         props: Document = None,
         health: Document = _HEALTH_OK,
+        respond: Responder | None = None,
         port: int = 0,
     ) -> None:
         self._script: deque[ScriptedReply] = deque(replies)
+        self.respond = respond
         self.default_reply = default_reply
         self.models = models
         self.props = props
@@ -136,6 +142,7 @@ class ScriptedServer:
         models: Models = _MODELS,
         props: Document = None,
         health: Document = _HEALTH_OK,
+        respond: Responder | None = None,
         port: int = 0,
     ) -> Self:
         """The same server, spelled for ``with``: it runs its own event loop in a daemon thread.
@@ -143,7 +150,13 @@ class ScriptedServer:
         For sync code, and for benchmarks that must not share the client's event loop.
         """
         return cls(
-            *replies, default_reply=default_reply, models=models, props=props, health=health, port=port
+            *replies,
+            default_reply=default_reply,
+            models=models,
+            props=props,
+            health=health,
+            respond=respond,
+            port=port,
         )
 
     # -- the script
@@ -227,13 +240,14 @@ class ScriptedServer:
             if not message.get("more_body", False):
                 break
         path, method = _origin_path(scope["path"]), scope["method"]
-        self._record(_recorded(scope, bytes(body)))
+        request = _recorded(scope, bytes(body))
+        self._record(request)
         runner = self._uvicorn
         assert runner is not None, "requests arrive only while uvicorn runs"
         exchange = Exchange(runner, scope, receive, send)
         runner.exchanges.add(exchange)
         try:
-            await play(exchange, self._route(method, path))
+            await play(exchange, self._route(method, path, request))
         finally:
             runner.exchanges.discard(exchange)
             if exchange.disconnected:
@@ -241,9 +255,9 @@ class ScriptedServer:
                     self.disconnects += 1
             await exchange.finish()
 
-    def _route(self, method: str, path: str) -> ScriptedReply:
+    def _route(self, method: str, path: str, request: RecordedRequest) -> ScriptedReply:
         if method == "POST" and path == _CHAT_PATH:
-            return self._next_reply()
+            return self.respond(request) if self.respond is not None else self._next_reply()
         if method == "GET" and path in ("/v1/models", "/models"):
             models = self.models
             if models is None or isinstance(models, StreamReply | BodyReply | StallReply):
