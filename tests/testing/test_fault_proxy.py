@@ -61,13 +61,15 @@ async def test_keepalive_storms_and_junk_keep_the_stream_whole(upstream: Scripte
 
 @pytest.mark.parametrize("fault", ["reset_before_first_event", "reset_after_first_event"])
 async def test_resets_cut_the_connection(upstream: ScriptedServer, fault: Fault) -> None:
-    async with FaultProxy(upstream.base_url, faults=[fault], rate=1.0) as proxy:
-        async with httpx2.AsyncClient(timeout=5) as client:
-            got = b""
-            with pytest.raises(httpx2.HTTPError):
-                async with client.stream("POST", f"{proxy.base_url}/chat/completions", json=BODY) as r:
-                    async for data in r.aiter_raw():
-                        got += data
+    got = b""
+    async with (
+        FaultProxy(upstream.base_url, faults=[fault], rate=1.0) as proxy,
+        httpx2.AsyncClient(timeout=5) as client,
+    ):
+        with pytest.raises(httpx2.HTTPError):
+            async with client.stream("POST", f"{proxy.base_url}/chat/completions", json=BODY) as r:
+                async for data in r.aiter_raw():
+                    got += data
     assert got.count(b"data:") == (0 if fault == "reset_before_first_event" else 1)
 
 

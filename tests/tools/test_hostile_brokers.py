@@ -129,7 +129,7 @@ async def test_a_request_that_never_returns_is_denied_at_the_timeout() -> None:
 
 async def test_a_wait_that_ignores_its_own_timeout_is_denied_at_ours() -> None:
     broker = Broker(wait_hangs=True, decide_hangs=True)
-    outcome, events, ran = await run(broker, timeout_s=0.2)
+    _outcome, events, ran = await run(broker, timeout_s=0.2)
     assert ran == [] and decided(events) == ("deny", "timeout")
     # Recording the deny at a broker that hangs there too is given up after a bound.
     assert broker.cancelled == ["wait", "decide"]
@@ -169,14 +169,14 @@ async def test_an_answer_that_is_not_a_decision_is_a_deny_the_model_reads(answer
 
 
 async def test_a_broker_that_raises_is_a_deny_that_says_why() -> None:
-    outcome, events, ran = await run(Broker(raises=True))
+    _outcome, events, ran = await run(Broker(raises=True))
     assert ran == []
     reason = "the approval broker failed (ConnectionError: the approvals service is down)"
     assert decided(events) == ("deny", reason)
 
 
 async def test_a_well_formed_allow_still_runs() -> None:
-    outcome, events, ran = await run(Broker(answer=ApprovalDecision("allow", "ok", "ana")))
+    _outcome, events, ran = await run(Broker(answer=ApprovalDecision("allow", "ok", "ana")))
     assert ran == ["a"] and decided(events) == ("allow", "ok")
 
 

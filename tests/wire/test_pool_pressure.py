@@ -8,6 +8,7 @@ from typing import Literal
 import pytest
 
 from steadyloop.testing.chunks import text_chunks
+from steadyloop.testing.fault_proxy import FaultProxy
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.turn.run import run_turn
@@ -28,15 +29,23 @@ BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-async def test_busy_endpoints_beyond_the_pool_size_all_finish(transport: Transport) -> None:
+@pytest.mark.parametrize("by", ["key", "base_url"])
+async def test_busy_endpoints_beyond_the_pool_size_all_finish(transport: Transport, by: str) -> None:
     # Every stream is slow enough that all of them are open together, so each new endpoint evicts one
-    # whose stream is still being read.
+    # whose stream is still being read. Endpoints differ by key, or by base URL: per-tenant prefixes on
+    # a proxy that forwards them all to the same server.
     reply = Reply.stream(text_chunks(WORDS), delay=0.01)
     configure_clients(transport=transport)
     size = clients.client_settings().max_clients
     count = size * 2 + 8
-    async with ScriptedServer(default_reply=reply) as server:
-        endpoints = [Endpoint(server.base_url, api_key=f"sk-user-{i}") for i in range(count)]
+    async with (
+        ScriptedServer(default_reply=reply) as server,
+        FaultProxy(server.base_url, rate=0.0) as proxy,
+    ):
+        if by == "key":
+            endpoints = [Endpoint(server.base_url, api_key=f"sk-user-{i}") for i in range(count)]
+        else:
+            endpoints = [Endpoint(proxy.tenant_base_url(f"tenant-{i}")) for i in range(count)]
         turns = await asyncio.wait_for(asyncio.gather(*(run_turn(e, BODY) for e in endpoints)), 60)
     assert [turn.content for turn in turns] == ["".join(WORDS)] * count
     assert pool_size() <= size
