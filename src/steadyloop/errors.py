@@ -124,7 +124,8 @@ class EndpointSilent(EndpointError):
 
     Attributes:
         waited: seconds of silence before giving up.
-        produced: whether any text, reasoning or tool call had arrived before the silence.
+        produced: whether any text or reasoning had been shown before the silence (a tool call streaming
+            in shows nothing, so the request could still be sent again).
     """
 
     def __init__(self, message: str, *, waited: float, produced: bool, **kw: object) -> None:

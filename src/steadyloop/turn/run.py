@@ -306,6 +306,9 @@ class _Sender:
             fences=self.fences,
             start_in_reasoning=self.start_in_reasoning,
             include_usage=c.usage_in_stream,
+            on_event=self.on_event,
+            step=self.step,
+            latches=m,
         )
 
     def fields_sent(self) -> Collection[str]:
