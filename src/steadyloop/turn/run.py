@@ -186,7 +186,7 @@ async def run_turn(
                 now = time.monotonic()
                 if loading_since is None:
                     loading_since = now
-                    emit(Notice(text=f"{endpoint.base_url} is loading the model; waiting", name="loading"))
+                    emit(Notice(text=f"{endpoint.shown_url} is loading the model; waiting", name="loading"))
                 if now - loading_since < policy.loading_timeout_s:
                     await asyncio.sleep(policy.loading_poll_s)
                     continue
