@@ -22,7 +22,7 @@ MAX_NESTING = 100
 
 # A double-quoted string with JSON's escapes. Only closed strings are skipped: an unclosed quote hides
 # nothing, so the brackets after it still count.
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}()]+")
 _OPENS = bytes.maketrans(b"[{(]})", b"\x01\x01\x01\x00\x00\x00")
 

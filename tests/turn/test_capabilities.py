@@ -7,6 +7,8 @@ import time
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from steadyloop.errors import InvalidInput
 from steadyloop.reset import reset_all
@@ -172,3 +174,48 @@ def test_the_new_latches_travel_in_a_snapshot() -> None:
     assert import_capabilities(snapshot)
     restored = model_capabilities_for(LOCAL, "qwen3")
     assert restored.answer_first is False and restored.native_tools is False
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=20), inner, max_size=4),
+    max_leaves=15,
+)
+_ENTRY = st.fixed_dictionaries(
+    {},
+    optional={
+        "strict_schemas": _JSON,
+        "usage_in_stream": _JSON,
+        "first_met": _JSON | st.floats(0, 2e9),
+        "models": _JSON
+        | st.dictionaries(
+            st.text(max_size=5),
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "takes_effort": _JSON,
+                    "answer_first": st.booleans(),
+                    "refused_efforts": st.lists(st.text(max_size=5)) | _JSON,
+                    "native_tools": _JSON,
+                },
+            ),
+            max_size=2,
+        ),
+    },
+)
+
+
+@given(st.dictionaries(st.text(max_size=8), _ENTRY | _JSON, max_size=3) | _JSON)
+def test_any_snapshot_is_merged_or_refused_with_invalid_input_and_nothing_raises_later(
+    endpoints: Any,
+) -> None:
+    reset_all()
+    try:
+        accepted = import_capabilities({"version": SNAPSHOT_VERSION, "endpoints": endpoints})
+    except InvalidInput as error:
+        assert "capability snapshot" in str(error)
+    else:
+        assert accepted is True
+    export_capabilities()
+    expire_capabilities(0)
+    expire_capabilities(10**9)

@@ -412,3 +412,15 @@ async def test_a_latched_reasoning_start_with_no_closing_tag_is_read_as_answer_a
     assert (turn.content, turn.reasoning) == ("Just an answer.", "")
     assert model_capabilities_for(endpoint, "m").answer_first is True
     assert any(isinstance(e, Notice) and e.name == "reasoning-start" for e in events)
+
+
+async def test_a_continued_prefill_neither_uses_nor_moves_the_reasoning_start_latch() -> None:
+    async with ScriptedServer(Reply.stream(text_chunks(["and the rest."]))) as server:
+        endpoint = Endpoint(server.base_url)
+        model_capabilities_for(endpoint, "m").answer_first = False
+        prefilled = body()
+        prefilled["messages"] = [*prefilled["messages"], {"role": "assistant", "content": "The first half "}]
+        turn, events = await run(server, prefilled)
+    assert turn.content == "and the rest." and turn.reasoning == ""
+    assert model_capabilities_for(endpoint, "m").answer_first is False
+    assert not [e for e in events if isinstance(e, Notice)]

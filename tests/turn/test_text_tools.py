@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from steadyloop.events import Downgrade, Event, Notice
 from steadyloop.loop import LoopPolicy, run_agent_loop
 from steadyloop.messages import UserMessage
@@ -124,3 +127,43 @@ async def test_a_server_without_tools_runs_the_loop_with_calls_recovered_from_te
     assert [e.field for e in events if isinstance(e, Downgrade)] == ["tools"]
     names = [e.name for e in events if isinstance(e, Notice)]
     assert "downgrade" in names and "recovery" in names
+
+
+_KEYS = [
+    "tools",
+    "messages",
+    "role",
+    "content",
+    "tool_calls",
+    "function",
+    "name",
+    "arguments",
+    "tool_choice",
+    "text",
+]
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.text(max_size=6)
+    | st.sampled_from(["assistant", "tool", "system"]),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(_KEYS) | st.text(max_size=4), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@given(st.dictionaries(st.sampled_from(_KEYS), _JSON, max_size=5))
+def test_any_body_is_rewritten_without_tools_and_without_raising(body: dict[str, Any]) -> None:
+    out = tools_as_text(body)
+    assert "tools" not in out and "tool_choice" not in out
+    if isinstance(body.get("messages"), list):
+        assert all(not (isinstance(m, dict) and m.get("role") == "tool") for m in out["messages"])
+
+
+def test_a_call_whose_arguments_nest_deep_is_still_written() -> None:
+    call = {"id": "a", "type": "function", "function": {"name": "get_weather", "arguments": "[" * 1000}}
+    out = tools_as_text({"messages": [{"role": "assistant", "content": None, "tool_calls": [call]}]})
+    assert out["messages"][0]["content"].startswith('<tool_call>{"name": "get_weather", "arguments": "[[[')

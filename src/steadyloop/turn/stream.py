@@ -140,6 +140,8 @@ async def stream_turn(
     idle = idle_timeout or None
     first = first_token_timeout or (idle * 5 if idle else None)
     box = produced if produced is not None else Produced()
+    if latches is not None and not _free_reply(request):
+        latches = None  # a continued answer or a reply held to a schema says nothing of how replies start
     assembler = StreamAssembler(
         on_output=on_output,
         on_thinking=on_thinking,
@@ -217,6 +219,15 @@ async def stream_turn(
         if on_event is not None:
             on_event(Notice(text=notice[1], name=notice[0], step=step))
     return turn
+
+
+def _free_reply(request: Mapping[str, Any]) -> bool:
+    """Whether the reply starts where a model's replies start: not a continued prefill, not held to a schema."""
+    if request.get("response_format") or request.get("grammar") or request.get("json_schema"):
+        return False
+    messages = request.get("messages")
+    last = messages[-1] if isinstance(messages, list) and messages else None
+    return not (isinstance(last, Mapping) and last.get("role") == "assistant")
 
 
 def _notices(

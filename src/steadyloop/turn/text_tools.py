@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from typing import Any
+
+from .._nesting import too_deep
 
 __all__ = ["describe_tools", "tools_as_text"]
 
@@ -50,7 +53,8 @@ def tools_as_text(body: Mapping[str, Any]) -> dict[str, Any]:
     ``tool_choice`` and ``parallel_tool_calls`` go with the tools: nothing on the server can honour them.
     """
     out = dict(body)
-    tools = out.pop("tools", None) or []
+    tools = out.pop("tools", None)
+    tools = tools if isinstance(tools, list) else []
     out.pop("tool_choice", None)
     out.pop("parallel_tool_calls", None)
     messages = out.get("messages")
@@ -89,8 +93,9 @@ def _as_text(messages: list[Any]) -> list[Any]:
         if results:
             out.append({"role": "user", "content": "\n".join(results)})
             results = []
-        if role == "assistant" and message.get("tool_calls"):
-            calls = [_call_text(call) for call in message["tool_calls"] if isinstance(call, Mapping)]
+        listed = message.get("tool_calls") if role == "assistant" else None
+        if isinstance(listed, list) and listed:
+            calls = [_call_text(call) for call in listed if isinstance(call, Mapping)]
             said = _text(message.get("content"))
             written = "\n".join([said, *calls] if said else calls)
             out.append(
@@ -107,12 +112,18 @@ def _call_text(call: Mapping[str, Any]) -> str:
     function = call.get("function")
     function = function if isinstance(function, Mapping) else {}
     arguments = function.get("arguments")
-    try:
-        parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
-    except ValueError:
-        parsed = arguments
+    parsed = arguments
+    if isinstance(arguments, str) and not too_deep(arguments):
+        with suppress(ValueError, RecursionError):  # unreadable: kept as the text the model wrote
+            parsed = json.loads(arguments)
     envelope = {"name": function.get("name"), "arguments": parsed if parsed is not None else {}}
-    return f"<tool_call>{json.dumps(envelope, ensure_ascii=False, default=str)}</tool_call>"
+    try:
+        written = json.dumps(envelope, ensure_ascii=False, default=str)
+    except (ValueError, RecursionError):
+        written = json.dumps(
+            {"name": str(function.get("name")), "arguments": str(arguments)}, ensure_ascii=False
+        )
+    return f"<tool_call>{written}</tool_call>"
 
 
 def _text(content: Any) -> str:
