@@ -20,10 +20,13 @@
 
 Every error carries what a caller needs to act on it: which endpoint and model, the HTTP status, the
 server's own words, how long the server asked us to wait, and for a run, the transcript up to the stop.
+No error carries a credential: a password in a ``user:password@host`` URL is written ``***`` in every
+message and in ``endpoint``, whoever built the error.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
@@ -44,11 +47,32 @@ __all__ = [
     "SteadyloopError",
     "ToolArgumentsError",
     "TranscriptError",
+    "redact_url",
 ]
+
+# The userinfo of a URL (``scheme://user:password@``, or a token alone before the ``@``).
+_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][\w+.-]{0,20}://)(?P<user>[^/\s:@]*)(?P<secret>:[^/\s@]*)?@")
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the credentials of every URL in it hidden: ``http://user:key@host`` becomes
+    ``http://user:***@host``, and ``http://token@host`` becomes ``http://***@host``."""
+    if "@" not in text:
+        return text
+    return _USERINFO.sub(_hidden, text)
+
+
+def _hidden(match: re.Match[str]) -> str:
+    if match.group("secret") is None:
+        return f"{match.group('scheme')}***@"
+    return f"{match.group('scheme')}{match.group('user')}:***@"
 
 
 class SteadyloopError(Exception):
-    """The root of every error steadyloop raises."""
+    """The root of every error steadyloop raises. Its message never shows a URL's credentials."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(redact_url(arg) if isinstance(arg, str) else arg for arg in args))
 
 
 class InvalidInput(SteadyloopError, ValueError):
@@ -113,10 +137,10 @@ class EndpointError(SteadyloopError):
         super().__init__(message)
         self.field = field
         self.supported = supported
-        self.endpoint = endpoint
+        self.endpoint = redact_url(endpoint) if isinstance(endpoint, str) else endpoint
         self.model = model
         self.status = status
-        self.body = body
+        self.body = redact_url(body) if isinstance(body, str) else body
         self.retry_after = retry_after
         self.kind = kind
 
@@ -126,7 +150,8 @@ class EndpointSilent(EndpointError):
 
     Attributes:
         waited: seconds of silence before giving up.
-        produced: whether any text, reasoning or tool call had arrived before the silence.
+        produced: whether any text or reasoning had been shown before the silence (a tool call streaming
+            in shows nothing, so the request could still be sent again).
     """
 
     def __init__(self, message: str, *, waited: float, produced: bool, **kw: object) -> None:

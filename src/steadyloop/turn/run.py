@@ -226,7 +226,7 @@ async def run_turn(
                 now = time.monotonic()
                 if loading_since is None:
                     loading_since = now
-                    emit(Notice(text=f"{endpoint.base_url} is loading the model; waiting", name="loading"))
+                    emit(Notice(text=f"{endpoint.shown_url} is loading the model; waiting", name="loading"))
                 if now - loading_since < policy.loading_timeout_s:
                     await asyncio.sleep(policy.loading_poll_s)
                     continue
@@ -358,6 +358,9 @@ class _Sender:
             fences=self.fences,
             start_in_reasoning=self.start_in_reasoning,
             include_usage=c.usage_in_stream,
+            on_event=self.on_event,
+            step=self.step,
+            latches=m,
             probe=self.probe if self.probe_after is not None else None,
             probe_after=self.probe_after,
         )

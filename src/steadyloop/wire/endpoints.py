@@ -12,7 +12,7 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from ..errors import InvalidInput
+from ..errors import InvalidInput, redact_url
 
 __all__ = [
     "DEFAULT_REQUEST_TIMEOUT",
@@ -29,9 +29,11 @@ NO_KEY = "no-key"
 DEFAULT_REQUEST_TIMEOUT = 120.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Endpoint:
     """An OpenAI-compatible endpoint.
+
+    Its ``repr`` shows neither the key nor a password in the URL (``shown_url`` is the URL to print).
 
     Attributes:
         base_url: e.g. ``http://127.0.0.1:8080/v1``; a trailing slash is ignored.
@@ -57,13 +59,27 @@ class Endpoint:
             raise InvalidInput("an endpoint needs a base_url such as http://127.0.0.1:8080/v1")
         url = self.base_url.strip().rstrip("/")
         if not url.startswith(("http://", "https://")):
-            raise InvalidInput(f"base_url must start with http:// or https://, got {self.base_url!r}")
+            raise InvalidInput(
+                f"base_url must start with http:// or https://, got {redact_url(self.base_url)!r}"
+            )
         object.__setattr__(self, "base_url", url)
         for name in ("request_timeout", "first_token_timeout"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int | float) or value < 0):
                 raise InvalidInput(f"{name} must be a number of seconds >= 0 or None, got {value!r}")
         object.__setattr__(self, "_key", _key_of(url, self.api_key or NO_KEY))
+
+    def __repr__(self) -> str:
+        key = "'***'" if self.api_key else "None"
+        return (
+            f"Endpoint(base_url={self.shown_url!r}, api_key={key}, request_timeout={self.request_timeout!r}, "
+            f"first_token_timeout={self.first_token_timeout!r})"
+        )
+
+    @property
+    def shown_url(self) -> str:
+        """The base URL to print or log: any credentials in it written as ``***``."""
+        return redact_url(self.base_url)
 
     @property
     def key(self) -> str:
