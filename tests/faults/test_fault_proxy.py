@@ -122,7 +122,9 @@ async def test_runs_survive_a_proxy_that_injects_every_fault(transport: Transpor
                 transcripts.append(error.messages)
 
     summary = Counter(f"{type(e).__name__}: {str(e)[:90]}" for e in failed.values())
-    assert len(right) >= 0.99 * RUNS, f"{len(right)}/{RUNS} right; failures: {summary.most_common(8)}"
+    assert len(right) >= 0.99 * RUNS, (
+        f"{len(right)}/{RUNS} right; failures: {summary.most_common(8)}; faults played: {dict(proxy.injected)}"
+    )
     assert all(isinstance(e, SteadyloopError) for e in failed.values()), summary
     # Every fault was played, and the pool held more endpoints than it keeps.
     assert set(proxy.injected) == set(ALL_FAULTS), proxy.injected
