@@ -12,11 +12,21 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 import steadyloop.reset as reset
 from steadyloop.wire.clients import aclose_clients, configure_clients
 
 _REAL = Path(__file__).parent / "real"
+
+# Property tests run a modest number of examples in the normal suite; HYPOTHESIS_PROFILE=slow runs many
+# more, for a developer hunting what the normal suite is too quick to find. No deadline in either: a
+# shared machine under load is not a slow parser, and time budgets are measured by the benchmarks.
+settings.register_profile("default", max_examples=60, deadline=None)
+settings.register_profile(
+    "slow", max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

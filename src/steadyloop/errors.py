@@ -10,6 +10,7 @@
     ├── EndpointError                a request to an endpoint failed (endpoint, model, status, words)
     │   ├── EndpointSilent           the stream went quiet past the watchdog's allowance
     │   ├── EndpointUnavailable      transport failure or a transient status, retries spent
+    │   ├── EndpointUnreadable       a success whose body is no event stream and no completion
     │   └── EndpointRefused          the endpoint refused the request as it stands
     │       └── ContextOverflow      the request does not fit the model's window
     ├── RunError                     a run stopped early; carries the transcript so far
@@ -22,6 +23,7 @@
     │   └── RunEndpointError         a request failed; also an EndpointError (reason "endpoint")
     │       ├── RunEndpointSilent        also an EndpointSilent
     │       ├── RunEndpointUnavailable   also an EndpointUnavailable
+    │       ├── RunEndpointUnreadable    also an EndpointUnreadable
     │       └── RunEndpointRefused       also an EndpointRefused
     │           └── RunContextOverflow   also a ContextOverflow (reason "overflow")
     ├── MCPError                     an MCP server failed (steadyloop.tools.mcp)
@@ -36,10 +38,14 @@ error is both: ``except ContextOverflow`` (or ``EndpointSilent``, ...) catches i
 failure, with the endpoint's attributes, and ``except RunError`` catches it as the stop of a run, with the
 transcript. Every stop of a run is a ``RunError`` whatever its cause, and ``reason`` names the cause in
 one word for a log or a row.
+
+No error carries a credential: a password in a ``user:password@host`` URL is written ``***`` in every
+message and in ``endpoint``, whoever built the error.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
@@ -53,6 +59,7 @@ __all__ = [
     "EndpointRefused",
     "EndpointSilent",
     "EndpointUnavailable",
+    "EndpointUnreadable",
     "InvalidInput",
     "ModelCallDenied",
     "OutputInvalid",
@@ -62,6 +69,7 @@ __all__ = [
     "RunEndpointRefused",
     "RunEndpointSilent",
     "RunEndpointUnavailable",
+    "RunEndpointUnreadable",
     "RunError",
     "RunLimitReached",
     "RunTimedOut",
@@ -69,12 +77,33 @@ __all__ = [
     "ToolArgumentsError",
     "ToolLoopDetected",
     "TranscriptError",
+    "redact_url",
     "run_error_for",
 ]
 
+# The userinfo of a URL (``scheme://user:password@``, or a token alone before the ``@``).
+_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][\w+.-]{0,20}://)(?P<user>[^/\s:@]*)(?P<secret>:[^/\s@]*)?@")
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the credentials of every URL in it hidden: ``http://user:key@host`` becomes
+    ``http://user:***@host``, and ``http://token@host`` becomes ``http://***@host``."""
+    if "@" not in text:
+        return text
+    return _USERINFO.sub(_hidden, text)
+
+
+def _hidden(match: re.Match[str]) -> str:
+    if match.group("secret") is None:
+        return f"{match.group('scheme')}***@"
+    return f"{match.group('scheme')}{match.group('user')}:***@"
+
 
 class SteadyloopError(Exception):
-    """The root of every error steadyloop raises."""
+    """The root of every error steadyloop raises. Its message never shows a URL's credentials."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(redact_url(arg) if isinstance(arg, str) else arg for arg in args))
 
 
 class InvalidInput(SteadyloopError, ValueError):
@@ -139,10 +168,10 @@ class EndpointError(SteadyloopError):
         super().__init__(message)
         self.field = field
         self.supported = supported
-        self.endpoint = endpoint
+        self.endpoint = redact_url(endpoint) if isinstance(endpoint, str) else endpoint
         self.model = model
         self.status = status
-        self.body = body
+        self.body = redact_url(body) if isinstance(body, str) else body
         self.retry_after = retry_after
         self.kind = kind
 
@@ -152,7 +181,8 @@ class EndpointSilent(EndpointError):
 
     Attributes:
         waited: seconds of silence before giving up.
-        produced: whether any text, reasoning or tool call had arrived before the silence.
+        produced: whether any text or reasoning had been shown before the silence (a tool call streaming
+            in shows nothing, so the request could still be sent again).
     """
 
     def __init__(self, message: str, *, waited: float, produced: bool, **kw: object) -> None:
@@ -163,6 +193,21 @@ class EndpointSilent(EndpointError):
 
 class EndpointUnavailable(EndpointError):
     """The endpoint could not be reached, or kept answering with a transient failure."""
+
+
+class EndpointUnreadable(EndpointError):
+    """The endpoint answered a success whose body is neither an event stream nor a chat completion.
+
+    An HTML page from a proxy or a login wall, plain text, a truncated document: sending the request again
+    gets the same page, so it is not retried. ``body`` quotes the first bytes (bounded, credentials masked).
+
+    Attributes:
+        content_type: the response's ``Content-Type``, ``""`` when it sent none.
+    """
+
+    def __init__(self, message: str, *, content_type: str = "", **kw: object) -> None:
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        self.content_type = content_type
 
 
 class EndpointRefused(EndpointError):
@@ -318,6 +363,11 @@ class RunEndpointUnavailable(RunEndpointError, EndpointUnavailable):
     """A run stopped because the endpoint could not be reached; also an ``EndpointUnavailable``."""
 
 
+class RunEndpointUnreadable(RunEndpointError, EndpointUnreadable):
+    """A run stopped because a success's body could not be read as an answer; also an
+    ``EndpointUnreadable``."""
+
+
 class RunEndpointRefused(RunEndpointError, EndpointRefused):
     """A run stopped because the endpoint refused a request; also an ``EndpointRefused``."""
 
@@ -343,6 +393,8 @@ def run_error_for(
         kind = RunEndpointSilent
     elif isinstance(cause, EndpointUnavailable):
         kind = RunEndpointUnavailable
+    elif isinstance(cause, EndpointUnreadable):
+        kind = RunEndpointUnreadable
     else:
         kind = RunEndpointError
     return kind(message, cause=cause, reason=reason, messages=messages, usage=usage, steps=steps)

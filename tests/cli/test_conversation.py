@@ -49,7 +49,7 @@ def notes_in(request: RecordedRequest) -> str | None:
 
 def test_a_long_chat_makes_one_summary_request_per_fold(terminal: Callable[..., Any]) -> None:
     with ScriptedServer.in_thread(
-        default_reply=Reply.stream(stream_of(LONG)), props=WINDOW, models=["m"], answer=summaries_answered()
+        default_reply=Reply.stream(stream_of(LONG)), props=WINDOW, models=["m"], respond=summaries_answered()
     ) as server:
         term = terminal("chat", "--no-tools", "--base-url", server.base_url, "-m", "m")
         for n in range(9):

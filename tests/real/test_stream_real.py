@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from steadyloop.errors import EndpointSilent
+from steadyloop.turn.run import RetryPolicy, run_turn
 from steadyloop.turn.stream import stream_turn
 from steadyloop.wire.clients import get_client
 from steadyloop.wire.endpoints import Endpoint
@@ -100,3 +101,13 @@ async def test_without_the_allowance_the_same_prefill_is_silence(llama: Endpoint
     with pytest.raises(EndpointSilent) as caught:
         await stream_turn(get_client(llama), body, idle_timeout=0.3, first_token_timeout=0.3)
     assert caught.value.produced is False
+
+
+async def test_the_default_allowances_let_a_long_cpu_prefill_answer(llama_base_url: str) -> None:
+    # Nothing configured: the endpoint's and the retry policy's defaults, which also fail a dead endpoint
+    # within two minutes (tests/turn/test_silence_budget.py).
+    body = {"model": "qwen", "messages": _long_prompt(), "max_tokens": 8, "cache_prompt": False}
+    turn = await run_turn(Endpoint(llama_base_url), body, policy=RetryPolicy())
+    assert turn.usage.prompt_tokens > 2000
+    assert turn.usage.timeouts == 0 and turn.usage.retries == 0
+    assert turn.finish_reason in ("stop", "length")

@@ -10,6 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from steadyloop.tools._call_text import MAX_BLOCKS, REPAIR_BUDGET
+from steadyloop.tools.arguments import REPAIR_OVERHEAD
 from steadyloop.tools.recovery import RecoveredCalls, recover_tool_calls
 
 _SAMPLES: list[dict[str, Any]] = json.loads(
@@ -38,6 +40,7 @@ def test_the_samples_cover_every_format_and_some_negatives() -> None:
         "json",
     } <= formats
     assert {"pythonic", "harmony", "fenced_json"} <= formats
+    assert {"nemotron", "gigachat3", "inkling", "hermes_wrapped", "command_r_plus"} <= formats
     assert sum(1 for s in _SAMPLES if not s["calls"]) >= 15
 
 
@@ -225,3 +228,166 @@ def test_any_text_is_handled(text: str) -> None:
     assert isinstance(result.content, str)
     for call in result.calls:
         assert isinstance(call.arguments, dict)
+
+
+# Declared names only ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<tool_call>{"name": "delete_everything", "arguments": {}}</tool_call>',
+        '<|channel|>commentary to=container.exec <|constrain|>json<|message|>{"cmd": ["ls"]}<|call|>',
+        "<|start|>assistant<|channel|>commentary to=assistant<|message|>Checking now.<|end|>",
+        '<|channel|>commentary to=browser.search <|message|>{"query": "x"}<|call|>',
+        '[TOOL_CALLS][{"name": "delete_everything", "arguments": {}}]',
+        "[TOOL_CALLS]delete_everything[ARGS]{}",
+        '<|python_tag|>{"name": "delete_everything", "parameters": {}}',
+        "<tool_call><function=delete_everything><parameter=x>1</parameter></function></tool_call>",
+        "<|python_start|>[delete_everything(force=True)]<|python_end|>",
+        '<TOOLCALL>[{"name": "delete_everything", "arguments": {}}]</TOOLCALL>',
+    ],
+)
+def test_a_call_to_a_tool_nobody_declared_is_not_a_call(text: str) -> None:
+    assert recover_tool_calls(text, TOOLS).calls == []
+
+
+def test_an_echoed_tool_definition_is_not_a_call() -> None:
+    echoed = (
+        '<response>[{"type": "function", "function": {"name": "get_weather", "description": "Weather",'
+        ' "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]</response>'
+    )
+    assert recover_tool_calls(echoed, TOOLS).calls == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'Calls look like <tool_call>{"name": ...}</tool_call> in general.',
+        'An example: ```json\n{"name": "weather", "arguments": {}}\n```',
+        "<response>The weather is fine.</response>",
+        'Use Action: with a list like [{"tool_name": "get_weather"}].',
+    ],
+)
+def test_prose_that_only_shows_json_or_tags_is_not_a_call(text: str) -> None:
+    assert recover_tool_calls(text, TOOLS).calls == []
+
+
+# Hostile input: total, and bounded ---------------------------------------------------------------------
+
+_DEEP = ["[" * 1000, "{" * 600, "{'a':" * 300]
+_WRAPPERS = [
+    "{}",
+    "<tool_call>{}</tool_call>",
+    "<tool_call>{}",
+    "<tool_call><function=get_weather><parameter=p>{}</parameter></function></tool_call>",
+    "[TOOL_CALLS]{}",
+    "[TOOL_CALLS]get_weather[ARGS]{}",
+    "<|python_tag|>{}",
+    "<|python_start|>{}<|python_end|>",
+    "```json\n{}\n```",
+    "<|function_call|>{}",
+    "<TOOLCALL>{}</TOOLCALL>",
+    '<tool_call>{{"name": "get_weather", "arguments": {}}}</tool_call>',
+]
+
+
+@pytest.mark.parametrize("deep", _DEEP)
+@pytest.mark.parametrize("wrapper", _WRAPPERS)
+def test_deep_nesting_anywhere_never_raises(deep: str, wrapper: str) -> None:
+    result = recover_tool_calls(wrapper.format(deep), TOOLS)
+    assert all(call.name in TOOLS for call in result.calls)
+
+
+def test_the_repairer_reads_a_bounded_amount_of_any_reply(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The repairer is the one reader that costs a microsecond a character; whatever the reply, recovery
+    # hands it a bounded amount, so hostile replies cost a bounded time on the event loop.
+    from steadyloop.tools import arguments
+
+    read: list[int] = []
+    real = arguments.repair_json
+
+    def counting(text: str, **options: Any) -> Any:
+        read.append(len(text))
+        return real(text, **options)
+
+    monkeypatch.setattr(arguments, "repair_json", counting)
+    shapes = [
+        "<tool_call>{'name': 'get_weather', 'arguments': {'city': 'Paris',}}</tool_call>" * 800,
+        "[TOOL_CALLS][{" * 5000,
+        "<|python_tag|>{" * 5000,
+        '<|function_call|>{"name": "search", "arguments": {' * 2000,
+        "<tool_call>{'name': 'get_weather', 'arguments': {'content': '" + "it's " * 20000 + "'}}",
+    ]
+    for text in shapes:
+        read.clear()
+        recover_tool_calls(text, TOOLS)
+        assert sum(read) + REPAIR_OVERHEAD * len(read) <= REPAIR_BUDGET
+
+
+def test_at_most_a_bounded_number_of_blocks_is_read() -> None:
+    call = '<tool_call>{"name": "search", "arguments": {"q": "x"}}</tool_call>'
+    result = recover_tool_calls(call * (MAX_BLOCKS + 50), TOOLS)
+    assert len(result.calls) == MAX_BLOCKS
+
+
+_MARKS = st.sampled_from(
+    [
+        "<tool_call>",
+        "</tool_call>",
+        "<function=get_weather>",
+        "<parameter=city>",
+        "</parameter>",
+        "</function>",
+        "[TOOL_CALLS]",
+        "[ARGS]",
+        "[CALL_ID]",
+        "<|python_tag|>",
+        "<|python_start|>",
+        "<|python_end|>",
+        "<|channel|>",
+        "<|message|>",
+        "<|start|>assistant",
+        "<|constrain|>",
+        "<|call|>",
+        "<|end|>",
+        " to=functions.get_weather ",
+        " to=assistant ",
+        "analysis",
+        "<|function_call|>",
+        "function call<|role_sep|>",
+        "<|content_invoke_tool_json|>",
+        "<response>",
+        "</response>",
+        "<TOOLCALL>",
+        "```json\n",
+        "```",
+        "Action:",
+        "</think>",
+        '{"name": "get_weather", "arguments": {"city": "P"}}',
+        '{"name": "search", "arguments": ',
+        "{'name': 'search', 'parameters': {'q': 'x',}}",
+        "[get_weather(city='x')]",
+        "[",
+        "{",
+        "]",
+        "}",
+        '"',
+        "'",
+        ",",
+        ";",
+    ]
+)
+
+
+@given(st.lists(_MARKS | st.text(max_size=8), max_size=30))
+def test_any_mix_of_call_spellings_is_handled(parts: list[str]) -> None:
+    text = "".join(parts)
+    result = recover_tool_calls(text, TOOLS)
+    assert isinstance(result.content, str)
+    assert [c.id for c in result.calls] == [f"call_recovered_{i}" for i in range(len(result.calls))]
+    for call in result.calls:
+        assert call.name in TOOLS
+        assert isinstance(call.arguments, dict)
+    if not result.calls:
+        assert result.content == text.strip()

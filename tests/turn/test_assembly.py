@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from hypothesis import given, settings
@@ -158,9 +160,15 @@ def test_arguments_cut_at_the_ceiling_are_not_healed() -> None:
     assert turn.tool_calls[0].arguments == {} and turn.finish_reason == "length"
 
 
-def test_a_tool_call_fragment_counts_as_produced() -> None:
+def test_a_tool_call_fragment_is_active_but_not_produced() -> None:
+    # Nothing was shown and nothing ran: a failure after a bare header, or after streamed arguments,
+    # leaves the request free to be sent again.
     assembler = StreamAssembler()
     assembler.feed(call(0, "c1", "a", ""))
+    assembler.feed(call(0, None, None, '{"x": 1}'))
+    assert assembler.active
+    assert not assembler.produced
+    assembler.feed(delta(content="done"))
     assert assembler.produced
 
 
@@ -302,3 +310,186 @@ def test_a_batch_tells_its_text_once_and_stops_at_an_error() -> None:
     )
     assert told == ["ab"]
     assert assembler.error == {"error": {"message": "x"}}
+
+
+# Shapes nobody promised ------------------------------------------------------------------------------
+
+_WRONG_SHAPES: list[Any] = [
+    None,
+    5,
+    "data",
+    [1, 2],
+    {"choices": {"0": {"delta": {"content": "x"}}}},
+    {"choices": ["x"]},
+    {"choices": [{"delta": "hello"}]},
+    {"choices": [{"delta": {"content": 5}}]},
+    {"choices": [{"delta": {"content": {"text": "x"}}}]},
+    {"choices": [{"delta": {"reasoning_content": ["x"]}}]},
+    {"choices": [{"delta": {"tool_calls": 5}}]},
+    {"choices": [{"delta": {"tool_calls": [5, "x", None]}}]},
+    {"choices": [{"delta": {"tool_calls": [{"function": "f"}]}}]},
+    {"choices": [{"delta": {"tool_calls": [{"id": {"a": 1}, "function": {"name": ["f"]}}]}}]},
+    {"choices": [{"delta": {}, "finish_reason": 7}]},
+    {"choices": [], "usage": "lots"},
+    {"choices": [], "usage": {"prompt_tokens": float("nan"), "completion_tokens": 1e400}},
+    {"choices": [{"delta": {}}], "timings": [1, 2]},
+    {"choices": [], "usage": {"prompt_tokens": -5, "completion_tokens": True, "total_tokens": 1e300}},
+]
+
+
+def test_every_wrong_shape_is_skipped_and_counted_and_the_turn_is_whole() -> None:
+    out: list[str] = []
+    assembler = StreamAssembler(on_output=out.append)
+    assembler.feed(delta(content="Hello"))
+    for chunk in _WRONG_SHAPES:
+        assembler.feed(chunk)
+        assembler.feed_many([chunk, delta(content="")])
+    assembler.feed(delta(content=" world"))
+    assembler.feed(finish("stop"))
+    turn = assembler.finish()
+    assert turn.content == "Hello world" and "".join(out) == "Hello world"
+    assert turn.finish_reason == "stop"
+    assert turn.usage.prompt_tokens >= 0 and turn.usage.completion_tokens >= 0
+    assert sum(assembler.skipped.values()) >= 10
+    notice = assembler.skipped_notice()
+    assert "content that is not text" in notice and "events that are not JSON objects" in notice
+
+
+def test_what_is_kept_is_coerced_to_its_declared_type() -> None:
+    turn, *_ = run(
+        [
+            {"choices": [{"delta": {"tool_calls": [{"index": 0, "id": 42, "function": {"name": "f"}}]}}]},
+            {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": {"a": 1}}}]}}]},
+            {
+                "choices": [
+                    {"delta": {"content": [{"type": "text", "text": "pa"}, {"type": "text", "text": "rt"}]}}
+                ]
+            },
+            {"choices": [{"delta": {}, "finish_reason": "tool_calls"}]},
+            {"choices": [], "usage": {"prompt_tokens": 12.0, "completion_tokens": 3}},
+        ]
+    )
+    call_ = turn.tool_calls[0]
+    assert (call_.id, call_.name, call_.arguments) == ("42", "f", {"a": 1})
+    assert turn.content == "part"
+    assert (turn.usage.prompt_tokens, turn.usage.completion_tokens) == (12, 3)
+    assert isinstance(turn.finish_reason, str)
+
+
+def test_nan_and_infinite_counts_read_as_unreported() -> None:
+    usage = usage_from(
+        {"prompt_tokens": float("nan"), "completion_tokens": float("inf")}, {"prompt_ms": float("nan")}
+    )
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.prompt_ms) == (0, 0, None)
+
+
+def test_a_headless_close_tag_shows_nothing_twice() -> None:
+    # The template opened the thinking block, so the reply starts inside it; the first chunks were told as
+    # answer before the closing tag showed what they were. They are not told again as reasoning.
+    out: list[str] = []
+    thinking: list[str] = []
+    assembler = StreamAssembler(on_output=out.append, on_thinking=thinking.append)
+    for piece in ["Let me ", "think.", "</think>", "\n\nThe answer is 4."]:
+        assembler.feed(delta(content=piece))
+    turn = assembler.finish()
+    assert (turn.content, turn.reasoning) == ("The answer is 4.", "Let me think.")
+    assert "".join(out) == "Let me think.The answer is 4."
+    assert "".join(thinking) == ""
+    assert assembler.opened_before_reply
+
+
+def test_a_guessed_reasoning_start_without_a_closing_tag_was_answer() -> None:
+    thinking: list[str] = []
+    assembler = StreamAssembler(on_thinking=thinking.append, guessed_reasoning_start=True)
+    assembler.feed(delta(content="Just the answer."))
+    turn = assembler.finish()
+    assert (turn.content, turn.reasoning) == ("Just the answer.", "")
+    assert assembler.guess_was_wrong
+    guessed = StreamAssembler(guessed_reasoning_start=True)
+    guessed.feed(delta(content="hmm</think>Answer"))
+    assert guessed.finish().content == "Answer" and not guessed.guess_was_wrong
+
+
+_CAPTURES = [
+    Path(__file__).resolve().parents[1] / "data" / "captures",
+    Path(__file__).resolve().parents[3] / "shared" / "llm" / "captures",
+]
+
+
+def _real_chunks() -> list[Any]:
+    chunks: list[Any] = []
+    for folder in _CAPTURES:
+        for path in sorted(folder.rglob("*.response.txt"))[:40]:
+            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+                if line.startswith("data: {"):
+                    try:
+                        chunks.append(json.loads(line[6:]))
+                    except ValueError:
+                        continue
+    return chunks or [delta(content="x")]
+
+
+_REAL = _real_chunks()
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=10,
+)
+_KEYS = st.sampled_from(
+    [
+        "choices",
+        "delta",
+        "content",
+        "reasoning_content",
+        "tool_calls",
+        "function",
+        "name",
+        "arguments",
+        "id",
+        "index",
+        "finish_reason",
+        "usage",
+        "timings",
+        "prompt_tokens",
+        "error",
+        "0",
+    ]
+)
+
+
+def _mutate(value: Any, data: st.DataObject, depth: int = 0) -> Any:
+    """A real chunk with some of its parts swapped for arbitrary JSON values."""
+    if depth > 4 or data.draw(st.integers(0, 5)) == 0:
+        return data.draw(_JSON)
+    if isinstance(value, dict):
+        out = {k: _mutate(v, data, depth + 1) for k, v in value.items()}
+        if data.draw(st.booleans()):
+            out[data.draw(_KEYS)] = data.draw(_JSON)
+        return out
+    if isinstance(value, list):
+        return [_mutate(v, data, depth + 1) for v in value]
+    return value
+
+
+@given(st.data())
+def test_mutated_real_chunks_never_raise_and_tell_nothing_twice(data: st.DataObject) -> None:
+    chunks = [_mutate(data.draw(st.sampled_from(_REAL)), data) for _ in range(data.draw(st.integers(1, 12)))]
+    chunks += data.draw(st.lists(_JSON, max_size=3))
+    out: list[str] = []
+    thinking: list[str] = []
+    assembler = StreamAssembler(on_output=out.append, on_thinking=thinking.append)
+    if data.draw(st.booleans()):
+        assembler.feed_many(chunks)
+    else:
+        for chunk in chunks:
+            assembler.feed(chunk)
+    turn = assembler.finish()
+    assert isinstance(turn.content, str) and isinstance(turn.reasoning, str)
+    assert isinstance(turn.finish_reason, str)
+    for c in turn.tool_calls:
+        assert isinstance(c.id, str) and isinstance(c.name, str) and isinstance(c.arguments, dict)
+    for count in (turn.usage.prompt_tokens, turn.usage.completion_tokens, turn.usage.total_tokens):
+        assert isinstance(count, int) and count >= 0
+    # Every character told was told once: as answer, or as reasoning.
+    told = len("".join(out)) + len("".join(thinking))
+    assert told <= len(turn.content) + len(turn.reasoning)

@@ -9,7 +9,7 @@ import pytest
 
 from steadyloop.errors import ContextOverflow, EndpointRefused, EndpointSilent, EndpointUnavailable
 from steadyloop.events import Downgrade, Event, Notice, Retry
-from steadyloop.testing.chunks import text_chunks, usage_chunk
+from steadyloop.testing.chunks import text_chunks, tool_call_chunks, usage_chunk
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.turn.capabilities import capabilities_for, model_capabilities_for
@@ -307,3 +307,120 @@ async def test_a_silently_truncated_prompt_raises_a_notice() -> None:
     async with ScriptedServer(reply) as server:
         _, events = await run(server, body() | {"messages": [{"role": "user", "content": "z" * 20000}]})
     assert any(isinstance(e, Notice) and e.name == "truncated" for e in events)
+
+
+# What counts as produced: shown to a listener ---------------------------------------------------------
+
+
+async def test_a_stall_right_after_a_bare_tool_call_header_is_retried() -> None:
+    # OpenAI opens a call with its id and name before any arguments. Nothing was shown and nothing ran, so
+    # silence right after it is sent again like silence before any output.
+    header = tool_call_chunks([{"id": "call_1", "name": "search", "arguments": ""}], finish=None)
+    stalled = Reply.stream(header, stall_after=len(header))
+    retried = Reply.stream(tool_call_chunks([{"id": "call_2", "name": "search", "arguments": {"q": "x"}}]))
+    async with ScriptedServer(stalled, retried) as server:
+        endpoint = Endpoint(server.base_url, request_timeout=0.3, first_token_timeout=0.3)
+        events: list[Event] = []
+        turn = await run_turn(endpoint, body(), policy=FAST, on_event=events.append)
+        assert len(server.chat_requests) == 2
+    assert [(c.id, c.arguments) for c in turn.tool_calls] == [("call_2", {"q": "x"})]
+    assert turn.usage.retries == 1 and turn.usage.timeouts == 1
+    assert any(isinstance(e, Retry) for e in events)
+
+
+async def test_a_stall_after_shown_text_is_not_sent_again() -> None:
+    shown: list[str] = []
+    async with ScriptedServer(Reply.stream(text_chunks(["Hel", "lo"]), stall_after=2), OK) as server:
+        endpoint = Endpoint(server.base_url, request_timeout=0.3)
+        with pytest.raises(EndpointSilent) as caught:
+            await run_turn(endpoint, body(), policy=FAST, on_output=shown.append)
+        assert len(server.chat_requests) == 1
+    assert "".join(shown) == "Hel" and caught.value.produced
+
+
+# A stream that is partly unreadable --------------------------------------------------------------------
+
+
+async def test_a_junk_event_mid_stream_is_skipped_with_one_notice_and_the_turn_finishes() -> None:
+    chunks: list[Any] = [*text_chunks(["Hello", " there"], finish=None)]
+    chunks.insert(2, "data: {not json\n\n")
+    chunks.insert(3, b"<html>proxy says hi</html>\n\n")
+    chunks.append("data: {not json either\n\n")
+    chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    async with ScriptedServer(Reply.stream(chunks)) as server:
+        turn, events = await run(server, body())
+        assert len(server.chat_requests) == 1
+    assert turn.content == "Hello there" and turn.finish_reason == "stop"
+    notices = [e for e in events if isinstance(e, Notice) and e.name == "stream-skipped"]
+    assert len(notices) == 1 and "2 event(s) that were not JSON" in notices[0].text
+
+
+async def test_a_mangled_stream_ends_in_a_turn_not_an_exception() -> None:
+    mangled: list[Any] = [
+        {"choices": [{"index": 0, "delta": {"role": "assistant"}}]},
+        "data: null\n\n",
+        "data: 5\n\n",
+        "data: [1, 2]\n\n",
+        {"choices": {"0": "x"}},
+        {"choices": [{"delta": "text"}]},
+        {"choices": [{"delta": {"content": 7}}]},
+        {"choices": [{"delta": {"content": "ok"}}]},
+        {"choices": [{"delta": {"tool_calls": 5}}]},
+        {"choices": [{"delta": {"tool_calls": [{"function": "f"}]}}]},
+        {"choices": [{"delta": {}, "finish_reason": {"why": "stop"}}]},
+        {"choices": [{"delta": {}, "finish_reason": "stop"}]},
+        {"choices": [], "usage": "many"},
+        "data: " + '{"choices": [], "usage": {"prompt_tokens": NaN, "completion_tokens": 1e400}}' + "\n\n",
+    ]
+    async with ScriptedServer(Reply.stream(mangled)) as server:
+        turn, events = await run(server, body())
+    assert turn.content == "ok" and turn.finish_reason == "stop"
+    assert turn.usage.prompt_tokens == 0 and turn.usage.completion_tokens == 0
+    (notice,) = [e for e in events if isinstance(e, Notice) and e.name == "stream-skipped"]
+    assert "content that is not text" in notice.text
+
+
+# A model whose template opens the thinking block -------------------------------------------------------
+
+
+async def test_a_headless_think_close_is_latched_so_the_next_turn_splits_from_the_first_chunk() -> None:
+    # Apart, so the first words reach the listener as answer before the closing tag shows what they were.
+    first = Reply.stream(text_chunks(["I should ", "greet.", "</think>", "Hello!"]), delay=0.05)
+    second = Reply.stream(text_chunks(["Greet ", "again.", "</think>", "Hello again!"]))
+    async with ScriptedServer(first, second) as server:
+        endpoint = Endpoint(server.base_url)
+        out: list[str] = []
+        thinking: list[str] = []
+        events: list[Event] = []
+        options: dict[str, Any] = {"policy": FAST, "on_output": out.append, "on_thinking": thinking.append}
+        turn = await run_turn(endpoint, body(), on_event=events.append, **options)
+        assert (turn.content, turn.reasoning) == ("Hello!", "I should greet.")
+        assert "".join(out) == "I should greet.Hello!" and thinking == []  # told once, never twice
+        assert model_capabilities_for(endpoint, "m").answer_first is False
+        assert [e.name for e in events if isinstance(e, Notice)] == ["reasoning-start"]
+        out.clear()
+        turn = await run_turn(endpoint, body(), **options)
+    assert (turn.content, turn.reasoning) == ("Hello again!", "Greet again.")
+    assert "".join(out) == "Hello again!" and "".join(thinking) == "Greet again."
+
+
+async def test_a_latched_reasoning_start_with_no_closing_tag_is_read_as_answer_and_unlatched() -> None:
+    async with ScriptedServer(Reply.stream(text_chunks(["Just ", "an answer."]))) as server:
+        endpoint = Endpoint(server.base_url)
+        model_capabilities_for(endpoint, "m").answer_first = False
+        turn, events = await run(server, body())
+    assert (turn.content, turn.reasoning) == ("Just an answer.", "")
+    assert model_capabilities_for(endpoint, "m").answer_first is True
+    assert any(isinstance(e, Notice) and e.name == "reasoning-start" for e in events)
+
+
+async def test_a_continued_prefill_neither_uses_nor_moves_the_reasoning_start_latch() -> None:
+    async with ScriptedServer(Reply.stream(text_chunks(["and the rest."]))) as server:
+        endpoint = Endpoint(server.base_url)
+        model_capabilities_for(endpoint, "m").answer_first = False
+        prefilled = body()
+        prefilled["messages"] = [*prefilled["messages"], {"role": "assistant", "content": "The first half "}]
+        turn, events = await run(server, prefilled)
+    assert turn.content == "and the rest." and turn.reasoning == ""
+    assert model_capabilities_for(endpoint, "m").answer_first is False
+    assert not [e for e in events if isinstance(e, Notice)]

@@ -21,6 +21,7 @@ from steadyloop.errors import (
 from steadyloop.testing.chunks import text_chunks
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
+from steadyloop.wire import clients
 from steadyloop.wire.aiohttp_chat import AiohttpChatClient
 from steadyloop.wire.chat_client import ChatClient
 from steadyloop.wire.clients import aclose_clients, configure_clients, get_chat_client, pool_size
@@ -151,14 +152,18 @@ async def test_closing_an_unfinished_stream_drops_its_connection(transport: Tran
 
 async def test_the_transport_setting_picks_the_client_and_aclose_releases_it() -> None:
     endpoint = Endpoint("http://127.0.0.1:9/v1")
+
+    def pooled() -> ChatClient:
+        return clients._entry(endpoint).chat_client()
+
     configure_clients(transport="httpx2")
-    assert isinstance(get_chat_client(endpoint), SdkChatClient)
+    assert isinstance(pooled(), SdkChatClient)
     configure_clients(transport="aiohttp")
-    chat = get_chat_client(endpoint)
-    assert isinstance(chat, AiohttpChatClient) and get_chat_client(endpoint) is chat
+    chat = pooled()
+    assert isinstance(chat, AiohttpChatClient) and pooled() is chat
     assert pool_size() == 1
     await aclose_clients()
-    assert pool_size() == 0 and get_chat_client(endpoint) is not chat
+    assert pool_size() == 0 and pooled() is not chat
 
 
 async def test_a_body_that_is_not_json_is_invalid_input() -> None:

@@ -504,3 +504,124 @@ def test_a_validation_error_list_with_null_fields_still_classifies() -> None:
     failure = classify_failure(None, [{"msg": None, "loc": None}])
     assert failure.kind in KINDS
     assert classify_failure(422, [{"msg": "Extra inputs are not permitted", "loc": "min_p"}]).field == "min_p"
+
+
+# Total under hostile input -----------------------------------------------------------------------------
+
+_DEEP_BODIES = [
+    "[" * 1000,
+    "{" * 600,
+    '{"error": ' + "[" * 1000 + "]" * 1000 + "}",
+    '{"error": {"message": "' + "x" * 100 + '", "details": ' + "[" * 2000 + "]" * 2000 + "}}",
+    "data: " + "[" * 1000,
+    '{"error": {"metadata": {"raw": "' + "[" * 1000 + '"}}}',
+]
+
+
+@pytest.mark.parametrize("body", _DEEP_BODIES)
+@pytest.mark.parametrize("status", [None, 400, 429, 500, 503])
+def test_a_deeply_nested_body_classifies(status: int | None, body: str) -> None:
+    failure = classify_failure(status, body)
+    assert failure.kind in KINDS
+
+
+def test_a_deeply_nested_mapping_classifies() -> None:
+    nested: Any = "rate limit reached"
+    for _ in range(5000):
+        nested = [nested]
+    body = {"error": {"message": "Too many requests", "details": nested}, "msg": nested}
+    assert classify_failure(429, body).kind == "rate_limited"
+    looped: dict[str, Any] = {"error": {"message": "overloaded"}}
+    looped["self"] = looped
+    assert classify_failure(503, looped).kind == "transient"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "Fri, 31 Dec 99999 23:59:59 GMT",
+        "Mon, 01 Jan 0001 00:00:00 GMT",
+        "Fri, 31 Dec 9999 23:59:59 +9999",
+        "Fri, 31 Dec 2024 23:59:59 -99999999",
+        "Thu, 01 Jan 1970 00:00:00 +2400",
+        "9" * 5000,
+        "1e400",
+        "-inf",
+        "nan",
+        "",
+    ],
+)
+def test_absurd_retry_after_values_give_a_finite_wait_or_none(value: str) -> None:
+    failure = classify_failure(429, "slow down", {"Retry-After": value})
+    assert failure.retry_after is None or (0 <= failure.retry_after < float("inf"))
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Retry-After": 5},
+        {"retry-after-ms": 1500.0},
+        {"Retry-After": None},
+        {"Retry-After": b"7"},
+        {"Retry-After": ["3"]},
+        {1: "x", None: "y", "retry-after": "2"},
+        [("Retry-After", "4")],
+        "Retry-After: 4",
+        42,
+    ],
+)
+def test_headers_of_any_shape_classify(headers: Any) -> None:
+    failure = classify_failure(429, "slow down", headers)
+    assert failure.kind == "rate_limited"
+    assert failure.retry_after is None or failure.retry_after >= 0
+
+
+def test_header_values_that_are_numbers_are_read() -> None:
+    assert classify_failure(429, "", {"Retry-After": 5}).retry_after == 5.0  # type: ignore[dict-item]
+    assert classify_failure(429, "", {"retry-after-ms": 1500}).retry_after == 1.5  # type: ignore[dict-item]
+
+
+@pytest.mark.parametrize("status", ["429", "abc", True, 4.29, -1, 10**20, [429]])
+def test_a_status_that_is_not_a_number_reads_as_none_or_its_digits(status: Any) -> None:
+    failure = classify_failure(status, "error")
+    assert failure.kind in KINDS
+    assert failure.status is None or isinstance(failure.status, int)
+
+
+def test_numbers_in_the_words_too_long_to_be_counts_are_ignored() -> None:
+    words = f"This model's maximum context length is {'9' * 5000} tokens. However, you requested 10 tokens"
+    failure = classify_failure(400, words)
+    assert failure.kind == "context_overflow"
+    assert failure.limit is None
+    assert classify_failure(429, f"Please try again in {'9' * 400}s").retry_after is None
+
+
+_ANY_HEADER_VALUE = st.one_of(
+    st.text(max_size=40),
+    st.integers(),
+    st.floats(),
+    st.none(),
+    st.binary(max_size=20),
+    st.lists(st.text(max_size=5), max_size=2),
+)
+
+
+@given(
+    st.one_of(st.none(), st.integers(), st.text(max_size=5), st.booleans(), st.floats()),
+    st.one_of(JSON, st.text(max_size=300), st.binary(max_size=50)),
+    st.one_of(
+        st.none(),
+        st.dictionaries(
+            st.one_of(
+                st.sampled_from(["Retry-After", "retry-after-ms", "RETRY-AFTER"]), st.integers(), st.none()
+            ),
+            _ANY_HEADER_VALUE,
+            max_size=4,
+        ),
+    ),
+)
+def test_classify_failure_never_raises(status: Any, body: Any, headers: Any) -> None:
+    failure = classify_failure(status, body, headers)
+    assert failure.kind in KINDS
+    assert failure.retry_after is None or 0 <= failure.retry_after < float("inf")
+    assert failure.status is None or isinstance(failure.status, int)

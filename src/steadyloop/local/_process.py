@@ -9,10 +9,11 @@ from __future__ import annotations
 import http.client
 import itertools
 import os
+import re
 import select
 import signal
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from .config import HOST, LocalServerError, Progress, no_progress
 
 __all__ = [
     "alive",
+    "child_environment",
     "cmdline",
     "exit_status",
     "exit_waiter",
@@ -35,6 +37,48 @@ __all__ = [
 
 _POLL = 0.05  # seconds between /health probes; startup takes about 0.8 s with qwen
 
+# What a server (or its reaper) is given of our environment. A child outlives us and serves anyone on the
+# machine, so it gets what finds programs, libraries, locale and temporary files, and llama.cpp's and
+# OpenMP's own settings; never the API keys of whoever started it.
+_KEPT = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TMPDIR",
+        "TMP",
+        "TEMP",
+        "LD_LIBRARY_PATH",
+        "LD_PRELOAD",
+        "DYLD_LIBRARY_PATH",
+        "DYLD_FALLBACK_LIBRARY_PATH",
+        "PYTHONPATH",  # the reaper is ``python -m steadyloop.local``, from a source tree too
+        "XDG_CACHE_HOME",
+        "STEADYLOOP_LLM_HOME",
+        "CUDA_VISIBLE_DEVICES",
+        "HIP_VISIBLE_DEVICES",
+        "ROCR_VISIBLE_DEVICES",
+    }
+)
+_KEPT_PREFIXES = ("LC_", "LLAMA_", "GGML_", "OMP_", "GOMP_", "KMP_")
+# Even among those: a name that says it holds a credential (llama-server reads LLAMA_API_KEY and would then
+# refuse the keyless requests we send it).
+_CREDENTIAL = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
+
+
+def child_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What a spawned server is given of ``environ`` (default: ours): see ``_KEPT``."""
+    source = os.environ if environ is None else environ
+    return {
+        name: value
+        for name, value in source.items()
+        if (name in _KEPT or name.startswith(_KEPT_PREFIXES)) and not _CREDENTIAL.search(name)
+    }
+
 
 def spawn(argv: Sequence[str], log_path: Path) -> int:
     # posix_spawn rather than subprocess.Popen: the server must outlive any Popen object, and a Popen that is
@@ -46,7 +90,7 @@ def spawn(argv: Sequence[str], log_path: Path) -> int:
         (os.POSIX_SPAWN_DUP2, 1, 2),
     ]
     try:
-        return os.posix_spawn(argv[0], list(argv), dict(os.environ), file_actions=actions, setsid=True)
+        return os.posix_spawn(argv[0], list(argv), child_environment(), file_actions=actions, setsid=True)
     except OSError as e:
         raise LocalServerError(f"cannot run {argv[0]}: {e}") from e
 

@@ -1,4 +1,5 @@
-"""Test doubles for steadyloop's users and its own tests: a scripted OpenAI-compatible HTTP server.
+"""Test doubles for steadyloop's users and its own tests: a scripted OpenAI-compatible HTTP server, and a
+fault-injecting proxy to put in front of it (or of any server).
 
 Names are loaded on first use, so ``python -m steadyloop.testing.server`` does not import the server twice.
 """
@@ -9,7 +10,10 @@ import importlib
 from typing import Any
 
 __all__ = [
+    "ALL_FAULTS",
     "BodyReply",
+    "Fault",
+    "FaultProxy",
     "RecordedRequest",
     "Reply",
     "ScriptedServer",
@@ -25,7 +29,10 @@ __all__ = [
 ]
 
 _WHERE = {
+    "ALL_FAULTS": "fault_proxy",
     "BodyReply": "replies",
+    "Fault": "fault_proxy",
+    "FaultProxy": "fault_proxy",
     "RecordedRequest": "server",
     "Reply": "replies",
     "ScriptedServer": "server",

@@ -71,6 +71,7 @@ class RecordedRequest:
 
 
 Models = Sequence[str | Mapping[str, Any]] | ScriptedReply | None
+Responder = Callable[["RecordedRequest"], "ScriptedReply | None"]
 Document = Mapping[str, Any] | ScriptedReply | None
 
 _MODELS: Models = ("scripted",)
@@ -84,6 +85,11 @@ class ScriptedServer:
 
     Args:
         *replies: the initial script.
+        respond: answers each chat-completions request by what it asks, before the script (e.g. a tool
+            call when the last message is the user's, an answer when it is a tool result): what many
+            concurrent runs need, since the order their requests arrive in is not theirs to choose. It
+            returns ``None`` to play the script's next reply instead (e.g. to answer a summariser's side
+            requests apart from the conversation's, whenever they come).
         port: the port to bind; 0 picks a free one (read it from ``port`` or ``base_url``).
 
     Attributes:
@@ -93,9 +99,6 @@ class ScriptedServer:
             None answers 404; a reply (e.g. 503 "Loading model") is played instead.
         props: served by ``GET /props`` (llama.cpp's server properties); None answers 404.
         health: served by ``GET /health`` and ``/v1/health``; None answers 404.
-        answer: consulted for each chat-completions request before the script: the reply to play, or None
-            to play the script's next one (e.g. to answer a summariser's side requests apart from the
-            conversation's, whenever they come).
         requests: every request received, in order (the script's own and the metadata ones).
         disconnects: replies that ended because the client went away while the server was waiting
             (a stall, a delay): what a client that closes a stream early should cause.
@@ -111,12 +114,12 @@ class ScriptedServer:
         models: Models = _MODELS,
         props: Document = None,
         health: Document = _HEALTH_OK,
+        respond: Responder | None = None,
         port: int = 0,
-        answer: Callable[[RecordedRequest], ScriptedReply | None] | None = None,
     ) -> None:
         self._script: deque[ScriptedReply] = deque(replies)
+        self.respond = respond
         self.default_reply = default_reply
-        self.answer = answer
         self.models = models
         self.props = props
         self.health = health
@@ -141,8 +144,8 @@ class ScriptedServer:
         models: Models = _MODELS,
         props: Document = None,
         health: Document = _HEALTH_OK,
+        respond: Responder | None = None,
         port: int = 0,
-        answer: Callable[[RecordedRequest], ScriptedReply | None] | None = None,
     ) -> Self:
         """The same server, spelled for ``with``: it runs its own event loop in a daemon thread.
 
@@ -154,8 +157,8 @@ class ScriptedServer:
             models=models,
             props=props,
             health=health,
+            respond=respond,
             port=port,
-            answer=answer,
         )
 
     # -- the script
@@ -241,13 +244,12 @@ class ScriptedServer:
         path, method = _origin_path(scope["path"]), scope["method"]
         request = _recorded(scope, bytes(body))
         self._record(request)
-        own = self.answer(request) if self.answer is not None and path == _CHAT_PATH else None
         runner = self._uvicorn
         assert runner is not None, "requests arrive only while uvicorn runs"
         exchange = Exchange(runner, scope, receive, send)
         runner.exchanges.add(exchange)
         try:
-            await play(exchange, own if own is not None else self._route(method, path))
+            await play(exchange, self._route(method, path, request))
         finally:
             runner.exchanges.discard(exchange)
             if exchange.disconnected:
@@ -255,9 +257,10 @@ class ScriptedServer:
                     self.disconnects += 1
             await exchange.finish()
 
-    def _route(self, method: str, path: str) -> ScriptedReply:
+    def _route(self, method: str, path: str, request: RecordedRequest) -> ScriptedReply:
         if method == "POST" and path == _CHAT_PATH:
-            return self._next_reply()
+            answered = self.respond(request) if self.respond is not None else None
+            return answered if answered is not None else self._next_reply()
         if method == "GET" and path in ("/v1/models", "/models"):
             models = self.models
             if models is None or isinstance(models, StreamReply | BodyReply | StallReply):

@@ -3,9 +3,10 @@
 ``ApprovalPolicy`` says which calls are gated: those whose tool's effect class it lists (``destructive`` by
 default), and any tool it names in ``overrides``. A gated call is announced to an ``ApprovalBroker`` and runs
 only after an ``allow``. Silence is never consent: no decision within ``timeout_s`` is a deny (reason
-``timeout``), an aborted run is a deny (``aborted``), and with no broker at all the deny is immediate
-(``no approval surface``). ``InMemoryApprovalBroker`` is the broker for one process: a host shows
-``pending()`` to someone and calls ``decide``.
+``timeout``, enforced here even when the broker's own calls never return), an aborted run is a deny
+(``aborted``), a broker that fails or answers something other than a decision is a deny that says so,
+and with no broker at all the deny is immediate (``no approval surface``). ``InMemoryApprovalBroker`` is
+the broker for one process: a host shows ``pending()`` to someone and calls ``decide``.
 
 ``seek_approval`` is what the tool runner calls for one gated call; it emits ``ApprovalRequired`` and
 ``ApprovalDecided``.
@@ -17,7 +18,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias
 
@@ -38,6 +39,8 @@ __all__ = [
 Verdict: TypeAlias = Literal["allow", "deny"]
 
 NO_SURFACE = "no approval surface"
+# How long recording a deny at the broker may take before the run goes on without it.
+_CLOSE_S = 2.0
 # Who decided, for denies nobody typed: the runner made them on the person's behalf.
 AUTOMATIC = "steadyloop"
 
@@ -197,8 +200,11 @@ async def seek_approval(
         stop: the run's abort; setting it ends the wait with a deny (reason ``aborted``).
 
     Returns:
-        The decision. Anything but an explicit allow is a deny: a timeout, an abort, a broker that failed, a
-        task cancelled while waiting (``cancelled``, and the cancellation goes on).
+        The decision. Anything but an explicit allow is a deny: a timeout, an abort, a broker that failed
+        or answered something other than an ``ApprovalDecision``, a task cancelled while waiting
+        (``cancelled``, and the cancellation goes on). ``policy.timeout_s`` bounds announcing the request
+        and waiting for its decision together, and the run's abort ends either at once, whatever the
+        broker does.
     """
     approval_id = f"approval_{uuid.uuid4().hex}"
     request = ApprovalRequest(
@@ -209,79 +215,138 @@ async def seek_approval(
         effect=tool.effect,
         expires_at=time.time() + policy.timeout_s,
     )
-    decision: ApprovalDecision | None = None
-    if broker is None:
-        decision = ApprovalDecision("deny", NO_SURFACE, AUTOMATIC)
-    else:
-        try:
-            await broker.request(request)
-        except Exception as exc:
-            decision = ApprovalDecision("deny", f"the approval request failed ({_describe(exc)})", AUTOMATIC)
-    emit(
-        ApprovalRequired(
-            approval_id=approval_id,
-            call_id=call.id,
-            name=call.name,
-            arguments=dict(arguments),
-            effect=tool.effect,
-            expires_at=request.expires_at,
-            step=step,
-        )
-    )
-    if decision is None and broker is not None:
-        try:
-            decision = await _decision(broker, approval_id, policy.timeout_s, stop)
-        except asyncio.CancelledError:
-            decision = ApprovalDecision("deny", "cancelled", AUTOMATIC)
+    deadline = time.monotonic() + policy.timeout_s
+    announced = False
+
+    def required() -> None:
+        nonlocal announced
+        if not announced:
+            announced = True
+            emit(
+                ApprovalRequired(
+                    approval_id=approval_id,
+                    call_id=call.id,
+                    name=call.name,
+                    arguments=dict(arguments),
+                    effect=tool.effect,
+                    expires_at=request.expires_at,
+                    step=step,
+                )
+            )
+
+    try:
+        if broker is None:
+            decision = ApprovalDecision("deny", NO_SURFACE, AUTOMATIC)
+        else:
+            refused = await _announce(broker, request, deadline, stop)
+            required()
+            decision = refused or await _decision(broker, approval_id, deadline, stop)
+        required()
+    except asyncio.CancelledError:
+        decision = ApprovalDecision("deny", "cancelled", AUTOMATIC)
+        if broker is not None:
             await _close(broker, approval_id, decision)
-            _announce(emit, call, approval_id, decision, step)
-            raise
-        if decision.decided_by == AUTOMATIC:
-            await _close(broker, approval_id, decision)
-    assert decision is not None
-    _announce(emit, call, approval_id, decision, step)
+        required()
+        _decided(emit, call, approval_id, decision, step)
+        raise
+    if broker is not None and decision.decided_by == AUTOMATIC:
+        await _close(broker, approval_id, decision)
+    _decided(emit, call, approval_id, decision, step)
     return decision
 
 
-async def _decision(
-    broker: ApprovalBroker, approval_id: str, timeout_s: float, stop: asyncio.Event | None
-) -> ApprovalDecision:
-    """The broker's decision, raced against the run's abort and bounded by the timeout ourselves.
+async def _race(
+    awaitable: Awaitable[Any], deadline: float, stop: asyncio.Event | None
+) -> tuple[Literal["done", "timeout", "aborted"], asyncio.Future[Any]]:
+    """Run a broker call until it ends, the deadline passes or the run is aborted, whichever is first.
 
-    The bound does not trust the broker to honour its own timeout: a gated tool must never run on silence,
-    nor wait forever for it.
+    The bound does not trust the broker to honour a timeout of its own: a gated tool must never run on
+    silence, nor wait forever for it. What is still running when the race ends is cancelled.
     """
-    waiter = asyncio.ensure_future(broker.wait(approval_id, timeout_s))
+    call = asyncio.ensure_future(awaitable)
     watch = asyncio.ensure_future(stop.wait()) if stop is not None else None
     try:
-        watched: set[asyncio.Future[Any]] = {waiter} if watch is None else {waiter, watch}
-        done, _ = await asyncio.wait(watched, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        watched: set[asyncio.Future[Any]] = {call} if watch is None else {call, watch}
+        left = max(deadline - time.monotonic(), 0.0)
+        done, _ = await asyncio.wait(watched, timeout=left, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for task in (waiter, watch):
+        for task in (call, watch):
             if task is not None and not task.done():
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
     if stop is not None and stop.is_set():
+        return "aborted", call
+    if call not in done:
+        return "timeout", call
+    return "done", call
+
+
+def _failure_of(call: asyncio.Future[Any]) -> str | None:
+    """How a finished broker call failed, or ``None`` when it returned."""
+    if call.cancelled():
+        return "cancelled"
+    error = call.exception()
+    return None if error is None else _describe(error)
+
+
+async def _announce(
+    broker: ApprovalBroker, request: ApprovalRequest, deadline: float, stop: asyncio.Event | None
+) -> ApprovalDecision | None:
+    """Tell the broker about the call; a deny when that fails, times out or is aborted, else ``None``."""
+    outcome, call = await _race(broker.request(request), deadline, stop)
+    if outcome == "aborted":
         return ApprovalDecision("deny", "aborted", AUTOMATIC)
-    if waiter not in done:
+    if outcome == "timeout":
         return ApprovalDecision("deny", "timeout", AUTOMATIC)
-    if waiter.cancelled() or waiter.exception() is not None:
-        failure = "cancelled" if waiter.cancelled() else _describe(waiter.exception())
+    failure = _failure_of(call)
+    if failure is not None:
+        return ApprovalDecision("deny", f"the approval request failed ({failure})", AUTOMATIC)
+    return None
+
+
+async def _decision(
+    broker: ApprovalBroker, approval_id: str, deadline: float, stop: asyncio.Event | None
+) -> ApprovalDecision:
+    """The broker's decision, raced against the run's abort and bounded by the deadline ourselves.
+
+    Anything but a well-formed decision is a deny whose reason says what the broker did instead.
+    """
+    left = max(deadline - time.monotonic(), 0.0)
+    outcome, call = await _race(broker.wait(approval_id, left), deadline, stop)
+    if outcome == "aborted":
+        return ApprovalDecision("deny", "aborted", AUTOMATIC)
+    if outcome == "timeout":
+        return ApprovalDecision("deny", "timeout", AUTOMATIC)
+    failure = _failure_of(call)
+    if failure is not None:
         return ApprovalDecision("deny", f"the approval broker failed ({failure})", AUTOMATIC)
-    decision = waiter.result()
+    decision = call.result()
+    if not isinstance(decision, ApprovalDecision):
+        shown = type(decision).__name__
+        return ApprovalDecision("deny", f"the approval broker answered a {shown}, not a decision", AUTOMATIC)
     if decision.decision not in ("allow", "deny"):
         return ApprovalDecision("deny", f"the broker answered {decision.decision!r}", AUTOMATIC)
+    if not isinstance(decision.reason, str) or not isinstance(decision.decided_by, str):
+        return ApprovalDecision(
+            decision.decision,
+            decision.reason if isinstance(decision.reason, str) else str(decision.reason),
+            decision.decided_by if isinstance(decision.decided_by, str) else str(decision.decided_by),
+        )
     return decision
 
 
 async def _close(broker: ApprovalBroker, approval_id: str, decision: ApprovalDecision) -> None:
-    """Record a deny the runner made at the broker, so it no longer shows the request as pending."""
+    """Record a deny the runner made at the broker, so it no longer shows the request as pending.
+
+    Bounded: a broker that hangs here must not hold the run that is being denied or stopped.
+    """
     with contextlib.suppress(Exception):
-        await broker.decide(approval_id, "deny", decision.reason, AUTOMATIC)
+        async with asyncio.timeout(_CLOSE_S):
+            await broker.decide(approval_id, "deny", decision.reason, AUTOMATIC)
 
 
-def _announce(
+def _decided(
     emit: Callable[[Event], object], call: ToolCall, approval_id: str, decision: ApprovalDecision, step: int
 ) -> None:
     emit(

@@ -9,30 +9,42 @@ Structural repair is ``json_repair``'s job. Before handing text to it, every quo
 ``"..."``, ``“...”``, ``‘...’``) is lifted out and replaced by a numbered placeholder, then put back into
 the repaired value: the repairer guesses where a single-quoted string ends from the characters inside it
 (it would cut ``'x,}'`` short) and mishandles some escapes, so it never gets to see what strings hold.
+Where the strings themselves are broken (an unescaped quote inside one, quotes doubled by a CSV export,
+a key missing its closing quote) the lifted placeholders come back torn, and the text goes to the
+repairer as written instead, since mending a string is exactly what it is built for.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
 from json_repair import repair_json
 
+from .._nesting import MAX_NESTING, too_deep
 from ..errors import ToolArgumentsError
 
 __all__ = ["canonical_arguments", "parse_tool_arguments"]
 
-_FENCE = re.compile(r"\A```[\w-]*[ \t]*\n?(?P<body>.*?)\n?[ \t]*```\Z", re.DOTALL)
+_FENCE_OPEN = re.compile(r"```[\w-]*[ \t]*\n?")
 _EXCERPT = 200
+_DECODER = json.JSONDecoder()
 
-# Opening quote -> the closers that may end a string it opens. Smart quotes are closed by their pair, and
-# models that mix them up close “ with “ too.
-_CLOSERS = {'"': '"', "'": "'", "“": "”“", "‘": "’‘"}
-# A quote only closes a string where a JSON token could follow it; elsewhere it is an apostrophe or a
-# quotation inside the text ("it's", "say 'hi' twice").
-_AFTER_CLOSE = frozenset(":,}]")
+# An opening quote, and what to stop at inside the string it opens: an escape or a closer. Any quote but a
+# double one only closes a string where a JSON token could follow it; elsewhere it is an apostrophe or a
+# quotation inside the text ("it's", "say 'hi' twice"). Smart quotes are closed by their pair, and models
+# that mix them up close “ with “ too.
+_QUOTE = re.compile("[\"'“‘]")
+_CLOSES = r"(?=\s*(?:[:,}\]]|\Z))"
+_INSIDE = {
+    '"': re.compile(r'[\\"]'),
+    "'": re.compile(r"\\|'" + _CLOSES),
+    "“": re.compile(r"\\|[”“]" + _CLOSES),
+    "‘": re.compile(r"\\|[’‘]" + _CLOSES),
+}
 _SIMPLE_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 # Private-use characters bracket a lifted string's number: no model writes them, and the repairer leaves
 # them alone.
@@ -45,9 +57,12 @@ def parse_tool_arguments(raw: str | Mapping[str, Any] | None, *, truncated: bool
 
     A mapping is returned as a dict; ``None``, ``""`` and whitespace give ``{}``; JSON held in a string is
     opened, also when it was encoded twice; almost-JSON (single or smart quotes, Python ``True``/``False``/
-    ``None``, bare keys, trailing commas, comments, a code fence, a missing closing brace) is repaired
-    without changing what is inside strings. Two objects run together (``{"a":1}{"b":2}``, seen when a
-    server merges the fragments of two calls) give the first.
+    ``None``, bare keys, trailing commas, comments, a code fence, a missing closing brace, unescaped or
+    doubled quotes, a key missing a quote) is repaired without changing what is inside well-formed
+    strings. Words around the object (``Here is your JSON: {...}``, a paragraph before a fenced object,
+    a remark after it) are left out. Two objects run together (``{"a":1}{"b":2}``, seen when a server
+    merges the fragments of two calls) give the first. Nesting deeper than 100 levels is refused
+    before any of it is read.
 
     Args:
         raw: the arguments as the model or server sent them.
@@ -62,24 +77,14 @@ def parse_tool_arguments(raw: str | Mapping[str, Any] | None, *, truncated: bool
         return {}
     if isinstance(raw, Mapping):
         return dict(raw)
+    if not isinstance(raw, str):
+        raise _error(repr(raw), truncated, f"they are a {_kind_of(raw)}, not an object")
     text = raw.strip()
     if not text:
         return {}
-    # The fast path: almost every call arrives as valid JSON, and this runs for every one of them.
-    try:
-        value = json.loads(text)
-    except ValueError:
-        pass
-    else:
-        found = _opened(value, heal=not truncated)
-        if found is not None:
-            return found
-        raise _error(raw, truncated, f"they are a JSON {_kind_of(value)}, not an object")
-    if truncated:
-        raise _error(raw, True, "they are not complete JSON")
-    found = _repaired(text)
+    found, why = _read(text, truncated, _Allowance(math.inf))
     if found is None:
-        raise _error(raw, False, "they are not a JSON object")
+        raise _error(raw, truncated, why)
     return found
 
 
@@ -88,71 +93,238 @@ def canonical_arguments(args: Mapping[str, Any]) -> str:
     return json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
-def _opened(value: Any, *, heal: bool) -> dict[str, Any] | None:
+def read_arguments(raw: str, allowance: int) -> tuple[dict[str, Any] | None, int]:
+    """``parse_tool_arguments`` for a caller with a budget: hands at most ``allowance`` characters to the
+    repairer, and says how many it did.
+
+    Returns:
+        The arguments (``None`` when they are not an object, or cannot be had within the allowance), and
+        the characters spent on repair.
+    """
+    text = raw.strip()
+    if not text:
+        return {}, 0
+    allowance_left = _Allowance(allowance)
+    found, _ = _read(text, False, allowance_left)
+    return found, allowance_left.spent
+
+
+def repair_value(text: str, allowance: int) -> tuple[Any, int]:
+    """Any almost-JSON value, read the way arguments are (strings shielded from the repairer), within an
+    allowance of characters handed to the repairer.
+
+    Returns:
+        The value (``None`` when there is none, or not within the allowance), and the characters spent.
+    """
+    allowance_left = _Allowance(allowance)
+    if too_deep(text):
+        return None, 0
+    return _shielded(text, allowance_left), allowance_left.spent
+
+
+class _Allowance:
+    """How many more characters the repairer may read (it costs about a microsecond each)."""
+
+    __slots__ = ("left", "spent")
+
+    def __init__(self, left: float) -> None:
+        self.left = left
+        self.spent = 0
+
+    def take(self, size: int) -> bool:
+        if size > self.left:
+            return False
+        self.left -= size
+        self.spent += size
+        return True
+
+
+_NOT_JSON: Any = object()
+#: What one repair costs before it reads a character, counted in characters against an allowance: a reply
+#: of ten thousand tiny unclosed calls must not buy ten thousand repairs.
+REPAIR_OVERHEAD = 256
+
+
+def _read(text: str, truncated: bool, allowance: _Allowance) -> tuple[dict[str, Any] | None, str]:
+    """The object in a trimmed, non-empty text, or ``None`` and why not (for the model to read)."""
+    if too_deep(text):
+        return None, f"they nest deeper than {MAX_NESTING} levels"
+    # The fast path: almost every call arrives as valid JSON, and this runs for every one of them.
+    value = _strict(text)
+    if value is not _NOT_JSON:
+        found = _opened(value, truncated, allowance)
+        return (
+            (found, "") if found is not None else (None, f"they are a JSON {_kind_of(value)}, not an object")
+        )
+    if truncated:
+        return None, "they are not complete JSON"
+    found = _repaired(text, allowance)
+    return (found, "") if found is not None else (None, "they are not a JSON object")
+
+
+def _strict(text: str) -> Any:
+    """The text read as strict JSON, or ``_NOT_JSON``."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return _NOT_JSON
+
+
+def _opened(value: Any, truncated: bool, allowance: _Allowance) -> dict[str, Any] | None:
     """The object a parsed JSON value stands for, opening a string that holds one (double encoding)."""
     if isinstance(value, dict):
         return value
     if isinstance(value, str) and value.strip().startswith("{"):
         inner = value.strip()
-        try:
-            decoded = json.loads(inner)
-        except ValueError:
-            return _repaired(inner) if heal else None
+        if too_deep(inner):
+            return None
+        decoded = _strict(inner)
+        if decoded is _NOT_JSON:
+            return None if truncated else _repaired(inner, allowance)
         return decoded if isinstance(decoded, dict) else None
     return None
 
 
-def _repaired(text: str) -> dict[str, Any] | None:
+def _repaired(text: str, allowance: _Allowance) -> dict[str, Any] | None:
     """Repair almost-JSON into an object, or ``None`` when there is no object to be had."""
-    fenced = _FENCE.match(text)
-    if fenced:
-        text = fenced.group("body").strip()
-    # Only something that starts as an object is repaired: the repairer would otherwise fish an object
-    # out of prose, or accept a list.
-    if not text.startswith(("{", '"', "'", "“", "‘")):
+    found = _object_text(text)
+    if found is None:
         return None
-    skeleton, strings = _lift_strings(text)
-    try:
-        value: Any = json.loads(skeleton)
-    except ValueError:
-        value = repair_json(skeleton, return_objects=True, skip_json_loads=True)
-    value = _restore(value, strings)
-    if isinstance(value, list) and skeleton.startswith("{"):
+    text = found
+    if text.startswith("{"):
+        # A whole object followed by words, or by a second object: the first object is the call. One
+        # followed by a comma was closed too early, and the repairer merges what follows into it.
+        try:
+            value, end = _DECODER.raw_decode(text)
+        except (ValueError, RecursionError):
+            pass
+        else:
+            if isinstance(value, dict) and not text[end:].lstrip().startswith(","):
+                return value
+    value = _shielded(text, allowance)
+    if isinstance(value, list) and text.startswith("{"):
         # Two objects run together: the first one is the call the model completed.
         value = next((item for item in value if isinstance(item, dict)), None)
     if isinstance(value, str):
-        return _opened(value, heal=False)
+        return _opened(value, True, allowance)
     return value if isinstance(value, dict) else None
+
+
+def _shielded(text: str, allowance: _Allowance) -> Any:
+    """Almost-JSON repaired with its strings lifted out of the repairer's reach, then put back.
+
+    Where the repairer had to mend the structure, its reading of the text as written is weighed too: where
+    a string itself is broken (an unescaped quote inside it, quotes doubled by a CSV export, a key missing
+    its closing quote) the placeholders come back torn or the shielded reading loses keys, and mending
+    strings is exactly what the repairer is built for. A tie goes to the shielded reading, which cannot
+    have changed what a string holds.
+    """
+    skeleton, strings = _lift_strings(text)
+    value = _strict(skeleton)
+    if value is not _NOT_JSON:
+        return _restore(value, strings)
+    value = _repair(skeleton, allowance)
+    shielded = _restore(value, strings) if _placeholders_intact(value) else None
+    direct = _repair(text, allowance)
+    if shielded is None or (isinstance(direct, dict) and _size(direct) > _size(shielded)):
+        return direct
+    return shielded
+
+
+def _size(value: Any) -> int:
+    """How much a repaired value holds: its keys and leaves (a reading that lost part of the text is smaller)."""
+    if isinstance(value, dict):
+        return sum(1 + _size(item) for item in value.values())
+    if isinstance(value, list):
+        return sum(_size(item) for item in value)
+    return 1
+
+
+def _repair(text: str, allowance: _Allowance) -> Any:
+    """What the repairer makes of a text; ``None`` when it gave up (it recurses once per level) or the
+    allowance does not cover it."""
+    if not allowance.take(len(text) + REPAIR_OVERHEAD):
+        return None
+    try:
+        return repair_json(text, return_objects=True, skip_json_loads=True)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _object_text(text: str) -> str | None:
+    """Where the object starts: the text itself, a fenced block's body, or the first brace after words.
+
+    A list is no object, even one that holds objects, and neither is text without a brace.
+    """
+    if text.startswith(("{", '"', "'", "“", "‘")):
+        return text
+    fence = text.find("```")
+    if fence != -1:
+        body = _fence_body(text, fence)
+        if body.startswith("{"):
+            return body
+    brace = text.find("{")
+    if brace == -1 or text.find("[", 0, brace) != -1:
+        return None  # no object, or a list that holds one
+    return text[brace:]
+
+
+def _fence_body(text: str, fence: int) -> str:
+    """The body of the code fence opening at ``fence`` (to the end when it is never closed), trimmed."""
+    opened = _FENCE_OPEN.match(text, fence)
+    start = opened.end() if opened else fence + 3
+    end = text.find("```", start)
+    return (text[start:] if end == -1 else text[start:end]).strip()
+
+
+def _placeholders_intact(value: Any) -> bool:
+    """Whether every string in a repaired skeleton is plain text or exactly one placeholder."""
+    if isinstance(value, str):
+        return (_MARK_OPEN not in value and _MARK_CLOSE not in value) or _MARK.fullmatch(value) is not None
+    if isinstance(value, list):
+        return all(_placeholders_intact(item) for item in value)
+    if isinstance(value, dict):
+        return all(_placeholders_intact(k) and _placeholders_intact(v) for k, v in value.items())
+    return True
 
 
 def _lift_strings(text: str) -> tuple[str, list[str]]:
     """Take every quoted string out of the text, leaving a numbered placeholder string in its place.
 
-    The repairer then sees only structure, so nothing inside a string can be changed by it.
+    The repairer then sees only structure, so nothing inside a string can be changed by it. Each step
+    jumps to the next character that matters, so this is linear in the text.
     """
     out: list[str] = []
     strings: list[str] = []
     i, n = 0, len(text)
     while i < n:
-        ch = text[i]
-        if ch not in _CLOSERS:
-            out.append(ch)
-            i += 1
-            continue
-        closers = _CLOSERS[ch]
-        i += 1
+        opening = _QUOTE.search(text, i)
+        if opening is None:
+            out.append(text[i:])
+            break
+        out.append(text[i : opening.start()])
+        ch = opening.group()
+        inside = _INSIDE[ch]
+        i = opening.end()
         chars: list[str] = []
         while i < n:
-            c = text[i]
-            if c == "\\" and i + 1 < n:
-                decoded, i = _escape(text, i)
-                chars.append(decoded)
-                continue
-            if c in closers and (ch == '"' or _closes(text, i + 1)):
-                i += 1
+            stop = inside.search(text, i)
+            if stop is None:
+                chars.append(text[i:])
+                i = n
                 break
-            chars.append(c)
-            i += 1
+            at = stop.start()
+            chars.append(text[i:at])
+            if text[at] == "\\":
+                if at + 1 < n:
+                    decoded, i = _escape(text, at)
+                    chars.append(decoded)
+                else:
+                    chars.append("\\")
+                    i = n
+                continue
+            i = at + 1  # a closer
+            break
         out.append(f'"{_MARK_OPEN}{len(strings)}{_MARK_CLOSE}"')
         strings.append("".join(chars))
     return "".join(out), strings
@@ -167,12 +339,6 @@ def _restore(value: Any, strings: list[str]) -> Any:
     if isinstance(value, dict):
         return {_restore(k, strings): _restore(v, strings) for k, v in value.items()}
     return value
-
-
-def _closes(text: str, after: int) -> bool:
-    """Whether a quote ending just before ``after`` is followed by what may follow a JSON string."""
-    rest = text[after:].lstrip()
-    return not rest or rest[0] in _AFTER_CLOSE
 
 
 def _escape(text: str, i: int) -> tuple[str, int]:

@@ -3,11 +3,18 @@
 ``StreamAssembler`` is fed the parsed JSON of each SSE event and knows nothing of sockets, so every server's
 quirk is tested here without a network. It is on the hot path of every streamed token: the common chunk
 (one content delta) takes a handful of dict lookups and one fence check.
+
+Nothing in a chunk is trusted to have the shape the API documents. A part of a chunk with the wrong shape
+(an event that is not an object, ``choices`` that are not a list, a ``delta`` that is a string, content
+that is a number, a fragment whose ``function`` is text) is skipped and counted in ``skipped``, so the
+caller can say so once; what is kept is coerced to the type a ``Turn`` declares.
 """
 
 from __future__ import annotations
 
 import json
+import math
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -23,10 +30,13 @@ TextCallback = Callable[[str], object]
 
 
 class Produced:
-    """One box per attempt: set on the first chunk that carries text, reasoning or a piece of a call.
+    """One box per attempt: set once a listener has been shown something.
 
-    A caller with its own retry budget reads it after a failure: output already shown cannot be redone,
-    so a request that produced something must not be sent again.
+    "Shown" means text or reasoning released to ``on_output``/``on_thinking`` (whether or not one is
+    attached). A tool-call header or arguments streaming in are not shown to anyone and start nothing, so
+    a failure after them leaves the request free to be sent again. A caller with its own retry budget
+    reads the box after a failure: output already shown cannot be redone, so a request that produced
+    something must not be sent again.
     """
 
     __slots__ = ("value",)
@@ -57,9 +67,19 @@ class StreamAssembler:
     Args:
         on_output: told each piece of answer text as soon as it is known to be answer.
         on_thinking: told each piece of reasoning (reasoning fields and fenced scratchpad).
-        produced: the box set on the first chunk that carries something.
+        produced: the box set once anything has been shown (see ``Produced``).
         fences: thinking fences to take out of content; ``()`` reads content as all answer.
         start_in_reasoning: the prompt opened a thinking block, so content starts as reasoning.
+        guessed_reasoning_start: ``start_in_reasoning`` is a guess from earlier replies (a latch), not the
+            caller's word: a reply with no closing tag at all was answer after all, and is kept as such.
+
+    Attributes:
+        active: something arrived that carries the turn (text, reasoning or a piece of a call); it need
+            not have been shown yet.
+        skipped: parts of chunks skipped for their shape, by what they were.
+        opened_before_reply: a closing thinking tag came with no opening one: the reply began inside a
+            thinking block the prompt opened, and the content released before the tag was reasoning.
+        guess_was_wrong: ``guessed_reasoning_start`` was set and no closing tag ever came.
     """
 
     def __init__(
@@ -70,17 +90,25 @@ class StreamAssembler:
         produced: Produced | None = None,
         fences: Sequence[Fence] = DEFAULT_FENCES,
         start_in_reasoning: bool = False,
+        guessed_reasoning_start: bool = False,
     ) -> None:
         self._on_output = on_output
         self._on_thinking = on_thinking
         self.produced = produced if produced is not None else Produced()
-        self._splitter = FenceSplitter(fences, start_in_reasoning=start_in_reasoning)
+        self._splitter = FenceSplitter(
+            fences, start_in_reasoning=start_in_reasoning or guessed_reasoning_start
+        )
+        self._guessed = guessed_reasoning_start and not start_in_reasoning
         self._field_reasoning: list[str] = []
         self._calls: list[_CallBuffer] = []
         self.finish_reason = ""
         self._usage: Mapping[str, Any] | None = None
         self._timings: Mapping[str, Any] | None = None
         self.error: Mapping[str, Any] | None = None
+        self.active = False
+        self.skipped: Counter[str] = Counter()
+        self.opened_before_reply = False
+        self.guess_was_wrong = False
         # Content held while a batch is fed: run through the fences and told once, at the batch's end.
         self._held: list[str] | None = None
 
@@ -97,17 +125,23 @@ class StreamAssembler:
             for chunk in chunks:
                 # Most chunks carry one piece of answer and nothing else: take those without the general
                 # walk through every field a chunk might have.
-                choices = chunk.get("choices")
-                if choices and type(choices) is list and not chunk.get("usage") and "timings" not in chunk:
-                    choice = choices[0]
-                    delta = choice.get("delta") if type(choice) is dict else None
-                    if type(delta) is dict and len(delta) <= 2 and not choice.get("finish_reason"):
-                        content = delta.get("content")
-                        if type(content) is str and (len(delta) == 1 or "role" in delta):
-                            if content:
-                                self.produced.value = True
-                                held.append(content)
-                            continue
+                if type(chunk) is dict:
+                    choices = chunk.get("choices")
+                    if (
+                        choices
+                        and type(choices) is list
+                        and not chunk.get("usage")
+                        and "timings" not in chunk
+                    ):
+                        choice = choices[0]
+                        delta = choice.get("delta") if type(choice) is dict else None
+                        if type(delta) is dict and len(delta) <= 2 and not choice.get("finish_reason"):
+                            content = delta.get("content")
+                            if type(content) is str and (len(delta) == 1 or "role" in delta):
+                                if content:
+                                    self.active = True
+                                    held.append(content)
+                                continue
                 self.feed(chunk)
                 if self.error is not None:
                     break
@@ -124,49 +158,108 @@ class StreamAssembler:
             held.clear()
             self._held = held
 
-    def feed(self, chunk: Mapping[str, Any]) -> None:
-        """Take one parsed chunk (the JSON of one ``data:`` line)."""
+    def feed(self, chunk: Any) -> None:
+        """Take one parsed chunk (the JSON of one ``data:`` line), whatever its shape."""
+        if not isinstance(chunk, Mapping):
+            self._skip("events that are not JSON objects")
+            return
         choices = chunk.get("choices")
+        if choices is not None and not isinstance(choices, list):
+            self._skip("choices that are not a list")
+            choices = None
         if choices:
             choice = choices[0]
-            delta = choice.get("delta")
-            if delta:
-                content = delta.get("content")
-                if content:
-                    self._content(content)
-                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-                if reasoning and isinstance(reasoning, str):
-                    self._reasoning(reasoning)
-                calls = delta.get("tool_calls")
-                if calls:
-                    self._tool_calls(calls)
-            reason = choice.get("finish_reason")
-            if reason:
-                self.finish_reason = reason
+            if isinstance(choice, Mapping):
+                self._choice(choice)
+            else:
+                self._skip("choices that are not objects")
             # llama.cpp puts timings on the finish chunk when usage is not asked for.
             if "timings" in chunk:
-                self._timings = chunk["timings"]
-        else:
-            if chunk.get("error"):
-                self.error = chunk
+                self._take_timings(chunk["timings"])
+        elif chunk.get("error"):
+            self.error = chunk
         usage = chunk.get("usage")
         if usage:
-            self._usage = usage
+            if isinstance(usage, Mapping):
+                self._usage = usage
+            else:
+                self._skip("usage that is not an object")
             if "timings" in chunk:
-                self._timings = chunk["timings"]
+                self._take_timings(chunk["timings"])
+
+    def _choice(self, choice: Mapping[str, Any]) -> None:
+        delta = choice.get("delta")
+        if isinstance(delta, Mapping):
+            if delta:
+                self._delta(delta)
+        elif delta is not None:
+            self._skip("deltas that are not objects")
+        reason = choice.get("finish_reason")
+        if reason:
+            if isinstance(reason, str):
+                self.finish_reason = reason
+            else:
+                self._skip("finish reasons that are not text")
+
+    def _delta(self, delta: Mapping[str, Any]) -> None:
+        content = delta.get("content")
+        if content:
+            text = _text_of(content)
+            if text is None:
+                self._skip("content that is not text")
+            elif text:
+                self.active = True
+                self._content(text)
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if reasoning:
+            text = _text_of(reasoning)
+            if text is None:
+                self._skip("reasoning that is not text")
+            elif text:
+                self._reasoning(text)
+        calls = delta.get("tool_calls")
+        if calls:
+            if isinstance(calls, list):
+                self._tool_calls(calls)
+            else:
+                self._skip("tool_calls that are not a list")
+
+    def _take_timings(self, timings: Any) -> None:
+        if isinstance(timings, Mapping):
+            self._timings = timings
+        elif timings is not None:
+            self._skip("timings that are not an object")
+
+    def _skip(self, what: str) -> None:
+        self.skipped[what] += 1
 
     def _content(self, text: str) -> None:
-        self.produced.value = True
         if self._held is not None:
             self._held.append(text)
             return
-        split = self._splitter.feed(text)
-        if split.reasoning and self._on_thinking is not None:
-            self._on_thinking(split.reasoning)
-        if split.content and self._on_output is not None:
-            self._on_output(split.content)
+        splitter = self._splitter
+        was_orphan = splitter.orphan_closed
+        split = splitter.feed(text)
+        reasoning = split.reasoning
+        if splitter.orphan_closed and not was_orphan:
+            # The content released before this closing tag was reasoning. It was told as answer already;
+            # telling it again as reasoning would show it twice.
+            self.opened_before_reply = True
+            reasoning = reasoning[len(splitter.moved) :]
+        self._tell(split.content, reasoning)
+
+    def _tell(self, content: str, reasoning: str) -> None:
+        if reasoning:
+            self.produced.value = True
+            if self._on_thinking is not None:
+                self._on_thinking(reasoning)
+        if content:
+            self.produced.value = True
+            if self._on_output is not None:
+                self._on_output(content)
 
     def _reasoning(self, text: str) -> None:
+        self.active = True
         self.produced.value = True
         # Content held before this reasoning is told first, so the order of the two is kept.
         self._tell_held()
@@ -177,13 +270,26 @@ class StreamAssembler:
     def _tool_calls(self, fragments: Sequence[Any]) -> None:
         for fragment in fragments:
             if not isinstance(fragment, Mapping):
+                self._skip("tool-call fragments that are not objects")
                 continue
-            fn = fragment.get("function") or {}
-            call_id = fragment.get("id") or ""
-            name = fn.get("name") or ""
+            fn = fragment.get("function")
+            if fn is None:
+                fn = {}
+            elif not isinstance(fn, Mapping):
+                self._skip("tool-call functions that are not objects")
+                continue
+            call_id = _identifier(fragment.get("id"))
+            name = fn.get("name")
+            if name is not None and not isinstance(name, str):
+                self._skip("tool names that are not text")
+                name = None
+            name = name or ""
+            if call_id is None:
+                self._skip("tool-call ids that are not text")
+                call_id = ""
             arguments = fn.get("arguments")
             index = fragment.get("index")
-            call = self._target(index, call_id, name)
+            call = self._target(index if type(index) is int else None, call_id, name)
             if name and not call.name:
                 call.name = name
             if call_id and not call.id:
@@ -191,13 +297,15 @@ class StreamAssembler:
             if arguments:
                 if not isinstance(arguments, str):
                     # A few servers send the arguments already parsed.
-                    arguments = json.dumps(arguments, ensure_ascii=False)
+                    arguments = _dumped(arguments)
+                    if arguments is None:
+                        self._skip("tool arguments that cannot be written as JSON")
+                        continue
                 call.arguments.append(arguments)
-                self.produced.value = True
-            elif name or call_id:
-                self.produced.value = True
+            if arguments or name or call_id:
+                self.active = True
 
-    def _target(self, index: Any, call_id: str, name: str) -> _CallBuffer:
+    def _target(self, index: int | None, call_id: str, name: str) -> _CallBuffer:
         """Which call a fragment continues, or a new one.
 
         Servers disagree: some put every call at index 0, some send no index at all, some repeat the id or
@@ -217,21 +325,26 @@ class StreamAssembler:
         if current is not None and _starts_another(current, call_id, name):
             current = None
         if current is None:
-            current = _CallBuffer(index if isinstance(index, int) else None, call_id, name)
+            current = _CallBuffer(index, call_id, name)
             calls.append(current)
         return current
 
     def finish(self, *, first_token_ms: float | None = None) -> Turn:
         """The turn as read so far (call once, at the end of the stream)."""
-        tail = self._splitter.finish()
-        if tail.reasoning and self._on_thinking is not None:
-            self._on_thinking(tail.reasoning)
-        if tail.content and self._on_output is not None:
-            self._on_output(tail.content)
-        content = self._splitter.content
+        splitter = self._splitter
+        tail = splitter.finish()
+        self._tell(tail.content, tail.reasoning)
+        content = splitter.content
+        fenced = splitter.reasoning
+        if self._guessed and splitter.never_left_start:
+            # The guess that this model starts inside a thinking block was wrong for this reply: there was
+            # no closing tag, so all of it was answer. It was shown as it came (as reasoning); the turn
+            # keeps it as the answer, and the caller may stop guessing.
+            self.guess_was_wrong = True
+            content, fenced = fenced, ""
         reasoning = "".join(self._field_reasoning)
-        if self._splitter.reasoning:
-            reasoning = reasoning + self._splitter.reasoning if reasoning else self._splitter.reasoning
+        if fenced:
+            reasoning = reasoning + fenced if reasoning else fenced
         truncated = self.finish_reason == "length"
         calls: list[ToolCall] = []
         for n, buf in enumerate(self._calls):
@@ -247,6 +360,42 @@ class StreamAssembler:
             usage=usage,
             finish_reason=self.finish_reason,
         )
+
+    def skipped_notice(self) -> str:
+        """One sentence saying what was skipped, or ``""`` when nothing was."""
+        if not self.skipped:
+            return ""
+        parts = ", ".join(f"{count} × {what}" for what, count in sorted(self.skipped.items()))
+        return f"skipped parts of the stream that did not have the shape of a chat-completions chunk: {parts}"
+
+
+def _text_of(value: Any) -> str | None:
+    """Content as text: a string, or content parts (``[{"type": "text", "text": ...}]``) joined."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(part, Mapping) for part in value):
+        texts = [part.get("text") for part in value]
+        if all(isinstance(text, str) for text in texts):
+            return "".join(texts)
+    return None
+
+
+def _identifier(value: Any) -> str | None:
+    """An id as text: a string as it is, a number written out; ``None`` for anything else."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+def _dumped(value: Any) -> str | None:
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return None
 
 
 def _starts_another(current: _CallBuffer, call_id: str, name: str) -> bool:
@@ -270,12 +419,24 @@ def _tool_call(buf: _CallBuffer, raw: str, n: int, truncated: bool) -> ToolCall:
     return ToolCall(id=buf.id or f"call_{n}", name=buf.name, arguments=arguments, raw_arguments=raw)
 
 
+# A count past this is no count a server means (and int() of an infinity raises).
+_MAX_COUNT = 10**15
+
+
 def _int(value: Any) -> int | None:
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    """A token count: a finite, non-negative number below any real count; ``None`` for anything else."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return int(value) if 0 <= value < _MAX_COUNT else None
 
 
 def _float(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
 
 
 def usage_from(
@@ -289,8 +450,8 @@ def usage_from(
     Counts the server did not send are 0; measured fields nobody reported are ``None``. ``timings``
     stands in for the counts (and for the cached count, as ``cache_n``) where ``usage`` is missing them.
     """
-    u = usage or {}
-    t = timings or {}
+    u = usage if isinstance(usage, Mapping) else {}
+    t = timings if isinstance(timings, Mapping) else {}
     prompt = _int(u.get("prompt_tokens"))
     if prompt is None:
         prompt = _int(u.get("input_tokens"))

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .capabilities import EndpointCapabilities, ModelCapabilities, effort_for
+from .text_tools import tools_as_text
 
 __all__ = ["apply_latches"]
 
@@ -50,6 +51,9 @@ def apply_latches(
             del out["reasoning_effort"]
     for name in model.refused_fields:
         out.pop(name, None)
+    if "tools" in out and not model.native_tools:
+        # The server takes no tools: they are described in the prompt and calls are read from the text.
+        return tools_as_text(out)
     if "tools" in out and not caps.strict_schemas and relax is not None:
         out["tools"] = relax(out["tools"])
     return out

@@ -5,16 +5,21 @@ tool schemas, usage in the stream) latch on the endpoint; facts about a model (a
 refuses, the token-limit spelling it wants, a temperature that is not ours to pick, structured output,
 assistant prefill, extra-body fields it refuses) latch on (endpoint, model), so gpt-4o refusing an effort
 never stops gpt-5 being asked to reason. Latches only ever turn things off; they come back on when the
-caller says so (``reset_capabilities``, ``expire_capabilities``).
+caller says so (``reset_capabilities``, ``expire_capabilities``). Two model latches turn off an assumption
+rather than a field: that replies start as answer (a model whose template opens a thinking block in the
+prompt shows otherwise), and that the server takes tools natively (vLLM without a tool parser does not:
+the tools are then described in the prompt and calls recovered from text).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import InvalidInput
 from ..wire.endpoints import Endpoint, endpoint_id, endpoint_key
 
 __all__ = [
@@ -52,6 +57,11 @@ class ModelCapabilities:
         supported_efforts: the rungs the server listed as supported, when it listed them.
         refused_fields: fields refused and dropped: extra-body fields the caller named droppable, and the
             sampling, metadata and thinking-budget fields a run sends (``request_body.NEGOTIABLE_FIELDS``).
+        answer_first: replies start as answer; ``False`` once a reply closed a thinking block it never
+            opened (the template opens it in the prompt), so later replies are read as reasoning until
+            their closing tag.
+        native_tools: the server takes ``tools`` in the request; ``False`` describes them in the prompt
+            and reads calls back from the text.
     """
 
     legacy_token_limit: bool = True
@@ -59,6 +69,8 @@ class ModelCapabilities:
     structured_output: bool = True
     assistant_prefill: bool = True
     takes_effort: bool = True
+    answer_first: bool = True
+    native_tools: bool = True
     refused_efforts: set[str] = field(default_factory=set)
     supported_efforts: tuple[str, ...] = ()
     refused_fields: set[str] = field(default_factory=set)
@@ -70,6 +82,8 @@ class ModelCapabilities:
             "structured_output": self.structured_output,
             "assistant_prefill": self.assistant_prefill,
             "takes_effort": self.takes_effort,
+            "answer_first": self.answer_first,
+            "native_tools": self.native_tools,
             "refused_efforts": sorted(self.refused_efforts),
             "supported_efforts": list(self.supported_efforts),
             "refused_fields": sorted(self.refused_fields),
@@ -78,16 +92,26 @@ class ModelCapabilities:
     def merge(self, raw: Mapping[str, Any]) -> None:
         """Take the refusals of a stored snapshot; only ever latches off."""
         # legacy_token_limit False is itself a refusal (of max_tokens), so it merges the same way.
-        for name in ("legacy_token_limit", "chosen_temperature", "structured_output", "assistant_prefill"):
+        for name in _MODEL_FLAGS:
             if raw.get(name) is False:
                 setattr(self, name, False)
-        if raw.get("takes_effort") is False:
-            self.takes_effort = False
         self.refused_efforts |= {str(x) for x in raw.get("refused_efforts") or () if isinstance(x, str)}
         self.refused_fields |= {str(x) for x in raw.get("refused_fields") or () if isinstance(x, str)}
         supported = tuple(str(x) for x in raw.get("supported_efforts") or () if isinstance(x, str))
         if supported and not self.supported_efforts:
             self.supported_efforts = supported
+
+
+_MODEL_FLAGS = (
+    "legacy_token_limit",
+    "chosen_temperature",
+    "structured_output",
+    "assistant_prefill",
+    "takes_effort",
+    "answer_first",
+    "native_tools",
+)
+_MODEL_LISTS = ("refused_efforts", "supported_efforts", "refused_fields")
 
 
 @dataclass(slots=True)
@@ -197,10 +221,10 @@ def _merge_endpoint(caps: EndpointCapabilities, raw: Mapping[str, Any]) -> None:
         caps.strict_schemas = False
     if raw.get("usage_in_stream") is False:
         caps.usage_in_stream = False
-    met = raw.get("first_met")
+    met = _met(raw, None)
     # An imported latch keeps its real age; a snapshot without one reads as met now.
-    if isinstance(met, int | float) and not isinstance(met, bool) and met < caps.first_met:
-        caps.first_met = float(met)
+    if met is not None and met < caps.first_met:
+        caps.first_met = met
     models = raw.get("models")
     if isinstance(models, Mapping):
         for name, value in models.items():
@@ -211,17 +235,25 @@ def _merge_endpoint(caps: EndpointCapabilities, raw: Mapping[str, Any]) -> None:
 def import_capabilities(snapshot: Mapping[str, Any] | None) -> bool:
     """Merge a stored snapshot into the latches (only latching off, keeping the older age).
 
+    The whole snapshot is checked before anything is merged, so a corrupted one changes nothing.
+
     Returns:
         ``False`` when the snapshot is of another version (or not a snapshot) and was ignored.
+
+    Raises:
+        InvalidInput: a snapshot of this version with a field of the wrong type; the message names it.
     """
     if not isinstance(snapshot, Mapping) or snapshot.get("version") != SNAPSHOT_VERSION:
         return False
     endpoints = snapshot.get("endpoints")
     if not isinstance(endpoints, Mapping):
-        return False
+        raise InvalidInput(f"capability snapshot: endpoints must be an object, got {_shown(endpoints)}")
+    saved = snapshot.get("saved_at")
+    if saved is not None and _number(saved) is None:
+        raise InvalidInput(f"capability snapshot: saved_at must be a number, got {_shown(saved)}")
     for eid, raw in endpoints.items():
-        if not isinstance(eid, str) or not isinstance(raw, Mapping):
-            continue
+        _check_endpoint(eid, raw)
+    for eid, raw in endpoints.items():
         key = _ids.get(eid)
         if key is not None and key in _by_key:
             _merge_endpoint(_by_key[key], raw)
@@ -230,7 +262,7 @@ def import_capabilities(snapshot: Mapping[str, Any] | None) -> bool:
             if earlier is None:
                 _pending[eid] = raw
             else:
-                holder = EndpointCapabilities(first_met=float(earlier.get("first_met") or time.time()))
+                holder = EndpointCapabilities(first_met=_met(earlier, time.time()) or time.time())
                 _merge_endpoint(holder, earlier)
                 _merge_endpoint(holder, raw)
                 _pending[eid] = {
@@ -240,6 +272,53 @@ def import_capabilities(snapshot: Mapping[str, Any] | None) -> bool:
                     "models": {n: m.to_json() for n, m in holder.models.items()},
                 }
     return True
+
+
+def _check_endpoint(eid: object, raw: object) -> None:
+    """Raise ``InvalidInput`` naming the first field of one endpoint's entry that has the wrong type."""
+    if not isinstance(eid, str):
+        raise InvalidInput(f"capability snapshot: an endpoint id must be text, got {_shown(eid)}")
+    where = f"capability snapshot: endpoints[{eid[:16]!r}]"
+    if not isinstance(raw, Mapping):
+        raise InvalidInput(f"{where} must be an object, got {_shown(raw)}")
+    for name in ("strict_schemas", "usage_in_stream"):
+        if name in raw and not isinstance(raw[name], bool):
+            raise InvalidInput(f"{where}.{name} must be true or false, got {_shown(raw[name])}")
+    if "first_met" in raw and (_number(raw["first_met"]) is None or raw["first_met"] < 0):
+        raise InvalidInput(f"{where}.first_met must be a time in seconds, got {_shown(raw['first_met'])}")
+    models = raw.get("models", {})
+    if not isinstance(models, Mapping):
+        raise InvalidInput(f"{where}.models must be an object, got {_shown(models)}")
+    for name, model in models.items():
+        if not isinstance(name, str):
+            raise InvalidInput(f"{where}.models has a name that is not text: {_shown(name)}")
+        at = f"{where}.models[{name[:40]!r}]"
+        if not isinstance(model, Mapping):
+            raise InvalidInput(f"{at} must be an object, got {_shown(model)}")
+        for flag in _MODEL_FLAGS:
+            if flag in model and not isinstance(model[flag], bool):
+                raise InvalidInput(f"{at}.{flag} must be true or false, got {_shown(model[flag])}")
+        for listed in _MODEL_LISTS:
+            values = model.get(listed, [])
+            if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+                raise InvalidInput(f"{at}.{listed} must be a list of text, got {_shown(values)}")
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _met(raw: Mapping[str, Any], default: float | None) -> float | None:
+    met = _number(raw.get("first_met"))
+    return met if met is not None else default
+
+
+def _shown(value: object) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 60 else shown[:57] + "..."
 
 
 def reset_capabilities(endpoint: Endpoint | None = None) -> bool:
@@ -273,7 +352,7 @@ def expire_capabilities(max_age_s: float) -> int:
         del _by_key[key]
     for eid in [eid for eid, key in _ids.items() if key in old]:
         del _ids[eid]
-    stale = [eid for eid, raw in _pending.items() if float(raw.get("first_met") or time.time()) < cutoff]
+    stale = [eid for eid, raw in _pending.items() if (_met(raw, time.time()) or 0.0) < cutoff]
     for eid in stale:
         del _pending[eid]
     return len(old) + len(stale)

@@ -222,12 +222,25 @@ class FenceSplitter:
             before the first closing tag is ever released as content.
     """
 
-    __slots__ = ("_content", "_held", "_lead", "_mode", "_moved", "_reasoning", "_start", "_ws")
+    __slots__ = (
+        "_content",
+        "_first",
+        "_held",
+        "_lead",
+        "_mode",
+        "_moved",
+        "_orphan",
+        "_reasoning",
+        "_start",
+        "_ws",
+    )
 
     def __init__(self, fences: Sequence[Fence] = DEFAULT_FENCES, *, start_in_reasoning: bool = False) -> None:
         start, any_fence = _modes(tuple(fences))
         self._start = start
         self._mode = any_fence if start_in_reasoning and any_fence.firsts else start
+        self._first = self._mode
+        self._orphan = False
         self._held = ""  # the tail of the input that could be the start of a tag
         self._ws = ""  # whitespace before the first tag, dropped if a fence follows it
         # The answer has not begun: no non-whitespace content yet. Without tags there is nothing to trim.
@@ -250,6 +263,16 @@ class FenceSplitter:
     def moved(self) -> str:
         """Content that was released before an orphan closing tag showed it to be reasoning."""
         return self._moved
+
+    @property
+    def orphan_closed(self) -> bool:
+        """A closing tag came with no opening one: the reply began inside a fence the prompt opened."""
+        return self._orphan
+
+    @property
+    def never_left_start(self) -> bool:
+        """``start_in_reasoning`` was given and no closing tag has come: all the reply so far is inside."""
+        return self._mode is self._first and self._first.inside
 
     def feed(self, chunk: str) -> Split:
         """Read the next piece of content.
@@ -307,6 +330,7 @@ class FenceSplitter:
             if tag is not None and tag.kind == _ORPHAN:
                 # Only ever the first tag of a reply, so nothing in this call has been released yet.
                 self._moved = moved = "".join(self._content)
+                self._orphan = True
                 text = moved + self._ws + text
                 self._content.clear()
                 self._lead = True

@@ -1,7 +1,8 @@
 """Answering an endpoint's refusals: re-send without what it refused, for as long as that is possible.
 
 A request is re-sent only while the refusal is one the request can do without and nothing has been
-produced. A refused *value* (``max_tokens`` larger than the model allows, a temperature out of range) is
+produced. A server that takes no tools at all is one of those: the tools move into the prompt (see
+``body``) and the calls are read back from the text. A refused *value* (``max_tokens`` larger than the model allows, a temperature out of range) is
 not one of those: dropping the field would answer it at the model's default, behind the caller's back, so
 it goes to the caller with the server's own words. Every downgrade is told as a notice naming what was
 dropped and why.
@@ -24,7 +25,14 @@ T = TypeVar("T")
 #: The most re-sends one request gets; each must latch something new, so this is only a backstop.
 MAX_ROUNDS = 8
 
-_REFUSALS = ("refused_field", "refused_value", "invalid_request", "grammar", "out_of_range")
+_REFUSALS = (
+    "refused_field",
+    "refused_value",
+    "invalid_request",
+    "grammar",
+    "out_of_range",
+    "tools_unsupported",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +74,16 @@ def answer_refusal(
     field = error.field or ""
     top = field.split(".", 1)[0].split("[", 1)[0]
 
+    if error.kind == "tools_unsupported":
+        if "tools" in sent and model.native_tools:
+            model.native_tools = False
+            return Downgraded(
+                "tools",
+                f"the server takes no tools natively ({words}); they are described in the prompt and calls "
+                "are read back from the reply",
+                "described in the prompt",
+            )
+        return None
     if error.kind == "grammar":
         if "tools" in sent and caps.strict_schemas:
             caps.strict_schemas = False

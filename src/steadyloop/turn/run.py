@@ -24,6 +24,7 @@ from ..tools.schema_compat import relax_tools
 from ..wire.clients import get_chat_client
 from ..wire.endpoints import Endpoint
 from ..wire.failures import prompt_truncated
+from ..wire.liveness import endpoint_answers
 from .assembly import Produced, TextCallback
 from .body import apply_latches
 from .capabilities import EndpointCapabilities, ModelCapabilities, capabilities_for
@@ -37,10 +38,25 @@ BodyBuilder = Callable[[EndpointCapabilities, ModelCapabilities], Mapping[str, A
 
 TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504, 529})
 
+# Less than this left of the first-token budget is not worth another attempt.
+_LEAST_ALLOWANCE_S = 0.05
+
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """How hard one turn tries.
+
+    Silence before the first token is bounded over the whole turn, not per attempt. An endpoint's
+    first-token allowance (``Endpoint.first_token_timeout``, ten minutes by default) is sized for one long
+    prefill on a CPU; multiplied by every re-send it let a dead endpoint (one that accepts the connection
+    and never answers, or sends headers and then nothing) hold a turn for most of an hour. So the turn has
+    ``first_token_budget_s`` of such silence in all. When an attempt reaches what is left of it, the
+    endpoint is asked a cheap second question (``GET /models``, ``probe_timeout_s`` to answer): one that
+    does not answer is given up on there and then, without another attempt; one that answers is working on
+    it (a 2,500-token prompt takes 13 s on two CPU cores, and minutes on a loaded machine), so the attempt
+    goes on up to its own allowance, asked again every ``first_token_budget_s``. By default a dead
+    endpoint fails within two minutes with every backoff added (``silence_bound_s``); a live one is never
+    cut short of its allowance.
 
     Attributes:
         max_retries: re-sends after transient failures (a model still loading does not spend these).
@@ -49,6 +65,11 @@ class RetryPolicy:
         max_retry_after_s: the longest wait a server's ``Retry-After`` may ask for; longer asks are capped.
         loading_timeout_s: how long to wait for a model still loading; 0 turns the wait off.
         loading_poll_s: how often to ask again while it loads.
+        first_token_budget_s: seconds one turn may spend, over all its attempts, on attempts that got no
+            first token (silence before it, connections that timed out) before the endpoint must show it
+            is there. ``None`` lifts the bound: each attempt then has the endpoint's whole allowance. An
+            endpoint with no allowance at all (``request_timeout=None``) waits as long as it was told to.
+        probe_timeout_s: how long the endpoint has to answer that question.
     """
 
     max_retries: int = 3
@@ -57,6 +78,19 @@ class RetryPolicy:
     max_retry_after_s: float = 60.0
     loading_timeout_s: float = 120.0
     loading_poll_s: float = 2.0
+    first_token_budget_s: float | None = 90.0
+    probe_timeout_s: float = 15.0
+
+    @property
+    def silence_bound_s(self) -> float | None:
+        """The longest a turn can take against an endpoint that never answers: the budget, the probe, and
+        the longest backoff before every re-send. ``None`` when the budget is lifted."""
+        if self.first_token_budget_s is None:
+            return None
+        backoffs = sum(
+            min(self.base_delay_s * 2.0**retry, self.max_delay_s) for retry in range(self.max_retries)
+        )
+        return self.first_token_budget_s + self.probe_timeout_s + backoffs
 
 
 def backoff_delay(
@@ -156,7 +190,7 @@ async def run_turn(
             )
 
     sender = _Sender(
-        endpoint, builder, caps, on_output, on_thinking, on_event, fences, start_in_reasoning, step
+        endpoint, builder, caps, policy, on_output, on_thinking, on_event, fences, start_in_reasoning, step
     )
     sender.first = asked
     emit = sender.emit
@@ -165,8 +199,14 @@ async def run_turn(
     retries = 0
     timeouts = 0
     loading_since: float | None = None
+    allowance = endpoint.first_chunk_timeout
+    budget = policy.first_token_budget_s if allowance is not None else None
+    silent_s = 0.0
     while True:
         produced = Produced()
+        if budget is not None:
+            sender.probe_after = budget - silent_s
+        attempt_started = time.monotonic()
         try:
             turn = await negotiate(
                 caps,
@@ -186,13 +226,18 @@ async def run_turn(
                 now = time.monotonic()
                 if loading_since is None:
                     loading_since = now
-                    emit(Notice(text=f"{endpoint.base_url} is loading the model; waiting", name="loading"))
+                    emit(Notice(text=f"{endpoint.shown_url} is loading the model; waiting", name="loading"))
                 if now - loading_since < policy.loading_timeout_s:
                     await asyncio.sleep(policy.loading_poll_s)
                     continue
                 raise
             if not _is_transient(error) or retries >= policy.max_retries:
                 raise
+            if budget is not None and (isinstance(error, EndpointSilent) or error.status is None):
+                # An attempt that got nothing back, however it ended: it spent the first-token budget.
+                silent_s += time.monotonic() - attempt_started
+                if budget - silent_s < _LEAST_ALLOWANCE_S:
+                    raise
             if isinstance(error, EndpointSilent):
                 timeouts += 1
             delay = backoff_delay(retries, policy, error.retry_after)
@@ -255,6 +300,8 @@ class _Sender:
         "on_event",
         "on_output",
         "on_thinking",
+        "policy",
+        "probe_after",
         "sent",
         "start_in_reasoning",
         "step",
@@ -265,6 +312,7 @@ class _Sender:
         endpoint: Endpoint,
         builder: BodyBuilder,
         caps: EndpointCapabilities,
+        policy: RetryPolicy,
         on_output: TextCallback | None,
         on_thinking: TextCallback | None,
         on_event: Callable[[Event], object] | None,
@@ -286,6 +334,10 @@ class _Sender:
         # The body built for sizing, sent as it is by the first attempt: nothing can move the latches
         # between the two, and building a body costs as much as reading a short reply.
         self.first: Mapping[str, Any] | None = None
+        # What is left of the turn's first-token budget: past it, this attempt asks whether the endpoint
+        # is there at all.
+        self.policy = policy
+        self.probe_after: float | None = None
 
     def emit(self, event: Event) -> None:
         if self.on_event is not None:
@@ -306,7 +358,15 @@ class _Sender:
             fences=self.fences,
             start_in_reasoning=self.start_in_reasoning,
             include_usage=c.usage_in_stream,
+            on_event=self.on_event,
+            step=self.step,
+            latches=m,
+            probe=self.probe if self.probe_after is not None else None,
+            probe_after=self.probe_after,
         )
+
+    async def probe(self) -> bool:
+        return await endpoint_answers(self.endpoint, self.policy.probe_timeout_s)
 
     def fields_sent(self) -> Collection[str]:
         fields = set(self.sent)

@@ -5,21 +5,26 @@ allows ``first_token_timeout`` (prefill on a CPU takes minutes, and an empty ``{
 opener says nothing about progress); after that it allows ``idle_timeout`` between chunks, re-armed on every
 parsed event, so a model still talking is never cut off however long it takes. Keep-alive comments do not
 re-arm it: a proxy keeping a dead upstream's socket open is still silence.
+
+A stream is read whatever it carries: an event that is not JSON (a proxy's junk line) or a chunk of the
+wrong shape is skipped, and the turn ends with one notice saying what was.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import EndpointError, EndpointSilent, EndpointUnavailable
+from ..events import Event, Notice
 from ..messages import Turn
 from ..wire.chat_client import ChatClient, ChatStream, chat_client_for
 from ..wire.failures import classify_failure
 from ..wire.openai_chat import DONE, SSEDecoder, error_for_failure
 from .assembly import Produced, StreamAssembler, TextCallback
+from .capabilities import ModelCapabilities
 from .fences import DEFAULT_FENCES, Fence
 
 if TYPE_CHECKING:
@@ -29,11 +34,38 @@ __all__ = ["Produced", "stream_turn"]
 
 
 class _Watchdog:
-    """Cancels the streaming task after too long a silence; one timer per silence, not per chunk."""
+    """Cancels the streaming task after too long a silence; one timer per silence, not per chunk.
 
-    __slots__ = ("_first", "_handle", "_idle", "_loop", "_started", "_task", "fired", "last", "talking")
+    With a probe, silence before the first token past ``probe_after`` asks whether the endpoint is there
+    at all: one that does not answer is given up on then; one that does is allowed to go on thinking up to
+    ``first``, asked again every ``probe_after``.
+    """
 
-    def __init__(self, task: asyncio.Task[Any], idle: float | None, first: float | None) -> None:
+    __slots__ = (
+        "_first",
+        "_handle",
+        "_idle",
+        "_loop",
+        "_next_probe",
+        "_probe",
+        "_probe_after",
+        "_probing",
+        "_started",
+        "_task",
+        "fired",
+        "last",
+        "talking",
+        "unanswered",
+    )
+
+    def __init__(
+        self,
+        task: asyncio.Task[Any],
+        idle: float | None,
+        first: float | None,
+        probe: Callable[[], Awaitable[bool]] | None = None,
+        probe_after: float | None = None,
+    ) -> None:
         self._task = task
         self._idle = idle
         self._first = first
@@ -42,39 +74,83 @@ class _Watchdog:
         self.last = self._started
         self.talking = False
         self.fired: float | None = None
+        self.unanswered = False
         self._handle: asyncio.TimerHandle | None = None
+        self._probe = probe if probe_after is not None else None
+        self._probe_after = probe_after
+        self._next_probe: float | None = None
+        self._probing: asyncio.Task[bool] | None = None
 
     def start(self) -> None:
         allowance = self._first if self._first is not None else self._idle
-        if allowance is not None:
-            self._handle = self._loop.call_at(self._started + allowance, self._check)
+        deadline = None if allowance is None else self._started + allowance
+        if self._probe is not None and self._probe_after is not None:
+            at = self._started + self._probe_after
+            if deadline is None or at < deadline:
+                self._next_probe = at
+        self._arm(deadline)
+
+    def _arm(self, deadline: float | None) -> None:
+        at = deadline
+        if self._next_probe is not None and (at is None or self._next_probe < at):
+            at = self._next_probe
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        if at is not None:
+            self._handle = self._loop.call_at(at, self._check)
 
     def _check(self) -> None:
         now = self._loop.time()
         if self.talking:
             if self._idle is None:
                 return
-            deadline = self.last + self._idle
+            deadline: float | None = self.last + self._idle
         else:
             allowance = self._first if self._first is not None else self._idle
-            if allowance is None:
-                return
-            deadline = self._started + allowance
-        if now >= deadline:
+            deadline = None if allowance is None else self._started + allowance
+        if deadline is not None and now >= deadline:
             self.fired = now - (self.last if self.talking else self._started)
             self._task.cancel()
-        else:
-            self._handle = self._loop.call_at(deadline, self._check)
+            return
+        if self._next_probe is not None and now >= self._next_probe and self._probe is not None:
+            self._next_probe = None
+            self._probing = probing = asyncio.ensure_future(self._probe())
+            probing.add_done_callback(self._answered)
+        self._arm(deadline)
+
+    def _answered(self, probing: asyncio.Future[bool]) -> None:
+        self._probing = None
+        if self.talking or self.fired is not None or self._task.done() or probing.cancelled():
+            return
+        if probing.exception() is None and probing.result():
+            assert self._probe_after is not None
+            self._next_probe = self._loop.time() + self._probe_after
+            allowance = self._first if self._first is not None else self._idle
+            self._arm(None if allowance is None else self._started + allowance)
+            return
+        self.unanswered = True
+        self.fired = self._loop.time() - self._started
+        self._task.cancel()
 
     def begin_talking(self) -> None:
         # The first chunk that carried something: from here on, silence is measured between chunks.
         self.talking = True
+        self._next_probe = None
+        self._stop_probing()
         if self._handle is not None:
             self._handle.cancel()
+            self._handle = None
         if self._idle is not None:
             self._handle = self._loop.call_at(self.last + self._idle, self._check)
 
+    def _stop_probing(self) -> None:
+        probing, self._probing = self._probing, None
+        if probing is not None:
+            probing.cancel()
+
     def stop(self) -> None:
+        self._stop_probing()
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
@@ -92,6 +168,11 @@ async def stream_turn(
     fences: Sequence[Fence] = DEFAULT_FENCES,
     start_in_reasoning: bool = False,
     include_usage: bool = False,
+    on_event: Callable[[Event], object] | None = None,
+    step: int = 0,
+    latches: ModelCapabilities | None = None,
+    probe: Callable[[], Awaitable[bool]] | None = None,
+    probe_after: float | None = None,
 ) -> Turn:
     """Send one streamed chat-completions request and read the answer into a ``Turn``.
 
@@ -101,14 +182,24 @@ async def stream_turn(
         body: the request body; ``stream`` is set here.
         on_output: told each piece of answer text as soon as it is known to be answer.
         on_thinking: told each piece of reasoning.
-        produced: set on the first chunk carrying text, reasoning or part of a tool call; read it after a
-            failure to decide whether the request may be sent again.
+        produced: set once text or reasoning has been shown (see ``Produced``); read it after a failure to
+            decide whether the request may be sent again.
         idle_timeout: seconds of silence allowed between chunks; ``None`` or 0 waits forever.
         first_token_timeout: seconds allowed before the first chunk that carries something; ``None``
             means five times ``idle_timeout``.
         fences: thinking fences to take out of content; ``()`` reads content as all answer.
         start_in_reasoning: the chat template opened a thinking block in the prompt.
         include_usage: ask for a usage chunk (``stream_options.include_usage``).
+        on_event: told one ``Notice`` when parts of the stream were skipped, and when the model's replies
+            turned out to start inside a thinking block.
+        step: the step number stamped on those notices.
+        latches: the model's latches: whether its replies start in reasoning is read from them, and
+            latched on them when a reply shows it.
+        probe: asks whether the endpoint answers at all (any HTTP response); with ``probe_after``, silence
+            before the first token past ``probe_after`` seconds is given up on when the endpoint does not
+            answer, and allowed on up to ``first_token_timeout`` while it does.
+        probe_after: seconds of silence before the first token after which ``probe`` is asked, and how
+            often again while the endpoint answers.
 
     Raises:
         EndpointSilent: the watchdog ran out.
@@ -127,25 +218,28 @@ async def stream_turn(
     idle = idle_timeout or None
     first = first_token_timeout or (idle * 5 if idle else None)
     box = produced if produced is not None else Produced()
+    if latches is not None and not _free_reply(request):
+        latches = None  # a continued answer or a reply held to a schema says nothing of how replies start
     assembler = StreamAssembler(
         on_output=on_output,
         on_thinking=on_thinking,
         produced=box,
         fences=fences,
         start_in_reasoning=start_in_reasoning,
+        guessed_reasoning_start=latches is not None and not latches.answer_first,
     )
     task = asyncio.current_task()
     assert task is not None, "stream_turn runs inside a task"
-    watchdog = _Watchdog(task, idle, first)
+    watchdog = _Watchdog(task, idle, first, probe, probe_after)
     started = time.perf_counter()
     first_token_ms: float | None = None
     response: ChatStream | None = None
+    decoder = SSEDecoder()
     saw_done = False
     watchdog.start()
     loop = asyncio.get_running_loop()
     try:
         response = await sender.open_stream(request, connect_timeout=min(idle, 30.0) if idle else 30.0)
-        decoder = SSEDecoder()
         async for data in response.aiter_bytes():
             events = decoder.feed(data)
             if not events:
@@ -161,7 +255,7 @@ async def stream_turn(
             del events, chunks
             if assembler.error is not None:
                 raise _stream_error(assembler.error, endpoint, model)
-            if not watchdog.talking and box.value:
+            if not watchdog.talking and assembler.active:
                 first_token_ms = (time.perf_counter() - started) * 1000
                 watchdog.begin_talking()
         for event in decoder.flush():
@@ -182,6 +276,8 @@ async def stream_turn(
         if watchdog.fired is not None and task.uncancel() == 0:
             waited = watchdog.fired
             phase = "between chunks" if watchdog.talking else "before the first token"
+            if watchdog.unanswered:
+                phase += " and did not answer a probe"
             raise EndpointSilent(
                 f"{endpoint} sent nothing for {waited:.1f}s {phase}",
                 waited=waited,
@@ -198,7 +294,59 @@ async def stream_turn(
             closing = response.close()
             if closing is not None:
                 await asyncio.shield(closing)
-    return assembler.finish(first_token_ms=first_token_ms)
+    turn = assembler.finish(first_token_ms=first_token_ms)
+    for notice in _notices(assembler, decoder, latches):
+        if on_event is not None:
+            on_event(Notice(text=notice[1], name=notice[0], step=step))
+    return turn
+
+
+def _free_reply(request: Mapping[str, Any]) -> bool:
+    """Whether the reply starts where a model's replies start: not a continued prefill, not held to a schema."""
+    if request.get("response_format") or request.get("grammar") or request.get("json_schema"):
+        return False
+    messages = request.get("messages")
+    last = messages[-1] if isinstance(messages, list) and messages else None
+    return not (isinstance(last, Mapping) and last.get("role") == "assistant")
+
+
+def _notices(
+    assembler: StreamAssembler, decoder: SSEDecoder, latches: ModelCapabilities | None
+) -> list[tuple[str, str]]:
+    """What a finished stream has to say, as (name, text): what was skipped, and what was latched."""
+    notices: list[tuple[str, str]] = []
+    skipped = []
+    if decoder.unreadable:
+        skipped.append(
+            f"{decoder.unreadable} event(s) that were not JSON (first: {decoder.first_unreadable!r})"
+        )
+    shapes = assembler.skipped_notice()
+    if shapes:
+        skipped.append(shapes.removeprefix("skipped "))
+    if skipped:
+        notices.append(
+            ("stream-skipped", "skipped what could not be read and finished the turn: " + "; ".join(skipped))
+        )
+    if latches is not None and assembler.opened_before_reply and latches.answer_first:
+        latches.answer_first = False
+        notices.append(
+            (
+                "reasoning-start",
+                "the reply closed a thinking block it never opened (its template opens one in the prompt): "
+                "the text shown before the closing tag was reasoning, and this model's later replies are "
+                "read as reasoning until their closing tag",
+            )
+        )
+    if latches is not None and assembler.guess_was_wrong:
+        latches.answer_first = True
+        notices.append(
+            (
+                "reasoning-start",
+                "the reply had no closing thinking tag, so it was all answer: this model's replies are "
+                "no longer read as starting in reasoning",
+            )
+        )
+    return notices
 
 
 def _stream_error(event: Mapping[str, Any], endpoint: str, model: str | None) -> EndpointError:

@@ -141,6 +141,8 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule("tools_unsupported", r"\b(?:tool use|tool calling|function calling) (?:is )?not supported\b", _T),
     _rule("tools_unsupported", r"\bdoes not support parameters:\W+tools\b", _T),
+    # vLLM started without a tool-call parser: it takes no tools, and says how it would
+    _rule("tools_unsupported", r"\btool choice requires --enable-auto-tool-choice\b", _T),
     # -- a schema (response_format or a tool's parameters) the server could not turn into a grammar
     _rule("grammar", "|".join(GRAMMAR_WORDINGS)),
     # -- a known field given a value this model does not take

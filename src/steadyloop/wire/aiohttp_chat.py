@@ -24,6 +24,7 @@ from .chat_client import ChatStream
 from .endpoints import Endpoint
 from .failures import classify_failure
 from .openai_chat import error_for_failure, unreachable_error
+from .stream_body import settle
 
 __all__ = ["AiohttpChatClient"]
 
@@ -55,16 +56,34 @@ def _env_proxy(url: str) -> tuple[str | None, dict[str, str] | None]:
 
 
 class _AiohttpStream:
-    __slots__ = ("_endpoint", "_model", "_response")
+    __slots__ = ("_endpoint", "_key", "_model", "_response")
 
-    def __init__(self, response: aiohttp.ClientResponse, endpoint: str, model: str | None) -> None:
+    def __init__(self, response: aiohttp.ClientResponse, endpoint: str, model: str | None, key: str) -> None:
         self._response = response
         self._endpoint = endpoint
         self._model = model
+        self._key = key
 
     async def aiter_bytes(self) -> AsyncIterator[bytes]:
-        content = self._response.content
+        response = self._response
+        content = response.content
         try:
+            data = await content.readany()
+            if not data:
+                return
+            # The first read tells a stream from a page or a whole JSON answer (see stream_body).
+            data, ended = await settle(
+                data,
+                content.readany,
+                response.headers.get("Content-Type", ""),
+                status=response.status,
+                endpoint=self._endpoint,
+                model=self._model,
+                secrets=(self._key,),
+            )
+            yield data
+            if ended:
+                return
             while True:
                 data = await content.readany()
                 if not data:
@@ -84,10 +103,20 @@ class AiohttpChatClient:
     Build it inside the event loop that will use it; ``aclose`` it on that loop.
     """
 
-    __slots__ = ("_endpoint", "_headers", "_proxy", "_proxy_headers", "_session", "_timeouts", "_url")
+    __slots__ = (
+        "_endpoint",
+        "_headers",
+        "_key",
+        "_proxy",
+        "_proxy_headers",
+        "_session",
+        "_timeouts",
+        "_url",
+    )
 
     def __init__(self, endpoint: Endpoint) -> None:
         self._endpoint = endpoint.base_url
+        self._key = endpoint.key
         self._url = f"{endpoint.base_url}/chat/completions"
         self._headers = {
             "Authorization": f"Bearer {endpoint.key}",
@@ -132,7 +161,7 @@ class AiohttpChatClient:
         except (aiohttp.ClientError, OSError) as exc:  # a connect timeout is an OSError too
             raise unreachable_error(exc, endpoint=self._endpoint, model=model) from exc
         if 200 <= response.status < 300:
-            return _AiohttpStream(response, self._endpoint, model)
+            return _AiohttpStream(response, self._endpoint, model, self._key)
         try:
             text = (await response.read()).decode("utf-8", "replace")
         except (aiohttp.ClientError, OSError) as exc:

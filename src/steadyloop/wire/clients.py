@@ -2,22 +2,34 @@
 
 Each endpoint has an ``AsyncOpenAI`` client (listings and other plain calls) and a ``ChatClient`` for its
 streamed turns: the same SDK client over httpx2 by default, or a direct aiohttp session with
-``configure_clients(transport="aiohttp")``. The pool is an LRU (32 by default): an evicted entry costs
-its connection pools and nothing else, since the next request through that endpoint builds another.
-Entries are also kept per event loop, because an HTTP connection pool belongs to the loop that opened it.
+``configure_clients(transport="aiohttp")``. Entries are kept per event loop, because an HTTP connection pool
+belongs to the loop that opened it.
+
+The pool keeps at most ``max_clients`` entries (32 by default), dropping the least recently used idle one
+first. A client is never closed under a request: every streamed request holds a lease on its entry from the
+moment it is sent until its stream is closed, and an entry evicted while leased is closed only when its last
+lease goes. A process with more endpoints than the pool holds (per-user keys, per-tenant base URLs) therefore
+opens more clients than ``max_clients`` while they are all busy, and drops back to it as they go idle.
+
+``get_chat_client`` hands out a handle rather than the transport's client: each request through it leases
+whatever entry is live for the endpoint at that moment, so a handle kept across an eviction keeps working.
+``get_client`` hands out the SDK client itself, unleased; hold ``lease_client`` around calls that must not
+be cut.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import weakref
 from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import InvalidInput
-from .chat_client import ChatClient
+from .chat_client import ChatClient, ChatStream
 from .endpoints import Endpoint, endpoint_key
 
 if TYPE_CHECKING:
@@ -29,6 +41,7 @@ __all__ = [
     "configure_clients",
     "get_chat_client",
     "get_client",
+    "lease_client",
     "reset_clients",
 ]
 
@@ -38,7 +51,8 @@ class ClientSettings:
     """The pool's settings in force.
 
     Attributes:
-        max_clients: clients kept before the least recently used is dropped.
+        max_clients: entries kept before the least recently used idle one is dropped; entries in use are
+            never closed, so more than this may be open while more endpoints than this are busy.
         listing_miss_s: seconds a model listing that did not name a model is trusted before asking again.
         transport: how requests are sent: ``"httpx2"`` (the SDK's default) or ``"aiohttp"``
             (``pip install 'steadyloop[fast]'``): streamed turns go straight through aiohttp and everything
@@ -53,29 +67,49 @@ class ClientSettings:
 
 _DEFAULTS = ClientSettings()
 _settings = _DEFAULTS
-_PoolKey = tuple[int, str, float | None]
+_PoolKey = tuple[int, str, float | None, str]
 
 
 class _Entry:
-    """One endpoint's clients on one event loop, each built on first use.
+    """One endpoint's clients on one event loop, each built on first use, and who is using them.
 
     The SDK client is not built until something asks for it: with the aiohttp transport a process that
     only streams turns never needs it, and building one loads the system's certificates.
     """
 
-    __slots__ = ("_sdk", "chat", "endpoint", "loop")
+    __slots__ = ("_sdk", "chat", "endpoint", "evicted", "key", "loop", "transport", "users")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, endpoint: Endpoint) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, endpoint: Endpoint, key: _PoolKey) -> None:
         self.loop = weakref.ref(loop)
         self.endpoint = endpoint
+        self.key = key
+        self.transport = _settings.transport
         self._sdk: AsyncOpenAI | None = None
         self.chat: ChatClient | None = None
+        # Leases held: requests in flight and callers inside ``lease_client``.
+        self.users = 0
+        # Out of the pool: closed when the last lease goes (or at once, with none).
+        self.evicted = False
 
     @property
     def sdk(self) -> AsyncOpenAI:
         if self._sdk is None:
-            self._sdk = _sdk_client(self.endpoint)
+            self._sdk = _sdk_client(self.endpoint, self.transport)
         return self._sdk
+
+    def chat_client(self) -> ChatClient:
+        chat = self.chat
+        if chat is None:
+            if self.transport == "aiohttp":
+                from .aiohttp_chat import AiohttpChatClient
+
+                chat = AiohttpChatClient(self.endpoint)
+            else:
+                from .sdk_chat import SdkChatClient
+
+                chat = SdkChatClient(self.sdk)
+            self.chat = chat
+        return chat
 
     async def aclose(self) -> None:
         chat, self.chat = self.chat, None
@@ -87,6 +121,9 @@ class _Entry:
 
 
 _pool: OrderedDict[_PoolKey, _Entry] = OrderedDict()
+# Evicted while leased, by key: a request for the same endpoint takes the entry back rather than opening
+# a second connection pool beside one that is still open.
+_draining: dict[_PoolKey, _Entry] = {}
 _closing: set[asyncio.Task[None]] = set()
 
 
@@ -99,7 +136,8 @@ def configure_clients(
     """Move the pool's defaults for this process; returns every setting in force.
 
     A value left out, or one that is not a number above zero, keeps what was there. Lowering
-    ``max_clients`` below the pool's size evicts down to it at once, least recently used first.
+    ``max_clients`` below the pool's size evicts down to it at once, least recently used first (a client
+    in use is closed when its requests end).
     """
     global _settings
     changes: dict[str, Any] = {}
@@ -139,49 +177,146 @@ def _settings_dict() -> dict[str, Any]:
 
 
 def pool_size() -> int:
-    """How many clients the pool holds now."""
+    """How many entries the pool holds now (evicted ones still finishing a request are not counted)."""
     return len(_pool)
+
+
+def open_entries() -> int:
+    """How many entries are open now: the pool's, and evicted ones whose requests have not ended."""
+    return len(_pool) + len(_draining)
 
 
 def get_client(endpoint: Endpoint) -> AsyncOpenAI:
     """The pooled SDK client for this endpoint on the running event loop (built on first use).
 
-    The SDK's own retries are off: retrying is ``run_turn``'s job, and two retry layers multiply.
+    It is not leased: once more endpoints than ``max_clients`` are used, the pool may close it. Hold
+    ``lease_client`` around calls that must not be cut. The SDK's own retries are off: retrying is
+    ``run_turn``'s job, and two retry layers multiply.
     """
     return _entry(endpoint).sdk
 
 
+@contextlib.contextmanager
+def lease_client(endpoint: Endpoint) -> Iterator[AsyncOpenAI]:
+    """The pooled SDK client for this endpoint, kept open until the block ends however the pool churns.
+
+    Use it in a coroutine on the loop the client belongs to::
+
+        with lease_client(endpoint) as client:
+            listing = await client.models.list()
+    """
+    entry = _acquire(endpoint)
+    try:
+        yield entry.sdk
+    finally:
+        _release(entry)
+
+
 def get_chat_client(endpoint: Endpoint) -> ChatClient:
-    """The pooled client that sends this endpoint's streamed turns, by the transport in force."""
-    entry = _entry(endpoint)
-    chat = entry.chat
-    if chat is None:
-        if _settings.transport == "aiohttp":
-            from .aiohttp_chat import AiohttpChatClient
+    """A client that sends this endpoint's streamed turns through the pool, by the transport in force.
 
-            chat = AiohttpChatClient(endpoint)
-        else:
-            from .sdk_chat import SdkChatClient
+    Each request leases the endpoint's live entry for as long as its stream is open, so the client under
+    it is never closed mid-stream, and the handle may be kept for as long as the caller likes.
+    """
+    # Built now, not at the first request: building an SDK client loads the SDK and the certificates,
+    # which must not eat into the first request's first-token allowance.
+    _entry(endpoint).chat_client()
+    return _PooledChat(endpoint)
 
-            chat = SdkChatClient(entry.sdk)
-        entry.chat = chat
-    return chat
+
+class _PooledChat:
+    """A ``ChatClient`` that leases the endpoint's pooled entry per request."""
+
+    __slots__ = ("_endpoint",)
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self._endpoint = endpoint
+
+    @property
+    def endpoint(self) -> str:
+        return self._endpoint.base_url
+
+    async def open_stream(self, body: Mapping[str, Any], *, connect_timeout: float | None) -> ChatStream:
+        entry = _acquire(self._endpoint)
+        try:
+            stream = await entry.chat_client().open_stream(body, connect_timeout=connect_timeout)
+        except BaseException:
+            _release(entry)
+            raise
+        return _LeasedStream(stream, entry)
+
+    async def aclose(self) -> None:
+        """Nothing: the clients under it belong to the pool (``aclose_clients`` closes them)."""
+
+
+class _LeasedStream:
+    """A stream that gives its entry's lease back when it is closed."""
+
+    __slots__ = ("_entry", "_stream")
+
+    def __init__(self, stream: ChatStream, entry: _Entry) -> None:
+        self._stream = stream
+        self._entry: _Entry | None = entry
+
+    def aiter_bytes(self) -> AsyncIterator[bytes]:
+        # The transport's own iterator, not a wrapper: nothing is added per chunk.
+        return self._stream.aiter_bytes()
+
+    def close(self) -> Awaitable[None] | None:
+        closing = self._stream.close()
+        if closing is None:
+            self._release()
+            return None
+        return self._closed(closing)
+
+    async def _closed(self, closing: Awaitable[None]) -> None:
+        try:
+            await closing
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        entry, self._entry = self._entry, None
+        if entry is not None:
+            _release(entry)
+
+
+def _key(loop: asyncio.AbstractEventLoop, endpoint: Endpoint) -> _PoolKey:
+    return (id(loop), endpoint_key(endpoint), endpoint.request_timeout, _settings.transport)
 
 
 def _entry(endpoint: Endpoint) -> _Entry:
     loop = asyncio.get_running_loop()
-    key: _PoolKey = (id(loop), endpoint_key(endpoint), endpoint.request_timeout)
+    key = _key(loop, endpoint)
     entry = _pool.get(key)
     if entry is not None and entry.loop() is loop:
         _pool.move_to_end(key)
         return entry
-    entry = _pool[key] = _Entry(loop, endpoint)
+    entry = _draining.pop(key, None)
+    if entry is None or entry.loop() is not loop:
+        entry = _Entry(loop, endpoint, key)
+    entry.evicted = False
+    _pool[key] = entry
     _pool.move_to_end(key)
-    _evict_to(_settings.max_clients)
+    _evict_to(_settings.max_clients, keep=entry)
     return entry
 
 
-def _sdk_client(endpoint: Endpoint) -> AsyncOpenAI:
+def _acquire(endpoint: Endpoint) -> _Entry:
+    entry = _entry(endpoint)
+    entry.users += 1
+    return entry
+
+
+def _release(entry: _Entry) -> None:
+    entry.users -= 1
+    if entry.users <= 0 and entry.evicted:
+        if _draining.get(entry.key) is entry:
+            del _draining[entry.key]
+        _close_soon(entry)
+
+
+def _sdk_client(endpoint: Endpoint, transport: str) -> AsyncOpenAI:
     # Imported here: the SDK takes about a third of a second to load, and a process that streams over
     # the aiohttp transport never needs it.
     import httpx2
@@ -192,7 +327,7 @@ def _sdk_client(endpoint: Endpoint) -> AsyncOpenAI:
         if endpoint.request_timeout
         else httpx2.Timeout(None, connect=30.0)
     )
-    http_client = DefaultAioHttpClient(timeout=timeout) if _settings.transport == "aiohttp" else None
+    http_client = DefaultAioHttpClient(timeout=timeout) if transport == "aiohttp" else None
     return AsyncOpenAI(
         base_url=endpoint.base_url,
         api_key=endpoint.key,
@@ -207,25 +342,41 @@ async def aclose_clients() -> None:
 
     A program that runs one loop for its life need not call it; one that starts and stops loops (tests,
     ``asyncio.run`` per request) should, or the sockets of the finished loop are left for the collector.
+    Clients still in use are closed too: the loop is ending.
     """
     loop = asyncio.get_running_loop()
     for key in [k for k, entry in _pool.items() if entry.loop() is loop]:
-        await _pool.pop(key).aclose()
+        entry = _pool.pop(key)
+        entry.evicted = True
+        await entry.aclose()
+    for key in [k for k, entry in _draining.items() if entry.loop() is loop]:
+        await _draining.pop(key).aclose()
     if _closing:
         await asyncio.gather(*list(_closing), return_exceptions=True)
 
 
 def reset_clients() -> None:
-    """Drop every pooled client and put the defaults back."""
+    """Drop every pooled client and put the defaults back (a client in use closes when its requests end)."""
     global _settings
     _settings = _DEFAULTS
     _evict_to(0)
 
 
-def _evict_to(size: int) -> None:
+def _evict_to(size: int, keep: _Entry | None = None) -> None:
+    """Drop entries until ``size`` are left: the least recently used idle one first, else the least
+    recently used in use, which closes when its last request ends."""
     while len(_pool) > size:
-        _, entry = _pool.popitem(last=False)
-        _close_soon(entry)
+        victim = next((e for e in _pool.values() if e.users == 0 and e is not keep), None)
+        if victim is None:
+            victim = next((e for e in _pool.values() if e is not keep), None)
+            if victim is None:
+                return
+        del _pool[victim.key]
+        victim.evicted = True
+        if victim.users > 0:
+            _draining[victim.key] = victim
+        else:
+            _close_soon(victim)
 
 
 def _close_soon(entry: _Entry) -> None:

@@ -12,7 +12,7 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from ..errors import InvalidInput
+from ..errors import InvalidInput, redact_url
 
 __all__ = [
     "DEFAULT_REQUEST_TIMEOUT",
@@ -29,17 +29,22 @@ NO_KEY = "no-key"
 DEFAULT_REQUEST_TIMEOUT = 120.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Endpoint:
     """An OpenAI-compatible endpoint.
+
+    Its ``repr`` shows neither the key nor a password in the URL (``shown_url`` is the URL to print).
 
     Attributes:
         base_url: e.g. ``http://127.0.0.1:8080/v1``; a trailing slash is ignored.
         api_key: the key; ``None`` and ``""`` both mean no key.
         request_timeout: seconds of silence allowed mid-stream, and the bound on calls that do not
             stream. ``None`` or ``0`` waits forever (what a slow local model may need).
-        first_token_timeout: seconds allowed before the first chunk that carries something (prefill on
-            a CPU takes minutes); ``None`` means five times ``request_timeout``.
+        first_token_timeout: seconds one attempt allows before the first chunk that carries something
+            (prefill on a CPU takes minutes); ``None`` means five times ``request_timeout``. ``run_turn``
+            also bounds the silence over all of a turn's attempts (``RetryPolicy.first_token_budget_s``,
+            100 s by default), so a dead endpoint fails within two minutes rather than once per attempt;
+            raise both for a model that is silent for longer before it answers.
     """
 
     base_url: str
@@ -54,13 +59,27 @@ class Endpoint:
             raise InvalidInput("an endpoint needs a base_url such as http://127.0.0.1:8080/v1")
         url = self.base_url.strip().rstrip("/")
         if not url.startswith(("http://", "https://")):
-            raise InvalidInput(f"base_url must start with http:// or https://, got {self.base_url!r}")
+            raise InvalidInput(
+                f"base_url must start with http:// or https://, got {redact_url(self.base_url)!r}"
+            )
         object.__setattr__(self, "base_url", url)
         for name in ("request_timeout", "first_token_timeout"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int | float) or value < 0):
                 raise InvalidInput(f"{name} must be a number of seconds >= 0 or None, got {value!r}")
         object.__setattr__(self, "_key", _key_of(url, self.api_key or NO_KEY))
+
+    def __repr__(self) -> str:
+        key = "'***'" if self.api_key else "None"
+        return (
+            f"Endpoint(base_url={self.shown_url!r}, api_key={key}, request_timeout={self.request_timeout!r}, "
+            f"first_token_timeout={self.first_token_timeout!r})"
+        )
+
+    @property
+    def shown_url(self) -> str:
+        """The base URL to print or log: any credentials in it written as ``***``."""
+        return redact_url(self.base_url)
 
     @property
     def key(self) -> str:

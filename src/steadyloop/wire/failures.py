@@ -23,6 +23,7 @@ from datetime import UTC
 from email.utils import parsedate_to_datetime
 from typing import Any, cast
 
+from .._nesting import too_deep
 from ..errors import InvalidInput
 from ._failure_patterns import (
     DURATION_PART,
@@ -171,8 +172,11 @@ def classify_failure(
 
     Returns:
         The failure. The server's words decide the kind where they say something; the status decides
-        it where they do not. A 429 is never an overflow, whatever its words borrow.
+        it where they do not. A 429 is never an overflow, whatever its words borrow. Nothing a server can
+        send makes this raise: a status that is not a number reads as none, header values of any type
+        are read where they can be, and a body nested past what any error shape needs is read as text.
     """
+    status = _status(status)
     words = _Words()
     _read(body, words, 0)
     said = "\n".join([*words.texts, words.code or "", words.type or ""])[:_MAX_TEXT]
@@ -188,7 +192,7 @@ def classify_failure(
         # Gemini's retryDelay sits in error details that are not words, so the whole body is read too.
         waited_for = said
         if not (isinstance(body, str) or body is None):
-            waited_for += "\n" + json.dumps(body, default=str)
+            waited_for += "\n" + _dumped(body)[:_MAX_TEXT]
     limit, requested = words.limit, words.requested
     if kind == "context_overflow":
         found_limit, found_requested = _overflow_numbers(said)
@@ -223,22 +227,21 @@ def parse_retry_after(
         body_text: the error's text, read only when the headers say nothing.
         now: the current time as a Unix timestamp, for an HTTP-date header; defaults to the clock.
     """
-    if headers:
-        lowered = {name.lower(): value for name, value in headers.items()}
-        millis = _number(lowered.get("retry-after-ms"))
-        if millis is not None:
-            return max(0.0, millis / 1000.0)
-        value = lowered.get("retry-after")
-        if value is not None:
-            seconds = _number(value)
-            if seconds is not None:
-                return max(0.0, seconds)
-            when = _http_date(value)
-            if when is not None:
-                return max(0.0, when - (time.time() if now is None else now))
-    if body_text:
+    lowered = _lowered(headers)
+    millis = _number(lowered.get("retry-after-ms"))
+    if millis is not None:
+        return max(0.0, millis / 1000.0)
+    value = lowered.get("retry-after")
+    if value is not None:
+        seconds = _number(value)
+        if seconds is not None:
+            return max(0.0, seconds)
+        when = _http_date(value)
+        if when is not None:
+            return max(0.0, when - (time.time() if now is None else now))
+    if isinstance(body_text, str) and body_text:
         for pattern in RETRY_IN_BODY:
-            match = pattern.search(body_text)
+            match = pattern.search(body_text[:_MAX_TEXT])
             if match is not None:
                 return _seconds_in(match)
     return None
@@ -305,8 +308,10 @@ def _read_list(items: list[Any], words: _Words, depth: int) -> None:
         for item in items:
             loc = item.get("loc")
             parts = loc if isinstance(loc, list | tuple) else ([loc] if loc is not None else [])
-            where = ".".join(str(part) for part in parts if part != "body")
-            words.say(f"{where}: {item['msg']}" if where else str(item["msg"]))
+            where = ".".join(str(part) for part in parts if part != "body" and isinstance(part, str | int))
+            said = item["msg"]
+            if isinstance(said, str):
+                words.say(f"{where}: {said}" if where else said)
         return
     first = next((item for item in items if isinstance(item, Mapping)), None)
     _read(first, words, depth + 1)
@@ -375,10 +380,12 @@ def _read_nested(inner: object, words: _Words, depth: int) -> None:
 
 def _parse(text: str) -> object | None:
     stripped = text.strip()
+    if too_deep(stripped):
+        return None  # no error shape nests this deep: it is words
     if stripped[:1] in ("{", "["):
         try:
             parsed: object = json.loads(stripped)
-        except ValueError:
+        except (ValueError, RecursionError):
             pass
         else:
             return parsed
@@ -387,7 +394,7 @@ def _parse(text: str) -> object | None:
         if match is not None:
             try:
                 event: object = json.loads(match["json"])
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             if isinstance(event, Mapping | list):
                 return event
@@ -433,12 +440,13 @@ def _overflow_numbers(said: str) -> tuple[int | None, int | None]:
         if found is None:
             continue
         groups = found.groupdict()
-        if limit is None and groups.get("limit"):
-            limit = int(groups["limit"])
+        if limit is None:
+            limit = _digits(groups.get("limit"))
         if requested is None and groups.get("requested"):
-            requested = int(groups["requested"])
+            requested = _digits(groups["requested"])
         elif requested is None and groups.get("add1") and groups.get("add2"):
-            requested = int(groups["add1"]) + int(groups["add2"])
+            add1, add2 = _digits(groups["add1"]), _digits(groups["add2"])
+            requested = add1 + add2 if add1 is not None and add2 is not None else None
         if limit is not None and requested is not None:
             break
     return limit, requested
@@ -453,34 +461,89 @@ def _clean_field(field: str | None) -> str | None:
     return field or None
 
 
-def _seconds_in(match: re.Match[str]) -> float:
+def _seconds_in(match: re.Match[str]) -> float | None:
     groups = match.groupdict()
     if groups.get("dur"):
         parts = DURATION_PART.findall(groups["dur"])
-        return sum(float(amount) * UNIT_SECONDS[unit] for amount, unit in parts)
-    unit = groups["unit"].lower()
-    scale = 0.001 if unit.startswith("milli") else 60.0 if unit.startswith("min") else 1.0
-    return float(groups["num"]) * scale
+        seconds = sum(float(amount) * UNIT_SECONDS[unit] for amount, unit in parts)
+    else:
+        unit = groups["unit"].lower()
+        scale = 0.001 if unit.startswith("milli") else 60.0 if unit.startswith("min") else 1.0
+        seconds = float(groups["num"]) * scale
+    return seconds if math.isfinite(seconds) else None
 
 
-def _number(value: str | None) -> float | None:
-    if value is None:
-        return None
+def _status(status: object) -> int | None:
+    """The HTTP status as a number, or ``None`` for anything that is not one."""
+    if isinstance(status, str) and status.strip().isdigit() and len(status.strip()) == 3:
+        status = int(status.strip())
+    if isinstance(status, int) and not isinstance(status, bool) and 100 <= status <= 999:
+        return status
+    return None
+
+
+def _lowered(headers: object) -> dict[str, object]:
+    """Headers by lower-cased name, whatever shape they came in; names that are not text are left out."""
+    if not headers:
+        return {}
     try:
-        number = float(value.strip())
-    except ValueError:
+        items = list(headers.items()) if isinstance(headers, Mapping) else list(headers)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return {}
+    lowered: dict[str, object] = {}
+    for item in items:
+        if isinstance(item, tuple) and len(item) == 2:
+            name, value = item
+            if isinstance(name, bytes):
+                name = name.decode("latin-1")
+            if isinstance(name, str):
+                lowered[name.lower()] = value
+    return lowered
+
+
+def _number(value: object) -> float | None:
+    """A header value as a finite number of seconds, whatever type it came as."""
+    if isinstance(value, bytes):
+        value = value.decode("latin-1")
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        number = float(value)
+    elif isinstance(value, str) and len(value) <= 64:
+        try:
+            number = float(value.strip())
+        except ValueError:
+            return None
+    else:
         return None
     return number if math.isfinite(number) else None
 
 
-def _http_date(value: str) -> float | None:
+def _http_date(value: object) -> float | None:
+    if isinstance(value, bytes):
+        value = value.decode("latin-1")
+    if not isinstance(value, str) or len(value) > 128:
+        return None
     try:
         when = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return when.timestamp()
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        return when.timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None  # not a date, or one no calendar holds (year 99999, an offset of days)
+
+
+def _digits(text: str | None) -> int | None:
+    """A count from the words; a run of digits longer than any window is not one."""
+    return int(text) if text and len(text) <= 18 else None
+
+
+def _dumped(body: object) -> str:
+    """The whole body as text, for waits named outside the words; nothing when it cannot be written."""
+    try:
+        return json.dumps(body, default=str)
+    except (TypeError, ValueError, RecursionError):
+        return ""
 
 
 def _scalar(value: object) -> str | None:

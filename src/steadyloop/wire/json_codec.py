@@ -34,13 +34,16 @@ loads_strict: Callable[[bytes | str], Any] = _fast_loads if _fast_loads is not N
 
 
 def loads(data: bytes | str) -> Any:
-    """Decode one JSON document; raises ``ValueError`` when it is not one."""
+    """Decode one JSON document; raises ``ValueError`` when it is not one (nested too deep included)."""
     if _fast_loads is not None:
         try:
             return _fast_loads(data)
         except ValueError:
             pass
-    return json.loads(data)
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("JSON nested too deep to read") from None
 
 
 def dumps(value: Any) -> bytes:

@@ -32,20 +32,35 @@ DONE: Any = object()
 class SSEDecoder:
     """Splits a byte stream into server-sent events and decodes their JSON, sans I/O.
 
-    ``feed`` returns the decoded payloads (dicts, or ``DONE``) completed by the bytes given. Comment lines
-    (``: keep-alive``) are counted in ``comments`` and yield nothing.
+    ``feed`` returns the decoded payloads (any JSON value, or ``DONE``) completed by the bytes given.
+    Comment lines (``: keep-alive``) are counted in ``comments`` and yield nothing. An event whose data is
+    not JSON (a proxy's junk line, a torn write) is counted in ``unreadable``, its first bytes kept in
+    ``first_unreadable``, and yields nothing: one bad event does not end a stream. Only an ``error``
+    event that is not JSON is still an error. Bytes are joined only when a line ends, so an event that
+    arrives a byte at a time costs no more than one that arrives whole.
     """
 
-    __slots__ = ("_buffer", "_data", "_event", "comments")
+    __slots__ = ("_data", "_event", "_parts", "comments", "first_unreadable", "unreadable")
 
     def __init__(self) -> None:
-        self._buffer = b""
+        self._parts: list[bytes] = []  # the line being read, in the pieces it arrived in
         self._data: list[bytes] = []
         self._event = b""
         self.comments = 0
+        self.unreadable = 0
+        self.first_unreadable = b""
 
     def feed(self, data: bytes) -> list[Any]:
-        buffer = self._buffer + data if self._buffer else data
+        if b"\n" not in data:
+            if data:
+                self._parts.append(data)
+            return []
+        if self._parts:
+            self._parts.append(data)
+            buffer = b"".join(self._parts)
+            self._parts = []
+        else:
+            buffer = data
         if not self._data and not self._event and b"\r" not in buffer:
             return self._feed_plain(buffer)
         return self._feed_lines(buffer)
@@ -62,26 +77,31 @@ class SSEDecoder:
             if block.startswith(b"data: ") and b"\n" not in block:
                 try:
                     out.append(loads(block[6:]))
-                except ValueError:
-                    out.append(self._decode(block[6:]))  # [DONE], non-strict JSON, or not JSON at all
+                except (ValueError, RecursionError):
+                    decoded = self._decode(block[6:], b"")  # [DONE], non-strict JSON, or not JSON at all
+                    if decoded is not _UNREADABLE:
+                        out.append(decoded)
             elif block:
                 out.extend(self._feed_lines(block + b"\n\n"))
         if b"\n" in rest:
             out.extend(self._feed_lines(rest))
-        else:
-            self._buffer = rest
+        elif rest:
+            self._parts = [rest]
         return out
 
     def _feed_lines(self, buffer: bytes) -> list[Any]:
         lines = buffer.split(b"\n")
-        self._buffer = lines.pop()
+        last = lines.pop()
+        self._parts = [last] if last else []
         out: list[Any] = []
         for line in lines:
             if line.endswith(b"\r"):
                 line = line[:-1]
             if not line:
                 if self._data:
-                    out.append(self._dispatch())
+                    decoded = self._dispatch()
+                    if decoded is not _UNREADABLE:
+                        out.append(decoded)
                 continue
             if line.startswith(b"data:"):
                 payload = line[5:]
@@ -94,25 +114,32 @@ class SSEDecoder:
 
     def flush(self) -> list[Any]:
         """Whatever a stream that ended without a final blank line still held."""
-        return self.feed(b"\n\n") if self._buffer or self._data else []
+        return self.feed(b"\n\n") if self._parts or self._data else []
 
     def _dispatch(self) -> Any:
         payload = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
         self._data = []
         event, self._event = self._event, b""
-        decoded = self._decode(payload)
+        decoded = self._decode(payload, event)
         if event == b"error" and isinstance(decoded, dict) and "error" not in decoded:
             decoded = {"error": decoded}
         return decoded
 
-    @staticmethod
-    def _decode(payload: bytes) -> Any:
+    def _decode(self, payload: bytes, event: bytes) -> Any:
         if payload == b"[DONE]":
             return DONE
         try:
             return json_codec.loads(payload)
         except ValueError:
-            return {"error": {"message": f"unreadable stream event: {payload[:200]!r}"}}
+            if event == b"error":
+                return {"error": {"message": payload[:500].decode("utf-8", "replace")}}
+            self.unreadable += 1
+            if not self.first_unreadable:
+                self.first_unreadable = payload[:80]
+            return _UNREADABLE
+
+
+_UNREADABLE: Any = object()
 
 
 class _ByteStream(Protocol):

@@ -15,6 +15,7 @@ from openai import AsyncOpenAI
 from ..errors import EndpointError
 from .chat_client import ChatStream
 from .openai_chat import error_from_exception
+from .stream_body import settle
 
 __all__ = ["SdkChatClient", "open_chat_stream"]
 
@@ -39,16 +40,39 @@ async def open_chat_stream(
 
 
 class _SdkStream:
-    __slots__ = ("_endpoint", "_model", "_response")
+    __slots__ = ("_endpoint", "_key", "_model", "_response")
 
-    def __init__(self, response: httpx2.Response, endpoint: str, model: str | None) -> None:
+    def __init__(self, response: httpx2.Response, endpoint: str, model: str | None, key: str) -> None:
         self._response = response
         self._endpoint = endpoint
         self._model = model
+        self._key = key
 
     async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        response = self._response
+        reads = response.aiter_bytes()
+
+        async def read_more() -> bytes:
+            return await anext(reads, b"")
+
         try:
-            async for data in self._response.aiter_bytes():
+            data = await read_more()
+            if not data:
+                return
+            # The first read tells a stream from a page or a whole JSON answer (see stream_body).
+            data, ended = await settle(
+                data,
+                read_more,
+                response.headers.get("content-type", ""),
+                status=response.status_code,
+                endpoint=self._endpoint,
+                model=self._model,
+                secrets=(self._key,),
+            )
+            yield data
+            if ended:
+                return
+            async for data in reads:
                 yield data
         except (openai.OpenAIError, httpx2.HTTPError, OSError) as exc:
             raise error_from_exception(exc, endpoint=self._endpoint, model=self._model) from exc
@@ -78,7 +102,7 @@ class SdkChatClient:
             raise
         except (openai.OpenAIError, httpx2.HTTPError, OSError) as exc:
             raise error_from_exception(exc, endpoint=self._endpoint, model=model) from exc
-        return _SdkStream(response, self._endpoint, model)
+        return _SdkStream(response, self._endpoint, model, self.sdk.api_key)
 
     async def aclose(self) -> None:
         """Nothing: the SDK client belongs to whoever built it (the pool, or the caller)."""

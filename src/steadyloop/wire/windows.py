@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import EndpointRefused, EndpointUnavailable
-from .clients import client_settings, get_client
+from .clients import client_settings, lease_client
 from .endpoints import Endpoint, endpoint_key
 
 if TYPE_CHECKING:
@@ -174,12 +174,14 @@ async def _get(endpoint: Endpoint, url: str) -> httpx2.Response:
     # serves the server-root routes too.
     import httpx2
 
-    client = get_client(endpoint)
-    return await client.get(
-        url,
-        cast_to=httpx2.Response,
-        options={"max_retries": 0, "timeout": endpoint.request_timeout or LISTING_TIMEOUT},
-    )
+    # Leased: with more endpoints than the pool holds, an unleased client could be closed mid-request.
+    with lease_client(endpoint) as client:
+        response: httpx2.Response = await client.get(
+            url,
+            cast_to=httpx2.Response,
+            options={"max_retries": 0, "timeout": endpoint.request_timeout or LISTING_TIMEOUT},
+        )
+    return response
 
 
 async def _get_json(endpoint: Endpoint, url: str) -> Any:
