@@ -95,7 +95,7 @@ def resolve_for_agent(
     }
     endpoint = Endpoint(url, api_key=key, **{k: v for k, v in given.items() if v is not None})
     model = choice.model or env.get("STEADYLOOP_MODEL") or None
-    return Resolved(endpoint, model, label=url, context_length=spec.endpoint.context_length)
+    return Resolved(endpoint, model, label=endpoint.shown_url, context_length=spec.endpoint.context_length)
 
 
 def servers_of(lines: Sequence[str]) -> list[MCPServer]:

@@ -184,7 +184,7 @@ class _Chat:
             agent.state.params = replace(agent.state.params, model=name)
             self.say(self.style.dim(f"model: {name}"))
             return
-        self.say(f"model: {agent.state.model} at {self.resolved.endpoint.base_url}")
+        self.say(f"model: {agent.state.model} at {self.resolved.endpoint.shown_url}")
         with contextlib.suppress(SteadyloopError):
             served = await list_models(agent.endpoint)
             self.say("served: " + ", ".join(m.id for m in served))

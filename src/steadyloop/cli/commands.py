@@ -83,7 +83,7 @@ async def models(resolved: Resolved) -> int:
         window = f"{info.context_length:,} tokens" if info.context_length else "window not listed"
         print(f"{info.id}\t{window}")
     if not listed:
-        print(f"{resolved.endpoint.base_url} lists no models")
+        print(f"{resolved.endpoint.shown_url} lists no models")
     return 0
 
 

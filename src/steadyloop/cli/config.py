@@ -204,7 +204,7 @@ def resolve(
 
     if choice.base_url:
         endpoint = Endpoint(choice.base_url, api_key=choice.api_key or env.get("OPENAI_API_KEY"))
-        label = choice.base_url
+        label = endpoint.shown_url
     elif name is not None and name in endpoints:
         endpoint, configured, window = _from_entry(name, endpoints[name], env, choice.api_key)
         label = name
@@ -245,5 +245,5 @@ async def discover_model(endpoint: Endpoint) -> str:
     """
     models = await list_models(endpoint)
     if not models:
-        raise InvalidInput(f"{endpoint.base_url} lists no models; name one with -m MODEL")
+        raise InvalidInput(f"{endpoint.shown_url} lists no models; name one with -m MODEL")
     return models[0].id
