@@ -25,7 +25,7 @@ from ..tools.approvals import ApprovalBroker, ApprovalPolicy
 from ..tools.definition import Tool
 from ..wire.windows import context_limit_for
 from .config import Resolved
-from .tools import file_tools, shell_tool
+from .tools import default_tools, system_prompt
 
 __all__ = ["AGENT_ID", "APPROVAL_POLICY", "AgentOptions", "Conversation", "open_conversation"]
 
@@ -37,10 +37,6 @@ APPROVAL_POLICY = ApprovalPolicy(
     require_for=frozenset({"mutate-reversible", "mutate-irreversible", "destructive"})
 )
 
-_TOOLS_SYSTEM = (
-    "You are a helpful assistant in a terminal. The working directory is {cwd}. Use the tools to look at "
-    "files when the question is about them; answer briefly."
-)
 _TITLE_CHARS = 60
 _KEPT = (UserMessage, AssistantMessage, ToolResultMessage)
 
@@ -176,7 +172,7 @@ async def open_conversation(
         stack.push_async_callback(store.close)
         tools: list[Tool] = []
         if options.tools:
-            tools += [*file_tools(options.cwd), shell_tool(options.cwd)]
+            tools += default_tools(options.cwd)
         if options.mcp:
             tools += await _mcp(options.mcp, stack)
         session_id: str | None = None
@@ -203,7 +199,7 @@ async def open_conversation(
         policy = LoopPolicy(context_limit=window, context=ContextPolicy() if window else None)
         system = options.system
         if system is None:
-            system = _TOOLS_SYSTEM.format(cwd=options.cwd) if tools else ""
+            system = system_prompt(options.cwd) if tools else ""
         agent = Agent(
             resolved.endpoint,
             params,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..tools.definition import ResourceClaim, Tool, ToolContext, tool
 
-__all__ = ["file_tools", "shell_tool"]
+__all__ = ["default_tools", "file_tools", "shell_tool", "system_prompt"]
 
 _READ_LIMIT = 400  # lines one read returns unless asked otherwise
 _MAX_READ_BYTES = 256_000
@@ -26,6 +26,10 @@ _MAX_LISTED = 500
 _MAX_MATCHES = 100
 _MAX_LINE = 240
 _MAX_SHELL_OUTPUT = 16_000
+_SYSTEM = (
+    "You are a helpful assistant in a terminal. The working directory is {cwd}. Use the tools to look at "
+    "files when the question is about them; answer briefly."
+)
 _SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", ".mypy_cache"})
 
 # Reads share the file system; a write has it alone, so a read never sees a file half written.
@@ -248,3 +252,13 @@ def shell_tool(root: Path, *, timeout: float = 120.0) -> Tool:
 def _kill(process: asyncio.subprocess.Process) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
+
+
+def default_tools(root: Path) -> list[Tool]:
+    """The tools ``run`` and ``chat`` give the model over ``root``: the file tools and the shell."""
+    return [*file_tools(root), shell_tool(root)]
+
+
+def system_prompt(root: Path) -> str:
+    """The system prompt ``run`` and ``chat`` use with their tools over ``root``."""
+    return _SYSTEM.format(cwd=root)
