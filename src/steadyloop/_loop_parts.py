@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import fields, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .context.folding import memory_flush, summariser
 from .context.keeper import ContextKeeper, ContextPolicy
@@ -30,6 +30,8 @@ from .wire.endpoints import Endpoint
 
 if TYPE_CHECKING:
     from .loop import LifecycleHooks, LoopPolicy, ToolChoiceFn
+
+T = TypeVar("T")
 
 
 class ToolResolver(Mapping[str, Tool]):
@@ -278,7 +280,7 @@ def stopped_error(
     return RunError(f"the run stopped: {exc}", reason=reason, messages=transcript, usage=usage, steps=steps)
 
 
-async def cancellable(work: Awaitable[Turn], cancel: asyncio.Event | None) -> Turn:
+async def cancellable(work: Awaitable[T], cancel: asyncio.Event | None) -> T:
     """Await a request, closing it at once when ``cancel`` is set (the HTTP response is closed with it)."""
     if cancel is None:
         return await work

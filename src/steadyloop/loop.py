@@ -60,7 +60,8 @@ from .tools.recovery import recover_tool_calls
 from .turn.capabilities import capabilities_for
 from .turn.continuation import can_continue, continue_turn
 from .turn.fences import DEFAULT_FENCES, Fence
-from .turn.run import RetryPolicy, run_turn
+from .turn.routing import plain_turn, routed_turn
+from .turn.run import RetryPolicy
 from .usage import Usage
 from .wire.endpoints import Endpoint
 from .wire.windows import context_limit_for
@@ -90,6 +91,9 @@ class LoopPolicy:
         start_in_reasoning: the chat template opens a thinking block in the prompt.
         context: keep the run inside its window by pruning and folding (``None``: off). The window is
             ``context_limit``, or what the endpoint says it serves.
+        tool_routing: ask each step that declares tools as a decision the server holds the model to (one
+            tool's call, or an answer), for small models that choose badly (see ``turn/routing.py``);
+            latched off per (endpoint, model) where the server does not hold it.
     """
 
     max_tool_iterations: int = 25
@@ -104,6 +108,7 @@ class LoopPolicy:
     fences: Sequence[Fence] = DEFAULT_FENCES
     start_in_reasoning: bool = False
     context: ContextPolicy | None = None
+    tool_routing: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,11 +323,12 @@ async def run_agent_loop(
                     transcript = check_transcript(smaller)
                     reported = None  # what the server counted was for the transcript before the fold
             recovered = False
+            decided = False
             while True:
                 build.wire = transcript
                 try:
-                    turn = await cancellable(
-                        run_turn(
+                    routed = await cancellable(
+                        (routed_turn if policy.tool_routing else plain_turn)(
                             endpoint,
                             build,
                             model=params.model,
@@ -338,6 +344,7 @@ async def run_agent_loop(
                         ),
                         cancel,
                     )
+                    turn, decided = routed.turn, routed.decided
                     break
                 except ContextOverflow as overflow:
                     if keeper is None or recovered:
@@ -379,7 +386,8 @@ async def run_agent_loop(
                         ),
                         cancel,
                     )
-            if not turn.tool_calls and turn.content.strip() and declared and policy.recover_tool_calls:
+            recover = policy.recover_tool_calls and not decided  # a decided answer is no call
+            if not turn.tool_calls and turn.content.strip() and declared and recover:
                 found = recover_tool_calls(turn.content, [t.name for t in declared] + loader.loaded)
                 if found.calls:
                     emit(

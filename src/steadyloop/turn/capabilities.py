@@ -51,6 +51,8 @@ class ModelCapabilities:
         refused_efforts: effort rungs the model refused.
         supported_efforts: the rungs the server listed as supported, when it listed them.
         refused_fields: extra-body fields refused and dropped (only ones the caller named droppable).
+        tool_routing: a step may be asked as a decision held to a schema (``turn/routing.py``); off once
+            the endpoint showed it does not hold the model to one.
     """
 
     legacy_token_limit: bool = True
@@ -61,6 +63,7 @@ class ModelCapabilities:
     refused_efforts: set[str] = field(default_factory=set)
     supported_efforts: tuple[str, ...] = ()
     refused_fields: set[str] = field(default_factory=set)
+    tool_routing: bool = True
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -72,6 +75,7 @@ class ModelCapabilities:
             "refused_efforts": sorted(self.refused_efforts),
             "supported_efforts": list(self.supported_efforts),
             "refused_fields": sorted(self.refused_fields),
+            "tool_routing": self.tool_routing,
         }
 
     def merge(self, raw: Mapping[str, Any]) -> None:
@@ -82,6 +86,8 @@ class ModelCapabilities:
                 setattr(self, name, False)
         if raw.get("takes_effort") is False:
             self.takes_effort = False
+        if raw.get("tool_routing") is False:
+            self.tool_routing = False
         self.refused_efforts |= {str(x) for x in raw.get("refused_efforts") or () if isinstance(x, str)}
         self.refused_fields |= {str(x) for x in raw.get("refused_fields") or () if isinstance(x, str)}
         supported = tuple(str(x) for x in raw.get("supported_efforts") or () if isinstance(x, str))
