@@ -316,8 +316,23 @@ class Outcome:
         return self.selection and self.arguments and self.answered
 
 
+def _relative(value: Any, root: Path) -> Any:
+    """A path argument as the tools read it: one inside the folder, given absolute, is the same path."""
+    if isinstance(value, str):
+        for prefix in (f"{root}/", f"{root.resolve()}/"):
+            if value.startswith(prefix):
+                return value[len(prefix) :] or "."
+        if value.rstrip("/") in (str(root), str(root.resolve())):
+            return "."
+    return value
+
+
 def grade(outcome: Outcome, root: Path) -> None:
-    case, calls = outcome.case, outcome.calls
+    case = outcome.case
+    calls = [
+        sl.ToolCall(c.id, c.name, {k: _relative(v, root) for k, v in c.arguments.items()})
+        for c in outcome.calls
+    ]
     if not case.steps:
         outcome.selection = outcome.arguments = not calls
     else:
@@ -414,6 +429,20 @@ def report(outcomes: Sequence[Outcome], label: str, out: Any = sys.stdout) -> di
     )
     return {
         "label": label,
+        "cases": [
+            {
+                "category": o.case.category,
+                "prompt": o.case.prompt,
+                "calls": [{"name": c.name, "arguments": c.arguments} for c in o.calls],
+                "answer": o.answer,
+                "error": o.error,
+                "selection": o.selection,
+                "arguments": o.arguments,
+                "answered": o.answered,
+                "seconds": round(o.seconds, 1),
+            }
+            for o in outcomes
+        ],
         "categories": rows,
         "correct": ok,
         "n": n,
