@@ -15,8 +15,8 @@ from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from .. import __version__
-from ..errors import EndpointUnavailable, RunCancelled, SteadyloopError
-from .config import PRESETS, EndpointChoice, Resolved, config_path, resolve, with_model
+from ..errors import EndpointUnavailable, InvalidInput, RunCancelled, SteadyloopError
+from .config import BUNDLED, PRESETS, EndpointChoice, Resolved, config_path, resolve, with_model
 from .kit import AgentOptions
 from .render import one_line
 
@@ -66,6 +66,23 @@ def _agent_options() -> argparse.ArgumentParser:
         default=[],
         metavar='"COMMAND ARGS"',
         help="attach an MCP server (repeatable)",
+    )
+    group.add_argument(
+        "--tool-routing",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="ask each step as one tool's call or an answer, held to a schema (auto: on for the bundled "
+        "model, whose 0.5B size chooses badly otherwise)",
+    )
+    group.add_argument(
+        "--idle",
+        type=float,
+        metavar="SECONDS",
+        help="a bundled server started now stops after this long without a request (0 = never; "
+        "default $STEADYLOOP_LOCAL_IDLE or 900)",
+    )
+    group.add_argument(
+        "-q", "--quiet", action="store_true", help="no notices or progress on stderr, only errors"
     )
     group.add_argument("--think", metavar="LEVEL", help="reasoning effort: none, low, medium, high, or off")
     group.add_argument("--max-tokens", type=int, metavar="N", help="the reply ceiling")
@@ -117,13 +134,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     local.add_argument("action", choices=["up", "down", "status"])
     which = local.add_mutually_exclusive_group()
-    which.add_argument("--port", type=int, metavar="N", help="down: stop the server on this port")
+    which.add_argument(
+        "--port", type=int, metavar="N", help="up: listen on this port; down: stop the server on it"
+    )
     which.add_argument(
         "--all", dest="every", action="store_true", help="down: every server, also those started elsewhere"
     )
     local.add_argument(
         "--idle", type=float, metavar="SECONDS", help="up: stop after this long without a request (0 = never)"
     )
+    local.add_argument("--ctx", type=int, metavar="N", help="up: the context size in tokens (default 4096)")
+    local.add_argument(
+        "--template",
+        choices=["jsonblock", "think", "stock"],
+        help="up: the chat template (default jsonblock, under which tool calls parse)",
+    )
+    local.add_argument("-q", "--quiet", action="store_true", help="up: no progress on stderr")
     return parser
 
 
@@ -136,7 +162,7 @@ def _with_shorthand(argv: list[str], stdin_piped: bool) -> list[str]:
 
 
 def _resolve(args: argparse.Namespace) -> Resolved:
-    from .commands import bundled_server
+    from .commands import LocalChoice, bundled_server
 
     choice = EndpointChoice(
         name=args.local_preset or args.endpoint,
@@ -144,13 +170,20 @@ def _resolve(args: argparse.Namespace) -> Resolved:
         api_key=args.api_key,
         model=args.model,
     )
-    return resolve(choice, start_local=bundled_server)
+    idle = getattr(args, "idle", None)
+    if idle is not None and not 0 <= idle < float("inf"):
+        raise InvalidInput(f"--idle must be seconds (0 = never stop), not {idle}")
+    local = LocalChoice(idle=idle)
+    quiet = bool(getattr(args, "quiet", False))
+    return resolve(choice, start_local=lambda: bundled_server(local, quiet=quiet))
 
 
 def _agent_options_of(
-    args: argparse.Namespace, response_format: dict[str, Any] | None = None
+    args: argparse.Namespace, resolved: Resolved, response_format: dict[str, Any] | None = None
 ) -> AgentOptions:
+    routing = {"on": True, "off": False}.get(args.tool_routing, resolved.label == BUNDLED)
     return AgentOptions(
+        tool_routing=routing,
         system=args.system,
         tools=not args.no_tools,
         mcp=tuple(args.mcp),
@@ -187,17 +220,19 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _run_async(
             run(
                 resolved,
-                _agent_options_of(args, schema),
+                _agent_options_of(args, resolved, schema),
                 prompt,
                 images=images,
                 as_json=args.json,
                 show_thinking=args.show_thinking,
+                quiet=args.quiet,
             )
         )
     if args.command == "chat":
         from .chat import chat
 
-        return chat(_resolve(args), _agent_options_of(args), show_thinking=not args.hide_thinking)
+        resolved = _resolve(args)
+        return chat(resolved, _agent_options_of(args, resolved), show_thinking=not args.hide_thinking)
     if args.command == "sessions":
         from .commands import sessions
 
@@ -211,7 +246,15 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _run_async(listing())
     from .commands import local_command
 
-    return local_command(args.action, port=args.port, every=args.every, idle=args.idle)
+    return local_command(
+        args.action,
+        port=args.port,
+        every=args.every,
+        idle=args.idle,
+        ctx=args.ctx,
+        template=args.template,
+        quiet=args.quiet,
+    )
 
 
 def _resolve_no_model(args: argparse.Namespace) -> Resolved:

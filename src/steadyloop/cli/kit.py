@@ -56,6 +56,7 @@ class AgentOptions:
         session: resume this session.
         resume_latest: resume the most recently active session.
         response_format: hold the answer to a JSON schema.
+        tool_routing: ask each step as one tool's call or an answer (``LoopPolicy.tool_routing``).
     """
 
     system: str | None = None
@@ -68,6 +69,7 @@ class AgentOptions:
     session: str | None = None
     resume_latest: bool = False
     response_format: Mapping[str, Any] | None = None
+    tool_routing: bool = False
     cwd: Path = field(default_factory=Path.cwd)
 
 
@@ -196,7 +198,11 @@ async def open_conversation(
         )
         # Context keeping needs the window; asked once here, and left off for a server that will not say.
         window = await context_limit_for(resolved.endpoint, resolved.model, resolved.context_length)
-        policy = LoopPolicy(context_limit=window, context=ContextPolicy() if window else None)
+        policy = LoopPolicy(
+            context_limit=window,
+            context=ContextPolicy() if window else None,
+            tool_routing=options.tool_routing,
+        )
         system = options.system
         if system is None:
             system = system_prompt(options.cwd) if tools else ""

@@ -40,6 +40,7 @@ from .models import MODELS, TEMPLATE_FILES, ensure_model, model_path
 __all__ = [
     "LocalServer",
     "health",
+    "matches",
     "port_in_use",
     "ports_to_stop",
     "running_server",
@@ -436,6 +437,12 @@ def ports_to_stop(
     return [s.port for s in running if every or s.started_by == CLI_STARTED_BY]
 
 
+def matches(server: LocalServer, cfg: LocalServerConfig) -> bool:
+    """Whether ``server`` runs what ``cfg`` asks for (its command line is the one ``cfg`` gives)."""
+    argv = cmdline(server.pid)
+    return argv is not None and _same_command(argv, server_command(cfg, server.port))
+
+
 @contextmanager
 def running_server(
     cfg: LocalServerConfig | None = None,
@@ -453,13 +460,7 @@ def running_server(
     """
     cfg = cfg or LocalServerConfig()
     for server in status(cfg.home):
-        argv = cmdline(server.pid)
-        if (
-            (port is None or server.port == port)
-            and argv is not None
-            and _same_command(argv, server_command(cfg, server.port))
-            and health(server.port) == 200
-        ):
+        if (port is None or server.port == port) and matches(server, cfg) and health(server.port) == 200:
             yield server
             return
     with start(cfg, port, wait=wait, progress=progress) as server:
