@@ -213,3 +213,15 @@ def test_a_denial_without_a_terminal_reads_as_one_sentence(
     assert done.returncode == 0, done.stderr
     [line] = [ln for ln in done.stderr.splitlines() if "write_file" in ln]
     assert line.endswith("✗ not run: it needs your approval and there is no terminal to ask (run it in one)")
+
+
+def test_an_mcp_server_that_fails_its_handshake_shows_its_own_stderr(
+    scripted: Callable[[Any], str], piped: Callable[..., Any]
+) -> None:
+    url = scripted([answer("unused")])
+    broken = "python3 -c \"import sys; sys.stderr.write('config error: no API token set\\n'); sys.exit(3)\""
+    done = piped("run", "--base-url", url, "-m", "m", "--mcp", broken, "hi")
+    assert done.returncode == 1
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith("steadyloop: error: ")
+    assert "  | config error: no API token set" in lines

@@ -23,6 +23,7 @@ from .render import one_line
 __all__ = ["build_parser", "main"]
 
 COMMANDS = ("run", "chat", "sessions", "models", "local")
+_STDERR_LINES = 20
 
 _EPILOG = """\
 Endpoints, first match wins: --base-url; -e NAME (an endpoint of the config file, or a preset:
@@ -285,6 +286,14 @@ def _hint(exc: SteadyloopError) -> str:
     return text
 
 
+def _own_words(exc: BaseException) -> None:
+    """What a failed MCP server wrote to stderr, after the one-line error: the reason is usually there."""
+    stderr = getattr(exc, "stderr", "")
+    if isinstance(stderr, str) and stderr.strip():
+        lines = stderr.strip().splitlines()[-_STDERR_LINES:]
+        print("\n".join(f"  | {line}" for line in lines), file=sys.stderr, flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``steadyloop`` command; returns the exit code."""
     from .run import Interrupted
@@ -303,6 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except SteadyloopError as exc:
         _error(_hint(exc))
+        _own_words(exc)
         return 1
     except BrokenPipeError:
         # The reader went away (``| head``); stdout cannot take even the error, and nothing is owed.
