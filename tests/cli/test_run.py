@@ -225,3 +225,12 @@ def test_an_mcp_server_that_fails_its_handshake_shows_its_own_stderr(
     lines = done.stderr.splitlines()
     assert lines[0].startswith("steadyloop: error: ")
     assert "  | config error: no API token set" in lines
+
+
+def test_a_short_listing_is_shown_whole_on_the_tool_line() -> None:
+    from steadyloop.cli.render import result_summary
+
+    assert result_summary("README.md\ndocs/\nnotes.txt\n") == "README.md, docs/, notes.txt"
+    assert result_summary("     1  one\n     2  two\n") == "2 lines"  # a file's lines are no listing
+    assert result_summary("\n".join(f"file{i}.txt" for i in range(40))) == "40 lines"
+    assert result_summary("") == "done" and result_summary("wrote 5 bytes") == "wrote 5 bytes"

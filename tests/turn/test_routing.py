@@ -178,3 +178,23 @@ def test_decision_schema_skips_malformed_entries() -> None:
     schema = decision_schema([{"type": "function"}, {"function": {"name": 3}}, *TOOLS])
     assert len(schema["anyOf"]) == 3
     assert json.dumps(schema)
+
+
+def test_tool_choice_shapes_the_decision() -> None:
+    body: dict[str, Any] = {"model": "m", "messages": [], "tools": TOOLS}
+    required = decision_body({**body, "tool_choice": "required"}, ModelCapabilities())
+    assert required is not None
+    names = [
+        b["properties"]["name"]["const"]
+        for b in required["response_format"]["json_schema"]["schema"]["anyOf"]
+    ]
+    assert names == ["get_weather", "list_dir"]
+    named = decision_body(
+        {**body, "tool_choice": {"type": "function", "function": {"name": "list_dir"}}}, ModelCapabilities()
+    )
+    assert named is not None
+    [only] = named["response_format"]["json_schema"]["schema"]["anyOf"]
+    assert only["properties"]["name"]["const"] == "list_dir"
+    assert decision_body({**body, "tool_choice": "none"}, ModelCapabilities()) is None
+    unknown = {"type": "function", "function": {"name": "nope"}}
+    assert decision_body({**body, "tool_choice": unknown}, ModelCapabilities()) is None

@@ -177,9 +177,11 @@ def _announce_use(home: Path, port: int) -> None:
 
 
 def _idle_text(server: LocalServer) -> str:
-    if server.reaper_pid is None or server.idle_stop is None:
+    stops = [f"after {server.idle_stop:g} s idle"] if server.idle_stop is not None else []
+    stops += [f"when pid {server.owner} exits"] if server.owner is not None else []
+    if server.reaper_pid is None or not stops:
         return "runs until down"
-    return f"stops after {server.idle_stop:g} s idle"
+    return f"stops {' or '.join(stops)}"
 
 
 def local_command(

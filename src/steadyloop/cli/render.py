@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -48,6 +49,9 @@ __all__ = [
 _GUTTER = "│ "
 _ARG_CHARS = 60
 _SUMMARY_CHARS = 80
+_LISTED = 24  # the most names a result shown as a list may hold
+_LISTED_CHARS = 240
+_SPACE = re.compile(r"\s")
 _QUIET_WAIT_S = 2.0  # a wait shorter than this is not worth a line
 _DENIALS = {
     "refused": "not run: you said no",
@@ -113,13 +117,19 @@ def call_text(name: str, arguments: dict[str, Any]) -> str:
 
 
 def result_summary(text: str) -> str:
-    """A tool result in a few words: its one line, or how many lines it has."""
-    lines = text.strip().splitlines()
+    """A tool result in a few words: its one line, a short list as a list (a folder's entries), or how
+    many lines it has."""
+    lines = [line.strip() for line in text.strip().splitlines()]
     if not lines:
         return "done"
     if len(lines) == 1:
-        line = lines[0].strip()
+        line = lines[0]
         return line if len(line) <= _SUMMARY_CHARS else line[: _SUMMARY_CHARS - 1] + "…"
+    joined = ", ".join(lines)
+    # Names, one a line (a listing, a glob): shown whole, so what the tool found is on screen whatever the
+    # model makes of it.
+    if len(lines) <= _LISTED and len(joined) <= _LISTED_CHARS and not any(_SPACE.search(ln) for ln in lines):
+        return joined
     return f"{len(lines)} lines"
 
 

@@ -83,11 +83,15 @@ def _tool_names(tools: Sequence[Mapping[str, Any]]) -> list[tuple[str, Mapping[s
     return found
 
 
-def decision_schema(tools: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def decision_schema(
+    tools: Sequence[Mapping[str, Any]], *, answer: bool = True, only: str | None = None
+) -> dict[str, Any]:
     """The schema of a step's reply: one declared tool's call, or ``{"name": "answer"}``.
 
     Args:
         tools: the declared tools, as the request body carries them (OpenAI format, already sanitised).
+        answer: allow the answer (``False`` is ``tool_choice: "required"``: a call it must be).
+        only: allow only this tool's call (a named ``tool_choice``).
     """
     branches: list[dict[str, Any]] = [
         {
@@ -96,26 +100,47 @@ def decision_schema(tools: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "required": ["name", "arguments"],
         }
         for name, schema in _tool_names(tools)
-        if name != ANSWER
+        if name != ANSWER and (only is None or name == only)
     ]
-    branches.append({"type": "object", "properties": {"name": {"const": ANSWER}}, "required": ["name"]})
+    if answer:
+        branches.append({"type": "object", "properties": {"name": {"const": ANSWER}}, "required": ["name"]})
     return {"anyOf": branches}
 
 
-def decision_body(body: Mapping[str, Any], model: ModelCapabilities) -> dict[str, Any] | None:
-    """``body`` asked as a decision; ``None`` when it declares no tools (nothing to decide).
+def _asked_choice(choice: Any, names: Collection[str]) -> tuple[bool, str | None] | None:
+    """``(answer allowed, only tool)`` for a body's ``tool_choice``; ``None`` when there is nothing to route."""
+    if choice is None or choice == "auto":
+        return True, None
+    if choice == "required":
+        return False, None
+    if isinstance(choice, Mapping):
+        function = choice.get("function")
+        name = function.get("name") if isinstance(function, Mapping) else None
+        if isinstance(name, str) and name in names:
+            return False, name
+    return None  # "none", or a choice we cannot read: the step goes as it is
 
-    The messages and tools stay as they are, so the server's prompt cache serves the request; the reply is
-    held to :func:`decision_schema` and sampled at temperature 0 where the model lets us pick it.
+
+def decision_body(body: Mapping[str, Any], model: ModelCapabilities) -> dict[str, Any] | None:
+    """``body`` asked as a decision; ``None`` when there is nothing to decide.
+
+    Nothing to decide: no tools declared, or ``tool_choice`` is ``"none"``. ``"required"`` leaves out the
+    answer; a named function leaves only that tool. The messages and tools stay as they are, so the
+    server's prompt cache serves the request; the reply is held to :func:`decision_schema` and sampled at
+    temperature 0 where the model lets us pick it.
     """
     tools = body.get("tools")
     if not isinstance(tools, list) or not tools:
         return None
+    asked = _asked_choice(body.get("tool_choice"), [n for n, _ in _tool_names(tools)])
+    if asked is None:
+        return None
+    answer, only = asked
     out = dict(body)
     out["tool_choice"] = "none"
     out["response_format"] = {
         "type": "json_schema",
-        "json_schema": {"name": "step", "schema": decision_schema(tools)},
+        "json_schema": {"name": "step", "schema": decision_schema(tools, answer=answer, only=only)},
     }
     if model.chosen_temperature:
         out["temperature"] = 0
