@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import steadyloop as sl
-from steadyloop.cli.tools import default_tools, system_prompt
+from steadyloop.cli.tools import COMPACT_WINDOW, default_tools, system_prompt
 
 # -- the folder every file prompt sees --------------------------------------------------------------------
 
@@ -352,8 +352,8 @@ def grade(outcome: Outcome, root: Path) -> None:
     outcome.answered = not outcome.error and case.answer(outcome.answer, root)
 
 
-def toolset(case: Case, root: Path) -> list[sl.Tool]:
-    files = default_tools(root)
+def toolset(case: Case, root: Path, compact: bool) -> list[sl.Tool]:
+    files = default_tools(root, compact=compact)
     if case.toolset == "files":
         return files
     if case.toolset == "custom":
@@ -362,7 +362,7 @@ def toolset(case: Case, root: Path) -> list[sl.Tool]:
 
 
 async def run_case(
-    endpoint: sl.Endpoint, model: str, case: Case, policy: sl.LoopPolicy, root: Path
+    endpoint: sl.Endpoint, model: str, case: Case, policy: sl.LoopPolicy, root: Path, compact: bool
 ) -> Outcome:
     outcome = Outcome(case)
     # The same folder path for every case: the working directory is in the system prompt, and a path that
@@ -370,7 +370,9 @@ async def run_case(
     shutil.rmtree(root, ignore_errors=True)
     make_folder(root)
     system = system_prompt(root) if case.toolset != "custom" else ""
-    agent = sl.Agent(endpoint, model, system=system, tools=toolset(case, root), policy=policy, max_turns=6)
+    agent = sl.Agent(
+        endpoint, model, system=system, tools=toolset(case, root, compact), policy=policy, max_turns=6
+    )
 
     def watch(event: sl.Event) -> None:
         if event.type == "usage":
@@ -470,6 +472,9 @@ async def run_all(
     endpoint = sl.Endpoint(base_url, request_timeout=300.0)
     if model is None:
         model = (await sl.list_models(endpoint))[0].id
+    # The tool set the CLI gives a model with this window.
+    window = await sl.context_limit_for(endpoint, model)
+    compact = window is not None and window <= COMPACT_WINDOW
     base = Path(tempfile.mkdtemp(prefix="steadyloop-bench-"))
     folders: asyncio.Queue[Path] = asyncio.Queue()
     for i in range(max(1, concurrency)):
@@ -478,7 +483,7 @@ async def run_all(
     async def one(case: Case) -> Outcome:
         root = await folders.get()
         try:
-            outcome = await run_case(endpoint, model, case, policy, root)
+            outcome = await run_case(endpoint, model, case, policy, root, compact)
         finally:
             folders.put_nowait(root)
         mark = "ok " if outcome.correct else "BAD"
@@ -497,7 +502,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--base-url", help="a running server (default: start the bundled one)")
     ap.add_argument("-m", "--model", help="the model name (default: the first the server lists)")
     ap.add_argument(
-        "--routing", choices=["auto", "on", "off"], default="auto", help="LoopPolicy.tool_routing"
+        "--routing",
+        choices=["on", "off"],
+        default="on",
+        help="LoopPolicy.tool_routing (the CLI's default: on)",
     )
     ap.add_argument("--only", action="append", choices=CATEGORIES, help="run only these categories")
     ap.add_argument("--concurrency", type=int, default=1, help="prompts in flight at once")
@@ -528,10 +536,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def policy_fields(routing: str) -> dict[str, Any]:
-    """The LoopPolicy fields a ``--routing`` choice sets (none on a steadyloop without tool routing)."""
-    if "tool_routing" not in sl.LoopPolicy.__dataclass_fields__:
-        return {}
-    return {"tool_routing": {"auto": None, "on": True, "off": False}[routing]}
+    """The LoopPolicy fields a ``--routing`` choice sets."""
+    return {"tool_routing": routing == "on"}
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from ..tools.approvals import ApprovalBroker, ApprovalPolicy
 from ..tools.definition import Tool
 from ..wire.windows import context_limit_for
 from .config import Resolved
-from .tools import default_tools, system_prompt
+from .tools import COMPACT_WINDOW, default_tools, system_prompt
 
 __all__ = ["AGENT_ID", "APPROVAL_POLICY", "AgentOptions", "Conversation", "open_conversation"]
 
@@ -172,9 +172,11 @@ async def open_conversation(
     async with contextlib.AsyncExitStack() as stack:
         store = SQLiteSessionStore()
         stack.push_async_callback(store.close)
+        # Context keeping needs the window; asked once here, and left off for a server that will not say.
+        window = await context_limit_for(resolved.endpoint, resolved.model, resolved.context_length)
         tools: list[Tool] = []
         if options.tools:
-            tools += default_tools(options.cwd)
+            tools += default_tools(options.cwd, compact=window is not None and window <= COMPACT_WINDOW)
         if options.mcp:
             tools += await _mcp(options.mcp, stack)
         session_id: str | None = None
@@ -196,8 +198,6 @@ async def open_conversation(
             reasoning_effort=options.think,
             response_format=options.response_format,
         )
-        # Context keeping needs the window; asked once here, and left off for a server that will not say.
-        window = await context_limit_for(resolved.endpoint, resolved.model, resolved.context_length)
         policy = LoopPolicy(
             context_limit=window,
             context=ContextPolicy() if window else None,

@@ -14,11 +14,12 @@ import os
 import re
 import signal
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from ..tools.definition import ResourceClaim, Tool, ToolContext, tool
 
-__all__ = ["default_tools", "file_tools", "shell_tool", "system_prompt"]
+__all__ = ["COMPACT_WINDOW", "default_tools", "file_tools", "shell_tool", "system_prompt"]
 
 _READ_LIMIT = 400  # lines one read returns unless asked otherwise
 _MAX_READ_BYTES = 256_000
@@ -26,10 +27,14 @@ _MAX_LISTED = 500
 _MAX_MATCHES = 100
 _MAX_LINE = 240
 _MAX_SHELL_OUTPUT = 16_000
+# No absolute path: a small model copies it into every path argument, and the tools need none.
 _SYSTEM = (
-    "You are a helpful assistant in a terminal. The working directory is {cwd}. Use the tools to look at "
-    "files when the question is about them; answer briefly."
+    "You are a helpful assistant in a terminal, working in a folder of the user's. Use the tools when a "
+    "question is about the files here; answer other questions directly. Answer briefly."
 )
+#: A context window this small (tokens) gets the compact tool set: the file tools a small model can tell
+#: apart, without edit_file, glob and run_shell, which overlap them, in about half the prompt.
+COMPACT_WINDOW = 8192
 _SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", ".mypy_cache"})
 
 # Reads share the file system; a write has it alone, so a read never sees a file half written.
@@ -86,12 +91,12 @@ def file_tools(root: Path, *, writable: bool = True) -> list[Tool]:
 
     @tool(effect="read", claims=_READ)
     def read_file(path: str, offset: int = 1, limit: int = _READ_LIMIT) -> str:
-        """Read a text file in the working directory, with line numbers.
+        """Read a text file, with line numbers.
 
         Args:
-            path: the file, relative to the working directory.
-            offset: the first line to read (1-based).
-            limit: how many lines to read at most.
+            path: the file's path, e.g. docs/guide.md.
+            offset: the first line to read.
+            limit: the most lines to read.
         """
         target = where.inside(path)
         lines = _text(target, path).splitlines()
@@ -108,10 +113,10 @@ def file_tools(root: Path, *, writable: bool = True) -> list[Tool]:
 
     @tool(effect="read", claims=_READ)
     def list_dir(path: str = ".") -> str:
-        """List a folder in the working directory; folders end in '/'.
+        """List the files and folders in a folder; folders end in /.
 
         Args:
-            path: the folder, relative to the working directory.
+            path: the folder's path; . is the working directory itself.
         """
         target = where.inside(path)
         if not target.is_dir():
@@ -124,12 +129,12 @@ def file_tools(root: Path, *, writable: bool = True) -> list[Tool]:
 
     @tool(effect="read", claims=_READ)
     def search_text(pattern: str, path: str = ".", glob: str | None = None) -> str:
-        """Search files for a regular expression; answers 'file:line: text' for each match.
+        """Find which files contain a word or regular expression; answers file:line: text for each match.
 
         Args:
-            pattern: a Python regular expression.
-            path: a file or folder to search, relative to the working directory.
-            glob: only files whose name matches this pattern, e.g. '*.py'.
+            pattern: the word or Python regular expression to look for.
+            path: the file or folder to search.
+            glob: only files whose names match this pattern, e.g. *.py.
         """
         try:
             regex = re.compile(pattern)
@@ -152,10 +157,10 @@ def file_tools(root: Path, *, writable: bool = True) -> list[Tool]:
 
     @tool(name="glob", effect="read", claims=_READ)
     def glob_files(pattern: str) -> str:
-        """Find files in the working directory by a glob pattern, e.g. 'src/**/*.py'.
+        """Find files by a name pattern, e.g. src/**/*.py.
 
         Args:
-            pattern: the pattern, relative to the working directory.
+            pattern: the glob pattern.
         """
         if Path(pattern).is_absolute():
             raise PermissionError("give a pattern relative to the working directory")
@@ -168,17 +173,19 @@ def file_tools(root: Path, *, writable: bool = True) -> list[Tool]:
                 break
         return "\n".join(matches) or "no files match"
 
-    tools = [read_file, list_dir, search_text, glob_files]
+    # The schema asks for the path: a small model shown 'Default: "."' copies the quotes into it. A call
+    # without one still lists the working directory.
+    tools = [read_file, _asking_for(list_dir, "path"), search_text, glob_files]
     if not writable:
         return tools
 
     @tool(effect="mutate-reversible", claims=_WRITE, dedupe=False)
     def write_file(path: str, content: str) -> str:
-        """Write a text file in the working directory, replacing it if it exists.
+        """Create a text file, or replace the one there.
 
         Args:
-            path: the file, relative to the working directory.
-            content: the whole new content.
+            path: the file's path.
+            content: the whole text the file holds.
         """
         target = where.inside(path)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -187,10 +194,10 @@ def file_tools(root: Path, *, writable: bool = True) -> list[Tool]:
 
     @tool(effect="mutate-reversible", claims=_WRITE, dedupe=False)
     def edit_file(path: str, old: str, new: str) -> str:
-        """Replace one exact piece of text in a file with another.
+        """Replace one exact piece of text in a file.
 
         Args:
-            path: the file, relative to the working directory.
+            path: the file's path.
             old: the text to replace; it must occur exactly once.
             new: what to put in its place.
         """
@@ -254,11 +261,29 @@ def _kill(process: asyncio.subprocess.Process) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
-def default_tools(root: Path) -> list[Tool]:
-    """The tools ``run`` and ``chat`` give the model over ``root``: the file tools and the shell."""
-    return [*file_tools(root), shell_tool(root)]
+def _asking_for(tool: Tool, name: str) -> Tool:
+    """``tool`` with its schema listing ``name`` as required and giving no default for it."""
+    parameters = dict(tool.parameters)
+    properties = dict(parameters.get("properties", {}))
+    properties[name] = {k: v for k, v in properties[name].items() if k != "default"}
+    parameters["properties"] = properties
+    parameters["required"] = [*parameters.get("required", []), name]
+    return replace(tool, parameters=parameters)
+
+
+def default_tools(root: Path, *, compact: bool = False) -> list[Tool]:
+    """The tools ``run`` and ``chat`` give the model over ``root``: the file tools and the shell.
+
+    Args:
+        compact: only ``read_file``, ``list_dir``, ``search_text`` and ``write_file`` (see
+            :data:`COMPACT_WINDOW`).
+    """
+    tools = file_tools(root)
+    if compact:
+        return [t for t in tools if t.name in ("read_file", "list_dir", "search_text", "write_file")]
+    return [*tools, shell_tool(root)]
 
 
 def system_prompt(root: Path) -> str:
     """The system prompt ``run`` and ``chat`` use with their tools over ``root``."""
-    return _SYSTEM.format(cwd=root)
+    return _SYSTEM
