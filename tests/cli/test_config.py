@@ -79,3 +79,31 @@ async def test_file_tools_refuse_paths_outside_the_root(tmp_path: Path) -> None:
             await read({"path": path}, ToolContext("c2", "read_file"))
     listing = await tools["glob"].execute({"pattern": "*.txt"}, ToolContext("c3", "glob"))
     assert listing == "ok.txt"
+
+
+async def test_a_path_the_model_quoted_is_read_as_the_path_it_quotes(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("hi\n")
+    (tmp_path / "docs").mkdir()
+    tools = {t.name: t for t in file_tools(tmp_path)}
+    for quoted in ('".".', '.".', '""', "'.'"):
+        listing = await tools["list_dir"].execute({"path": quoted}, ToolContext("c1", "list_dir"))
+        assert listing == "docs/\nnotes.txt", quoted
+    read = await tools["read_file"].execute({"path": '"notes.txt"'}, ToolContext("c2", "read_file"))
+    assert "hi" in str(read)
+    with pytest.raises(PermissionError, match="outside the working directory"):  # quotes never lead out
+        await tools["list_dir"].execute({"path": '".."'}, ToolContext("c3", "list_dir"))
+
+
+def test_the_compact_set_and_a_listing_path_without_a_default_to_copy(tmp_path: Path) -> None:
+    from steadyloop.cli.tools import default_tools
+
+    assert [t.name for t in default_tools(tmp_path, compact=True)] == [
+        "read_file",
+        "list_dir",
+        "search_text",
+        "write_file",
+    ]
+    assert len(default_tools(tmp_path)) == 7
+    [listing] = [t for t in default_tools(tmp_path) if t.name == "list_dir"]
+    assert "default" not in listing.parameters["properties"]["path"]
+    assert "path" not in listing.parameters.get("required", [])

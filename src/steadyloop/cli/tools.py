@@ -35,6 +35,7 @@ _SYSTEM = (
 #: A context window this small (tokens) gets the compact tool set: the file tools a small model can tell
 #: apart, without edit_file, glob and run_shell, which overlap them, in about half the prompt.
 COMPACT_WINDOW = 8192
+_QUOTES = "\"'`"
 _SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", ".mypy_cache"})
 
 # Reads share the file system; a write has it alone, so a read never sees a file half written.
@@ -50,6 +51,12 @@ class _Root:
 
     def inside(self, given: str) -> Path:
         target = (self.path / given).resolve()
+        if not target.exists():
+            # A small model quotes the path it means ('"."', '".".', "'notes.txt'"); what it meant is read
+            # only when what it wrote names nothing.
+            unquoted = _unquoted(given)
+            if unquoted != given and (self.path / unquoted).resolve().exists():
+                target = (self.path / unquoted).resolve()
         if target != self.path and self.path not in target.parents:
             raise PermissionError(
                 f"{given!r} is outside the working directory {self.path}; only paths inside it"
@@ -58,6 +65,14 @@ class _Root:
 
     def show(self, path: Path) -> str:
         return "." if path == self.path else str(path.relative_to(self.path))
+
+
+def _unquoted(given: str) -> str:
+    """A path without the quotes around it (and a sentence's full stop after them): '".".' is '.'."""
+    text = given.strip()
+    if text.endswith(".") and text[:-1].endswith(tuple(_QUOTES)):
+        text = text[:-1]
+    return text.strip(_QUOTES) or "."
 
 
 def _text(path: Path, shown: str) -> str:
@@ -94,7 +109,7 @@ def file_tools(root: Path, *, writable: bool = True) -> list[Tool]:
         """Read a text file, with line numbers.
 
         Args:
-            path: the file's path, e.g. docs/guide.md.
+            path: the file's path.
             offset: the first line to read.
             limit: the most lines to read.
         """
@@ -116,7 +131,7 @@ def file_tools(root: Path, *, writable: bool = True) -> list[Tool]:
         """List the files and folders in a folder; folders end in /.
 
         Args:
-            path: the folder's path; . is the working directory itself.
+            path: the folder's path; leave it out for the working directory.
         """
         target = where.inside(path)
         if not target.is_dir():
@@ -173,9 +188,8 @@ def file_tools(root: Path, *, writable: bool = True) -> list[Tool]:
                 break
         return "\n".join(matches) or "no files match"
 
-    # The schema asks for the path: a small model shown 'Default: "."' copies the quotes into it. A call
-    # without one still lists the working directory.
-    tools = [read_file, _asking_for(list_dir, "path"), search_text, glob_files]
+    # No default in the schema: a small model shown 'Default: "."' copies the quotes into the path.
+    tools = [read_file, _no_default(list_dir, "path"), search_text, glob_files]
     if not writable:
         return tools
 
@@ -261,13 +275,12 @@ def _kill(process: asyncio.subprocess.Process) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
-def _asking_for(tool: Tool, name: str) -> Tool:
-    """``tool`` with its schema listing ``name`` as required and giving no default for it."""
+def _no_default(tool: Tool, name: str) -> Tool:
+    """``tool`` with its schema giving no default for ``name`` (the description says what leaving it out does)."""
     parameters = dict(tool.parameters)
     properties = dict(parameters.get("properties", {}))
     properties[name] = {k: v for k, v in properties[name].items() if k != "default"}
     parameters["properties"] = properties
-    parameters["required"] = [*parameters.get("required", []), name]
     return replace(tool, parameters=parameters)
 
 
