@@ -32,7 +32,21 @@ from pathlib import Path
 from typing import Any, Literal
 
 import steadyloop as sl
-from steadyloop.cli.tools import COMPACT_WINDOW, default_tools, system_prompt
+
+try:
+    from steadyloop.cli.tools import COMPACT_WINDOW, default_tools, system_prompt
+except ImportError:  # a steadyloop from before these existed (the "before" figure): what its CLI sent
+    from steadyloop.cli.kit import _TOOLS_SYSTEM  # type: ignore[attr-defined]
+    from steadyloop.cli.tools import file_tools, shell_tool
+
+    COMPACT_WINDOW = 0
+
+    def default_tools(root: Path, *, compact: bool = False) -> list[sl.Tool]:
+        return [*file_tools(root), shell_tool(root)]
+
+    def system_prompt(root: Path) -> str:
+        return str(_TOOLS_SYSTEM.format(cwd=root))
+
 
 # -- the folder every file prompt sees --------------------------------------------------------------------
 
@@ -467,13 +481,18 @@ def show_failures(outcomes: Sequence[Outcome], out: Any = sys.stdout) -> None:
 
 
 async def run_all(
-    base_url: str, model: str | None, policy: sl.LoopPolicy, cases: Sequence[Case], concurrency: int
+    base_url: str,
+    model: str | None,
+    policy: sl.LoopPolicy,
+    cases: Sequence[Case],
+    concurrency: int,
+    window: int | None,
 ) -> list[Outcome]:
-    endpoint = sl.Endpoint(base_url, request_timeout=300.0)
+    endpoint = sl.Endpoint(base_url, request_timeout=900.0)
     if model is None:
         model = (await sl.list_models(endpoint))[0].id
     # The tool set the CLI gives a model with this window.
-    window = await sl.context_limit_for(endpoint, model)
+    window = window or await sl.context_limit_for(endpoint, model)
     compact = window is not None and window <= COMPACT_WINDOW
     base = Path(tempfile.mkdtemp(prefix="steadyloop-bench-"))
     folders: asyncio.Queue[Path] = asyncio.Queue()
@@ -517,16 +536,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     policy = sl.LoopPolicy(**policy_fields(args.routing))
     label = args.label or f"routing={args.routing}"
 
-    def go(base_url: str) -> list[Outcome]:
-        return asyncio.run(run_all(base_url, args.model, policy, cases, args.concurrency))
+    def go(base_url: str, window: int | None) -> list[Outcome]:
+        return asyncio.run(run_all(base_url, args.model, policy, cases, args.concurrency, window))
 
     if args.base_url:
-        outcomes = go(args.base_url)
+        outcomes = go(args.base_url, None)
     else:
-        from steadyloop.local import start
+        import os
 
-        with start(progress=lambda event, done, total: print(f"[local] {event}", file=sys.stderr)) as server:
-            outcomes = go(server.base_url)
+        from steadyloop.local import LocalServerConfig, start
+
+        # One slot per prompt in flight, each with the bundled server's whole window, as a lone CLI run has
+        # it: slots sharing one window would run out of it together.
+        slots = max(1, args.concurrency)
+        per_slot = LocalServerConfig().ctx
+        cfg = LocalServerConfig(ctx=per_slot * slots, extra_args=("-np", str(slots), "--no-kv-unified"))
+        progress = lambda event, done, total: print(f"[local] {event}", file=sys.stderr)  # noqa: E731
+        started = start(cfg, progress=progress, **stop_with(os.getpid()))
+        with started as server:
+            outcomes = go(server.base_url, per_slot)
     figures = report(outcomes, label)
     if not args.quiet:
         show_failures(outcomes)
@@ -536,8 +564,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def policy_fields(routing: str) -> dict[str, Any]:
-    """The LoopPolicy fields a ``--routing`` choice sets."""
+    """The LoopPolicy fields a ``--routing`` choice sets (none on a steadyloop from before routing)."""
+    if "tool_routing" not in sl.LoopPolicy.__dataclass_fields__:
+        if routing == "on":
+            raise SystemExit("this steadyloop has no tool routing: use --routing off")
+        return {}
     return {"tool_routing": routing == "on"}
+
+
+def stop_with(pid: int) -> dict[str, Any]:
+    """``start``'s argument tying the server to this process, where the steadyloop has it."""
+    import inspect
+
+    from steadyloop.local import start
+
+    return {"stop_with": pid} if "stop_with" in inspect.signature(start).parameters else {}
 
 
 if __name__ == "__main__":

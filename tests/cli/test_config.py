@@ -88,8 +88,11 @@ async def test_a_path_the_model_quoted_is_read_as_the_path_it_quotes(tmp_path: P
     for quoted in ('".".', '.".', '""', "'.'"):
         listing = await tools["list_dir"].execute({"path": quoted}, ToolContext("c1", "list_dir"))
         assert listing == "docs/\nnotes.txt", quoted
-    read = await tools["read_file"].execute({"path": '"notes.txt"'}, ToolContext("c2", "read_file"))
-    assert "hi" in str(read)
+    for written in ('"notes.txt"', "/notes.txt"):
+        read = await tools["read_file"].execute({"path": written}, ToolContext("c2", "read_file"))
+        assert "hi" in str(read)
+    with pytest.raises(PermissionError):  # a root path that names nothing here stays outside
+        await tools["read_file"].execute({"path": "/etc/hostname-nowhere"}, ToolContext("c4", "read_file"))
     with pytest.raises(PermissionError, match="outside the working directory"):  # quotes never lead out
         await tools["list_dir"].execute({"path": '".."'}, ToolContext("c3", "list_dir"))
 

@@ -52,8 +52,8 @@ class _Root:
     def inside(self, given: str) -> Path:
         target = (self.path / given).resolve()
         if not target.exists():
-            # A small model quotes the path it means ('"."', '".".', "'notes.txt'"); what it meant is read
-            # only when what it wrote names nothing.
+            # A small model quotes the path it means ('"."', '".".', "'notes.txt'") or writes it from a root
+            # ('/notes.txt'); what it meant is read only when what it wrote names nothing.
             unquoted = _unquoted(given)
             if unquoted != given and (self.path / unquoted).resolve().exists():
                 target = (self.path / unquoted).resolve()
@@ -68,11 +68,12 @@ class _Root:
 
 
 def _unquoted(given: str) -> str:
-    """A path without the quotes around it (and a sentence's full stop after them): '".".' is '.'."""
+    """A path as a small model meant it: without the quotes around it (and a sentence's full stop after
+    them: '".".' is '.'), and from the working directory when written from a root ('/notes.txt')."""
     text = given.strip()
     if text.endswith(".") and text[:-1].endswith(tuple(_QUOTES)):
         text = text[:-1]
-    return text.strip(_QUOTES) or "."
+    return text.strip(_QUOTES).lstrip("/") or "."
 
 
 def _text(path: Path, shown: str) -> str:
