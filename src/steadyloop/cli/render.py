@@ -341,19 +341,24 @@ class JsonRenderer:
 class TerminalProgress:
     """Shows the bundled model's install and start on stderr: download bytes, build steps, loading.
 
-    A line per event kind at most about once a second, so a long build stays readable.
+    In a terminal a counted step (a download, the build) rewrites one line in place; elsewhere it gets a line
+    at most every ten seconds, and when it finishes. Every other event is a line of its own.
     """
 
-    def __init__(self, stream: TextIO | None = None) -> None:
+    def __init__(self, stream: TextIO | None = None, *, every: float | None = None) -> None:
         self.stream = stream or sys.stderr
         self._style = Style(self.stream)
+        self._live = _isatty(self.stream)
+        self._every = every if every is not None else (0.5 if self._live else 10.0)
         self._last = ("", 0.0)
+        self._open = False  # a counted step's line is on screen, not ended yet
 
     def __call__(self, event: str, done: int | None, total: int | None) -> None:
         """Report ``event`` (see ``steadyloop.local.Progress``)."""
         now = time.monotonic()
-        finished = done is not None and total is not None and done >= total
-        if event == self._last[0] and not finished and now - self._last[1] < 1.0:
+        counted = done is not None
+        finished = counted and total is not None and done is not None and done >= total
+        if counted and event == self._last[0] and not finished and now - self._last[1] < self._every:
             return
         self._last = (event, now)
         line = event
@@ -361,7 +366,13 @@ class TerminalProgress:
             line += f": {done / 1e6:.1f}" + (f" / {total / 1e6:.1f} MB" if total else " MB")
         elif done is not None and total is not None:
             line += f": {done}/{total}"
-        self.stream.write(self._style.dim(f"[local model] {line}") + "\n")
+        shown = self._style.dim(f"[local model] {line}")
+        if self._live and counted:
+            self.stream.write("\r\x1b[2K" + shown + ("\n" if finished else ""))
+            self._open = not finished
+        else:
+            self.stream.write(("\n" if self._open else "") + shown + "\n")
+            self._open = False
         self.stream.flush()
 
 
