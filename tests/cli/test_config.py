@@ -110,3 +110,26 @@ def test_the_compact_set_and_a_listing_path_without_a_default_to_copy(tmp_path: 
     [listing] = [t for t in default_tools(tmp_path) if t.name == "list_dir"]
     assert "default" not in listing.parameters["properties"]["path"]
     assert "path" not in listing.parameters.get("required", [])
+
+
+def test_a_small_models_file_tools_name_the_paths_that_exist(tmp_path: Path) -> None:
+    from steadyloop.cli.tools import default_tools
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "faq.md").write_text("q\n")
+    (tmp_path / "notes.txt").write_text("n\n")
+    (tmp_path / ".git").mkdir()
+    tools = {t.name: t for t in default_tools(tmp_path, compact=True)}
+    assert tools["list_dir"].parameters["properties"]["path"]["enum"] == [".", "docs"]
+    assert tools["read_file"].parameters["properties"]["path"]["enum"] == ["docs/faq.md", "notes.txt"]
+    assert "enum" not in tools["write_file"].parameters["properties"]["path"]
+    for name in ("a", "b", "c"):
+        (tmp_path / name).mkdir()
+    many = tmp_path / "many"
+    many.mkdir()
+    for i in range(70):
+        (many / f"f{i}.txt").write_text("x")
+    tools = {t.name: t for t in default_tools(tmp_path, compact=True)}
+    assert "enum" not in tools["read_file"].parameters["properties"]["path"]  # too many to name
+    assert tools["list_dir"].parameters["properties"]["path"]["enum"] == [".", "a", "b", "c", "docs", "many"]
+    assert all("enum" not in t.parameters["properties"].get("path", {}) for t in default_tools(tmp_path))

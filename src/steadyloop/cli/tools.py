@@ -35,6 +35,8 @@ _SYSTEM = (
 #: A context window this small (tokens) gets the compact tool set: the file tools a small model can tell
 #: apart, without edit_file, glob and run_shell, which overlap them, in about half the prompt.
 COMPACT_WINDOW = 8192
+_LISTED_FOLDERS = 40  # the most folders list_dir's schema names; past this the path is free text
+_LISTED_FILES = 60
 _QUOTES = "\"'`"
 _SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", ".mypy_cache"})
 
@@ -285,17 +287,58 @@ def _no_default(tool: Tool, name: str) -> Tool:
     return replace(tool, parameters=parameters)
 
 
+def _choices(tool: Tool, name: str, values: list[str], description: str | None = None) -> Tool:
+    """``tool`` with its schema holding ``name`` to ``values``, so a grammar server keeps the model to them."""
+    parameters = dict(tool.parameters)
+    properties = dict(parameters.get("properties", {}))
+    properties[name] = {**properties[name], "enum": values}
+    if description is not None:
+        properties[name]["description"] = description
+    parameters["properties"] = properties
+    return replace(tool, parameters=parameters)
+
+
+def _paths_here(root: Path, *, folders: bool, depth: int, cap: int) -> list[str] | None:
+    """The folders (or files) within ``depth`` levels of ``root``, sorted; ``None`` past ``cap`` of them."""
+    where = _Root(root)
+    found: list[str] = ["."] if folders else []
+    for folder, dirs, names in os.walk(where.path):
+        here = Path(folder)
+        level = len(here.relative_to(where.path).parts)
+        dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith("."))
+        if level >= depth:
+            dirs[:] = []
+        for name in dirs if folders else sorted(n for n in names if not n.startswith(".")):
+            found.append(str((here / name).relative_to(where.path)))
+            if len(found) > cap:
+                return None
+    return sorted(found)
+
+
 def default_tools(root: Path, *, compact: bool = False) -> list[Tool]:
     """The tools ``run`` and ``chat`` give the model over ``root``: the file tools and the shell.
 
     Args:
-        compact: only ``read_file``, ``list_dir``, ``search_text`` and ``write_file`` (see
-            :data:`COMPACT_WINDOW`).
+        compact: for a small model (see :data:`COMPACT_WINDOW`): only ``read_file``, ``list_dir``,
+            ``search_text`` and ``write_file``, and, in a small folder, the paths ``list_dir`` and
+            ``read_file`` take are the ones that exist, listed in their schemas. A grammar server then holds
+            the model to a real path: asked about "this folder", the 0.5B model otherwise writes
+            '/path/to/folder', '".".' or an example it saw. The lists are taken when the tools are made.
     """
     tools = file_tools(root)
-    if compact:
-        return [t for t in tools if t.name in ("read_file", "list_dir", "search_text", "write_file")]
-    return [*tools, shell_tool(root)]
+    if not compact:
+        return [*tools, shell_tool(root)]
+    kept = [t for t in tools if t.name in ("read_file", "list_dir", "search_text", "write_file")]
+    folders = _paths_here(root, folders=True, depth=2, cap=_LISTED_FOLDERS)
+    files = _paths_here(root, folders=False, depth=3, cap=_LISTED_FILES)
+    out: list[Tool] = []
+    for each in kept:
+        if each.name == "list_dir" and folders is not None:
+            each = _choices(each, "path", folders, "the folder; . is the working directory itself.")
+        elif each.name == "read_file" and files:
+            each = _choices(each, "path", files)
+        out.append(each)
+    return out
 
 
 def system_prompt(root: Path) -> str:
