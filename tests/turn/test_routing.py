@@ -198,3 +198,14 @@ def test_tool_choice_shapes_the_decision() -> None:
     assert decision_body({**body, "tool_choice": "none"}, ModelCapabilities()) is None
     unknown = {"type": "function", "function": {"name": "nope"}}
     assert decision_body({**body, "tool_choice": unknown}, ModelCapabilities()) is None
+
+
+async def test_the_call_just_made_again_is_read_as_the_choice_to_answer() -> None:
+    again = text('{"name": "list_dir", "arguments": {"path": "."}}')
+    async with ScriptedServer(again, again, text("It holds notes.txt and docs/.")) as server:
+        result, _ = await run(server, "What is in this folder?")
+        bodies = [r.json for r in server.chat_requests]
+    calls = [c for m in result.messages if hasattr(m, "tool_calls") for c in m.tool_calls]
+    assert [c.name for c in calls] == ["list_dir"]
+    assert result.turn.content == "It holds notes.txt and docs/." and len(bodies) == 3
+    assert "response_format" not in bodies[2]

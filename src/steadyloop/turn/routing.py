@@ -6,7 +6,9 @@ answers from nothing when a tool would have told it. Routing asks the step diffe
 that allows exactly one of: a call of one declared tool, with arguments of that tool's schema; or
 ``{"name": "answer"}``. Grammar-constrained servers (llama.cpp, vLLM, SGLang) compile the schema, so the
 reply is always one of those, and it is asked at temperature 0 (the runtime's own decision, not the
-user's sampling). A call is the step's turn as it is; an answer is then asked for as usual, streamed, with
+user's sampling). A call is the step's turn as it is, unless it is the very call the step before made (its
+result is in the prompt; a small model at temperature 0 would repeat it until the loop guard stops the run),
+which reads as the choice to answer. An answer is then asked for as usual, streamed, with
 ``tool_choice: "none"``, and costs the server only the reply (the prompt is already cached).
 
 The decision body and its reading are sans I/O (:func:`decision_body`, :func:`read_decision`);
@@ -168,6 +170,30 @@ def read_decision(text: str, tools: Sequence[Mapping[str, Any]]) -> Decision | N
     return Decision(name, arguments)
 
 
+def _just_made(body: Mapping[str, Any], decision: Decision) -> bool:
+    """Whether ``decision`` is a call the last assistant message of ``body`` already made."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return False
+    for message in reversed(messages):
+        if not isinstance(message, Mapping) or message.get("role") != "assistant":
+            continue
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") if isinstance(call, Mapping) else None
+            if not isinstance(function, Mapping) or function.get("name") != decision.name:
+                continue
+            arguments = function.get("arguments")
+            if isinstance(arguments, str):
+                try:
+                    arguments = json.loads(arguments)
+                except ValueError:
+                    continue
+            if arguments == decision.arguments:
+                return True
+        return False
+    return False
+
+
 async def plain_turn(
     endpoint: Endpoint,
     build: BodyBuilder,
@@ -281,6 +307,10 @@ async def routed_turn(
                 )
             )
         return RoutedTurn(await as_usual())
+    if not decision.answers and _just_made(planned, decision):
+        # The same call again, its result already in the prompt: a small model at temperature 0 repeats it
+        # until the loop guard stops the run. What it has is what it answers from.
+        decision = Decision(ANSWER, {})
     if not decision.answers:
         call = ToolCall(f"call_routed_{step}", decision.name, decision.arguments)
         return RoutedTurn(
