@@ -18,7 +18,7 @@ from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.tools.definition import tool
 from steadyloop.turn.capabilities import ModelCapabilities, model_capabilities_for, reset_capabilities
-from steadyloop.turn.routing import ANSWER, decision_body, decision_schema, read_decision
+from steadyloop.turn.routing import ANSWER, ANSWER_GRAMMAR, decision_body, decision_schema, read_decision
 from steadyloop.turn.run import RetryPolicy
 from steadyloop.wire.endpoints import Endpoint
 
@@ -127,6 +127,7 @@ async def test_a_decided_call_runs_and_the_answer_streams_after_it() -> None:
     assert first["tool_choice"] == "none"
     assert second["messages"] == third["messages"]  # the answer reuses the decision's prompt
     assert "response_format" not in third and third["tool_choice"] == "none"
+    assert third["grammar"] == ANSWER_GRAMMAR  # an answer may not open like a call
     shown = "".join(e.delta for e in events if e.type == "message_update" and e.kind == "text")
     assert shown == "The folder holds notes.txt and docs/."  # the decisions were never shown as text
 

@@ -9,7 +9,8 @@ reply is always one of those, and it is asked at temperature 0 (the runtime's ow
 user's sampling). A call is the step's turn as it is, unless it is the very call the step before made (its
 result is in the prompt; a small model at temperature 0 would repeat it until the loop guard stops the run),
 which reads as the choice to answer. An answer is then asked for as usual, streamed, with
-``tool_choice: "none"``, and costs the server only the reply (the prompt is already cached).
+``tool_choice: "none"`` and a grammar that keeps it from opening like a call, and costs the server only the
+reply (the prompt is already cached).
 
 The decision body and its reading are sans I/O (:func:`decision_body`, :func:`read_decision`);
 :func:`routed_turn` sends. A server that refuses the schema, or answers outside it, latches routing off for
@@ -34,6 +35,7 @@ from .side_tasks import read_json
 
 __all__ = [
     "ANSWER",
+    "ANSWER_GRAMMAR",
     "Decision",
     "RoutedTurn",
     "decision_body",
@@ -45,6 +47,10 @@ __all__ = [
 
 #: The name the decision gives the choice to answer rather than call.
 ANSWER = "answer"
+
+#: llama.cpp's GBNF for an answer that does not open like a call (``{``, a fence, a list, a tag): a model
+#: that chose to answer sometimes writes the call it did not choose. Dropped, and latched off, where refused.
+ANSWER_GRAMMAR = "root ::= [ \\t\\n]* [^{`\\[< \\t\\n] [^\\x00]*"
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,9 +327,24 @@ async def routed_turn(
     def answering(c: EndpointCapabilities, m: ModelCapabilities) -> Mapping[str, Any]:
         body = dict(build(c, m))
         body["tool_choice"] = "none"
+        if "grammar" not in m.refused_fields:
+            body["grammar"] = ANSWER_GRAMMAR
         return body
 
-    answer = await as_usual(answering)
+    answer = await run_turn(
+        endpoint,
+        answering,
+        model=model,
+        policy=policy,
+        context_limit=context_limit,
+        droppable=(*droppable, "grammar"),
+        on_output=on_output,
+        on_thinking=on_thinking,
+        on_event=on_event,
+        fences=fences,
+        start_in_reasoning=start_in_reasoning,
+        step=step,
+    )
     return RoutedTurn(
         Turn(
             answer.content,
