@@ -85,9 +85,10 @@ async def test_a_path_the_model_quoted_is_read_as_the_path_it_quotes(tmp_path: P
     (tmp_path / "notes.txt").write_text("hi\n")
     (tmp_path / "docs").mkdir()
     tools = {t.name: t for t in file_tools(tmp_path)}
+    (tmp_path / ".git").mkdir()
     for quoted in ('".".', '.".', '""', "'.'"):
         listing = await tools["list_dir"].execute({"path": quoted}, ToolContext("c1", "list_dir"))
-        assert listing == "docs/\nnotes.txt", quoted
+        assert listing == "docs/\nnotes.txt\n[1 hidden, named with a leading dot]", quoted
     for written in ('"notes.txt"', "/notes.txt"):
         read = await tools["read_file"].execute({"path": written}, ToolContext("c2", "read_file"))
         assert "hi" in str(read)

@@ -122,15 +122,14 @@ def _config(choice: LocalChoice) -> LocalServerConfig:
 
 
 def _reusable(choice: LocalChoice, cfg: LocalServerConfig) -> LocalServer | None:
-    """A healthy server the steadyloop command started, matching what was asked; never someone else's."""
+    """A healthy server the steadyloop command started, running what was asked; never someone else's."""
     from ..local import CLI_STARTED_BY, status
     from ..local.server import health, matches
 
-    asked = choice.port is not None or choice.ctx is not None or choice.template is not None
     for server in status(cfg.home):
         if server.started_by != CLI_STARTED_BY or (choice.port is not None and server.port != choice.port):
             continue
-        if asked and not matches(server, cfg):
+        if not matches(server, cfg):  # other settings, or an older template than this steadyloop ships
             continue
         if health(server.port) == 200:
             return server

@@ -125,10 +125,13 @@ def result_summary(text: str) -> str:
     if len(lines) == 1:
         line = lines[0]
         return line if len(line) <= _SUMMARY_CHARS else line[: _SUMMARY_CHARS - 1] + "…"
-    joined = ", ".join(lines)
+    names = [line for line in lines if not line.startswith("[")]
+    notes = [line for line in lines if line.startswith("[")]  # "[3 hidden, ...]", "[12 more]"
+    joined = ", ".join(names) + "".join(f" {note}" for note in notes)
     # Names, one a line (a listing, a glob): shown whole, so what the tool found is on screen whatever the
     # model makes of it.
-    if len(lines) <= _LISTED and len(joined) <= _LISTED_CHARS and not any(_SPACE.search(ln) for ln in lines):
+    listing = names and not any(_SPACE.search(name) for name in names)
+    if listing and len(names) <= _LISTED and len(joined) <= _LISTED_CHARS:
         return joined
     return f"{len(lines)} lines"
 

@@ -139,10 +139,15 @@ def file_tools(root: Path, *, writable: bool = True) -> list[Tool]:
         target = where.inside(path)
         if not target.is_dir():
             raise NotADirectoryError(f"{path}: not a folder")
-        entries = sorted(target.iterdir(), key=lambda p: (not p.is_dir(), p.name))
+        every = sorted(target.iterdir(), key=lambda p: (not p.is_dir(), p.name))
+        # Hidden entries (.git, .venv, caches) last and by count only, as ls leaves them out: a small
+        # model describing the folder described .ci/ and .mypy_cache/ first.
+        entries = [p for p in every if not p.name.startswith(".")]
         shown = [p.name + ("/" if p.is_dir() else "") for p in entries[:_MAX_LISTED]]
         if len(entries) > _MAX_LISTED:
             shown.append(f"[{len(entries) - _MAX_LISTED} more]")
+        if hidden := len(every) - len(entries):
+            shown.append(f"[{hidden} hidden, named with a leading dot]")
         return "\n".join(shown) or "(empty folder)"
 
     @tool(effect="read", claims=_READ)
