@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steadyloop.events import Event, Notice
+from steadyloop.events import Event, Notice, UsageReport
 from steadyloop.loop import LoopPolicy, run_agent_loop
 from steadyloop.messages import UserMessage
 from steadyloop.request_body import ModelParams
-from steadyloop.testing.chunks import stream_of
+from steadyloop.testing.chunks import stream_of, usage_chunk
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.tools.definition import tool
@@ -210,3 +210,14 @@ async def test_the_call_just_made_again_is_read_as_the_choice_to_answer() -> Non
     assert [c.name for c in calls] == ["list_dir"]
     assert result.turn.content == "It holds notes.txt and docs/." and len(bodies) == 3
     assert "response_format" not in bodies[2]
+
+
+async def test_an_answered_step_reports_one_read_of_the_prompt_and_both_replies() -> None:
+    decision = Reply.stream(stream_of('{"name": "answer"}', usage=usage_chunk(400, 6, cached=380)))
+    reply = Reply.stream(stream_of("Hello.", usage=usage_chunk(400, 3, cached=400)))
+    async with ScriptedServer(decision, reply) as server:
+        result, events = await run(server, "Say hello.")
+    [report] = [e for e in events if isinstance(e, UsageReport)]
+    usage = report.turn
+    assert (usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens) == (400, 380, 9)
+    assert usage.total_tokens == 409 and result.usage.prompt_tokens == 400

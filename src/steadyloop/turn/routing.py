@@ -345,12 +345,21 @@ async def routed_turn(
         start_in_reasoning=start_in_reasoning,
         step=step,
     )
+    # One read of the prompt (the decision's; the answer found it all cached) and both replies: the step's
+    # usage then reads like any step's, so the cache watch compares prompt with prompt.
+    both = decided.usage + answer.usage
+    usage = both.with_(
+        prompt_tokens=decided.usage.prompt_tokens,
+        cached_tokens=decided.usage.cached_tokens,
+        uncached_tokens=decided.usage.uncached_tokens,
+        total_tokens=decided.usage.prompt_tokens + both.completion_tokens,
+    )
     return RoutedTurn(
         Turn(
             answer.content,
             answer.reasoning or decided.reasoning,
             answer.tool_calls,
-            decided.usage + answer.usage,
+            usage,
             answer.finish_reason,
         ),
         decided=True,
