@@ -46,7 +46,9 @@ def test_the_main_jobs_question_lists_the_folder(llama_base_url: str, tmp_path: 
             (folder / name).write_text(f"{name}\n")
     done = _run(llama_base_url, folder, tmp_path, "--tool-routing", "on", "What is in this folder?")
     assert done.returncode == 0, done.stderr
-    [line] = [ln for ln in done.stderr.splitlines() if ln.startswith("⚙ list_dir(")]
-    assert line.endswith("✓ " + ", ".join(sorted(ENTRIES, key=lambda e: (not e.endswith("/"), e))))
+    listed = "✓ " + ", ".join(sorted(ENTRIES, key=lambda e: (not e.endswith("/"), e)))
+    calls = [ln for ln in done.stderr.splitlines() if ln.startswith("⚙ list_dir(")]
+    # The folder's own listing is on screen (the model may look into docs/ as well).
+    assert any(ln.endswith(listed) for ln in calls), done.stderr
     assert done.stdout.strip(), "an answer follows the listing"
     assert "list_dir" not in done.stdout and '"name"' not in done.stdout
