@@ -72,9 +72,13 @@ def test_local_options_go_with_their_action(
 ) -> None:
     env["STEADYLOOP_LLM_HOME"] = str(tmp_path / "llm")  # never the shared cache's servers
     for args, wrong in (
-        (("local", "status", "--all"), "--port and --all go with"),
-        (("local", "up", "--port", "5"), "--port and --all go with"),
+        (("local", "status", "--all"), "--all goes with"),
+        (("local", "up", "--all"), "--all goes with"),
+        (("local", "status", "--port", "5"), "--port goes with"),
         (("local", "down", "--idle", "5"), "--idle goes with"),
+        (("local", "down", "--ctx", "512"), "--ctx goes with"),
+        (("local", "status", "--template", "stock"), "--template goes with"),
+        (("local", "up", "--idle", "-1"), "--idle must be seconds"),
     ):
         done = piped(*args)
         assert done.returncode == 1 and done.stderr.startswith(f"steadyloop: error: {wrong}"), done.stderr

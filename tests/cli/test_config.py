@@ -79,3 +79,58 @@ async def test_file_tools_refuse_paths_outside_the_root(tmp_path: Path) -> None:
             await read({"path": path}, ToolContext("c2", "read_file"))
     listing = await tools["glob"].execute({"pattern": "*.txt"}, ToolContext("c3", "glob"))
     assert listing == "ok.txt"
+
+
+async def test_a_path_the_model_quoted_is_read_as_the_path_it_quotes(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("hi\n")
+    (tmp_path / "docs").mkdir()
+    tools = {t.name: t for t in file_tools(tmp_path)}
+    (tmp_path / ".git").mkdir()
+    for quoted in ('".".', '.".', '""', "'.'"):
+        listing = await tools["list_dir"].execute({"path": quoted}, ToolContext("c1", "list_dir"))
+        assert listing == "docs/\nnotes.txt\n[1 hidden, named with a leading dot]", quoted
+    for written in ('"notes.txt"', "/notes.txt"):
+        read = await tools["read_file"].execute({"path": written}, ToolContext("c2", "read_file"))
+        assert "hi" in str(read)
+    with pytest.raises(PermissionError):  # a root path that names nothing here stays outside
+        await tools["read_file"].execute({"path": "/etc/hostname-nowhere"}, ToolContext("c4", "read_file"))
+    with pytest.raises(PermissionError, match="outside the working directory"):  # quotes never lead out
+        await tools["list_dir"].execute({"path": '".."'}, ToolContext("c3", "list_dir"))
+
+
+def test_the_compact_set_and_a_listing_path_without_a_default_to_copy(tmp_path: Path) -> None:
+    from steadyloop.cli.tools import default_tools
+
+    assert [t.name for t in default_tools(tmp_path, compact=True)] == [
+        "read_file",
+        "list_dir",
+        "search_text",
+        "write_file",
+    ]
+    assert len(default_tools(tmp_path)) == 7
+    [listing] = [t for t in default_tools(tmp_path) if t.name == "list_dir"]
+    assert "default" not in listing.parameters["properties"]["path"]
+    assert "path" not in listing.parameters.get("required", [])
+
+
+def test_a_small_models_file_tools_name_the_paths_that_exist(tmp_path: Path) -> None:
+    from steadyloop.cli.tools import default_tools
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "faq.md").write_text("q\n")
+    (tmp_path / "notes.txt").write_text("n\n")
+    (tmp_path / ".git").mkdir()
+    tools = {t.name: t for t in default_tools(tmp_path, compact=True)}
+    assert tools["list_dir"].parameters["properties"]["path"]["enum"] == [".", "docs"]
+    assert tools["read_file"].parameters["properties"]["path"]["enum"] == ["docs/faq.md", "notes.txt"]
+    assert "enum" not in tools["write_file"].parameters["properties"]["path"]
+    for name in ("a", "b", "c"):
+        (tmp_path / name).mkdir()
+    many = tmp_path / "many"
+    many.mkdir()
+    for i in range(70):
+        (many / f"f{i}.txt").write_text("x")
+    tools = {t.name: t for t in default_tools(tmp_path, compact=True)}
+    assert "enum" not in tools["read_file"].parameters["properties"]["path"]  # too many to name
+    assert tools["list_dir"].parameters["properties"]["path"]["enum"] == [".", "a", "b", "c", "docs", "many"]
+    assert all("enum" not in t.parameters["properties"].get("path", {}) for t in default_tools(tmp_path))

@@ -81,7 +81,7 @@ def test_refused_write_is_denied_and_the_model_is_told(
         term = terminal("run", "--base-url", server.base_url, "-m", "m", "make x")
         term.expect(r"Allow run_shell\(command='touch x'\)\? \[y/N\]")
         term.send("n\n")
-        term.expect("denied")
+        term.expect("not run: you said no")
         term.expect("Understood, not running it.")
         assert term.wait() == 0
         told = server.chat_requests[1].json["messages"][-1]
@@ -162,3 +162,81 @@ def test_an_oversized_image_is_refused_before_sending(piped: Callable[..., Any],
     done = piped("run", "--image", "big.png", "--base-url", "http://127.0.0.1:9/v1", "-m", "m", "look")
     assert done.returncode == 1
     assert "capped at 5 MB" in done.stderr
+
+
+WRITTEN_CALL = '```json\n{"name": "list_dir", "arguments": {"path": "."}}\n```'
+
+
+def test_a_call_written_as_text_is_never_printed_as_the_answer_when_piped(
+    scripted: Callable[[Any], str], piped: Callable[..., Any], workdir: Path
+) -> None:
+    (workdir / "notes.txt").write_text("hi\n")
+    url = scripted([answer(WRITTEN_CALL), answer("The folder holds notes.txt.")])
+    done = piped("run", "--base-url", url, "-m", "m", "What is in this folder?")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "The folder holds notes.txt."
+    assert "recovered 1 tool call" in done.stderr  # a notice, on stderr though it is no terminal
+    assert "list_dir(path='.')" in done.stderr
+
+
+def test_a_call_written_as_text_is_never_shown_in_a_terminal(
+    scripted: Callable[[Any], str], terminal: Callable[..., Any], workdir: Path
+) -> None:
+    url = scripted([answer("Let me look.\n" + WRITTEN_CALL), answer("Nothing much is here.")])
+    term = terminal("run", "--base-url", url, "-m", "m", "What is in this folder?")
+    term.expect(r"⚙ list_dir\(path='.'\)")
+    term.expect("Nothing much is here.")
+    assert term.wait() == 0
+    assert "Let me look." in term.output and '"name"' not in term.output
+
+
+def test_quiet_keeps_stderr_for_errors_only(
+    scripted: Callable[[Any], str], piped: Callable[..., Any]
+) -> None:
+    url = scripted([answer(WRITTEN_CALL), answer("Done.")])
+    done = piped("run", "--quiet", "--base-url", url, "-m", "m", "look")
+    assert done.returncode == 0
+    assert done.stdout.strip() == "Done."
+    assert "recovered" not in done.stderr and "·" not in done.stderr
+
+
+def test_a_slow_first_token_says_the_model_is_reading_the_prompt(piped: Callable[..., Any]) -> None:
+    slow = Reply.stream(stream_of(text="Here."), first_delay=3.5)
+    with ScriptedServer.in_thread(slow) as server:
+        done = piped("run", "--no-tools", "--base-url", server.base_url, "-m", "m", "hi")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Here."
+    assert done.stderr.count("the model is reading the prompt") == 1
+
+
+def test_a_denial_without_a_terminal_reads_as_one_sentence(
+    scripted: Callable[[Any], str], piped: Callable[..., Any]
+) -> None:
+    url = scripted([call("write_file", path="x.txt", content="no"), answer("ok")])
+    done = piped("run", "--base-url", url, "-m", "m", "write it")
+    assert done.returncode == 0, done.stderr
+    [line] = [ln for ln in done.stderr.splitlines() if "write_file" in ln]
+    assert line.endswith("✗ not run: it needs your approval and there is no terminal to ask (run it in one)")
+
+
+def test_an_mcp_server_that_fails_its_handshake_shows_its_own_stderr(
+    scripted: Callable[[Any], str], piped: Callable[..., Any]
+) -> None:
+    url = scripted([answer("unused")])
+    broken = "python3 -c \"import sys; sys.stderr.write('config error: no API token set\\n'); sys.exit(3)\""
+    done = piped("run", "--base-url", url, "-m", "m", "--mcp", broken, "hi")
+    assert done.returncode == 1
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith("steadyloop: error: ")
+    assert "  | config error: no API token set" in lines
+
+
+def test_a_short_listing_is_shown_whole_on_the_tool_line() -> None:
+    from steadyloop.cli.render import result_summary
+
+    assert result_summary("README.md\ndocs/\nnotes.txt\n") == "README.md, docs/, notes.txt"
+    hidden = "docs/\nREADME.md\n[2 hidden, named with a leading dot]"
+    assert result_summary(hidden) == "docs/, README.md [2 hidden, named with a leading dot]"
+    assert result_summary("     1  one\n     2  two\n") == "2 lines"  # a file's lines are no listing
+    assert result_summary("\n".join(f"file{i}.txt" for i in range(40))) == "40 lines"
+    assert result_summary("") == "done" and result_summary("wrote 5 bytes") == "wrote 5 bytes"

@@ -6,6 +6,7 @@ import itertools
 import json
 import os
 import select
+import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -284,3 +285,52 @@ def test_up_with_idle_arms_a_reaper(fake_home: Path, capsys: pytest.CaptureFixtu
     assert f"stops after 600 s idle (reaper pid {server.reaper_pid})" in capsys.readouterr().out
     assert main(["down", "--home", str(fake_home), "--all"]) == 0
     assert _exits_within(server.reaper_pid, 10)
+
+
+def test_a_server_stops_with_the_process_it_was_started_for_even_when_that_is_killed(fake_home: Path) -> None:
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        server = start(LocalServerConfig(home=fake_home), wait=10, stop_with=owner.pid)
+        assert server.reaper_pid is not None and server.owner == owner.pid and server.idle_stop is None
+        [listed] = status(fake_home)
+        assert listed.owner == owner.pid
+        log = Cache(fake_home).reaper_log(server.port)
+        _wait_for_line(log, f"when pid {owner.pid} exits")
+        assert alive(server.pid)
+    finally:
+        owner.kill()
+        owner.wait()
+    assert _exits_within(server.pid, 15), "the server outlived the process it was started for"
+    assert _exits_within(server.reaper_pid, 10)
+    assert f"pid {owner.pid} exited: stopping port" in log.read_text()
+    assert status(fake_home) == []
+
+
+def test_an_owner_already_gone_stops_the_server_at_once(fake_home: Path) -> None:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    server = start(LocalServerConfig(home=fake_home), wait=10, stop_with=gone.pid)
+    assert _exits_within(server.pid, 15)
+
+
+def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "STEADYLOOP_"))}
+    env.update(STEADYLOOP_LLM_HOME=str(home), STEADYLOOP_HOME=str(home / "sl-home"), NO_COLOR="1")
+    cli = [sys.executable, "-m", "steadyloop.cli", *args]
+    return subprocess.run(cli, capture_output=True, text=True, env=env, timeout=60, check=True)
+
+
+def test_the_cli_never_picks_up_a_server_someone_else_started(fake_home: Path) -> None:
+    other = start(LocalServerConfig(home=fake_home), wait=10)  # e.g. a test run's, in the shared cache
+    first = _cli(fake_home, "local", "up", "--idle", "0")
+    url = first.stdout.split("\t")[0]
+    assert url != other.base_url
+    assert f"started the bundled model at {url}" in first.stderr
+    again = _cli(fake_home, "local", "up")
+    assert again.stdout.split("\t")[0] == url
+    assert f"using the bundled model at {url} (started by steadyloop" in again.stderr
+    sized = _cli(fake_home, "local", "up", "--ctx", "1024", "--template", "stock", "--idle", "0")
+    assert sized.stdout.split("\t")[0] not in (url, other.base_url)  # other settings: a server of its own
+    assert "started the bundled model" in sized.stderr
+    quiet = _cli(fake_home, "local", "up", "--quiet")
+    assert quiet.stderr == ""

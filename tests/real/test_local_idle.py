@@ -1,7 +1,8 @@
 """The bundled server's idle stop and ``down``, on real llama-servers in a home of the test's own.
 
-The home links the shared cache's built binary and model, so nothing is built or downloaded, and every
-server here is started, watched and stopped from that home only: servers of the shared cache are never seen.
+The home links the shared cache's built binary and model (installed there first when missing, as every
+real-server test does), and every server here is started, watched and stopped from that home only:
+servers of the shared cache are never seen.
 """
 
 from __future__ import annotations
@@ -18,7 +19,17 @@ from pathlib import Path
 
 import pytest
 
-from steadyloop.local import CLI_STARTED_BY, LocalServer, LocalServerConfig, default_home, start, status, stop
+from steadyloop.local import (
+    CLI_STARTED_BY,
+    LocalServer,
+    LocalServerConfig,
+    default_home,
+    ensure_binary,
+    ensure_model,
+    start,
+    status,
+    stop,
+)
 from steadyloop.local._process import alive, health
 from steadyloop.local.config import Cache
 from steadyloop.local.models import MODELS, model_path
@@ -26,18 +37,26 @@ from steadyloop.local.models import MODELS, model_path
 pytestmark = pytest.mark.real_server
 
 
+def _progress(event: str, done: int | None, total: int | None) -> None:
+    print(f"[local server] {event}", file=sys.stderr)
+
+
 @pytest.fixture
 def cfg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalServerConfig]:
-    """smollm (the fastest model to load) in a tmp home linking the shared cache's binary and model."""
+    """The bundled model, small and on one thread, in a tmp home linking the shared cache's binary and model.
+
+    The same model as the other real-server tests, so a fresh machine installs nothing more for these.
+    """
     monkeypatch.delenv("STEADYLOOP_LLM_HOME", raising=False)
-    shared, own = Cache(default_home()), Cache(tmp_path / "llm")
-    spec = MODELS["smollm"]
-    if not (shared.binary.is_file() and model_path(shared.home, spec).is_file()):
-        pytest.skip(f"llama-server or smollm is not cached in {shared.home}: run scripts/llm-up once")
+    shared = LocalServerConfig(home=default_home())
+    ensure_binary(shared, _progress)
+    ensure_model(shared, _progress)
+    own = Cache(tmp_path / "llm")
+    spec = MODELS[shared.model]
     own.make_dirs()
-    own.binary.symlink_to(shared.binary)
+    own.binary.symlink_to(Cache(shared.home).binary)
     model_path(own.home, spec).symlink_to(model_path(shared.home, spec))
-    yield LocalServerConfig(home=own.home, model="smollm", ctx=512, threads=1)
+    yield LocalServerConfig(home=own.home, ctx=512, threads=1)
     for server in status(own.home):
         stop(server.port, own.home)
 
@@ -67,7 +86,7 @@ def _ask(server: LocalServer) -> None:
 
 
 def test_an_idle_server_stops_by_itself(cfg: LocalServerConfig) -> None:
-    server = start(cfg, wait=60, idle_stop=3.0, started_by=CLI_STARTED_BY)
+    server = start(cfg, wait=60, idle_stop=3.0, started_by=CLI_STARTED_BY, stop_with=os.getpid())
     assert server.reaper_pid is not None
     [listed] = status(cfg.home)
     assert (listed.reaper_pid, listed.idle_stop) == (server.reaper_pid, 3.0)
@@ -81,9 +100,9 @@ def test_an_idle_server_stops_by_itself(cfg: LocalServerConfig) -> None:
 
 
 def test_down_stops_only_what_the_cli_started(cfg: LocalServerConfig, tmp_path: Path) -> None:
-    mine = start(cfg, wait=60, idle_stop=600.0, started_by=CLI_STARTED_BY)
-    other = start(cfg, wait=60)
-    assert mine.reaper_pid is not None and other.reaper_pid is None
+    mine = start(cfg, wait=60, idle_stop=600.0, started_by=CLI_STARTED_BY, stop_with=os.getpid())
+    other = start(cfg, wait=60, stop_with=os.getpid())
+    assert mine.reaper_pid is not None and other.reaper_pid is not None
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "STEADYLOOP_"))}
     env.update(STEADYLOOP_LLM_HOME=str(cfg.home), STEADYLOOP_HOME=str(tmp_path / "home"))
 
@@ -93,7 +112,7 @@ def test_down_stops_only_what_the_cli_started(cfg: LocalServerConfig, tmp_path: 
 
     shown = steadyloop("local", "status").stdout
     assert f"started by {CLI_STARTED_BY}\tstops after 600 s idle" in shown
-    assert "started by steadyloop.local\truns until down" in shown
+    assert f"started by steadyloop.local\tstops when pid {os.getpid()} exits" in shown
     assert f"stopped {mine.base_url}" in steadyloop("local", "down").stderr
     assert _exits_within(mine.pid, 10) and _exits_within(mine.reaper_pid, 10)
     assert [s.port for s in status(cfg.home)] == [other.port] and health(other.port) == 200

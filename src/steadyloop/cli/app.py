@@ -15,14 +15,15 @@ from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from .. import AgentSpec, __version__
-from ..errors import EndpointUnavailable, RunCancelled, SteadyloopError
-from .config import PRESETS, EndpointChoice, Resolved, config_path, resolve, with_model
+from ..errors import EndpointUnavailable, InvalidInput, RunCancelled, SteadyloopError
+from .config import BUNDLED, PRESETS, EndpointChoice, Resolved, config_path, resolve, with_model
 from .kit import AgentOptions
 from .render import one_line
 
 __all__ = ["build_parser", "main"]
 
 COMMANDS = ("run", "chat", "sessions", "models", "local")
+_STDERR_LINES = 20
 
 _EPILOG = """\
 Endpoints, first match wins: --base-url; -e NAME (an endpoint of the config file, or a preset:
@@ -66,6 +67,23 @@ def _agent_options() -> argparse.ArgumentParser:
         default=[],
         metavar='"COMMAND ARGS"',
         help="attach an MCP server (repeatable)",
+    )
+    group.add_argument(
+        "--tool-routing",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="ask each step as one tool's call or an answer, held to a schema (auto: on for the bundled "
+        "model, whose 0.5B size chooses badly otherwise)",
+    )
+    group.add_argument(
+        "--idle",
+        type=float,
+        metavar="SECONDS",
+        help="a bundled server started now stops after this long without a request (0 = never; "
+        "default $STEADYLOOP_LOCAL_IDLE or 900)",
+    )
+    group.add_argument(
+        "-q", "--quiet", action="store_true", help="no notices or progress on stderr, only errors"
     )
     group.add_argument("--think", metavar="LEVEL", help="reasoning effort: none, low, medium, high, or off")
     group.add_argument("--max-tokens", type=int, metavar="N", help="the reply ceiling")
@@ -123,13 +141,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     local.add_argument("action", choices=["up", "down", "status"])
     which = local.add_mutually_exclusive_group()
-    which.add_argument("--port", type=int, metavar="N", help="down: stop the server on this port")
+    which.add_argument(
+        "--port", type=int, metavar="N", help="up: listen on this port; down: stop the server on it"
+    )
     which.add_argument(
         "--all", dest="every", action="store_true", help="down: every server, also those started elsewhere"
     )
     local.add_argument(
         "--idle", type=float, metavar="SECONDS", help="up: stop after this long without a request (0 = never)"
     )
+    local.add_argument("--ctx", type=int, metavar="N", help="up: the context size in tokens (default 4096)")
+    local.add_argument(
+        "--template",
+        choices=["jsonblock", "think", "stock"],
+        help="up: the chat template (default jsonblock, under which tool calls parse)",
+    )
+    local.add_argument("-q", "--quiet", action="store_true", help="up: no progress on stderr")
     return parser
 
 
@@ -142,7 +169,7 @@ def _with_shorthand(argv: list[str], stdin_piped: bool) -> list[str]:
 
 
 def _resolve(args: argparse.Namespace, spec: AgentSpec | None = None) -> Resolved:
-    from .commands import bundled_server
+    from .commands import LocalChoice, bundled_server
 
     choice = EndpointChoice(
         name=args.local_preset or args.endpoint,
@@ -150,11 +177,16 @@ def _resolve(args: argparse.Namespace, spec: AgentSpec | None = None) -> Resolve
         api_key=args.api_key,
         model=args.model,
     )
+    idle = getattr(args, "idle", None)
+    if idle is not None and not 0 <= idle < float("inf"):
+        raise InvalidInput(f"--idle must be seconds (0 = never stop), not {idle}")
+    local = LocalChoice(idle=idle)
+    quiet = bool(getattr(args, "quiet", False))
     if spec is not None:
         from .agent_file import resolve_for_agent
 
-        return resolve_for_agent(spec, choice, start_local=bundled_server)
-    return resolve(choice, start_local=bundled_server)
+        return resolve_for_agent(spec, choice, start_local=lambda: bundled_server(local, quiet=quiet))
+    return resolve(choice, start_local=lambda: bundled_server(local, quiet=quiet))
 
 
 def _spec_of(args: argparse.Namespace) -> AgentSpec | None:
@@ -166,9 +198,14 @@ def _spec_of(args: argparse.Namespace) -> AgentSpec | None:
 
 
 def _agent_options_of(
-    args: argparse.Namespace, response_format: dict[str, Any] | None = None, spec: AgentSpec | None = None
+    args: argparse.Namespace,
+    resolved: Resolved,
+    response_format: dict[str, Any] | None = None,
+    spec: AgentSpec | None = None,
 ) -> AgentOptions:
+    routing = {"on": True, "off": False}.get(args.tool_routing, resolved.label == BUNDLED)
     return AgentOptions(
+        tool_routing=routing,
         system=args.system,
         tools=not args.no_tools,
         mcp=tuple(args.mcp),
@@ -207,19 +244,21 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _run_async(
             run(
                 resolved,
-                _agent_options_of(args, schema, spec),
+                _agent_options_of(args, resolved, schema, spec),
                 prompt,
                 images=images,
                 as_json=args.json,
                 show_thinking=args.show_thinking,
+                quiet=args.quiet,
             )
         )
     if args.command == "chat":
         from .chat import chat
 
         spec = _spec_of(args)
+        resolved = _resolve(args, spec)
         return chat(
-            _resolve(args, spec), _agent_options_of(args, spec=spec), show_thinking=not args.hide_thinking
+            resolved, _agent_options_of(args, resolved, spec=spec), show_thinking=not args.hide_thinking
         )
     if args.command == "sessions":
         from .commands import sessions
@@ -234,7 +273,15 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _run_async(listing())
     from .commands import local_command
 
-    return local_command(args.action, port=args.port, every=args.every, idle=args.idle)
+    return local_command(
+        args.action,
+        port=args.port,
+        every=args.every,
+        idle=args.idle,
+        ctx=args.ctx,
+        template=args.template,
+        quiet=args.quiet,
+    )
 
 
 def _resolve_no_model(args: argparse.Namespace) -> Resolved:
@@ -265,6 +312,14 @@ def _hint(exc: SteadyloopError) -> str:
     return text
 
 
+def _own_words(exc: BaseException) -> None:
+    """What a failed MCP server wrote to stderr, after the one-line error: the reason is usually there."""
+    stderr = getattr(exc, "stderr", "")
+    if isinstance(stderr, str) and stderr.strip():
+        lines = stderr.strip().splitlines()[-_STDERR_LINES:]
+        print("\n".join(f"  | {line}" for line in lines), file=sys.stderr, flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``steadyloop`` command; returns the exit code."""
     from .run import Interrupted
@@ -283,6 +338,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except SteadyloopError as exc:
         _error(_hint(exc))
+        _own_words(exc)
         return 1
     except BrokenPipeError:
         # The reader went away (``| head``); stdout cannot take even the error, and nothing is owed.

@@ -5,8 +5,9 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInput
 from ..messages import AssistantMessage, Message, SystemMessage, ToolResultMessage, UserMessage, text_of
@@ -18,9 +19,9 @@ from .kit import AGENT_ID
 from .render import TerminalProgress, call_text
 
 if TYPE_CHECKING:
-    from ..local import LocalServer
+    from ..local import LocalServer, LocalServerConfig
 
-__all__ = ["bundled_server", "local_command", "models", "sessions"]
+__all__ = ["LocalChoice", "bundled_server", "local_command", "models", "sessions"]
 
 _SHOW_CHARS = 2000
 
@@ -87,32 +88,87 @@ async def models(resolved: Resolved) -> int:
     return 0
 
 
-def bundled_server(idle: float | None = None) -> tuple[str, str]:
-    """The bundled local model's ``(base_url, model)``: a running one, or one started now.
+@dataclass(frozen=True, slots=True)
+class LocalChoice:
+    """What ``local up`` (or the bundled default) asks of the local server; ``None`` takes the default.
 
-    A server started here is marked as the CLI's (a bare ``steadyloop local down`` stops it) and stops by
-    itself after ``idle`` seconds without a request (default: :func:`~.config.local_idle`). The first start
-    installs the server and the model, showing download bytes and build steps on stderr.
+    Attributes:
+        port: listen on this port.
+        ctx: the context size in tokens.
+        template: the chat template (``jsonblock``, ``think``, ``stock``).
+        idle: stop after this many seconds without a request (0 = never; default: ``local_idle()``).
     """
-    from ..local import CLI_STARTED_BY, LocalServerConfig, start, status
-    from ..local.server import health
 
-    for server in status():
-        if server.model and health(server.port) == 200:
-            _announce_use(server.home, server.port)
-            return server.base_url, server.model
+    port: int | None = None
+    ctx: int | None = None
+    template: str | None = None
+    idle: float | None = None
+
+
+def _say(text: str, quiet: bool) -> None:
+    if not quiet:
+        print(f"· {text}", file=sys.stderr, flush=True)
+
+
+def _config(choice: LocalChoice) -> LocalServerConfig:
+    from ..local import LocalServerConfig
+
+    settings: dict[str, Any] = {}
+    if choice.ctx is not None:
+        settings["ctx"] = choice.ctx
+    if choice.template is not None:
+        settings["template"] = choice.template
+    return LocalServerConfig(**settings)
+
+
+def _reusable(choice: LocalChoice, cfg: LocalServerConfig) -> LocalServer | None:
+    """A healthy server the steadyloop command started, running what was asked; never someone else's."""
+    from ..local import CLI_STARTED_BY, status
+    from ..local.server import health, matches
+
+    for server in status(cfg.home):
+        if server.started_by != CLI_STARTED_BY or (choice.port is not None and server.port != choice.port):
+            continue
+        if not matches(server, cfg):  # other settings, or an older template than this steadyloop ships
+            continue
+        if health(server.port) == 200:
+            return server
+    return None
+
+
+def bundled_server(choice: LocalChoice | None = None, *, quiet: bool = False) -> tuple[str, str]:
+    """The bundled local model's ``(base_url, model)``: one the steadyloop command started, or a new one.
+
+    A server another process started in the shared cache is never picked up: the command uses servers it
+    started (said on stderr) or starts its own on a free port. A server started here is marked as the
+    CLI's (a bare ``steadyloop local down`` stops it) and stops by itself after ``choice.idle`` seconds
+    without a request (default: :func:`~.config.local_idle`). The first start installs the server and the
+    model, showing download bytes and build steps on stderr.
+    """
+    from ..local import CLI_STARTED_BY, no_progress, start
+
+    choice = choice or LocalChoice()
+    cfg = _config(choice)
+    found = _reusable(choice, cfg)
+    if found is not None:
+        _announce_use(found.home, found.port)
+        _say(f"using the bundled model at {found.base_url} (started by steadyloop, pid {found.pid})", quiet)
+        return found.base_url, found.model
+    idle = local_idle() if choice.idle is None else choice.idle
     server = start(
-        LocalServerConfig(),
-        progress=TerminalProgress(),
-        idle_stop=local_idle() if idle is None else idle,
+        cfg,
+        choice.port,
+        progress=no_progress if quiet else TerminalProgress(),
+        idle_stop=idle,
         started_by=CLI_STARTED_BY,
     )
+    stops = f"stops after {idle:g} s without a request" if idle else "runs until `steadyloop local down`"
+    _say(f"started the bundled model at {server.base_url} (pid {server.pid}; {stops})", quiet)
     return server.base_url, server.model
 
 
 def _announce_use(home: Path, port: int) -> None:
     # The reaper counts a touched sidecar as use: a server chosen now is not stopped before it is asked.
-    # Servers started elsewhere have no sidecar, and get none.
     from ..local.config import Cache
 
     with contextlib.suppress(OSError):
@@ -120,37 +176,47 @@ def _announce_use(home: Path, port: int) -> None:
 
 
 def _idle_text(server: LocalServer) -> str:
-    if server.reaper_pid is None or server.idle_stop is None:
+    stops = [f"after {server.idle_stop:g} s idle"] if server.idle_stop is not None else []
+    stops += [f"when pid {server.owner} exits"] if server.owner is not None else []
+    if server.reaper_pid is None or not stops:
         return "runs until down"
-    return f"stops after {server.idle_stop:g} s idle"
+    return f"stops {' or '.join(stops)}"
 
 
 def local_command(
-    action: str, *, port: int | None = None, every: bool = False, idle: float | None = None
+    action: str,
+    *,
+    port: int | None = None,
+    every: bool = False,
+    idle: float | None = None,
+    ctx: int | None = None,
+    template: str | None = None,
+    quiet: bool = False,
 ) -> int:
-    """``local up [--idle S]|down [--port N|--all]|status``: manage the bundled model's server.
+    """``local up [--port N] [--ctx N] [--template T] [--idle S]|down [--port N|--all]|status``.
 
     Raises:
         InvalidInput: an option that does not go with ``action``.
     """
-    from ..local import CLI_STARTED_BY, start_reaper, status, stop
+    from ..local import start_reaper, status, stop
     from ..local.server import ports_to_stop
 
-    if (port is not None or every) and action != "down":
-        raise InvalidInput("--port and --all go with `steadyloop local down`")
-    if idle is not None and action != "up":
-        raise InvalidInput("--idle goes with `steadyloop local up`")
+    if every and action != "down":
+        raise InvalidInput("--all goes with `steadyloop local down`")
+    if port is not None and action == "status":
+        raise InvalidInput("--port goes with `steadyloop local up` or `down`")
+    if action != "up":
+        for given, flag in ((idle, "--idle"), (ctx, "--ctx"), (template, "--template")):
+            if given is not None:
+                raise InvalidInput(f"{flag} goes with `steadyloop local up`")
     if idle is not None and not 0 <= idle < float("inf"):
         raise InvalidInput(f"--idle must be seconds (0 = never stop), not {idle}")
     if action == "up":
-        before = {s.port: s for s in status()}
-        url, model = bundled_server(idle)
-        reused = next((s for s in before.values() if s.base_url == url), None)
-        if reused is not None and idle is not None:
-            if reused.started_by == CLI_STARTED_BY:
-                start_reaper(reused.port, idle, reused.home)  # re-armed with the idle time asked for now
-            else:
-                print(f"{url} was not started by steadyloop: its idle stop is left as it is", file=sys.stderr)
+        before = {s.base_url for s in status()}
+        url, model = bundled_server(LocalChoice(port, ctx, template, idle), quiet=quiet)
+        if url in before and idle is not None:
+            reused = next(s for s in status() if s.base_url == url)
+            start_reaper(reused.port, idle, reused.home)  # re-armed with the idle time asked for now
         print(f"{url}\t{model}")
         return 0
     running = status()

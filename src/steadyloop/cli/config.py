@@ -38,6 +38,7 @@ from ..wire.endpoints import Endpoint
 from ..wire.windows import list_models
 
 __all__ = [
+    "BUNDLED",
     "DEFAULT_LOCAL_IDLE",
     "PRESETS",
     "EndpointChoice",
@@ -59,7 +60,8 @@ PRESETS: Mapping[str, int] = {
     "lmstudio": 1234,
 }
 
-_BUNDLED = "bundled"
+#: The label of the bundled local model, the endpoint used when nothing else is named.
+BUNDLED = "bundled"
 
 #: Seconds without a request after which the bundled server the CLI started stops by itself.
 DEFAULT_LOCAL_IDLE = 15 * 60.0
@@ -210,8 +212,8 @@ def resolve(
         label = name
     elif name is not None and name in PRESETS:
         endpoint, label = _preset(name, choice.api_key), name
-    elif name is not None and name != _BUNDLED:
-        known = sorted({*endpoints, *PRESETS, _BUNDLED})
+    elif name is not None and name != BUNDLED:
+        known = sorted({*endpoints, *PRESETS, BUNDLED})
         raise InvalidInput(f"no endpoint named {name!r}; known: {', '.join(known)}")
     elif name is None and env.get("OPENAI_BASE_URL"):
         endpoint = Endpoint(env["OPENAI_BASE_URL"], api_key=choice.api_key or env.get("OPENAI_API_KEY"))
@@ -220,7 +222,7 @@ def resolve(
         if start_local is None:
             raise InvalidInput("no endpoint configured: pass --base-url URL -m MODEL or set OPENAI_BASE_URL")
         url, alias = start_local()
-        endpoint, label, configured = Endpoint(url, request_timeout=None), _BUNDLED, alias
+        endpoint, label, configured = Endpoint(url, request_timeout=None), BUNDLED, alias
     return Resolved(endpoint=endpoint, model=model or configured, label=label, context_length=window)
 
 

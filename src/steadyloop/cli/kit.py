@@ -28,7 +28,7 @@ from ..tools.approvals import ApprovalBroker, ApprovalPolicy
 from ..tools.definition import Tool
 from ..wire.windows import context_limit_for
 from .config import Resolved
-from .tools import file_tools, shell_tool
+from .tools import COMPACT_WINDOW, default_tools, system_prompt
 
 __all__ = ["AGENT_ID", "APPROVAL_POLICY", "AgentOptions", "Conversation", "open_conversation"]
 
@@ -38,11 +38,6 @@ AGENT_ID = "cli"
 #: Everything that changes the world waits for a yes at the terminal.
 APPROVAL_POLICY = ApprovalPolicy(
     require_for=frozenset({"mutate-reversible", "mutate-irreversible", "destructive"})
-)
-
-_TOOLS_SYSTEM = (
-    "You are a helpful assistant in a terminal. The working directory is {cwd}. Use the tools to look at "
-    "files when the question is about them; answer briefly."
 )
 
 
@@ -61,6 +56,7 @@ class AgentOptions:
         session: resume this session.
         resume_latest: resume the most recently active session.
         response_format: hold the answer to a JSON schema.
+        tool_routing: ask each step as one tool's call or an answer (``LoopPolicy.tool_routing``).
         spec: the agent document (``--agent``); the flags above are layered over it.
     """
 
@@ -74,6 +70,7 @@ class AgentOptions:
     session: str | None = None
     resume_latest: bool = False
     response_format: Mapping[str, Any] | None = None
+    tool_routing: bool = False
     cwd: Path = field(default_factory=Path.cwd)
     spec: AgentSpec | None = None
 
@@ -163,9 +160,11 @@ async def open_conversation(
     async with contextlib.AsyncExitStack() as stack:
         store = SQLiteSessionStore()
         stack.push_async_callback(store.close)
+        # Context keeping needs the window; asked once here, and left off for a server that will not say.
+        window = await context_limit_for(resolved.endpoint, resolved.model, resolved.context_length)
         tools: list[Tool] = []
         if options.tools and options.spec is None:  # an agent document picks its own (_spec_agent)
-            tools += [*file_tools(options.cwd), shell_tool(options.cwd)]
+            tools += default_tools(options.cwd, compact=window is not None and window <= COMPACT_WINDOW)
         if options.mcp and options.spec is None:
             tools += await _mcp(options.mcp, stack)
         session_id: str | None = None
@@ -189,12 +188,14 @@ async def open_conversation(
             reasoning_effort=options.think,
             response_format=options.response_format,
         )
-        # Context keeping needs the window; asked once here, and left off for a server that will not say.
-        window = await context_limit_for(resolved.endpoint, resolved.model, resolved.context_length)
-        policy = LoopPolicy(context_limit=window, context=ContextPolicy() if window else None)
+        policy = LoopPolicy(
+            context_limit=window,
+            context=ContextPolicy() if window else None,
+            tool_routing=options.tool_routing,
+        )
         system = options.system
         if system is None:
-            system = _TOOLS_SYSTEM.format(cwd=options.cwd) if tools else ""
+            system = system_prompt(options.cwd) if tools else ""
         agent = Agent(
             resolved.endpoint,
             params,
@@ -227,7 +228,7 @@ async def _spec_agent(
         spec,
         model=resolved.model,
         window=window,
-        tools=[*file_tools(options.cwd), shell_tool(options.cwd)],
+        tools=default_tools(options.cwd, compact=window is not None and window <= COMPACT_WINDOW),
         servers=servers_of(options.mcp),
         require_for=sorted(APPROVAL_POLICY.require_for),
         flags=flag_layer(
@@ -238,7 +239,7 @@ async def _spec_agent(
             tools=options.tools,
         ),
         system=options.system,
-        default_system=_TOOLS_SYSTEM.format(cwd=options.cwd),
+        default_system=system_prompt(options.cwd),
     )
     if options.response_format is not None:
         settings = replace(settings, params=replace(settings.params, response_format=options.response_format))

@@ -1,12 +1,17 @@
 """Showing a run in a terminal: the answer as it streams, thinking in a dim gutter, tool calls on one line.
 
-Colour is plain ANSI, used only when the stream is a terminal and ``NO_COLOR`` is unset (no-color.org).
+Answer text that may be a tool call the model wrote as text is held (``CallHoldback``) until the message is
+decided, so a call recovered from the text is never printed as the answer, in a terminal or a pipe. While
+a request waits for its first token, ``tick`` shows that the model is reading the prompt, with the time
+spent. Colour is plain ANSI, used only when the stream is a terminal and ``NO_COLOR`` is unset
+(no-color.org).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -14,16 +19,21 @@ from typing import Any, TextIO
 
 from ..events import (
     AgentEnd,
+    ApprovalDecided,
     ApprovalRequired,
     Event,
+    MessageEnd,
+    MessageStart,
     MessageUpdate,
     Notice,
     Retry,
     ToolExecutionEnd,
     ToolExecutionStart,
+    TurnStart,
     event_to_json,
 )
-from ..messages import text_of
+from ..messages import AssistantMessage, text_of
+from ..tools.holdback import CallHoldback
 from .markdown import MarkdownStream
 
 __all__ = [
@@ -40,6 +50,19 @@ __all__ = [
 _GUTTER = "│ "
 _ARG_CHARS = 60
 _SUMMARY_CHARS = 80
+_LISTED = 24  # the most names a result shown as a list may hold
+_LISTED_CHARS = 240
+_SPACE = re.compile(r"\s")
+_QUIET_WAIT_S = 2.0  # a wait shorter than this is not worth a line
+_DENIALS = {
+    "refused": "not run: you said no",
+    "interrupted": "not run: you said no (Ctrl-C)",
+    "timeout": "not run: no answer came in time",
+    "no terminal to ask": "not run: it needs your approval and there is no terminal to ask (run it in one)",
+    "no approval surface": "not run: it needs an approval and nothing here can give one",
+    "aborted": "not run: the run was stopped",
+    "cancelled": "not run: the run was stopped",
+}
 
 
 class Style:
@@ -95,13 +118,22 @@ def call_text(name: str, arguments: dict[str, Any]) -> str:
 
 
 def result_summary(text: str) -> str:
-    """A tool result in a few words: its one line, or how many lines it has."""
-    lines = text.strip().splitlines()
+    """A tool result in a few words: its one line, a short list as a list (a folder's entries), or how
+    many lines it has."""
+    lines = [line.strip() for line in text.strip().splitlines()]
     if not lines:
         return "done"
     if len(lines) == 1:
-        line = lines[0].strip()
+        line = lines[0]
         return line if len(line) <= _SUMMARY_CHARS else line[: _SUMMARY_CHARS - 1] + "…"
+    names = [line for line in lines if not line.startswith("[")]
+    notes = [line for line in lines if line.startswith("[")]  # "[3 hidden, ...]", "[12 more]"
+    joined = ", ".join(names) + "".join(f" {note}" for note in notes)
+    # Names, one a line (a listing, a glob): shown whole, so what the tool found is on screen whatever the
+    # model makes of it.
+    listing = names and not any(_SPACE.search(name) for name in names)
+    if listing and len(names) <= _LISTED and len(joined) <= _LISTED_CHARS:
+        return joined
     return f"{len(lines)} lines"
 
 
@@ -139,7 +171,11 @@ class TextRenderer:
         self._mode: str = ""  # what the last write was: "", "text", "thinking" or "call:<id>"
         self._line_open: dict[int, bool] = {}
         self._arguments: dict[str, dict[str, Any]] = {}  # by call id, for calls denied before they start
+        self._denials: dict[str, str] = {}  # by call id: why the approval said no
         self._answer: MarkdownStream | None = None  # while an answer streams with markdown on
+        self._hold = CallHoldback()  # the current message's answer text, held while it may be a call
+        self._waiting_since: float | None = None  # a request awaits its first token since then
+        self._wait_shown = False  # the wait is on screen (a live line in a terminal, one line elsewhere)
 
     def _write(self, stream: TextIO, text: str) -> None:
         if not text:
@@ -159,10 +195,29 @@ class TextRenderer:
 
     def __call__(self, event: Event) -> None:
         """Show one event."""
+        if isinstance(event, TurnStart):
+            # A step's request is on its way: its assistant message opens only with its first piece.
+            self._hold = CallHoldback()
+            self._waiting_since = time.monotonic()
+            return
+        if isinstance(event, MessageStart) and isinstance(event.message, AssistantMessage):
+            self._hold = CallHoldback()
+            return
+        output = isinstance(event, MessageEnd) and isinstance(event.message, AssistantMessage)
+        if output or isinstance(event, MessageUpdate | ToolExecutionStart | Notice | Retry | AgentEnd):
+            self._stop_waiting(keep=isinstance(event, Notice | Retry))
+        if isinstance(event, ToolExecutionStart | AgentEnd):
+            self._text(self._hold.finish())  # whatever is still held was no call: nothing is lost
         if isinstance(event, MessageUpdate):
             self._delta(event)
+        elif isinstance(event, MessageEnd) and isinstance(event.message, AssistantMessage):
+            message = event.message
+            self._text(self._hold.finish(message.content, called=bool(message.tool_calls)))
         elif isinstance(event, ApprovalRequired):
             self._arguments[event.call_id] = event.arguments
+        elif isinstance(event, ApprovalDecided):
+            if event.decision == "deny":
+                self._denials[event.call_id] = event.reason
         elif isinstance(event, ToolExecutionStart):
             self._end_line()
             self._write(self.aux, self._aux_style.tool(f"⚙ {call_text(event.name, event.arguments)}") + " …")
@@ -193,9 +248,12 @@ class TextRenderer:
                     gutter = "" if self._line_open.get(id(stream)) else style.dim(_GUTTER)
                     self._write(stream, gutter + style.dim(piece))
             return
-        if not self.show_answer:
+        self._text(self._hold.feed(event.delta))
+
+    def _text(self, delta: str) -> None:
+        """Show answer text that the hold let through."""
+        if not self.show_answer or not delta:
             return
-        delta = event.delta
         if self._mode != "text":
             self._end_line()
             self._mode = "text"
@@ -216,7 +274,8 @@ class TextRenderer:
         text = text_of(event.result.content)
         failed = event.result.is_error or event.disposition != "completed"
         if event.disposition == "blocked":
-            mark = style.bad(f"✗ denied: {result_summary(text)}")
+            reason = self._denials.pop(event.call_id, None)
+            mark = style.bad(f"✗ {_denial_sentence(reason, text)}")
         elif failed:
             mark = style.bad(f"✗ {result_summary(text)}")
         else:
@@ -234,8 +293,46 @@ class TextRenderer:
         if not self.notices:
             return
         self._end_line()
-        self._write(self.aux, self._aux_style.dim(f"· {text}") + "\n")
+        self._write(self.aux, self._aux_style.dim(f"· {' '.join(text.split())}") + "\n")
         self._mode = ""
+
+    # -- waiting for the first token --------------------------------------------------------------------
+
+    def tick(self, now: float | None = None) -> None:
+        """Show how long the model has been reading the prompt; call it about once a second.
+
+        In a terminal the line is rewritten in place and erased when output starts; elsewhere one line is
+        written once the wait passes two seconds. Nothing is shown when notices are off.
+        """
+        since = self._waiting_since
+        if since is None or not self.notices:
+            return
+        waited = (now if now is not None else time.monotonic()) - since
+        if waited < _QUIET_WAIT_S:
+            return
+        if _isatty(self.aux):
+            if not self._wait_shown:
+                self._end_line()
+            self.aux.write(
+                "\r\x1b[2K" + self._aux_style.dim(f"· the model is reading the prompt… {waited:.0f} s")
+            )
+            self.aux.flush()
+            self._wait_shown = True
+        elif not self._wait_shown:
+            self._end_line()
+            self._write(self.aux, "· the model is reading the prompt…\n")
+            self._wait_shown = True
+
+    def _stop_waiting(self, *, keep: bool = False) -> None:
+        """Output started (or something else must be said): the wait is over, or ``keep`` it going after."""
+        if self._waiting_since is None:
+            return
+        if self._wait_shown and _isatty(self.aux):
+            self.aux.write("\r\x1b[2K")
+            self.aux.flush()
+        self._wait_shown = False
+        if not keep:
+            self._waiting_since = None
 
 
 class JsonRenderer:
@@ -253,19 +350,24 @@ class JsonRenderer:
 class TerminalProgress:
     """Shows the bundled model's install and start on stderr: download bytes, build steps, loading.
 
-    A line per event kind at most about once a second, so a long build stays readable.
+    In a terminal a counted step (a download, the build) rewrites one line in place; elsewhere it gets a line
+    at most every ten seconds, and when it finishes. Every other event is a line of its own.
     """
 
-    def __init__(self, stream: TextIO | None = None) -> None:
+    def __init__(self, stream: TextIO | None = None, *, every: float | None = None) -> None:
         self.stream = stream or sys.stderr
         self._style = Style(self.stream)
+        self._live = _isatty(self.stream)
+        self._every = every if every is not None else (0.5 if self._live else 10.0)
         self._last = ("", 0.0)
+        self._open = False  # a counted step's line is on screen, not ended yet
 
     def __call__(self, event: str, done: int | None, total: int | None) -> None:
         """Report ``event`` (see ``steadyloop.local.Progress``)."""
         now = time.monotonic()
-        finished = done is not None and total is not None and done >= total
-        if event == self._last[0] and not finished and now - self._last[1] < 1.0:
+        counted = done is not None
+        finished = counted and total is not None and done is not None and done >= total
+        if counted and event == self._last[0] and not finished and now - self._last[1] < self._every:
             return
         self._last = (event, now)
         line = event
@@ -273,8 +375,24 @@ class TerminalProgress:
             line += f": {done / 1e6:.1f}" + (f" / {total / 1e6:.1f} MB" if total else " MB")
         elif done is not None and total is not None:
             line += f": {done}/{total}"
-        self.stream.write(self._style.dim(f"[local model] {line}") + "\n")
+        shown = self._style.dim(f"[local model] {line}")
+        if self._live and counted:
+            self.stream.write("\r\x1b[2K" + shown + ("\n" if finished else ""))
+            self._open = not finished
+        else:
+            self.stream.write(("\n" if self._open else "") + shown + "\n")
+            self._open = False
         self.stream.flush()
+
+
+def _denial_sentence(reason: str | None, result: str) -> str:
+    """Why a call did not run, as one sentence."""
+    if reason in _DENIALS:
+        return _DENIALS[reason]
+    if reason:
+        return f"not run: {reason}"
+    text = result_summary(result)
+    return f"not run: {text.removeprefix('Denied: ')}"
 
 
 def to_json_line(value: object) -> str:

@@ -155,6 +155,12 @@ def parse_answer(text: str, schema: Mapping[str, Any]) -> Any:
     return value
 
 
+async def _tick(renderer: TextRenderer) -> None:
+    while True:
+        await asyncio.sleep(1.0)
+        renderer.tick()
+
+
 async def run(
     resolved: Resolved,
     options: AgentOptions,
@@ -163,8 +169,12 @@ async def run(
     images: Sequence[ImagePart] = (),
     as_json: bool = False,
     show_thinking: bool = False,
+    quiet: bool = False,
 ) -> int:
     """Run one prompt; returns the exit code.
+
+    Notices (retries, downgrades, recoveries, how long the model has been reading the prompt) go to stderr,
+    one line each, whether or not it is a terminal; ``quiet`` leaves them out.
 
     Raises:
         Interrupted: Ctrl-C stopped it.
@@ -175,21 +185,22 @@ async def run(
     approvals = TerminalApprovals(terminal)
     loop = asyncio.get_running_loop()
     interrupted = False
+    ticking: asyncio.Task[None] | None = None
     try:
         async with open_conversation(resolved, options, approvals=approvals) as conversation:
             agent = conversation.agent
             if as_json:
                 agent.subscribe(JsonRenderer(sys.stdout))
             else:
-                agent.subscribe(
-                    TextRenderer(
-                        sys.stdout,
-                        sys.stderr,
-                        show_thinking=show_thinking,
-                        show_answer=options.response_format is None,
-                        notices=sys.stderr.isatty(),
-                    )
+                renderer = TextRenderer(
+                    sys.stdout,
+                    sys.stderr,
+                    show_thinking=show_thinking,
+                    show_answer=options.response_format is None,
+                    notices=not quiet,
                 )
+                agent.subscribe(renderer)
+                ticking = asyncio.create_task(_tick(renderer))
 
             def on_sigint() -> None:
                 # Ctrl-C at an approval question is a no to that call; anywhere else it stops the run.
@@ -210,6 +221,8 @@ async def run(
             finally:
                 loop.remove_signal_handler(signal.SIGINT)
     finally:
+        if ticking is not None:
+            ticking.cancel()
         if terminal is not None:
             terminal.close()
     if options.response_format is not None:

@@ -14,11 +14,12 @@ import os
 import re
 import signal
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from ..tools.definition import ResourceClaim, Tool, ToolContext, tool
 
-__all__ = ["file_tools", "shell_tool"]
+__all__ = ["COMPACT_WINDOW", "default_tools", "file_tools", "shell_tool", "system_prompt"]
 
 _READ_LIMIT = 400  # lines one read returns unless asked otherwise
 _MAX_READ_BYTES = 256_000
@@ -26,6 +27,17 @@ _MAX_LISTED = 500
 _MAX_MATCHES = 100
 _MAX_LINE = 240
 _MAX_SHELL_OUTPUT = 16_000
+# No absolute path: a small model copies it into every path argument, and the tools need none.
+_SYSTEM = (
+    "You are a helpful assistant in a terminal, working in a folder of the user's. Use the tools when a "
+    "question is about the files here; answer other questions directly. Answer briefly."
+)
+#: A context window this small (tokens) gets the compact tool set: the file tools a small model can tell
+#: apart, without edit_file, glob and run_shell, which overlap them, in about half the prompt.
+COMPACT_WINDOW = 8192
+_LISTED_FOLDERS = 40  # the most folders list_dir's schema names; past this the path is free text
+_LISTED_FILES = 60
+_QUOTES = "\"'`"
 _SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", ".mypy_cache"})
 
 # Reads share the file system; a write has it alone, so a read never sees a file half written.
@@ -41,6 +53,12 @@ class _Root:
 
     def inside(self, given: str) -> Path:
         target = (self.path / given).resolve()
+        if not target.exists():
+            # A small model quotes the path it means ('"."', '".".', "'notes.txt'") or writes it from a root
+            # ('/notes.txt'); what it meant is read only when what it wrote names nothing.
+            unquoted = _unquoted(given)
+            if unquoted != given and (self.path / unquoted).resolve().exists():
+                target = (self.path / unquoted).resolve()
         if target != self.path and self.path not in target.parents:
             raise PermissionError(
                 f"{given!r} is outside the working directory {self.path}; only paths inside it"
@@ -49,6 +67,15 @@ class _Root:
 
     def show(self, path: Path) -> str:
         return "." if path == self.path else str(path.relative_to(self.path))
+
+
+def _unquoted(given: str) -> str:
+    """A path as a small model meant it: without the quotes around it (and a sentence's full stop after
+    them: '".".' is '.'), and from the working directory when written from a root ('/notes.txt')."""
+    text = given.strip()
+    if text.endswith(".") and text[:-1].endswith(tuple(_QUOTES)):
+        text = text[:-1]
+    return text.strip(_QUOTES).lstrip("/") or "."
 
 
 def _text(path: Path, shown: str) -> str:
@@ -82,12 +109,12 @@ def file_tools(root: Path, *, writable: bool = True) -> list[Tool]:
 
     @tool(effect="read", claims=_READ)
     def read_file(path: str, offset: int = 1, limit: int = _READ_LIMIT) -> str:
-        """Read a text file in the working directory, with line numbers.
+        """Read a text file, with line numbers.
 
         Args:
-            path: the file, relative to the working directory.
-            offset: the first line to read (1-based).
-            limit: how many lines to read at most.
+            path: the file's path.
+            offset: the first line to read.
+            limit: the most lines to read.
         """
         target = where.inside(path)
         lines = _text(target, path).splitlines()
@@ -104,28 +131,33 @@ def file_tools(root: Path, *, writable: bool = True) -> list[Tool]:
 
     @tool(effect="read", claims=_READ)
     def list_dir(path: str = ".") -> str:
-        """List a folder in the working directory; folders end in '/'.
+        """List the files and folders in a folder; folders end in /.
 
         Args:
-            path: the folder, relative to the working directory.
+            path: the folder's path; leave it out for the working directory.
         """
         target = where.inside(path)
         if not target.is_dir():
             raise NotADirectoryError(f"{path}: not a folder")
-        entries = sorted(target.iterdir(), key=lambda p: (not p.is_dir(), p.name))
+        every = sorted(target.iterdir(), key=lambda p: (not p.is_dir(), p.name))
+        # Hidden entries (.git, .venv, caches) last and by count only, as ls leaves them out: a small
+        # model describing the folder described .ci/ and .mypy_cache/ first.
+        entries = [p for p in every if not p.name.startswith(".")]
         shown = [p.name + ("/" if p.is_dir() else "") for p in entries[:_MAX_LISTED]]
         if len(entries) > _MAX_LISTED:
             shown.append(f"[{len(entries) - _MAX_LISTED} more]")
+        if hidden := len(every) - len(entries):
+            shown.append(f"[{hidden} hidden, named with a leading dot]")
         return "\n".join(shown) or "(empty folder)"
 
     @tool(effect="read", claims=_READ)
     def search_text(pattern: str, path: str = ".", glob: str | None = None) -> str:
-        """Search files for a regular expression; answers 'file:line: text' for each match.
+        """Find which files contain a word or regular expression; answers file:line: text for each match.
 
         Args:
-            pattern: a Python regular expression.
-            path: a file or folder to search, relative to the working directory.
-            glob: only files whose name matches this pattern, e.g. '*.py'.
+            pattern: the word or Python regular expression to look for.
+            path: the file or folder to search.
+            glob: only files whose names match this pattern, e.g. *.py.
         """
         try:
             regex = re.compile(pattern)
@@ -148,10 +180,10 @@ def file_tools(root: Path, *, writable: bool = True) -> list[Tool]:
 
     @tool(name="glob", effect="read", claims=_READ)
     def glob_files(pattern: str) -> str:
-        """Find files in the working directory by a glob pattern, e.g. 'src/**/*.py'.
+        """Find files by a name pattern, e.g. src/**/*.py.
 
         Args:
-            pattern: the pattern, relative to the working directory.
+            pattern: the glob pattern.
         """
         if Path(pattern).is_absolute():
             raise PermissionError("give a pattern relative to the working directory")
@@ -164,17 +196,18 @@ def file_tools(root: Path, *, writable: bool = True) -> list[Tool]:
                 break
         return "\n".join(matches) or "no files match"
 
-    tools = [read_file, list_dir, search_text, glob_files]
+    # No default in the schema: a small model shown 'Default: "."' copies the quotes into the path.
+    tools = [read_file, _no_default(list_dir, "path"), search_text, glob_files]
     if not writable:
         return tools
 
     @tool(effect="mutate-reversible", claims=_WRITE, dedupe=False)
     def write_file(path: str, content: str) -> str:
-        """Write a text file in the working directory, replacing it if it exists.
+        """Create a text file, or replace the one there.
 
         Args:
-            path: the file, relative to the working directory.
-            content: the whole new content.
+            path: the file's path.
+            content: the whole text the file holds.
         """
         target = where.inside(path)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -183,10 +216,10 @@ def file_tools(root: Path, *, writable: bool = True) -> list[Tool]:
 
     @tool(effect="mutate-reversible", claims=_WRITE, dedupe=False)
     def edit_file(path: str, old: str, new: str) -> str:
-        """Replace one exact piece of text in a file with another.
+        """Replace one exact piece of text in a file.
 
         Args:
-            path: the file, relative to the working directory.
+            path: the file's path.
             old: the text to replace; it must occur exactly once.
             new: what to put in its place.
         """
@@ -248,3 +281,71 @@ def shell_tool(root: Path, *, timeout: float = 120.0) -> Tool:
 def _kill(process: asyncio.subprocess.Process) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
+
+
+def _no_default(tool: Tool, name: str) -> Tool:
+    """``tool`` with its schema giving no default for ``name`` (the description says what leaving it out does)."""
+    parameters = dict(tool.parameters)
+    properties = dict(parameters.get("properties", {}))
+    properties[name] = {k: v for k, v in properties[name].items() if k != "default"}
+    parameters["properties"] = properties
+    return replace(tool, parameters=parameters)
+
+
+def _choices(tool: Tool, name: str, values: list[str], description: str | None = None) -> Tool:
+    """``tool`` with its schema holding ``name`` to ``values``, so a grammar server keeps the model to them."""
+    parameters = dict(tool.parameters)
+    properties = dict(parameters.get("properties", {}))
+    properties[name] = {**properties[name], "enum": values}
+    if description is not None:
+        properties[name]["description"] = description
+    parameters["properties"] = properties
+    return replace(tool, parameters=parameters)
+
+
+def _paths_here(root: Path, *, folders: bool, depth: int, cap: int) -> list[str] | None:
+    """The folders (or files) within ``depth`` levels of ``root``, sorted; ``None`` past ``cap`` of them."""
+    where = _Root(root)
+    found: list[str] = ["."] if folders else []
+    for folder, dirs, names in os.walk(where.path):
+        here = Path(folder)
+        level = len(here.relative_to(where.path).parts)
+        dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith("."))
+        if level >= depth:
+            dirs[:] = []
+        for name in dirs if folders else sorted(n for n in names if not n.startswith(".")):
+            found.append(str((here / name).relative_to(where.path)))
+            if len(found) > cap:
+                return None
+    return sorted(found)
+
+
+def default_tools(root: Path, *, compact: bool = False) -> list[Tool]:
+    """The tools ``run`` and ``chat`` give the model over ``root``: the file tools and the shell.
+
+    Args:
+        compact: for a small model (see :data:`COMPACT_WINDOW`): only ``read_file``, ``list_dir``,
+            ``search_text`` and ``write_file``, and, in a small folder, the paths ``list_dir`` and
+            ``read_file`` take are the ones that exist, listed in their schemas. A grammar server then holds
+            the model to a real path: asked about "this folder", the 0.5B model otherwise writes
+            '/path/to/folder', '".".' or an example it saw. The lists are taken when the tools are made.
+    """
+    tools = file_tools(root)
+    if not compact:
+        return [*tools, shell_tool(root)]
+    kept = [t for t in tools if t.name in ("read_file", "list_dir", "search_text", "write_file")]
+    folders = _paths_here(root, folders=True, depth=2, cap=_LISTED_FOLDERS)
+    files = _paths_here(root, folders=False, depth=3, cap=_LISTED_FILES)
+    out: list[Tool] = []
+    for each in kept:
+        if each.name == "list_dir" and folders is not None:
+            each = _choices(each, "path", folders, "the folder; . is the working directory itself.")
+        elif each.name == "read_file" and files:
+            each = _choices(each, "path", files)
+        out.append(each)
+    return out
+
+
+def system_prompt(root: Path) -> str:
+    """The system prompt ``run`` and ``chat`` use with their tools over ``root``."""
+    return _SYSTEM

@@ -95,9 +95,12 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("status", parents=[common], help="list running servers")
 
-    reap = sub.add_parser("reap", parents=[common], help="internal: stop the server on PORT when idle")
+    reap = sub.add_parser(
+        "reap", parents=[common], help="internal: stop the server on PORT when idle or when --owner exits"
+    )
     reap.add_argument("--port", type=int, required=True)
     reap.add_argument("--idle", type=float, required=True, metavar="SECONDS")
+    reap.add_argument("--owner", type=int, default=None, metavar="PID")
     return ap
 
 
@@ -130,9 +133,11 @@ def _down(args: argparse.Namespace, home: Path) -> int:
 
 
 def _idle_text(server: LocalServer) -> str:
-    if server.reaper_pid is None or server.idle_stop is None:
+    stops = [f"after {server.idle_stop:g} s idle"] if server.idle_stop is not None else []
+    stops += [f"when pid {server.owner} exits"] if server.owner is not None else []
+    if server.reaper_pid is None or not stops:
         return "runs until down"
-    return f"stops after {server.idle_stop:g} s idle (reaper pid {server.reaper_pid})"
+    return f"stops {' or '.join(stops)} (reaper pid {server.reaper_pid})"
 
 
 def _status(home: Path) -> int:
@@ -145,7 +150,7 @@ def _status(home: Path) -> int:
 def _reap(args: argparse.Namespace, home: Path) -> int:
     # SIGTERM (a newer reaper replacing this one) becomes SystemExit, so watch() removes its pid file.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
-    watch(args.port, args.idle, home)
+    watch(args.port, args.idle, home, owner=args.owner)
     return 0
 
 

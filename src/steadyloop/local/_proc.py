@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import shutil
 import subprocess
 import sys
+import threading
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from .config import LocalServerError, Progress
@@ -15,6 +19,8 @@ __all__ = ["pip_download", "pip_install", "run_streaming", "tail"]
 
 _PROGRESS = re.compile(r"^Progress (\d+) of (\d+)$")
 _DOWNLOADING = re.compile(r"^\s*Downloading (\S+)")
+_SIZE = re.compile(r"\((\d+(?:\.\d+)?) (kB|MB|GB|B)\)\s*$", re.IGNORECASE)
+_UNITS = {"b": 1, "kb": 1_000, "mb": 1_000_000, "gb": 1_000_000_000}
 
 
 def tail(path: Path, lines: int = 30) -> str:
@@ -26,7 +32,9 @@ def tail(path: Path, lines: int = 30) -> str:
         return ""
 
 
-def run_streaming(cmd: Sequence[str], log_path: Path, on_line: Callable[[str], None]) -> int:
+def run_streaming(
+    cmd: Sequence[str], log_path: Path, on_line: Callable[[str], None], env: Mapping[str, str] | None = None
+) -> int:
     """Run ``cmd`` with stdout and stderr going to ``log_path``, passing each line to ``on_line``.
 
     Returns:
@@ -43,6 +51,7 @@ def run_streaming(cmd: Sequence[str], log_path: Path, on_line: Callable[[str], N
             text=True,
             errors="replace",
             bufsize=1,
+            env=None if env is None else dict(env),
         ) as proc,
     ):
         assert proc.stdout is not None
@@ -50,6 +59,69 @@ def run_streaming(cmd: Sequence[str], log_path: Path, on_line: Callable[[str], N
             log.write(line)
             on_line(line.rstrip("\n"))
         return proc.wait()
+
+
+def _size_of(line: str) -> int | None:
+    """The size pip announces with a download (``Downloading x.whl (80.0 MB)``), in bytes."""
+    m = _SIZE.search(line)
+    if m is None:
+        return None
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def _bytes_under(folder: Path) -> int:
+    total = 0
+    for path in folder.rglob("*"):
+        with contextlib.suppress(OSError):
+            if path.is_file():
+                total += path.stat().st_size
+    return total
+
+
+@contextlib.contextmanager
+def _watching(folder: Path, on_growth: Callable[[int], None], every: float = 1.0) -> Iterator[None]:
+    """Tell ``on_growth`` how many bytes ``folder`` holds, about every ``every`` seconds, while inside."""
+    done = threading.Event()
+
+    def watch() -> None:
+        last = 0
+        while not done.wait(every):
+            size = _bytes_under(folder)
+            if size != last:
+                last = size
+                on_growth(size)
+
+    watcher = threading.Thread(target=watch, name="pip-progress", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
+
+
+class _PipProgress:
+    """Download progress from pip's lines, or from the growth of its temporary file when it counts nothing."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.current = ""
+        self.total: int | None = None
+        self.counted = False  # pip is counting bytes itself
+
+    def on_line(self, line: str) -> None:
+        if m := _DOWNLOADING.match(line):
+            self.current = m.group(1).rsplit("/", 1)[-1]
+            self.total = _size_of(line)
+            self.progress(f"download {self.current}", 0, self.total)
+        elif (m := _PROGRESS.match(line)) and self.current:
+            self.counted = True
+            done, whole = int(m.group(1)), int(m.group(2))
+            self.progress(f"download {self.current}", done, whole or self.total)
+
+    def on_growth(self, size: int) -> None:
+        if self.current and not self.counted:
+            self.progress(f"download {self.current}", size, self.total)
 
 
 def _pip(
@@ -62,19 +134,10 @@ def _pip(
     target: str | None = None,
 ) -> None:
     # `--progress-bar raw` (pip >= 24.1) prints "Progress N of M" lines: real byte counts without a terminal.
-    # Older pips reject the choice; they get one more try with no bar, and progress shows only file names.
+    # Older pips reject the choice and get one more try with no bar; their progress is read from the file
+    # growing in pip's own temporary directory, which is pointed at a folder of ours for that.
     for bar in ("raw", "off"):
-        current = ""
-
-        def on_line(line: str) -> None:
-            nonlocal current
-            if m := _DOWNLOADING.match(line):
-                current = m.group(1).rsplit("/", 1)[-1]
-                progress(f"download {current}", 0, None)
-            elif (m := _PROGRESS.match(line)) and current:
-                done, total = int(m.group(1)), int(m.group(2))
-                progress(f"download {current}", done, total or None)
-
+        told = _PipProgress(progress)
         # --python is read before the verb: pip re-runs itself in the target environment.
         where = ["--python", target] if target else []
         cmd = [
@@ -88,7 +151,13 @@ def _pip(
             bar,
         ]
         cmd += args
-        code = run_streaming(cmd, log_path, on_line)
+        scratch = log_path.parent / f"pip-tmp-{os.getpid()}"
+        scratch.mkdir(parents=True, exist_ok=True)
+        try:
+            with _watching(scratch, told.on_growth):
+                code = run_streaming(cmd, log_path, told.on_line, env={**os.environ, "TMPDIR": str(scratch)})
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
         if code == 0:
             return
         text = tail(log_path, 40)

@@ -168,14 +168,21 @@ def _open_pidfd(pid: int) -> int | None:
 
 
 @contextmanager
-def exit_waiter(pid: int) -> Iterator[Callable[[float], None]]:
-    """A ``pause(seconds)`` that returns early the moment process ``pid`` exits (a plain sleep without pidfds)."""
-    pidfd = _open_pidfd(pid)
+def exit_waiter(*pids: int) -> Iterator[Callable[[float], None]]:
+    """A ``pause(seconds)`` that returns early the moment any of ``pids`` exits (a plain sleep without pidfds)."""
+    pidfds = [fd for fd in map(_open_pidfd, pids) if fd is not None]
+
+    def pause(seconds: float) -> None:
+        if len(pidfds) < len(pids):
+            time.sleep(seconds)  # one of them could not be watched: poll
+        else:
+            select.select(pidfds, [], [], seconds)
+
     try:
-        yield lambda seconds: _pause(pidfd, seconds)
+        yield pause
     finally:
-        if pidfd is not None:
-            os.close(pidfd)
+        for fd in pidfds:
+            os.close(fd)
 
 
 def terminate(pid: int, grace: float) -> None:

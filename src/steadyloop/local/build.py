@@ -117,7 +117,7 @@ def ensure_binary(cfg: LocalServerConfig, progress: Progress = no_progress) -> P
     binary = cache.binary
     if _executable(binary):
         return binary
-    with install_lock(cache, progress):
+    with install_lock(cache, progress, "build llama-server"):
         if _executable(binary):  # built by whoever held the lock before us
             return binary
         _check_toolchain()
@@ -188,7 +188,7 @@ def ensure_xllamacpp(cfg: LocalServerConfig, progress: Progress = no_progress) -
     python = cache.xllamacpp_venv / "bin" / "python"
     if _venv_ready(python):
         return python
-    with install_lock(cache, progress):
+    with install_lock(cache, progress, f"install xllamacpp {XLLAMACPP_VERSION}"):
         if _venv_ready(python):
             return python
         progress(f"install xllamacpp=={XLLAMACPP_VERSION} into {cache.xllamacpp_venv}", None, None)

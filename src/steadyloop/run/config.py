@@ -77,6 +77,9 @@ class LoopPolicy:
             ``context_limit``, or what the endpoint says it serves.
         on_harmony_leak: told when gpt-oss channel markers reach an answer (they are taken out of it and
             a ``Notice`` says so either way); may be async.
+        tool_routing: ask each step that declares tools as a decision the server holds the model to (one
+            tool's call, or an answer), for small models that choose badly (see ``turn/routing.py``);
+            latched off per (endpoint, model) where the server does not hold it.
         output_retries: when ``params.response_format`` asks for a schema, how many times a final answer
             that does not meet it is sent back with the problem before the run stops (``OutputInvalid``).
         run_timeout: seconds the whole run may take; past it the run is cancelled (``RunTimedOut``).
@@ -96,6 +99,7 @@ class LoopPolicy:
     start_in_reasoning: bool = False
     context: ContextPolicy | None = None
     on_harmony_leak: HarmonyLeakCallback | None = None
+    tool_routing: bool = False
     output_retries: int = 2
     run_timeout: float | None = None
 

@@ -17,7 +17,7 @@ from ..messages import AssistantMessage, Turn
 from ..tools.recovery import recover_tool_calls
 from ..turn.continuation import can_continue, continue_turn
 from ..turn.harmony import mend_harmony
-from ..turn.run import run_turn
+from ..turn.routing import plain_turn, routed_turn
 from .prepare import Request, llm_view, rebuild
 from .state import RunState, cancellable
 
@@ -26,7 +26,7 @@ __all__ = ["stream_turn"]
 
 async def stream_turn(run: RunState, request: Request) -> Turn:
     """Send the step's request and close its assistant message; the turn as the transcript keeps it."""
-    turn = await _send(run, request)
+    turn, decided = await _send(run, request)
     events, step = run.events, run.events.step
     run.steps = step
     if turn.finish_reason == "length":
@@ -35,7 +35,8 @@ async def stream_turn(run: RunState, request: Request) -> Turn:
         )
         turn = await _continue(run, request, turn)
     turn = await mend_harmony(turn, step=step, emit=events.emit, on_leak=run.config.policy.on_harmony_leak)
-    turn = _recover_calls(run, request, turn)
+    if not decided:  # a decided answer is no call
+        turn = _recover_calls(run, request, turn)
     calls = unique_call_ids(turn.tool_calls, run.taken_ids)
     message = AssistantMessage(content=turn.content, reasoning=turn.reasoning, tool_calls=tuple(calls))
     run.transcript.append(message)
@@ -48,14 +49,16 @@ async def stream_turn(run: RunState, request: Request) -> Turn:
     return run.last_turn
 
 
-async def _send(run: RunState, request: Request) -> Turn:
-    """The request, sent; after a refusal as too big, pruned and folded and sent once more."""
+async def _send(run: RunState, request: Request) -> tuple[Turn, bool]:
+    """The request, sent (routed where the policy asks); after a refusal as too big, pruned and folded and
+    sent once more. Also says whether a routing decision stood behind the turn."""
     config, events = run.config, run.events
+    send = routed_turn if config.policy.tool_routing else plain_turn
     recovered = False
     while True:
         try:
-            return await cancellable(
-                run_turn(
+            routed = await cancellable(
+                send(
                     request.endpoint,
                     request,
                     model=config.params.model,
@@ -71,6 +74,7 @@ async def _send(run: RunState, request: Request) -> Turn:
                 ),
                 run.cancel,
             )
+            return routed.turn, routed.decided
         except ContextOverflow as overflow:
             keeper = run.keeper
             if keeper is None or recovered or events.opened:

@@ -132,6 +132,10 @@ class Tool:
         sequential: any batch containing this tool runs one call at a time.
         dedupe: identical calls in one step may share one answer (``False`` for tools where twice is twice).
         label: the server or group it comes from, for catalogues.
+        strict: declare the tool for strict schema adherence (OpenAI's ``strict: true``): the definition
+            then says so and closes every object schema (``additionalProperties: false``), as strict mode
+            requires. Off by default, when nothing closed is sent: grammar servers already keep arguments to
+            the declared properties, and the marker costs prompt tokens on every request.
     """
 
     name: str
@@ -144,6 +148,7 @@ class Tool:
     sequential: bool = False
     dedupe: bool = True
     label: str | None = None
+    strict: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.match(self.name):
@@ -157,14 +162,15 @@ class Tool:
 
     def definition(self) -> dict[str, Any]:
         """The OpenAI-format definition the request declares."""
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": dict(self.parameters),
-            },
+        function: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description,
+            "parameters": dict(self.parameters),
         }
+        if self.strict:
+            function["parameters"] = _closed(function["parameters"])
+            function["strict"] = True
+        return {"type": "function", "function": function}
 
     def claims_for(
         self, arguments: Mapping[str, Any]
@@ -174,6 +180,18 @@ class Tool:
         if callable(claims):
             return claims(arguments)
         return claims
+
+
+def _closed(schema: Any) -> Any:
+    """``schema`` with every object that lists its properties closed to others (strict mode's rule)."""
+    if isinstance(schema, list):
+        return [_closed(item) for item in schema]
+    if not isinstance(schema, Mapping):
+        return schema
+    out = {key: _closed(value) for key, value in schema.items()}
+    if isinstance(out.get("properties"), Mapping):
+        out["additionalProperties"] = False
+    return out
 
 
 # -- @tool -------------------------------------------------------------------------------------------
@@ -234,6 +252,7 @@ def tool(
     timeout: float | None = None,
     sequential: bool = False,
     dedupe: bool = True,
+    strict: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -248,6 +267,7 @@ def tool(
     timeout: float | None = None,
     sequential: bool = False,
     dedupe: bool = True,
+    strict: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a typed Python function (sync or async) a ``Tool``.
 
@@ -255,7 +275,9 @@ def tool(
     from the docstring, with per-argument descriptions from its ``Args:`` section. A parameter annotated
     ``ToolContext`` receives the call's context and is not shown to the model. A sync function runs in a
     worker thread so it does not block the loop; a timeout or an abort closes its call at once but cannot
-    stop the thread, which runs to its end and is reported then (``LateSettlement``).
+    stop the thread, which runs to its end and is reported then (``LateSettlement``). Arguments the
+    function does not take are refused when called; the schema does not say so unless ``strict`` (see
+    ``Tool.strict``).
 
     Example::
 
@@ -286,6 +308,8 @@ def tool(
         model: type[BaseModel] = create_model(f"{func.__name__}_arguments", __base__=_Arguments, **fields)
         schema = model.model_json_schema()
         schema.pop("title", None)
+        # Validation refuses unknown arguments either way; saying so in the schema is for strict endpoints.
+        schema.pop("additionalProperties", None)
         for prop in schema.get("properties", {}).values():
             if isinstance(prop, dict):
                 prop.pop("title", None)
@@ -320,6 +344,7 @@ def tool(
             timeout=timeout,
             sequential=sequential,
             dedupe=dedupe,
+            strict=strict,
         )
 
     if fn is not None:

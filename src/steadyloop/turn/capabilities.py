@@ -62,6 +62,8 @@ class ModelCapabilities:
             their closing tag.
         native_tools: the server takes ``tools`` in the request; ``False`` describes them in the prompt
             and reads calls back from the text.
+        tool_routing: a step may be asked as a decision held to a schema (``turn/routing.py``); off once
+            the endpoint showed it does not hold the model to one.
     """
 
     legacy_token_limit: bool = True
@@ -74,6 +76,7 @@ class ModelCapabilities:
     refused_efforts: set[str] = field(default_factory=set)
     supported_efforts: tuple[str, ...] = ()
     refused_fields: set[str] = field(default_factory=set)
+    tool_routing: bool = True
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -87,6 +90,7 @@ class ModelCapabilities:
             "refused_efforts": sorted(self.refused_efforts),
             "supported_efforts": list(self.supported_efforts),
             "refused_fields": sorted(self.refused_fields),
+            "tool_routing": self.tool_routing,
         }
 
     def merge(self, raw: Mapping[str, Any]) -> None:
@@ -110,6 +114,7 @@ _MODEL_FLAGS = (
     "takes_effort",
     "answer_first",
     "native_tools",
+    "tool_routing",
 )
 _MODEL_LISTS = ("refused_efforts", "supported_efforts", "refused_fields")
 

