@@ -63,7 +63,9 @@ class LiveServer:
         self.settings = settings
         self.port = free_port()
         self.app = create_app(settings)
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
+        config = uvicorn.Config(
+            self.app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on"
+        )
         self._server = uvicorn.Server(config)
         self._task: asyncio.Task[None] | None = None
 

@@ -67,9 +67,14 @@ async def test_sse_ids_are_the_record_seq_in_order_and_deltas_preview_the_record
         deltas: list[str] = []
         for prompt in ("first", "second"):
             async with http.stream(
-                "POST", f"/sessions/{sid}/messages", json={"text": prompt}, headers={"Accept": "text/event-stream"}
+                "POST",
+                f"/sessions/{sid}/messages",
+                json={"text": prompt},
+                headers={"Accept": "text/event-stream"},
             ) as response:
-                assert response.headers["content-type"].startswith("text/event-stream"), await response.aread()
+                assert response.headers["content-type"].startswith("text/event-stream"), (
+                    await response.aread()
+                )
                 events = [e async for e in read_sse(response)]
             ids = [e.id for e in events if e.id is not None]
             seen += ids
@@ -86,7 +91,9 @@ async def test_sse_ids_are_the_record_seq_in_order_and_deltas_preview_the_record
 async def test_a_second_prompt_while_one_runs_is_409_with_what_to_do_and_steer_follow_up_abort_work(
     model: ScriptedServer, settings_for: Callable[..., ServerSettings]
 ) -> None:
-    model.enqueue(Reply.stream(stream_of("thinking about it for a long time"), stall_after=2, stall_seconds=None))
+    model.enqueue(
+        Reply.stream(stream_of("thinking about it for a long time"), stall_after=2, stall_seconds=None)
+    )
     async with LiveServer(settings_for(model.base_url)) as server, server.client() as http:
         sid = (await http.post("/sessions", json={})).json()["id"]
         assert (await http.post(f"/sessions/{sid}/steer", json={"text": "x"})).json()["error"]["code"] == (
@@ -125,13 +132,18 @@ async def test_steering_reaches_the_model_at_its_next_step(
         Reply.stream(stream_of(tool_calls=[{"id": "c1", "name": "wait_a_bit", "arguments": {}}])),
         answer("Steered."),
     )
-    async with LiveServer(settings_for(model.base_url, tools=[wait_a_bit])) as server, server.client() as http:
+    async with (
+        LiveServer(settings_for(model.base_url, tools=[wait_a_bit])) as server,
+        server.client() as http,
+    ):
         sid = (await http.post("/sessions", json={})).json()["id"]
         running = asyncio.create_task(http.post(f"/sessions/{sid}/messages", json={"text": "go"}))
         await model.wait_for_requests(1)
         while (await http.get(f"/sessions/{sid}")).json()["last_event_seq"] < 5:
             await asyncio.sleep(0.02)
-        assert (await http.post(f"/sessions/{sid}/steer", json={"text": "stop and say Steered"})).status_code == 202
+        assert (
+            await http.post(f"/sessions/{sid}/steer", json={"text": "stop and say Steered"})
+        ).status_code == 202
         gate.set()
         body = (await running).json()
         assert body["answer"] == "Steered."
@@ -150,7 +162,10 @@ async def test_images_and_an_output_schema_ride_on_the_message(
             f"/sessions/{sid}/messages",
             json={
                 "text": "Where?",
-                "images": [{"data": PNG, "mime_type": "image/png"}, {"data": f"data:image/webp;base64,{PNG}"}],
+                "images": [
+                    {"data": PNG, "mime_type": "image/png"},
+                    {"data": f"data:image/webp;base64,{PNG}"},
+                ],
                 "output_schema": {"schema": schema, "name": "place"},
             },
         )
