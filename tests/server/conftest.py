@@ -114,3 +114,12 @@ def settings_for(tmp_path: Path) -> Callable[..., ServerSettings]:
 async def model() -> AsyncIterator[ScriptedServer]:
     async with ScriptedServer() as server:
         yield server
+
+
+async def wait_for_event(http: httpx.AsyncClient, session_id: str, kind: str) -> Sse:
+    """The first event of this type in the session's record, waiting on the live feed until it comes."""
+    async with http.stream("GET", f"/sessions/{session_id}/events?after=0&follow=session") as response:
+        async for event in read_sse(response):
+            if event.event == kind:
+                return event
+    raise AssertionError(f"the stream ended before a {kind} event")

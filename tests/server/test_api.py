@@ -11,7 +11,7 @@ from typing import Any
 from steadyloop.server import ServerSettings
 from steadyloop.testing import Reply, ScriptedServer, stream_of, usage_chunk
 
-from .conftest import LiveServer, read_sse
+from .conftest import LiveServer, read_sse, wait_for_event
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 32).decode()
 
@@ -139,8 +139,7 @@ async def test_steering_reaches_the_model_at_its_next_step(
         sid = (await http.post("/sessions", json={})).json()["id"]
         running = asyncio.create_task(http.post(f"/sessions/{sid}/messages", json={"text": "go"}))
         await model.wait_for_requests(1)
-        while (await http.get(f"/sessions/{sid}")).json()["last_event_seq"] < 5:
-            await asyncio.sleep(0.02)
+        await wait_for_event(http, sid, "tool_execution_start")
         assert (
             await http.post(f"/sessions/{sid}/steer", json={"text": "stop and say Steered"})
         ).status_code == 202

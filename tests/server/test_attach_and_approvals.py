@@ -11,7 +11,7 @@ from steadyloop import ApprovalPolicy, tool
 from steadyloop.server import ServerSettings
 from steadyloop.testing import Reply, ScriptedServer, stream_of
 
-from .conftest import LiveServer, Sse, read_sse
+from .conftest import LiveServer, Sse, read_sse, wait_for_event
 
 
 async def collect(http: Any, url: str, **kwargs: Any) -> list[Sse]:
@@ -42,7 +42,6 @@ async def test_watchers_attached_at_any_point_see_each_event_once_in_order(
         runner = asyncio.create_task(
             collect(http, f"/sessions/{sid}/events?follow=session", timeout=5)
         )  # a watcher following the session; cancelled below
-        await asyncio.sleep(0)
         async with http.stream(
             "POST",
             f"/sessions/{sid}/messages",
@@ -109,15 +108,13 @@ async def test_a_gated_call_waits_for_a_remote_decision_that_every_watcher_sees(
     ):
         sid = (await http.post("/sessions", json={})).json()["id"]
         run = asyncio.create_task(http.post(f"/sessions/{sid}/messages", json={"text": "note it"}))
-        pending: list[dict[str, Any]] = []
-        while not pending:
-            pending = (await http.get(f"/sessions/{sid}/approvals")).json()["approvals"]
-            await asyncio.sleep(0.02)
+        required = await wait_for_event(http, sid, "approval_required")
+        pending = (await http.get(f"/sessions/{sid}/approvals")).json()["approvals"]
         approval = pending[0]
+        assert approval["approval_id"] == required.data["approval_id"]
         assert approval["name"] == "write_note" and approval["arguments"] == {"text": "hello"}
         assert written == [], "nothing runs before the decision"
         watchers = [asyncio.create_task(collect(http, f"/sessions/{sid}/events?after=0")) for _ in range(2)]
-        await asyncio.sleep(0.05)
         decided = await http.post(
             f"/sessions/{sid}/approvals/{approval['approval_id']}",
             json={"decision": "allow", "reason": "fine"},

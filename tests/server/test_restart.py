@@ -15,7 +15,7 @@ from steadyloop import messages_from_json
 from steadyloop.sessions import SQLiteSessionStore, is_balanced
 from steadyloop.testing import Reply, ScriptedServer, stream_of
 
-from .conftest import free_port, read_sse
+from .conftest import free_port, read_sse, wait_for_event
 
 
 async def start_server(model_url: str, store: Path, workdir: Path, port: int) -> asyncio.subprocess.Process:
@@ -88,8 +88,7 @@ async def test_a_server_killed_mid_run_lists_every_session_balanced_with_the_run
                     posted = asyncio.create_task(
                         http.post(f"/sessions/{waiting}/messages", json={"text": "write"})
                     )
-                    while not (await http.get(f"/sessions/{waiting}/approvals")).json()["approvals"]:
-                        await asyncio.sleep(0.02)
+                    await wait_for_event(http, waiting, "approval_required")
                     process.send_signal(signal.SIGKILL)
                     await process.wait()
                     posted.cancel()
