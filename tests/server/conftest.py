@@ -90,7 +90,7 @@ class LiveServer:
 
     def client(self, token: str | None = None, **kwargs: Any) -> httpx.AsyncClient:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=30, **kwargs)
+        return httpx.AsyncClient(base_url=self.url, headers=headers, **{"timeout": 30, **kwargs})
 
 
 Serve = Callable[..., Awaitable[LiveServer]]
