@@ -71,10 +71,11 @@ def serve_command(
     allow_shell: bool,
     store: str | None,
     spec: AgentSpec | None,
+    max_runs: int = 16,
 ) -> int:
     """Serve until interrupted; returns the exit code."""
     try:
-        from ..server import ServerSettings, serve
+        from ..server import ServerLimits, ServerSettings, serve
     except ImportError as exc:
         raise InvalidInput("steadyloop serve needs its extra: pip install 'steadyloop[server]'") from exc
     offered = [*file_tools(workdir)] if tools else []
@@ -88,6 +89,7 @@ def serve_command(
         tools=offered,
         agent=spec,
         context_length=resolved.context_length,
+        limits=ServerLimits(max_runs_per_token=max_runs),
     )
     serve(settings, host=host, port=port)
     return 0
