@@ -151,7 +151,9 @@ def _serve_parser(sub: Any, endpoint: argparse.ArgumentParser) -> None:
     serve.add_argument("--no-tools", action="store_true", help="offer sessions no tools")
     serve.add_argument("--allow-shell", action="store_true", help="offer the shell tool too")
     serve.add_argument("--store", metavar="FILE", help="the session store (default: the CLI's)")
-    serve.add_argument("--max-runs", type=int, default=16, metavar="N", help="runs one token may have going (16)")
+    serve.add_argument(
+        "--max-runs", type=int, default=16, metavar="N", help="runs one token may have going (16)"
+    )
     serve.add_argument("--agent", metavar="FILE", help="an agent document under every session's settings")
 
 
