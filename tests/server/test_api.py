@@ -199,3 +199,33 @@ async def test_agent_documents_make_sessions_and_unknown_tools_are_refused(
         assert refused.status_code == 400 and "rm_everything" in refused.json()["error"]["message"]
         bad = await http.post("/sessions", json={"agent": {"spec": "other/9"}})
         assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_request"
+
+
+async def test_a_session_picks_an_mcp_server_the_server_offers_by_name(
+    model: ScriptedServer, settings_for: Callable[..., ServerSettings]
+) -> None:
+    import sys
+    from pathlib import Path
+
+    from steadyloop import MCPServer
+
+    fixture = Path(__file__).parent.parent / "tools" / "mcp_server_fixture.py"
+    offered = [MCPServer(name="fx", command=sys.executable, args=(str(fixture),))]
+    async with (
+        LiveServer(settings_for(model.base_url, mcp_servers=offered)) as server,
+        server.client() as http,
+    ):
+        assert (await http.get("/info")).json()["mcp_servers"] == ["fx"]
+        sid = (await http.post("/sessions", json={"mcp_servers": ["fx"]})).json()["id"]
+        tools = (await http.get(f"/sessions/{sid}")).json()["tools"]
+        add = next(name for name in tools if name.endswith("add"))
+        model.enqueue(
+            Reply.stream(stream_of(tool_calls=[{"id": "m1", "name": add, "arguments": {"a": 2, "b": 3}}])),
+            answer("Five."),
+        )
+        body = (await http.post(f"/sessions/{sid}/messages", json={"text": "2+3?"})).json()
+        assert body["answer"] == "Five."
+        results = [m for m in body["messages"] if m["role"] == "tool"]
+        assert "5" in json.dumps(results[0]["content"])
+        refused = await http.post("/sessions", json={"mcp_servers": ["elsewhere"]})
+        assert refused.status_code == 400
