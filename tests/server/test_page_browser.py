@@ -34,6 +34,8 @@ async def test_ask_stream_approve_a_write_and_reload_mid_run(
 ) -> None:
     from playwright.async_api import async_playwright, expect
 
+    expect.set_options(timeout=15_000)  # a ceiling on waiting for the page, on a machine that may be busy
+
     written: dict[str, str] = {}
 
     @tool(effect="mutate-reversible")

@@ -38,17 +38,13 @@ async def start_server(model_url: str, store: Path, workdir: Path, port: int) ->
         stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "STEADYLOOP_SERVER_TOKENS": ""},
     )
-    async with httpx.AsyncClient() as http:
-        for _ in range(400):
-            try:
-                if (await http.get(f"http://127.0.0.1:{port}/health")).status_code == 200:
-                    return process
-            except httpx.TransportError:
-                pass
-            if process.returncode is not None:
-                raise AssertionError((await process.stderr.read()).decode() if process.stderr else "exited")
-            await asyncio.sleep(0.05)
-    raise AssertionError("the server did not start")
+    assert process.stderr is not None
+    seen: list[str] = []
+    while line := (await asyncio.wait_for(process.stderr.readline(), 120)).decode():
+        seen.append(line)
+        if "Application startup complete" in line:
+            return process
+    raise AssertionError("the server did not start:\n" + "".join(seen))
 
 
 async def test_a_server_killed_mid_run_lists_every_session_balanced_with_the_run_marked_interrupted(

@@ -9,10 +9,8 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Sequence
 
-from steadyloop.events import Event
-from steadyloop.messages import Message
+from steadyloop import Event, Message, Usage
 from steadyloop.sessions import SessionInfo, SessionStore, SessionUsage
-from steadyloop.usage import Usage
 
 __all__ = ["RecordingStore"]
 

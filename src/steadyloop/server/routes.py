@@ -167,7 +167,13 @@ class Api:
         out = await self.session_out(principal, info)
         detail = SessionDetail(
             **out.model_dump(),
-            messages=[json.loads(message_to_json(m)) for m in reconstruct(stored, replay_reasoning=True)],
+            messages=json.loads(
+                self.runtime.scrub.secrets_only(
+                    "["
+                    + ",".join(message_to_json(m) for m in reconstruct(stored, replay_reasoning=True))
+                    + "]"
+                )
+            ),
             pending_approvals=[
                 ApprovalOut(
                     approval_id=r.approval_id,
