@@ -229,3 +229,23 @@ async def test_a_session_picks_an_mcp_server_the_server_offers_by_name(
         assert "5" in json.dumps(results[0]["content"])
         refused = await http.post("/sessions", json={"mcp_servers": ["elsewhere"]})
         assert refused.status_code == 400
+
+
+async def test_idle_sessions_past_the_cap_are_unloaded_and_load_again_with_their_history(
+    model: ScriptedServer, settings_for: Callable[..., ServerSettings], monkeypatch: Any
+) -> None:
+    import steadyloop.server.runtime as runtime
+
+    monkeypatch.setattr(runtime, "MAX_LOADED", 2)
+    for i in range(4):
+        model.enqueue(answer(f"answer {i}"))
+    async with LiveServer(settings_for(model.base_url)) as server, server.client() as http:
+        ids = [(await http.post("/sessions", json={})).json()["id"] for _ in range(3)]
+        for i, sid in enumerate(ids):
+            assert (await http.post(f"/sessions/{sid}/messages", json={"text": f"q{i}"})).status_code == 200
+        loaded = server.app.state.runtime._live
+        assert ids[0] not in loaded and len(loaded) == 2
+        again = await http.post(f"/sessions/{ids[0]}/messages", json={"text": "and again"})
+        assert again.json()["answer"] == "answer 3"
+        sent = [m["content"] for m in model.chat_requests[-1].json["messages"]]
+        assert sent == ["q0", "answer 0", "and again"], "an unloaded session comes back with its history"

@@ -48,6 +48,8 @@ AGENT_STATE = "server.agent"
 INTERRUPTED = "interrupted: the server stopped while this run was going"
 
 _IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+#: Sessions kept loaded; past this, the least recently used idle ones without watchers are let go.
+MAX_LOADED = 512
 
 
 class Runtime:
@@ -181,8 +183,10 @@ class Runtime:
         if live is not None:
             if live.principal != principal:
                 raise ApiError("not_found", f"no session {session_id!r}")
+            self._live[session_id] = self._live.pop(session_id)  # most recently used last
             return live
         info = await self.info(principal, session_id)
+        await self._let_go()
         document = await self.store.load_state(session_id, AGENT_STATE, agent_id=principal)
         layer = layer_of(document) if document is not None else session_layer(CreateSession())
         model = layer.model.name or await self.served_model()
@@ -211,6 +215,16 @@ class Runtime:
         )
         self._live[session_id] = live
         return live
+
+    async def _let_go(self) -> None:
+        """Unload the least recently used sessions that are idle and unwatched, past ``MAX_LOADED``."""
+        idle = [sid for sid, live in self._live.items() if not live.running and not live.hub.watchers]
+        for sid in idle[: max(0, len(self._live) - MAX_LOADED + 1)]:
+            live = self._live.pop(sid)
+            self._hubs.pop(sid, None)
+            await live.close()
+        for sid in [sid for sid, hub in self._hubs.items() if sid not in self._live and not hub.watchers]:
+            del self._hubs[sid]
 
     def _recorded(self, session_id: str, seq: int, event: Event) -> None:
         live = self._live.get(session_id)
