@@ -22,7 +22,7 @@ from .render import one_line
 
 __all__ = ["build_parser", "main"]
 
-COMMANDS = ("run", "chat", "sessions", "models", "local")
+COMMANDS = ("run", "chat", "sessions", "models", "local", "serve")
 _STDERR_LINES = 20
 
 _EPILOG = """\
@@ -157,7 +157,57 @@ def build_parser() -> argparse.ArgumentParser:
         help="up: the chat template (default jsonblock, under which tool calls parse)",
     )
     local.add_argument("-q", "--quiet", action="store_true", help="up: no progress on stderr")
+    _serve_parser(sub, endpoint)
     return parser
+
+
+def _serve_parser(sub: Any, endpoint: argparse.ArgumentParser) -> None:
+    serve = sub.add_parser(
+        "serve", parents=[endpoint], help="the HTTP API and web page (needs the server extra)"
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    serve.add_argument(
+        "--token",
+        action="append",
+        default=[],
+        metavar="NAME=TOKEN",
+        help="a bearer token and whose sessions it opens (repeatable; also $STEADYLOOP_SERVER_TOKENS)",
+    )
+    serve.add_argument("--workdir", default=".", metavar="DIR", help="the file tools' folder (default .)")
+    serve.add_argument("--no-tools", action="store_true", help="offer sessions no tools")
+    serve.add_argument("--allow-shell", action="store_true", help="offer the shell tool too")
+    serve.add_argument("--store", metavar="FILE", help="the session store (default: the CLI's)")
+    serve.add_argument(
+        "--max-runs", type=int, default=16, metavar="N", help="runs one token may have going (16)"
+    )
+    serve.add_argument("--agent", metavar="FILE", help="an agent document under every session's settings")
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .serve import check_open_bind, parse_tokens, serve_command
+
+    tokens = parse_tokens(args.token)
+    check_open_bind(args.host, tokens)
+    spec = None
+    if args.agent is not None:
+        from .agent_file import load_agent_file
+
+        spec = load_agent_file(args.agent)
+    return serve_command(
+        _resolve(args),
+        host=args.host,
+        port=args.port,
+        tokens=tokens,
+        workdir=Path(args.workdir).resolve(),
+        tools=not args.no_tools,
+        allow_shell=args.allow_shell,
+        store=args.store,
+        spec=spec,
+        max_runs=args.max_runs,
+    )
 
 
 def _with_shorthand(argv: list[str], stdin_piped: bool) -> list[str]:
@@ -271,6 +321,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             return await models(await with_model(_resolve_no_model(args)))
 
         return _run_async(listing())
+    if args.command == "serve":
+        return _serve(args)
     from .commands import local_command
 
     return local_command(

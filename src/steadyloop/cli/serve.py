@@ -1,0 +1,95 @@
+"""``steadyloop serve``: the HTTP API and its web page, on the endpoint the other commands would use.
+
+Tokens come from ``--token NAME=TOKEN`` (repeatable) and ``STEADYLOOP_SERVER_TOKENS`` (``NAME=TOKEN``
+pairs separated by commas); a token given without a name belongs to ``default``. With none, the server
+answers this machine only and refuses to listen anywhere else. Sessions may use the file tools of
+``--workdir`` (writes wait for an approval on the page or over the API); ``--no-tools`` offers none.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ..errors import InvalidInput
+from ..spec import AgentSpec
+from .config import Resolved
+from .tools import file_tools, shell_tool
+
+__all__ = ["check_open_bind", "parse_tokens", "serve_command"]
+
+
+def parse_tokens(given: Sequence[str], env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Bearer tokens by token, each naming its principal, from the flags and the environment.
+
+    Raises:
+        InvalidInput: a pair is empty or a name is not ``[A-Za-z0-9_-]{1,64}``.
+    """
+    env = os.environ if env is None else env
+    pairs = [*given, *(p for p in env.get("STEADYLOOP_SERVER_TOKENS", "").split(",") if p.strip())]
+    tokens: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, token = pair.strip().partition("=")
+        if not sep:
+            name, token = "default", name
+        if not token:
+            raise InvalidInput("a token is NAME=TOKEN, or TOKEN alone")
+        tokens[token] = name
+    return tokens
+
+
+def check_open_bind(host: str, tokens: Mapping[str, str]) -> None:
+    """Refuse, before anything starts, to listen beyond loopback without a token.
+
+    Raises:
+        InvalidInput: ``host`` is not loopback and there is no token.
+    """
+    import ipaddress
+
+    if tokens or host == "localhost":
+        return
+    try:
+        loopback = ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise InvalidInput(
+            f"refusing to listen on {host} without a bearer token: pass --token NAME=TOKEN "
+            "(or set STEADYLOOP_SERVER_TOKENS) to serve beyond this machine"
+        )
+
+
+def serve_command(
+    resolved: Resolved,
+    *,
+    host: str,
+    port: int,
+    tokens: Mapping[str, str],
+    workdir: Path,
+    tools: bool,
+    allow_shell: bool,
+    store: str | None,
+    spec: AgentSpec | None,
+    max_runs: int = 16,
+) -> int:
+    """Serve until interrupted; returns the exit code."""
+    try:
+        from ..server import ServerLimits, ServerSettings, serve
+    except ImportError as exc:
+        raise InvalidInput("steadyloop serve needs its extra: pip install 'steadyloop[server]'") from exc
+    offered = [*file_tools(workdir)] if tools else []
+    if tools and allow_shell:
+        offered.append(shell_tool(workdir))
+    settings = ServerSettings(
+        endpoint=resolved.endpoint,
+        model=resolved.model,
+        store_path=Path(store) if store else None,
+        tokens=dict(tokens),
+        tools=offered,
+        agent=spec,
+        context_length=resolved.context_length,
+        limits=ServerLimits(max_runs_per_token=max_runs),
+    )
+    serve(settings, host=host, port=port)
+    return 0

@@ -1,0 +1,168 @@
+"""A session loaded in this process: its agent, its hub, its approvals, the run it has going.
+
+The agent lives in its stored session (every message appended as it ends, every event recorded), so a
+run never depends on anyone watching it: a watcher that leaves, or a page that reloads, leaves the run
+going; ``abort`` is the only way to stop it from outside.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from steadyloop import Agent, Event, ImagePart, RunError, event_to_json, message_to_json
+from steadyloop.events import AgentEnd, MessageUpdate
+
+from .approvals import RemoteApprovals
+from .hub import EventHub
+
+__all__ = ["RUN_STATE", "LiveSession", "RunOutcome"]
+
+#: The session state that says whether a run was going, so a restart can tell one that was cut off.
+RUN_STATE = "server.run"
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    """How a run ended, for the JSON answer."""
+
+    outcome: str
+    answer: str
+    structured: Any
+    error: str | None
+    usage: dict[str, Any]
+    messages: list[dict[str, Any]]
+
+
+class LiveSession:
+    """One session as this process runs it.
+
+    Args:
+        session_id: the session.
+        principal: the token's principal that owns it.
+        agent: the agent, bound to the session (``session=``) and to ``approvals``.
+        hub: the session's live events.
+        approvals: where its gated calls wait.
+        stack: closes what the agent holds open (MCP servers).
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        principal: str,
+        agent: Agent,
+        hub: EventHub,
+        approvals: RemoteApprovals,
+        stack: contextlib.AsyncExitStack,
+    ) -> None:
+        self.session_id = session_id
+        self.principal = principal
+        self.agent = agent
+        self.hub = hub
+        self.approvals = approvals
+        self.stack = stack
+        self.task: asyncio.Task[RunOutcome] | None = None
+        self.last_recorded: Event | None = None
+        self.last_end: AgentEnd | None = None
+        agent.subscribe(self._heard)
+
+    @property
+    def running(self) -> bool:
+        return self.task is not None and not self.task.done()
+
+    async def settled(self) -> None:
+        """Wait out a run whose end the watchers already have (its last writes are finishing)."""
+        task = self.task
+        if task is not None and not task.done() and not self.hub.running:
+            await asyncio.wait({task})
+
+    def recorded(self, seq: int, event: Event) -> None:
+        """The store recorded ``event`` at ``seq`` (told by the recording store, before the listeners)."""
+        self.last_recorded = event
+        if isinstance(event, AgentEnd):
+            self.hub.running = False
+        self.hub.publish_recorded(seq, event)
+
+    def _heard(self, event: Event) -> None:
+        if isinstance(event, AgentEnd):
+            self.last_end = event
+        if isinstance(event, MessageUpdate):
+            self.hub.publish_live(event)
+        elif event is not self.last_recorded:
+            # The store could not record it; watchers still hear it, without a seq to resume from.
+            if isinstance(event, AgentEnd):
+                self.hub.running = False
+            self.hub.publish_live(event)
+
+    def start(
+        self,
+        text: str,
+        images: list[ImagePart],
+        response_format: dict[str, Any] | None,
+        *,
+        save_state: Callable[[str], Any],
+        done: Callable[[], None],
+    ) -> asyncio.Task[RunOutcome]:
+        """Start a run on a new user message; the caller checked that none is going."""
+        self.hub.running = True
+        self.last_end = None
+        self.task = asyncio.create_task(self._run(text, images, response_format, save_state, done))
+        return self.task
+
+    async def _run(
+        self,
+        text: str,
+        images: list[ImagePart],
+        response_format: dict[str, Any] | None,
+        save_state: Callable[[str], Any],
+        done: Callable[[], None],
+    ) -> RunOutcome:
+        agent = self.agent
+        before = len(agent.state.messages)
+        params = agent.state.params
+        error: str | None = None
+        structured: Any = None
+        answer = ""
+        try:
+            await save_state(json.dumps({"status": "running", "since": time.time()}))
+            if response_format is not None:
+                agent.state.params = replace(params, response_format=response_format)
+            try:
+                turn = await agent.prompt(text, images=images)
+                answer = turn.content
+                structured = agent.last_result.output if agent.last_result is not None else None
+            except RunError as exc:
+                error = str(exc)
+        finally:
+            agent.state.params = params
+            if self.hub.running:  # the run ended without an AgentEnd reaching the hub: let watchers go
+                self.hub.running = False
+                self.hub.close()
+            done()
+            with contextlib.suppress(Exception):
+                await save_state(json.dumps({"status": "idle", "since": time.time()}))
+        end = self.last_end
+        return RunOutcome(
+            outcome=end.outcome if end is not None else ("completed" if error is None else "error"),
+            answer=answer,
+            structured=structured,
+            error=error if error is not None else (end.error if end is not None else None),
+            usage=json.loads(event_to_json(end))["usage"] if end is not None else {},
+            messages=[json.loads(message_to_json(m)) for m in agent.state.messages[before:]],
+        )
+
+    async def close(self) -> None:
+        """Stop the run (if any), wait for it, and release what the agent holds."""
+        if self.task is not None and not self.task.done():
+            self.agent.abort()
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(self.task), 10.0)
+            if not self.task.done():
+                self.agent.force_abort("the server is stopping")
+        self.hub.close()
+        await self.stack.aclose()

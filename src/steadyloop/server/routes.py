@@ -1,0 +1,370 @@
+"""The API's routes: each reads its request, asks the runtime, and answers; no decision is made here."""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import AsyncIterator
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from steadyloop import message_to_json
+from steadyloop.sessions import SessionInfo, reconstruct
+
+from .errors import ApiError
+from .hub import attach
+from .runtime import Runtime
+from .schemas import (
+    ApprovalOut,
+    CreateSession,
+    Decision,
+    DecisionOut,
+    InfoOut,
+    PostMessage,
+    QueuedOut,
+    QueueMessage,
+    RunOut,
+    SessionDetail,
+    SessionList,
+    SessionOut,
+    ToolOut,
+    UsageOut,
+)
+from .settings import LOCAL_PRINCIPAL, is_loopback
+from .sse import error_frame, frame, heartbeat
+
+__all__ = ["Api"]
+
+M = TypeVar("M", bound=BaseModel)
+
+_SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+_HEARTBEAT_S = 15.0
+
+
+def _json(model: BaseModel, status: int = 200) -> JSONResponse:
+    return JSONResponse(model.model_dump(mode="json", by_alias=True), status_code=status)
+
+
+class Api:
+    """The route handlers over one runtime."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.settings = runtime.settings
+
+    # -- request plumbing ----------------------------------------------------------------------------
+
+    def principal(self, request: Request) -> str:
+        tokens = self.settings.tokens
+        if not tokens:
+            host = request.client.host if request.client is not None else None
+            if not is_loopback(host):
+                raise ApiError("forbidden", "this server has no tokens, so it answers this machine only")
+            return LOCAL_PRINCIPAL
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        given = given.strip()
+        if scheme.lower() == "bearer" and given:
+            for token, principal in tokens.items():
+                if hmac.compare_digest(token.encode(), given.encode()):
+                    return principal
+        raise ApiError(
+            "unauthorized",
+            "a valid bearer token is required (Authorization: Bearer <token>)",
+            headers={"WWW-Authenticate": 'Bearer realm="steadyloop"'},
+        )
+
+    async def body(self, request: Request, model: type[M]) -> M:
+        limit = self.settings.limits.max_body_bytes
+        length = request.headers.get("content-length", "")
+        if length.isdigit() and int(length) > limit:
+            raise ApiError("payload_too_large", f"the body is over {limit} bytes")
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ApiError("payload_too_large", f"the body is over {limit} bytes")
+            chunks.append(chunk)
+        raw = b"".join(chunks)
+        try:
+            data: Any = json.loads(raw) if raw.strip() else {}
+        except (ValueError, RecursionError):
+            raise ApiError("invalid_request", "the body is not JSON") from None
+        try:
+            return model.model_validate(data)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in error['loc']) or '(body)'}: {error['msg']}"
+                for error in exc.errors(include_input=False, include_url=False)[:10]
+            )
+            raise ApiError("invalid_request", f"the body does not fit the schema: {problems}") from None
+
+    async def session_out(self, principal: str, info: SessionInfo) -> SessionOut:
+        usage = info.usage
+        return SessionOut(
+            id=info.session_id,
+            title=info.title,
+            created_at=info.created_at,
+            updated_at=info.updated_at,
+            status=await self.runtime.status(principal, info.session_id),  # type: ignore[arg-type]
+            usage=UsageOut(
+                prompt_tokens=usage.prompt_tokens,
+                completion_tokens=usage.completion_tokens,
+                cached_tokens=usage.cached_tokens,
+                reasoning_tokens=usage.reasoning_tokens,
+                turns=usage.turns,
+                runs=usage.runs,
+            ),
+            message_count=info.message_count,
+            last_event_seq=info.last_event_seq,
+            model=await self.runtime.layer_model(principal, info.session_id),
+        )
+
+    # -- routes --------------------------------------------------------------------------------------
+
+    async def info(self, request: Request) -> Response:
+        self.principal(request)
+        limits = self.settings.limits
+        return _json(
+            InfoOut(
+                model=self.runtime.model,
+                tools=[
+                    ToolOut(name=t.name, description=t.description, effect=t.effect)
+                    for t in self.settings.tools
+                ],
+                mcp_servers=[s.name for s in self.settings.mcp_servers],
+                auth=bool(self.settings.tokens),
+                limits={
+                    "max_body_bytes": limits.max_body_bytes,
+                    "max_images": limits.max_images,
+                    "max_image_bytes": limits.max_image_bytes,
+                    "max_schema_bytes": limits.max_schema_bytes,
+                    "max_runs_per_token": limits.max_runs_per_token,
+                },
+            )
+        )
+
+    async def list_sessions(self, request: Request) -> Response:
+        principal = self.principal(request)
+        infos = await self.runtime.store.list(principal)
+        return _json(SessionList(sessions=[await self.session_out(principal, i) for i in infos]))
+
+    async def create_session(self, request: Request) -> Response:
+        principal = self.principal(request)
+        body = await self.body(request, CreateSession)
+        info = await self.runtime.create(principal, body)
+        return _json(await self.session_out(principal, info), 201)
+
+    async def get_session(self, request: Request) -> Response:
+        principal = self.principal(request)
+        sid = request.path_params["session_id"]
+        info = await self.runtime.info(principal, sid)
+        live = await self.runtime.live(principal, sid)
+        stored = await self.runtime.store.load_messages(sid, agent_id=principal)
+        out = await self.session_out(principal, info)
+        detail = SessionDetail(
+            **out.model_dump(),
+            messages=json.loads(
+                self.runtime.scrub.secrets_only(
+                    "["
+                    + ",".join(message_to_json(m) for m in reconstruct(stored, replay_reasoning=True))
+                    + "]"
+                )
+            ),
+            pending_approvals=[
+                ApprovalOut(
+                    approval_id=r.approval_id,
+                    call_id=r.call_id,
+                    name=r.name,
+                    arguments=r.arguments,
+                    effect=r.effect,
+                    expires_at=r.expires_at,
+                )
+                for r in live.approvals.pending()
+            ],
+            tools=[t.name for t in live.agent.state.tools],
+            system=live.agent.state.system_prompt,
+        )
+        return _json(detail)
+
+    async def delete_session(self, request: Request) -> Response:
+        principal = self.principal(request)
+        await self.runtime.delete(principal, request.path_params["session_id"])
+        return Response(status_code=204)
+
+    async def export_session(self, request: Request) -> Response:
+        principal = self.principal(request)
+        sid = request.path_params["session_id"]
+        await self.runtime.info(principal, sid)
+        text = await self.runtime.store.export_jsonl(sid, agent_id=principal)
+        return Response(
+            self.runtime.scrub.secrets_only(text),
+            media_type="application/x-ndjson",
+            headers={"Content-Disposition": f'attachment; filename="{sid}.jsonl"'},
+        )
+
+    async def post_message(self, request: Request) -> Response:
+        principal = self.principal(request)
+        sid = request.path_params["session_id"]
+        body = await self.body(request, PostMessage)
+        runtime = self.runtime
+        images = runtime.images(body.images)
+        response_format = runtime.response_format(body.output_schema)
+        live = await runtime.live(principal, sid)
+        await live.settled()
+        runtime.check_can_run(live)
+        streaming = "text/event-stream" in request.headers.get("accept", "")
+        watcher = live.hub.watch() if streaming else None
+        base = live.hub.last_seq
+        try:
+            runtime.start_run(live, body.text, images, response_format)
+        except BaseException:
+            if watcher is not None:
+                live.hub.unwatch(watcher)
+            raise
+        if watcher is not None:
+
+            async def no_replay(_: int) -> list[Any]:
+                return []
+
+            items = attach(live.hub, watcher, no_replay, after=base, until_end_after=base, follow=False)
+            return StreamingResponse(
+                self._frames(items), media_type="text/event-stream", headers=_SSE_HEADERS
+            )
+        assert live.task is not None
+        outcome = await live.task
+        scrub = runtime.scrub
+        return _json(
+            RunOut(
+                outcome=outcome.outcome,
+                answer=outcome.answer,
+                structured=outcome.structured,
+                error=scrub(outcome.error) if outcome.error else None,
+                usage=outcome.usage,
+                messages=json.loads(scrub.secrets_only(json.dumps(outcome.messages))),
+                last_event_seq=live.hub.last_seq,
+            )
+        )
+
+    async def events(self, request: Request) -> Response:
+        principal = self.principal(request)
+        sid = request.path_params["session_id"]
+        after = _seq(request.query_params.get("after") or request.headers.get("last-event-id") or "0")
+        follow = request.query_params.get("follow", "run")
+        if follow not in ("run", "session"):
+            raise ApiError("invalid_request", "follow must be 'run' or 'session'")
+        info = await self.runtime.info(principal, sid)
+        hub = self.runtime.hub(sid, info.last_event_seq)
+        watcher = hub.watch()
+        if after > max(info.last_event_seq, hub.last_seq):
+            hub.unwatch(watcher)
+            raise ApiError(
+                "invalid_request",
+                f"after={after} is past the session's last event ({info.last_event_seq})",
+                hint="attach with after=0 to replay the whole record",
+            )
+        store = self.runtime.store
+
+        async def replay(seq: int) -> list[Any]:
+            return await store.load_events(sid, agent_id=principal, after_seq=seq)
+
+        until = watcher.base if watcher.running else None
+        items = attach(
+            hub,
+            watcher,
+            replay,
+            after=after,
+            until_end_after=until,
+            follow=follow == "session",
+            heartbeat_s=_HEARTBEAT_S,
+        )
+        return StreamingResponse(self._frames(items), media_type="text/event-stream", headers=_SSE_HEADERS)
+
+    async def _frames(self, items: AsyncIterator[Any]) -> AsyncIterator[bytes]:
+        scrub = self.runtime.scrub
+        try:
+            async for item in items:
+                yield heartbeat() if item is None else frame(item, scrub)
+        except Exception:
+            yield error_frame("internal", "the event stream failed; reattach with Last-Event-ID")
+
+    async def steer(self, request: Request) -> Response:
+        return await self._queue(request, "steer")
+
+    async def follow_up(self, request: Request) -> Response:
+        return await self._queue(request, "follow_up")
+
+    async def _queue(self, request: Request, which: str) -> Response:
+        principal = self.principal(request)
+        sid = request.path_params["session_id"]
+        body = await self.body(request, QueueMessage)
+        live = await self.runtime.live(principal, sid)
+        if not live.running:
+            raise ApiError(
+                "no_run_in_progress",
+                f"nothing is running in this session to {which.replace('_', ' ')}",
+                hint=f"POST /sessions/{sid}/messages to start a run",
+            )
+        if which == "steer":
+            live.agent.steer(body.text)
+        else:
+            live.agent.follow_up(body.text)
+        return _json(QueuedOut(queued=which), 202)  # type: ignore[arg-type]
+
+    async def abort(self, request: Request) -> Response:
+        principal = self.principal(request)
+        sid = request.path_params["session_id"]
+        live = await self.runtime.live(principal, sid)
+        if not live.running:
+            raise ApiError("no_run_in_progress", "nothing is running in this session")
+        live.agent.abort()
+        return Response(status_code=202)
+
+    async def pending(self, request: Request) -> Response:
+        principal = self.principal(request)
+        live = await self.runtime.live(principal, request.path_params["session_id"])
+        return JSONResponse(
+            {
+                "approvals": [
+                    ApprovalOut(
+                        approval_id=r.approval_id,
+                        call_id=r.call_id,
+                        name=r.name,
+                        arguments=r.arguments,
+                        effect=r.effect,
+                        expires_at=r.expires_at,
+                    ).model_dump(mode="json")
+                    for r in live.approvals.pending()
+                ]
+            }
+        )
+
+    async def decide(self, request: Request) -> Response:
+        principal = self.principal(request)
+        sid = request.path_params["session_id"]
+        approval_id = request.path_params["approval_id"]
+        body = await self.body(request, Decision)
+        live = await self.runtime.live(principal, sid)
+        broker = live.approvals
+        if not broker.is_pending(approval_id):
+            earlier = broker.decision(approval_id)
+            if earlier is not None:
+                raise ApiError(
+                    "already_decided",
+                    f"approval {approval_id!r} was already decided: {earlier.decision}"
+                    + (f" ({earlier.reason})" if earlier.reason else ""),
+                )
+            raise ApiError("not_found", f"no approval {approval_id!r} is waiting in this session")
+        if not await broker.decide(approval_id, body.decision, body.reason, principal):
+            raise ApiError("already_decided", f"approval {approval_id!r} was decided meanwhile")
+        return _json(DecisionOut(approval_id=approval_id, decision=body.decision))
+
+
+def _seq(text: str) -> int:
+    text = text.strip()
+    if not text.isdigit() or len(text) > 18:
+        raise ApiError("invalid_request", f"a seq is a whole number >= 0, not {text[:40]!r}")
+    return int(text)

@@ -1,0 +1,322 @@
+"""The server's state, owned by one app: the store, the sessions loaded, the runs going, per principal.
+
+Made by ``create_app`` and opened and closed by its lifespan; nothing here lives at module level, so two
+apps in one process share nothing. At start-up a session whose last run was still going when the server
+stopped (killed, crashed) gets that run closed in its record: an ``agent_end`` whose error says it was
+interrupted, so every watcher and every listing sees it ended, and how.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import json
+import logging
+from collections import Counter
+from typing import Any
+
+from steadyloop import (
+    AgentSession,
+    Event,
+    ImagePart,
+    InvalidInput,
+    Tool,
+    list_models,
+    mcp_server_spec,
+)
+from steadyloop import context_limit_for as window_of
+from steadyloop.events import AgentEnd, AgentStart
+from steadyloop.sessions import SessionInfo, SQLiteSessionStore
+
+from .agents import build_settings, document_of, layer_of, session_layer
+from .approvals import RemoteApprovals
+from .errors import ApiError, Scrubber
+from .hub import EventHub
+from .live import RUN_STATE, LiveSession
+from .recording import RecordingStore
+from .schemas import CreateSession, ImageIn, OutputSchema
+from .settings import ServerSettings
+
+__all__ = ["AGENT_STATE", "INTERRUPTED", "Runtime"]
+
+log = logging.getLogger("steadyloop.server")
+
+#: The session state holding the session's agent document.
+AGENT_STATE = "server.agent"
+#: The error an interrupted run's closing ``agent_end`` carries.
+INTERRUPTED = "interrupted: the server stopped while this run was going"
+
+_IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+#: Sessions kept loaded; past this, the least recently used idle ones without watchers are let go.
+MAX_LOADED = 512
+
+
+class Runtime:
+    """Sessions, runs and hubs for one app."""
+
+    def __init__(self, settings: ServerSettings) -> None:
+        self.settings = settings
+        self.store = SQLiteSessionStore(settings.store_path) if settings.store_path else SQLiteSessionStore()
+        self.recording = RecordingStore(self.store, self._recorded)
+        self.scrub = Scrubber([*settings.tokens, settings.endpoint.api_key or ""])
+        self.model: str | None = settings.model
+        self._windows: dict[str, int | None] = {}
+        self._live: dict[str, LiveSession] = {}
+        self._hubs: dict[str, EventHub] = {}
+        self._runs: Counter[str] = Counter()
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Close the runs a previous process left going."""
+        for principal in self.settings.principals:
+            for info in await self.store.list(principal):
+                with contextlib.suppress(InvalidInput):
+                    await self._recover(principal, info)
+
+    async def close(self) -> None:
+        for live in list(self._live.values()):
+            await live.close()
+        self._live.clear()
+        for hub in self._hubs.values():
+            hub.close()
+        await self.store.close()
+
+    async def _recover(self, principal: str, info: SessionInfo) -> None:
+        state = await self.store.load_state(info.session_id, RUN_STATE, agent_id=principal)
+        if state is None or json.loads(state).get("status") != "running":
+            return
+        events = await self.store.load_events(info.session_id, agent_id=principal)
+        start = next((e for _, e in reversed(events) if isinstance(e, AgentStart | AgentEnd)), None)
+        if isinstance(start, AgentStart):
+            last = events[-1][1].seq if events else 0
+            end = AgentEnd(outcome="cancelled", error=INTERRUPTED, run_id=start.run_id, seq=last + 1)
+            await self.store.append_events(info.session_id, [end], agent_id=principal)
+        status = json.dumps({"status": "interrupted"})
+        await self.store.save_state(info.session_id, RUN_STATE, status, agent_id=principal)
+        log.warning(
+            "session %s: its run was interrupted by a server stop; closed in its record", info.session_id
+        )
+
+    # -- sessions -------------------------------------------------------------------------------------
+
+    async def served_model(self) -> str:
+        """The model sessions use when they name none, asked of the endpoint once."""
+        if self.model is None:
+            try:
+                models = await list_models(self.settings.endpoint)
+            except Exception as exc:
+                raise ApiError("unavailable", f"the endpoint could not list its models: {exc}") from None
+            if not models:
+                raise ApiError("unavailable", "the endpoint lists no models; start the server with --model")
+            self.model = models[0].id
+        return self.model
+
+    async def window(self, model: str) -> int | None:
+        if model not in self._windows:
+            self._windows[model] = await window_of(
+                self.settings.endpoint, model, self.settings.context_length
+            )
+        return self._windows[model]
+
+    async def create(self, principal: str, body: CreateSession) -> SessionInfo:
+        layer = session_layer(body)
+        model = layer.model.name or await self.served_model()
+        build_settings(self.settings, layer, model=model, window=None)  # refuse unknown tools now
+        title = body.title
+        info = await self.store.create(principal, title=title)
+        await self.store.save_state(info.session_id, AGENT_STATE, document_of(layer), agent_id=principal)
+        return info
+
+    async def info(self, principal: str, session_id: str) -> SessionInfo:
+        try:
+            info = await self.store.get(session_id, agent_id=principal)
+        except InvalidInput:
+            info = None
+        if info is None:
+            raise ApiError("not_found", f"no session {session_id!r}")
+        return info
+
+    async def status(self, principal: str, session_id: str) -> str:
+        live = self._live.get(session_id)
+        if live is not None and live.running:
+            return "running"
+        state = await self.store.load_state(session_id, RUN_STATE, agent_id=principal)
+        if state is not None and json.loads(state).get("status") == "interrupted":
+            return "interrupted"
+        return "idle"
+
+    async def layer_model(self, principal: str, session_id: str) -> str | None:
+        document = await self.store.load_state(session_id, AGENT_STATE, agent_id=principal)
+        if document is None:
+            return self.model
+        return layer_of(document).model.name or self.model
+
+    async def delete(self, principal: str, session_id: str) -> None:
+        await self.info(principal, session_id)
+        live = self._live.get(session_id)
+        if live is not None and live.running:
+            raise ApiError(
+                "run_in_progress",
+                "the session has a run going",
+                hint=f"POST /sessions/{session_id}/abort first, then delete it",
+            )
+        if live is not None:
+            await live.close()
+            self._live.pop(session_id, None)
+        hub = self._hubs.pop(session_id, None)
+        if hub is not None:
+            hub.close()
+        await self.store.delete(session_id, agent_id=principal)
+
+    def hub(self, session_id: str, last_seq: int) -> EventHub:
+        """The session's hub, made on first use with the record's last seq."""
+        hub = self._hubs.get(session_id)
+        if hub is None:
+            hub = self._hubs[session_id] = EventHub(last_seq)
+        return hub
+
+    async def live(self, principal: str, session_id: str) -> LiveSession:
+        """The session loaded, its agent built (once per process)."""
+        live = self._live.get(session_id)
+        if live is not None:
+            if live.principal != principal:
+                raise ApiError("not_found", f"no session {session_id!r}")
+            self._live[session_id] = self._live.pop(session_id)  # most recently used last
+            return live
+        info = await self.info(principal, session_id)
+        await self._let_go()
+        document = await self.store.load_state(session_id, AGENT_STATE, agent_id=principal)
+        layer = layer_of(document) if document is not None else session_layer(CreateSession())
+        model = layer.model.name or await self.served_model()
+        settings = build_settings(self.settings, layer, model=model, window=await self.window(model))
+        approvals = RemoteApprovals()
+        stack = contextlib.AsyncExitStack()
+        tools: list[Tool] = []
+        if settings.servers:
+            try:
+                from steadyloop.tools.mcp import mcp_tools
+            except ImportError:
+                raise ApiError(
+                    "unavailable", "MCP servers need the MCP SDK: pip install 'steadyloop[mcp]'"
+                ) from None
+            toolset = await mcp_tools(*(mcp_server_spec(s) for s in settings.servers))
+            stack.push_async_callback(toolset.aclose)
+            tools = list(toolset.tools)
+        session = await AgentSession.open(self.recording, agent_id=principal, session_id=session_id)
+        agent = settings.agent(self.settings.endpoint, tools=tools, approvals=approvals, session=session)
+        again = self._live.get(session_id)
+        if again is not None:  # another request loaded it while this one waited on the store
+            await stack.aclose()
+            return again
+        live = LiveSession(
+            session_id, principal, agent, self.hub(session_id, info.last_event_seq), approvals, stack
+        )
+        self._live[session_id] = live
+        return live
+
+    async def _let_go(self) -> None:
+        """Unload the least recently used sessions that are idle and unwatched, past ``MAX_LOADED``."""
+        idle = [sid for sid, live in self._live.items() if not live.running and not live.hub.watchers]
+        for sid in idle[: max(0, len(self._live) - MAX_LOADED + 1)]:
+            live = self._live.pop(sid)
+            self._hubs.pop(sid, None)
+            await live.close()
+        for sid in [sid for sid, hub in self._hubs.items() if sid not in self._live and not hub.watchers]:
+            del self._hubs[sid]
+
+    def _recorded(self, session_id: str, seq: int, event: Event) -> None:
+        live = self._live.get(session_id)
+        if live is not None:
+            live.recorded(seq, event)
+        elif (hub := self._hubs.get(session_id)) is not None:
+            hub.publish_recorded(seq, event)
+
+    # -- runs -----------------------------------------------------------------------------------------
+
+    def check_can_run(self, live: LiveSession) -> None:
+        """Refuse a second run on a session, and a run past the principal's limit."""
+        if live.running:
+            sid = live.session_id
+            raise ApiError(
+                "run_in_progress",
+                "this session already has a run going; a session runs one prompt at a time",
+                hint=f"POST /sessions/{sid}/steer to redirect it, POST /sessions/{sid}/follow_up to queue a "
+                f"message for when it finishes, POST /sessions/{sid}/abort to stop it, or "
+                f"GET /sessions/{sid}/events to watch it",
+            )
+        limit = self.settings.limits.max_runs_per_token
+        if self._runs[live.principal] >= limit:
+            raise ApiError(
+                "too_many_runs",
+                f"this token already has {limit} runs going",
+                hint="wait for one to finish, or abort one",
+            )
+
+    def start_run(
+        self, live: LiveSession, text: str, images: list[ImagePart], response_format: dict[str, Any] | None
+    ) -> None:
+        self.check_can_run(live)
+        principal, sid = live.principal, live.session_id
+        self._runs[principal] += 1
+
+        async def save(value: str) -> None:
+            await self.store.save_state(sid, RUN_STATE, value, agent_id=principal)
+
+        def done() -> None:
+            self._runs[principal] -= 1
+
+        live.start(text, images, response_format, save_state=save, done=done)
+
+    # -- request values -------------------------------------------------------------------------------
+
+    def images(self, given: list[ImageIn]) -> list[ImagePart]:
+        """The message's images, checked against the limits.
+
+        Raises:
+            ApiError: too many, too large, not an image type we take, or not base64.
+        """
+        limits = self.settings.limits
+        if len(given) > limits.max_images:
+            raise ApiError("payload_too_large", f"at most {limits.max_images} images per message")
+        parts: list[ImagePart] = []
+        for index, image in enumerate(given):
+            data: str = image.data
+            mime: str | None = image.mime_type
+            if data.startswith("data:"):
+                header, _, data = data.partition(",")
+                declared = header[5:].split(";", 1)[0]
+                if ";base64" not in header or not _:
+                    raise ApiError("invalid_request", f"images[{index}]: a data URL must be base64")
+                mime = mime or declared
+            if mime not in _IMAGE_TYPES:
+                raise ApiError(
+                    "invalid_request", f"images[{index}]: the type must be one of {', '.join(_IMAGE_TYPES)}"
+                )
+            if len(data) * 3 // 4 > limits.max_image_bytes:
+                raise ApiError(
+                    "payload_too_large", f"images[{index}]: larger than {limits.max_image_bytes} bytes"
+                )
+            try:
+                raw = base64.b64decode(data, validate=True)
+            except (binascii.Error, ValueError):
+                raise ApiError("invalid_request", f"images[{index}]: the data is not base64") from None
+            if not raw:
+                raise ApiError("invalid_request", f"images[{index}]: the image is empty")
+            parts.append(ImagePart.from_bytes(raw, mime))
+        return parts
+
+    def response_format(self, schema: OutputSchema | None) -> dict[str, Any] | None:
+        if schema is None:
+            return None
+        text = json.dumps(schema.schema_)
+        if len(text.encode()) > self.settings.limits.max_schema_bytes:
+            raise ApiError(
+                "payload_too_large",
+                f"the output schema is over {self.settings.limits.max_schema_bytes} bytes",
+            )
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": schema.name, "schema": schema.schema_, "strict": schema.strict},
+        }

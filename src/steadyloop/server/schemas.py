@@ -1,0 +1,191 @@
+"""The API's request and response bodies, as pydantic models: validation and the OpenAPI document.
+
+Requests refuse unknown fields, so a typo is an error rather than a silently ignored setting.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "ApprovalOut",
+    "ApprovalsIn",
+    "CreateSession",
+    "Decision",
+    "DecisionOut",
+    "ErrorDetail",
+    "ErrorOut",
+    "ImageIn",
+    "InfoOut",
+    "OutputSchema",
+    "PostMessage",
+    "QueueMessage",
+    "QueuedOut",
+    "RunOut",
+    "SessionDetail",
+    "SessionList",
+    "SessionOut",
+    "ToolOut",
+    "UsageOut",
+]
+
+EffectName = Literal["read", "mutate-reversible", "mutate-irreversible", "destructive"]
+Effort = Literal["none", "minimal", "low", "medium", "high", "off"]
+_NAME = r"^[A-Za-z0-9_.:-]{1,128}$"
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ApprovalsIn(_In):
+    """Which of the session's calls wait for a decision."""
+
+    require_for: list[EffectName] | None = Field(default=None, max_length=4)
+    overrides: dict[str, bool] | None = Field(default=None, max_length=256)
+    timeout_s: float | None = Field(default=None, gt=0, le=86_400)
+
+
+class CreateSession(_In):
+    """A new session: an agent document, and fields layered over it."""
+
+    title: str | None = Field(default=None, max_length=200)
+    system: str | None = Field(default=None, max_length=200_000, description="the system prompt")
+    model: str | None = Field(default=None, max_length=256)
+    tools: list[str] | None = Field(
+        default=None, max_length=256, description="tool names from GET /info; absent: every tool offered"
+    )
+    mcp_servers: list[str] | None = Field(default=None, max_length=64, description="MCP servers by name")
+    thinking: Effort | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
+    max_turns: int | None = Field(default=None, ge=1, le=10_000)
+    context: bool | None = Field(default=None, description="prune and fold when the window fills")
+    approvals: ApprovalsIn | None = None
+    agent: dict[str, Any] | None = Field(
+        default=None, description="an agent spec document (docs/spec.md) as JSON; its endpoint is ignored"
+    )
+
+
+class ImageIn(_In):
+    """An image: base64 bytes with their type, or a ``data:`` URL."""
+
+    data: str = Field(max_length=40_000_000)
+    mime_type: Literal["image/png", "image/jpeg", "image/gif", "image/webp"] | None = None
+
+
+class OutputSchema(_In):
+    """Hold the final answer to a JSON schema."""
+
+    schema_: dict[str, Any] = Field(alias="schema")
+    name: str = Field(default="output", pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    strict: bool = True
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class PostMessage(_In):
+    """A user message that starts a run."""
+
+    text: str = Field(max_length=10_000_000)
+    images: list[ImageIn] = Field(default_factory=list, max_length=64)
+    output_schema: OutputSchema | None = None
+
+
+class QueueMessage(_In):
+    """A message for a running session's steering or follow-up queue."""
+
+    text: str = Field(min_length=1, max_length=1_000_000)
+
+
+class Decision(_In):
+    """A decision on a gated call."""
+
+    decision: Literal["allow", "deny"]
+    reason: str = Field(default="", max_length=2000)
+
+
+class UsageOut(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    reasoning_tokens: int = 0
+    turns: int = 0
+    runs: int = 0
+
+
+class ApprovalOut(BaseModel):
+    approval_id: str
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    effect: str | None
+    expires_at: float
+
+
+class SessionOut(BaseModel):
+    id: str
+    title: str | None
+    created_at: float
+    updated_at: float
+    status: Literal["idle", "running", "interrupted"]
+    usage: UsageOut
+    message_count: int
+    last_event_seq: int
+    model: str | None = None
+
+
+class SessionDetail(SessionOut):
+    messages: list[dict[str, Any]] = Field(description="the transcript, every call answered (thinking kept)")
+    pending_approvals: list[ApprovalOut]
+    tools: list[str]
+    system: str
+
+
+class SessionList(BaseModel):
+    sessions: list[SessionOut]
+
+
+class RunOut(BaseModel):
+    outcome: str
+    answer: str
+    structured: Any = None
+    error: str | None = None
+    usage: dict[str, Any]
+    messages: list[dict[str, Any]]
+    last_event_seq: int
+
+
+class QueuedOut(BaseModel):
+    queued: Literal["steer", "follow_up"]
+
+
+class DecisionOut(BaseModel):
+    approval_id: str
+    decision: Literal["allow", "deny"]
+
+
+class ToolOut(BaseModel):
+    name: str
+    description: str
+    effect: str | None
+
+
+class InfoOut(BaseModel):
+    model: str | None
+    tools: list[ToolOut]
+    mcp_servers: list[str]
+    auth: bool
+    limits: dict[str, float]
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    hint: str | None = None
+
+
+class ErrorOut(BaseModel):
+    error: ErrorDetail

@@ -1,0 +1,131 @@
+"""What a server is made of: its endpoint, its store, who may call it, what it offers, and its limits.
+
+Auth is bearer tokens, each naming the principal whose sessions it opens (a token sees only its own).
+With no token at all the server answers loopback clients only, and ``check_bind`` refuses to listen
+anywhere else: an open agent with tools on a network address is not something to start by accident.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from steadyloop import AgentSpec, ApprovalPolicy, Endpoint, InvalidInput, MCPServer, Tool
+from steadyloop.sessions import check_id
+
+__all__ = ["LOCAL_PRINCIPAL", "ServerLimits", "ServerSettings", "check_bind", "is_loopback"]
+
+#: The principal every request acts as when the server has no tokens (loopback only).
+LOCAL_PRINCIPAL = "local"
+
+_MB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ServerLimits:
+    """What one request or one token may ask for.
+
+    Attributes:
+        max_body_bytes: a request body's size.
+        max_images: images on one message.
+        max_image_bytes: one image, decoded.
+        max_schema_bytes: an output schema, serialized.
+        max_runs_per_token: runs one token may have going at once.
+        approval_timeout_s: how long a gated call waits for a decision when the session says nothing.
+    """
+
+    max_body_bytes: int = 25 * _MB
+    max_images: int = 4
+    max_image_bytes: int = 5 * _MB
+    max_schema_bytes: int = 32 * 1024
+    max_runs_per_token: int = 16
+    approval_timeout_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        for name in (
+            "max_body_bytes",
+            "max_images",
+            "max_image_bytes",
+            "max_schema_bytes",
+            "max_runs_per_token",
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise InvalidInput(f"ServerLimits.{name} must be a whole number >= 0, got {value!r}")
+        if not self.approval_timeout_s > 0:
+            raise InvalidInput(
+                f"ServerLimits.approval_timeout_s must be > 0, got {self.approval_timeout_s!r}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSettings:
+    """Everything ``create_app`` needs.
+
+    Attributes:
+        endpoint: where every session's requests go (a session cannot point the server elsewhere).
+        model: the model sessions use unless they name one; ``None`` asks the endpoint at start-up.
+        store_path: the SQLite session store; ``None`` for the default place.
+        tokens: bearer token -> principal (``[A-Za-z0-9_-]{1,64}``); empty serves loopback only.
+        tools: the tools sessions may pick by name.
+        mcp_servers: MCP servers sessions may pick by name (connected per session, closed with it).
+        agent: the server's own layer under every session's agent settings.
+        approval_policy: which calls wait for a decision unless a session says otherwise.
+        context_length: the endpoint's window, where it does not say.
+        limits: request and run limits.
+        page: serve the web page at ``/``.
+    """
+
+    endpoint: Endpoint
+    model: str | None = None
+    store_path: Path | None = None
+    tokens: Mapping[str, str] = field(default_factory=dict)
+    tools: Sequence[Tool] = ()
+    mcp_servers: Sequence[MCPServer] = ()
+    agent: AgentSpec | None = None
+    approval_policy: ApprovalPolicy = field(
+        default_factory=lambda: ApprovalPolicy(
+            require_for=frozenset({"mutate-reversible", "mutate-irreversible", "destructive"})
+        )
+    )
+    context_length: int | None = None
+    limits: ServerLimits = field(default_factory=ServerLimits)
+    page: bool = True
+
+    def __post_init__(self) -> None:
+        for token, principal in self.tokens.items():
+            if not isinstance(token, str) or len(token) < 8:
+                raise InvalidInput("each bearer token must be a string of at least 8 characters")
+            check_id(principal, "a token's principal")
+
+    @property
+    def principals(self) -> list[str]:
+        """Every principal a request may act as."""
+        return sorted(set(self.tokens.values())) if self.tokens else [LOCAL_PRINCIPAL]
+
+
+def is_loopback(host: str | None) -> bool:
+    """Whether ``host`` (an address or ``localhost``) is this machine's loopback."""
+    if host is None:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, settings: ServerSettings) -> None:
+    """Refuse to listen beyond loopback without a token.
+
+    Raises:
+        InvalidInput: ``host`` is not loopback and ``settings.tokens`` is empty.
+    """
+    if not settings.tokens and not is_loopback(host):
+        raise InvalidInput(
+            f"refusing to listen on {host} without a bearer token: set STEADYLOOP_SERVER_TOKENS "
+            "(or --token) to serve beyond this machine, or listen on 127.0.0.1"
+        )
