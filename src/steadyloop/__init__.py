@@ -21,6 +21,7 @@ from .context.compaction import (
 from .context.folding import SUMMARY_PROMPT, compact_transcript, memory_flush, run_compaction, summariser
 from .context.integrity import check_transcript
 from .context.keeper import ContextPolicy, ContextState
+from .context.prefix import StablePrefix
 from .context.pruning import prune_tool_results
 from .context.tokens import CHARS_PER_TOKEN, context_tokens, estimate_tokens, request_tokens
 from .errors import (
@@ -45,6 +46,7 @@ from .errors import (
     ToolArgumentsError,
     ToolLoopDetected,
     TranscriptError,
+    TranscriptRewritten,
 )
 from .events import Event, event_from_json, event_to_json
 from .hooks import (
@@ -254,6 +256,7 @@ __all__ = [
     "SpecError",
     "SpecProblem",
     "Split",
+    "StablePrefix",
     "SteadyloopError",
     "StreamAssembler",
     "SystemMessage",
@@ -272,6 +275,7 @@ __all__ = [
     "ToolResultMessage",
     "ToolsSpec",
     "TranscriptError",
+    "TranscriptRewritten",
     "Turn",
     "Usage",
     "UserMessage",

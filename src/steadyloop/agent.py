@@ -23,6 +23,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 from .context.keeper import ContextState
+from .context.prefix import StablePrefix
 from .errors import InvalidInput, RunCancelled, RunError, SteadyloopError
 from .events import (
     AgentEnd,
@@ -163,6 +164,9 @@ class Agent:
         before_llm_call: told each request before it is sent; a block ends the run (``ModelCallDenied``).
         session: the session the agent lives in (``await store.session(...)``): its history and fold are
             loaded, and every message, event and usage record goes back to it as the agent runs.
+        prefix: holds the system prompt and tools frozen and the transcript append-only across prompts,
+            so the prompt cache keeps matching (default: a fresh ``StablePrefix``). Changing
+            ``state.system_prompt`` or ``state.tools`` takes effect after ``agent.prefix.invalidate()``.
     """
 
     def __init__(
@@ -193,6 +197,7 @@ class Agent:
         lifecycle: LifecycleHooks | None = None,
         before_llm_call: BeforeLlmCall | None = None,
         session: AgentSession | None = None,
+        prefix: StablePrefix | None = None,
     ) -> None:
         params = model if isinstance(model, ModelParams) else ModelParams(model=model)
         if thinking is not None:
@@ -230,6 +235,8 @@ class Agent:
         self.before_llm_call = before_llm_call
         self.context = session.context if session is not None else ContextState()
         """The conversation's fold and pruning, kept from one prompt to the next."""
+        self.prefix = prefix if prefix is not None else StablePrefix()
+        """The frozen system prompt and tools and the append-only record of what was sent."""
         self.last_result: LoopResult | None = None
         self._listeners: list[Listener] = []
         self._steering: list[Message] = []
@@ -366,6 +373,7 @@ class Agent:
         self.state.pending_tool_calls.clear()
         self.clear_queues()
         self._loaded.clear()
+        self.prefix.forget_messages()
         if self.session is not None and self.session_id == self.session.session_id:
             self.session_id = None
         self.session = session
@@ -407,7 +415,8 @@ class Agent:
                 should_stop_after_turn=self.should_stop_after_turn,
                 tool_choice=self.tool_choice,
                 transform_context=self.transform_context,
-                convert_to_llm=self.convert_to_llm,
+                # The default keeps the loop's own view, which the prefix can admit without re-reading it.
+                convert_to_llm=None if self.convert_to_llm is _default_convert else self.convert_to_llm,
             ),
             queues=RunQueues(
                 steering=lambda: self._take(self._steering, self.steering_mode),
@@ -420,6 +429,7 @@ class Agent:
             api_key=self.api_key,
             session_id=self.session_id,
             context=self.context,
+            prefix=self.prefix,
         )
 
     async def _go(self, new: list[Message]) -> Turn:
