@@ -8,7 +8,14 @@ extra), ``steadyloop.local`` (the bundled local model) and ``steadyloop.sessions
 from .agent import Agent, AgentBusy, AgentState, AgentStream
 from .agent_settings import AgentSettings, agent_settings, mcp_server_spec, spec_hook_runner
 from .bus import configure_events, emit, end_run, fold, history, reset_events, watch
-from .context.branches import collect_branch, prepare_branch, summarise_branch
+from .context.branches import (
+    BranchFiles,
+    BranchMove,
+    BranchSummary,
+    collect_branch,
+    prepare_branch,
+    summarise_branch,
+)
 from .context.calibration import calibrate, chars_per_token_for
 from .context.compaction import (
     SUMMARY_LEAD,
@@ -190,6 +197,9 @@ __all__ = [
     "ApprovalsSpec",
     "AssistantMessage",
     "BatchOutcome",
+    "BranchFiles",
+    "BranchMove",
+    "BranchSummary",
     "CatalogEntry",
     "CompactionPlan",
     "ContentPart",
