@@ -260,3 +260,32 @@ def test_any_sequence_of_moves_reads_back_as_the_walk_from_the_leaf(
             assert await play(sqlite_store) == memory
 
     asyncio.run(both())
+
+
+IDS = st.one_of(st.none(), st.text(max_size=6), st.integers(min_value=-3, max_value=40).map(str))
+
+
+@settings(max_examples=200, deadline=None)
+@given(lines=st.lists(st.tuples(IDS, IDS, st.booleans()), max_size=8), leaf=IDS)
+def test_any_ids_and_parents_in_an_export_read_back_or_are_refused_typed(
+    lines: list[tuple[str | None, str | None, bool]], leaf: str | None
+) -> None:
+    from steadyloop.sessions._jsonl import load_snapshot
+
+    header = {"kind": "session", "session_id": "s", "title": None, "created_at": 1.0, "updated_at": 1.0}
+    text = [json.dumps({**header, "usage": {}, "format": 3, "leaf": leaf})]
+    body = json.loads(message_to_json(u("q")))
+    for entry_id, parent, with_files in lines:
+        line: dict[str, object] = {"kind": "message", "message": body, "id": entry_id, "parent": parent}
+        if with_files:
+            line["files"] = {"read_files": ["a"], "modified_files": []}
+        text.append(json.dumps(line))
+    try:
+        snapshot = load_snapshot("\n".join(text))
+    except InvalidInput:
+        return
+    positions = [int(e.id) for e in snapshot.entries]
+    assert positions == sorted(set(positions)) and all(p > 0 for p in positions)
+    for entry in snapshot.entries:
+        assert entry.parent_id is None or 0 < int(entry.parent_id) < int(entry.id)
+    assert snapshot.info.leaf is None or snapshot.info.leaf in {e.id for e in snapshot.entries}
