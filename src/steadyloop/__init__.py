@@ -8,7 +8,14 @@ extra), ``steadyloop.local`` (the bundled local model) and ``steadyloop.sessions
 from .agent import Agent, AgentBusy, AgentState, AgentStream
 from .agent_settings import AgentSettings, agent_settings, mcp_server_spec, spec_hook_runner
 from .bus import configure_events, emit, end_run, fold, history, reset_events, watch
-from .context.branches import collect_branch, prepare_branch, summarise_branch
+from .context.branches import (
+    BranchFiles,
+    BranchMove,
+    BranchSummary,
+    collect_branch,
+    prepare_branch,
+    summarise_branch,
+)
 from .context.calibration import calibrate, chars_per_token_for
 from .context.compaction import (
     SUMMARY_LEAD,
@@ -21,6 +28,7 @@ from .context.compaction import (
 from .context.folding import SUMMARY_PROMPT, compact_transcript, memory_flush, run_compaction, summariser
 from .context.integrity import check_transcript
 from .context.keeper import ContextPolicy, ContextState
+from .context.prefix import StablePrefix
 from .context.pruning import prune_tool_results
 from .context.tokens import CHARS_PER_TOKEN, context_tokens, estimate_tokens, request_tokens
 from .errors import (
@@ -47,6 +55,7 @@ from .errors import (
     ToolArgumentsError,
     ToolLoopDetected,
     TranscriptError,
+    TranscriptRewritten,
 )
 from .events import Event, event_from_json, event_to_json
 from .hooks import (
@@ -190,6 +199,9 @@ __all__ = [
     "ApprovalsSpec",
     "AssistantMessage",
     "BatchOutcome",
+    "BranchFiles",
+    "BranchMove",
+    "BranchSummary",
     "CatalogEntry",
     "CompactionPlan",
     "ContentPart",
@@ -258,6 +270,7 @@ __all__ = [
     "SpecError",
     "SpecProblem",
     "Split",
+    "StablePrefix",
     "SteadyloopError",
     "StreamAssembler",
     "SystemMessage",
@@ -276,6 +289,7 @@ __all__ = [
     "ToolResultMessage",
     "ToolsSpec",
     "TranscriptError",
+    "TranscriptRewritten",
     "Turn",
     "Usage",
     "UserMessage",

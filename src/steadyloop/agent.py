@@ -22,7 +22,10 @@ from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any, Literal
 
+from .context.branches import DEFAULT_RESERVE_TOKENS, BranchMove, branch_budget, branch_summariser
+from .context.calibration import chars_per_token_for
 from .context.keeper import ContextState
+from .context.prefix import StablePrefix
 from .errors import InvalidInput, RunCancelled, RunError, SteadyloopError
 from .events import (
     AgentEnd,
@@ -61,6 +64,7 @@ from .tools.approvals import ApprovalBroker, ApprovalPolicy
 from .tools.definition import Tool
 from .tools.execution import ToolHooks
 from .wire.endpoints import Endpoint
+from .wire.windows import context_limit_for
 
 __all__ = ["Agent", "AgentBusy", "AgentState", "AgentStream"]
 
@@ -163,6 +167,9 @@ class Agent:
         before_llm_call: told each request before it is sent; a block ends the run (``ModelCallDenied``).
         session: the session the agent lives in (``await store.session(...)``): its history and fold are
             loaded, and every message, event and usage record goes back to it as the agent runs.
+        prefix: holds the system prompt and tools frozen and the transcript append-only across prompts,
+            so the prompt cache keeps matching (default: a fresh ``StablePrefix``). Changing
+            ``state.system_prompt`` or ``state.tools`` takes effect after ``agent.prefix.invalidate()``.
     """
 
     def __init__(
@@ -193,6 +200,7 @@ class Agent:
         lifecycle: LifecycleHooks | None = None,
         before_llm_call: BeforeLlmCall | None = None,
         session: AgentSession | None = None,
+        prefix: StablePrefix | None = None,
     ) -> None:
         params = model if isinstance(model, ModelParams) else ModelParams(model=model)
         if thinking is not None:
@@ -230,6 +238,8 @@ class Agent:
         self.before_llm_call = before_llm_call
         self.context = session.context if session is not None else ContextState()
         """The conversation's fold and pruning, kept from one prompt to the next."""
+        self.prefix = prefix if prefix is not None else StablePrefix()
+        """The frozen system prompt and tools and the append-only record of what was sent."""
         self.last_result: LoopResult | None = None
         self._listeners: list[Listener] = []
         self._steering: list[Message] = []
@@ -238,6 +248,7 @@ class Agent:
         self._idle = asyncio.Event()
         self._idle.set()
         self._loaded: list[str] = []
+        self._branching: asyncio.Event | None = None
 
     # -- listening --------------------------------------------------------------------------------------
 
@@ -323,9 +334,12 @@ class Agent:
         return AgentStream(self, _input_messages(input, images))
 
     def abort(self) -> None:
-        """Stop the run: the request in flight is closed and running tools are stopped. Never raises."""
+        """Stop the run (the request in flight is closed and running tools are stopped), or the branch
+        summary ``branch_to`` is waiting for. Never raises."""
         if self._run is not None:
             self._run.cancel.set()
+        if self._branching is not None:
+            self._branching.set()
 
     def force_abort(self, reason: str = "forced") -> bool:
         """Take the agent out of its run at once, when ``abort()`` did not drain it (a tool or a listener
@@ -366,6 +380,7 @@ class Agent:
         self.state.pending_tool_calls.clear()
         self.clear_queues()
         self._loaded.clear()
+        self.prefix.forget_messages()
         if self.session is not None and self.session_id == self.session.session_id:
             self.session_id = None
         self.session = session
@@ -375,6 +390,61 @@ class Agent:
             self.context = session.context
             self.state.messages.extend(session.messages)
             self.session_id = session.session_id
+
+    async def branch_to(
+        self,
+        entry_id: str | int | None,
+        *,
+        summarise: bool = True,
+        instructions: str | None = None,
+        reserve_tokens: int = DEFAULT_RESERVE_TOKENS,
+    ) -> BranchMove:
+        """Continue the conversation from an entry of its session's tree (``None``: from the start).
+
+        The branch left behind stays in the store, and with ``summarise`` it is summarised by the agent's
+        model into an entry under ``entry_id`` that the conversation continues from, listing the files
+        the branch read and changed. The summary request weighs the newest of the branch's messages up
+        to the window less ``reserve_tokens`` (at most half the window). ``abort()`` cancels it; a summary
+        that was aborted or failed leaves everything where it was (``moved`` is ``False`` and the
+        summary says why; ``summarise=False`` moves without one).
+
+        Raises:
+            AgentBusy: a run or another move is under way.
+            InvalidInput: the agent has no session, or ``entry_id`` is not one of its entries.
+        """
+        if self.is_running:
+            raise AgentBusy("the agent is running: branch after the run ends")
+        session = self.session
+        if session is None:
+            raise InvalidInput("branch_to needs an agent that lives in a session (Agent(session=...))")
+        self._idle.clear()
+        cancel = self._branching = asyncio.Event()
+        try:
+            model = self.state.model
+            summariser = None
+            budget = 0
+            if summarise:
+                window = self.policy.context_limit or await context_limit_for(self.endpoint, model)
+                budget = branch_budget(window, reserve_tokens)
+                summariser = branch_summariser(
+                    self.endpoint, model, reasoning_effort=self.state.params.side_effort
+                )
+            move = await session.branch_to(
+                entry_id,
+                summarise=summariser,
+                budget=budget,
+                chars_per_token=chars_per_token_for(self.endpoint, model),
+                instructions=instructions,
+                cancel=cancel,
+            )
+            if move.moved:
+                self.state.messages = list(session.messages)
+                self.state.error = None
+                self.prefix.forget_messages()  # a new position: the next request is a new baseline
+            return move
+        finally:
+            self._branching = None
+            self._idle.set()
 
     async def request_messages(self) -> list[Message]:
         """The messages the next request would send after the system prompt: the transcript through
@@ -407,7 +477,8 @@ class Agent:
                 should_stop_after_turn=self.should_stop_after_turn,
                 tool_choice=self.tool_choice,
                 transform_context=self.transform_context,
-                convert_to_llm=self.convert_to_llm,
+                # The default keeps the loop's own view, which the prefix can admit without re-reading it.
+                convert_to_llm=None if self.convert_to_llm is _default_convert else self.convert_to_llm,
             ),
             queues=RunQueues(
                 steering=lambda: self._take(self._steering, self.steering_mode),
@@ -420,6 +491,7 @@ class Agent:
             api_key=self.api_key,
             session_id=self.session_id,
             context=self.context,
+            prefix=self.prefix,
         )
 
     async def _go(self, new: list[Message]) -> Turn:

@@ -20,6 +20,7 @@
     │   ├── ToolLoopDetected         the model kept repeating the same calls (reason "loop_detected")
     │   ├── ModelCallDenied          a before_llm_call hook refused the request (reason "hook_denied")
     │   ├── OutputInvalid            the answer kept missing the response schema (reason "invalid_output")
+    │   ├── TranscriptRewritten      a request rewrote what the previous one sent (reason "rewritten")
     │   └── RunEndpointError         a request failed; also an EndpointError (reason "endpoint")
     │       ├── RunEndpointSilent        also an EndpointSilent
     │       ├── RunEndpointUnavailable   also an EndpointUnavailable
@@ -77,6 +78,7 @@ __all__ = [
     "ToolArgumentsError",
     "ToolLoopDetected",
     "TranscriptError",
+    "TranscriptRewritten",
     "redact_url",
     "run_error_for",
 ]
@@ -308,6 +310,20 @@ class ModelCallDenied(RunError):
         kw.setdefault("reason", "hook_denied")
         super().__init__(message, **kw)  # type: ignore[arg-type]
         self.hook_reason = hook_reason
+
+
+class TranscriptRewritten(RunError):
+    """A request about to be sent rewrote a message the previous request had sent, and the run's
+    ``StablePrefix`` was told to refuse that (``on_rewrite="raise"``); nothing was sent.
+
+    Attributes:
+        index: the first message that differs, counted after the system prompt.
+    """
+
+    def __init__(self, message: str, *, index: int, **kw: object) -> None:
+        kw.setdefault("reason", "rewritten")
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        self.index = index
 
 
 class OutputInvalid(RunError):

@@ -45,6 +45,7 @@ __all__ = [
     "MessageUpdate",
     "Notice",
     "Outcome",
+    "PrefixRewritten",
     "Retry",
     "SideTask",
     "ToolExecutionEnd",
@@ -411,6 +412,20 @@ class ContextCompacted:
     type: Literal["context_compacted"] = "context_compacted"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrefixRewritten:
+    """A request about to be sent does not start with what the previous request sent: the message at
+    ``index`` (counted after the system prompt) was rewritten in place, so the prompt cache is lost from
+    there. Told before the request goes out; see ``StablePrefix``."""
+
+    index: int
+    role: str = ""
+    step: int = 0
+    run_id: str = ""
+    seq: int = 0
+    type: Literal["prefix_rewritten"] = "prefix_rewritten"
+
+
 Event: TypeAlias = Annotated[
     AgentStart
     | AgentEnd
@@ -433,7 +448,8 @@ Event: TypeAlias = Annotated[
     | ApprovalDecided
     | HookDenied
     | ContextPruned
-    | ContextCompacted,
+    | ContextCompacted
+    | PrefixRewritten,
     Field(discriminator="type"),
 ]
 

@@ -18,8 +18,9 @@ from types import TracebackType
 from typing import Any, TypedDict, Unpack
 
 from .context.keeper import ContextState
+from .context.prefix import StablePrefix
 from .errors import RunError
-from .events import AgentStart, Event
+from .events import AgentStart, Event, Notice
 from .messages import Message, Turn
 from .metrics import RunMetrics, run_metrics
 from .request_body import ModelParams
@@ -43,6 +44,7 @@ from .run.config import (
 from .run.decide import go_on
 from .run.ending import end_run, stop_for
 from .run.lifecycle import open_run, tell_after_turn
+from .run.prefix import hold_prefix
 from .run.prepare import prepare_request
 from .run.state import LLM_TYPES, Cancelled, RunEvents, RunState, check_start
 from .run.turn import stream_turn
@@ -135,6 +137,7 @@ async def run_loop(
             error: ``except ContextOverflow`` catches an overflow that stopped a run).
     """
     run_id = run_id or uuid.uuid4().hex
+    config, held = hold_prefix(config)
     traced = trace_run(
         on_event,
         endpoint=config.endpoint,
@@ -147,6 +150,8 @@ async def run_loop(
     check_start(await _start_view(run))
     run.start_timer()
     events.say(AgentStart)
+    for note in held:
+        events.say(Notice, text=note, name="prefix")
     try:
         _start_step(run)
         await open_run(run)
@@ -320,6 +325,7 @@ class LoopOptions(TypedDict, total=False):
     convert_to_llm: ConvertToLlm | None
     api_key: ApiKey | None
     context: ContextState | None
+    prefix: StablePrefix | None
 
 
 def loop_config(endpoint: Endpoint, params: ModelParams, **options: Unpack[LoopOptions]) -> RunConfig:
@@ -357,6 +363,7 @@ def loop_config(endpoint: Endpoint, params: ModelParams, **options: Unpack[LoopO
         api_key=options.get("api_key"),
         session_id=options.get("session_id"),
         context=options.get("context"),
+        prefix=options.get("prefix"),
     )
 
 

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from steadyloop.context.branches import (
+    BRANCH_SUMMARY_LEAD,
+    DEFAULT_RESERVE_TOKENS,
+    BranchFiles,
     BranchPreparation,
+    BranchSummary,
     Entry,
+    branch_budget,
+    branch_summary_message,
     collect_branch,
     file_operations,
     prepare_branch,
@@ -160,7 +168,79 @@ async def test_a_failed_branch_summary_still_records_the_branch() -> None:
     prepared = prepare_branch(_entries(3))
     summary = await summarise_branch(prepared, broken)
     assert summary.summary == "[branch summary unavailable: 3 messages left behind]"
-    assert not summary.summarised
+    assert not summary.summarised and not summary.aborted
+    assert summary.error == "the summariser failed: RuntimeError: down"
+
+
+async def test_a_summariser_that_answers_nothing_is_an_error_too() -> None:
+    async def silent(text: str) -> str | None:
+        return "   "
+
+    summary = await summarise_branch(prepare_branch(_entries(1)), silent)
+    assert summary.error == "the summariser answered nothing" and not summary.summarised
+
+
+async def test_custom_instructions_ride_on_the_request() -> None:
+    sent: list[str] = []
+
+    async def summarise(text: str) -> str:
+        sent.append(text)
+        return "ok"
+
+    await summarise_branch(prepare_branch(_entries(2)), summarise, instructions="  Keep the numbers.  ")
+    assert "focus on this: Keep the numbers." in sent[0] and "m1 " in sent[0]
+    await summarise_branch(prepare_branch(_entries(2)), summarise, instructions="   ")
+    assert "focus" not in sent[1]
+
+
+async def test_a_cancelled_summary_is_aborted_and_its_request_closed() -> None:
+    started, closed = asyncio.Event(), asyncio.Event()
+
+    async def slow(text: str) -> str:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            closed.set()
+        return "never"
+
+    cancel = asyncio.Event()
+    task = asyncio.ensure_future(summarise_branch(prepare_branch(_entries(2)), slow, cancel=cancel))
+    await started.wait()
+    cancel.set()
+    summary = await task
+    assert summary.aborted and summary.summary == "" and not summary.summarised and summary.error is None
+    assert closed.is_set()
+    already = await summarise_branch(prepare_branch(_entries(2)), slow, cancel=cancel)
+    assert already.aborted
+
+
+def test_files_of_summaries_in_the_branch_are_carried_forward() -> None:
+    earlier = BranchFiles(read_files=("notes.md", "b.py"), modified_files=("a.py",))
+    entries = [
+        Entry("0", None, UserMessage(content="[summary]"), files=earlier),
+        Entry("1", "0", _call("write_file", path="b.py")),
+        Entry("2", "1", _call("read_file", path="c.txt")),
+    ]
+    prepared = prepare_branch(entries)
+    assert prepared.read_files == ("c.txt", "notes.md")
+    assert prepared.modified_files == ("a.py", "b.py")
+
+
+def test_the_budget_is_the_window_less_the_reserve_capped_at_half() -> None:
+    assert branch_budget(None) == 0 and branch_budget(0) == 0
+    assert branch_budget(128_000) == 128_000 - DEFAULT_RESERVE_TOKENS
+    assert branch_budget(4096) == 2048  # the default reserve would take it all
+    assert branch_budget(4096, reserve_tokens=1000) == 3096
+    assert branch_budget(4096, reserve_tokens=0) == 4096
+    with pytest.raises(InvalidInput):
+        branch_budget(4096, reserve_tokens=-1)
+
+
+def test_the_summary_travels_in_a_user_message_that_says_what_it_is() -> None:
+    summary = BranchSummary(summary="did things", read_files=(), modified_files=())
+    message = branch_summary_message(summary)
+    assert isinstance(message, UserMessage) and message.content == f"{BRANCH_SUMMARY_LEAD}\n\ndid things"
 
 
 async def test_an_empty_branch_asks_nobody() -> None:

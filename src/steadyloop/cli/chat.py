@@ -34,6 +34,7 @@ from .approvals import TerminalApprovals, open_terminal
 from .config import Resolved, with_model
 from .kit import AGENT_ID, AgentOptions, Conversation, open_conversation
 from .render import Style, TextRenderer, one_line
+from .tree import tree_lines
 
 __all__ = ["chat", "session_rows"]
 
@@ -47,6 +48,9 @@ _HELP = """\
 /context       what fills the context window
 /cost          tokens this session has spent
 /reset         start a new session
+/tree          this session's entries as a tree (numbered; ← marks where it continues from)
+/branch N [--no-summary] [INSTRUCTIONS]
+               continue from entry N; the branch left is summarised (Ctrl-C cancels the summary)
 /model [NAME]  show the model and what the endpoint serves, or switch to NAME
 /help          this list
 /exit          leave (also Ctrl-C at the prompt, or Ctrl-D)"""
@@ -122,6 +126,8 @@ class _Chat:
             "/cost": self.cost,
             "/reset": self.reset,
             "/model": self.model,
+            "/tree": self.tree,
+            "/branch": self.branch,
         }
         if name in ("/exit", "/quit"):
             self.leave = True
@@ -182,12 +188,63 @@ class _Chat:
         agent = self.conversation.agent
         if name:
             agent.state.params = replace(agent.state.params, model=name)
+            agent.prefix.invalidate(f"the model changed to {name}")  # another model has no cache of ours
             self.say(self.style.dim(f"model: {name}"))
             return
         self.say(f"model: {agent.state.model} at {self.resolved.endpoint.shown_url}")
         with contextlib.suppress(SteadyloopError):
             served = await list_models(agent.endpoint)
             self.say("served: " + ", ".join(m.id for m in served))
+
+    async def tree(self, _: str) -> None:
+        assert self.conversation is not None
+        session = self.conversation.session
+        entries = await session.entries()
+        if not entries:
+            self.say("no entries yet")
+            return
+        self.say("\n".join(tree_lines(entries, await session.leaf())))
+
+    async def branch(self, rest: str) -> None:
+        assert self.conversation is not None
+        number, _, words = rest.partition(" ")
+        words = words.strip()
+        summarise = not words.startswith("--no-summary")
+        if not summarise:
+            words = words.removeprefix("--no-summary").strip()
+        if not number.isdigit():
+            self.say("usage: /branch N [--no-summary] [instructions for the summary]  (N from /tree)")
+            return
+        agent = self.conversation.agent
+        self.loop.add_signal_handler(signal.SIGINT, agent.abort)
+        if summarise:
+            self.say(
+                self.style.dim(f"moving to entry {number}; summarising what is left behind (Ctrl-C cancels)")
+            )
+        try:
+            move = await agent.branch_to(number, summarise=summarise, instructions=words or None)
+        except SteadyloopError as exc:
+            self.say(self.style.bad(f"error: {one_line(exc)}"))
+            return
+        finally:
+            self.loop.remove_signal_handler(signal.SIGINT)
+        summary = move.summary
+        if summary is not None and summary.aborted:
+            self.say(self.style.dim(f"(branch summary cancelled; still at entry {move.leaf})"))
+        elif summary is not None and summary.error is not None:
+            self.say(self.style.bad(f"branch summary failed: {summary.error}"))
+            self.say(
+                self.style.dim(f"still at entry {move.leaf}; /branch {number} --no-summary moves without one")
+            )
+        elif summary is not None:
+            self.say(
+                self.style.dim(
+                    f"continuing from entry {number}; the {move.left} entries left behind are summarised "
+                    f"in entry {move.leaf}"
+                )
+            )
+        else:
+            self.say(self.style.dim(f"continuing from entry {number}"))
 
     # -- the loop ------------------------------------------------------------------------------------
 

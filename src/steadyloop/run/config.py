@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from ..context.keeper import ContextPolicy, ContextState
+from ..context.prefix import StablePrefix
 from ..errors import InvalidInput
 from ..hooks import HookContext, HookRunner
 from ..messages import Message, Turn
@@ -218,6 +219,8 @@ class RunConfig:
         session_id: sent as ``prompt_cache_key`` where the endpoint takes it.
         context: the fold and pruning to build on and update; a host that keeps it across runs (the Agent
             does) keeps its fold. ``None``: a fresh one for this run, returned on the result.
+        prefix: holds the system prompt and tool block frozen and the messages append-only across the
+            runs of a conversation (the Agent keeps one); ``None``: each run sends what it is given.
     """
 
     endpoint: Endpoint
@@ -235,3 +238,4 @@ class RunConfig:
     api_key: ApiKey | None = None
     session_id: str | None = None
     context: ContextState | None = None
+    prefix: StablePrefix | None = None

@@ -4,8 +4,9 @@ In order: ``before_step`` may replace the transcript; the API key is resolved; `
 ``convert_to_llm`` turn the transcript into what is sent (every request, so a short-lived token or a
 pruning hook applies to every step of a long run); pruned results become their stubs and the kept fold is
 applied; the lifecycle blocks ride on the question; the transcript is checked; and when the request would
-fill three quarters of the window, the keeper prunes and folds and the request is built again. Last, the
-``before_llm_call`` hook sees it and may refuse it.
+fill three quarters of the window, the keeper prunes and folds and the request is built again. A
+``StablePrefix`` then admits it (it must start with what the previous request sent, unless the keeper just
+folded). Last, the ``before_llm_call`` hook sees it and may refuse it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from ..tools.definition import Tool
 from ..turn.capabilities import EndpointCapabilities, ModelCapabilities, capabilities_for
 from ..wire.endpoints import Endpoint
 from .config import BeforeLlmCall, ModelCall, ToolChoiceFn
-from .lifecycle import with_hook_context
+from .prefix import admit, dress
 from .state import LLM_TYPES, Cancelled, RunState, cancellable
 
 __all__ = ["Request", "llm_view", "prepare_request", "rebuild"]
@@ -144,12 +145,15 @@ async def prepare_request(run: RunState) -> Request:
     wire = await llm_view(run, run.transcript)
     rebuild(run, request, wire)
     keeper = run.keeper
+    folded = False
     if keeper is not None:
         ratio = chars_per_token_for(endpoint, config.params.model)
-        if await keeper.before_request(
+        folded = await keeper.before_request(
             request.view, request.index, used=_used(run, request, ratio), chars_per_token=ratio, step=step
-        ):
+        )
+        if folded:
             rebuild(run, request, wire)
+    admit(run, request.messages, sanctioned=folded)
     hook = config.hooks.before_llm_call
     if hook is not None:
         await _ask_before_llm_call(run, request, hook)
@@ -161,10 +165,10 @@ def rebuild(run: RunState, request: Request, wire: list[Message]) -> None:
     keeper = run.keeper
     if keeper is None:
         request.view, request.index = wire, None
-        sent = with_hook_context(run, wire)
+        sent = dress(run, wire)
     else:
         request.view, request.index = keeper.view(wire, step=run.events.step)
-        sent = keeper.sent(with_hook_context(run, request.view), request.index)
+        sent = keeper.sent(dress(run, request.view), request.index)
     request.messages = check_transcript(sent)
 
 

@@ -18,6 +18,7 @@ from ..tools.recovery import recover_tool_calls
 from ..turn.continuation import can_continue, continue_turn
 from ..turn.harmony import mend_harmony
 from ..turn.routing import plain_turn, routed_turn
+from .prefix import admit
 from .prepare import Request, llm_view, rebuild
 from .state import RunState, cancellable
 
@@ -88,6 +89,7 @@ async def _send(run: RunState, request: Request) -> tuple[Turn, bool]:
             if not changed:
                 raise
             rebuild(run, request, await llm_view(run, run.transcript))
+            admit(run, request.messages, sanctioned=True)
 
 
 async def _continue(run: RunState, request: Request, turn: Turn) -> Turn:

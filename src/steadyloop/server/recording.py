@@ -10,6 +10,7 @@ import builtins
 from collections.abc import Callable, Sequence
 
 from steadyloop import Event, Message, Usage
+from steadyloop.context.branches import BranchFiles, Entry
 from steadyloop.sessions import SessionInfo, SessionStore, SessionUsage
 
 __all__ = ["RecordingStore"]
@@ -78,6 +79,25 @@ class RecordingStore:
 
     async def import_jsonl(self, text: str, *, agent_id: str, session_id: str | None = None) -> SessionInfo:
         return await self.inner.import_jsonl(text, agent_id=agent_id, session_id=session_id)
+
+    async def append_entry(
+        self,
+        session_id: str,
+        message: Message,
+        *,
+        agent_id: str,
+        parent: str | None,
+        files: BranchFiles | None = None,
+    ) -> str:
+        return await self.inner.append_entry(
+            session_id, message, agent_id=agent_id, parent=parent, files=files
+        )
+
+    async def load_entries(self, session_id: str, *, agent_id: str) -> builtins.list[Entry]:
+        return await self.inner.load_entries(session_id, agent_id=agent_id)
+
+    async def set_leaf(self, session_id: str, entry_id: str | None, *, agent_id: str) -> None:
+        await self.inner.set_leaf(session_id, entry_id, agent_id=agent_id)
 
     async def close(self) -> None:
         await self.inner.close()

@@ -2,8 +2,10 @@
 
 One line per value, each the JSON of a steadyloop type with a ``kind`` saying which: a ``session`` header
 first, then ``message`` lines oldest first, then ``event`` lines with their seq (the record's seq; each
-event also carries the seq it had in its run), then ``state`` lines (format 2). The owning agent is not
-written: whoever imports a session owns the copy.
+event also carries the seq it had in its run), then ``state`` lines (format 2). From format 3 a message
+line is an entry of the session's tree (its ``id``, its ``parent``, the ``files`` of a branch summary) and
+the header names the ``leaf``; message lines without them (format 2 and before) read as one straight
+line. The owning agent is not written: whoever imports a session owns the copy.
 """
 
 from __future__ import annotations
@@ -13,23 +15,24 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter, ValidationError
 
+from ..context.branches import BranchFiles, Entry
 from ..errors import InvalidInput
 from ..events import Event
 from ..messages import Message
-from .store import SessionInfo, SessionUsage
+from .store import SessionInfo, SessionUsage, entry_position
 
 __all__ = ["FORMAT", "SessionSnapshot", "dump_snapshot", "load_snapshot"]
 
-#: The version of the line format, written in the header (2 added the ``state`` lines).
-FORMAT = 2
+#: The version of the line format, written in the header (2 added the ``state`` lines, 3 the tree).
+FORMAT = 3
 
 
 @dataclass(frozen=True, slots=True)
 class SessionSnapshot:
-    """Everything a store holds about one session."""
+    """Everything a store holds about one session; ``info.leaf`` is the entry it continues from."""
 
     info: SessionInfo
-    messages: list[Message]
+    entries: list[Entry]
     events: list[tuple[int, Event]]
     state: dict[str, str] = field(default_factory=dict)
 
@@ -42,12 +45,16 @@ class _Header:
     updated_at: float
     usage: SessionUsage
     format: int = FORMAT
+    leaf: str | None = None
     kind: Literal["session"] = "session"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _MessageLine:
     message: Message
+    id: str | None = None
+    parent: str | None = None
+    files: BranchFiles | None = None
     kind: Literal["message"] = "message"
 
 
@@ -79,9 +86,13 @@ def dump_snapshot(snapshot: SessionSnapshot) -> str:
         created_at=info.created_at,
         updated_at=info.updated_at,
         usage=info.usage,
+        leaf=info.leaf,
     )
     lines = [_LINE.dump_json(header).decode()]
-    lines.extend(_LINE.dump_json(_MessageLine(message=m)).decode() for m in snapshot.messages)
+    lines.extend(
+        _LINE.dump_json(_MessageLine(message=e.message, id=e.id, parent=e.parent_id, files=e.files)).decode()
+        for e in snapshot.entries
+    )
     lines.extend(_LINE.dump_json(_EventLine(seq=s, event=e)).decode() for s, e in snapshot.events)
     lines.extend(
         _LINE.dump_json(_StateLine(name=n, value=v)).decode() for n, v in sorted(snapshot.state.items())
@@ -93,11 +104,12 @@ def load_snapshot(text: str) -> SessionSnapshot:
     """A session back from ``dump_snapshot``'s text; the agent id is left empty for the importer to fill.
 
     Raises:
-        InvalidInput: a line is not a session value, the header is missing or repeated, or event seqs do
-            not increase. Import fails whole rather than keep part of a session.
+        InvalidInput: a line is not a session value, the header is missing or repeated, event seqs do
+            not increase, or an entry's id does not increase or names a parent that is not before it.
+            Import fails whole rather than keep part of a session.
     """
     header: _Header | None = None
-    messages: list[Message] = []
+    entries: list[Entry] = []
     events: list[tuple[int, Event]] = []
     state: dict[str, str] = {}
     for number, line in enumerate(text.splitlines(), 1):
@@ -118,7 +130,7 @@ def load_snapshot(text: str) -> SessionSnapshot:
         elif header is None:
             raise InvalidInput("session JSONL must start with its session header")
         elif isinstance(value, _MessageLine):
-            messages.append(value.message)
+            entries.append(_entry(value, entries, number))
         elif isinstance(value, _StateLine):
             state[value.name] = value.value
         else:
@@ -134,5 +146,28 @@ def load_snapshot(text: str) -> SessionSnapshot:
         created_at=header.created_at,
         updated_at=header.updated_at,
         usage=header.usage,
+        leaf=_leaf(header, entries),
     )
-    return SessionSnapshot(info, messages, events, state)
+    return SessionSnapshot(info, entries, events, state)
+
+
+def _entry(line: _MessageLine, before: list[Entry], number: int) -> Entry:
+    last = entry_position(before[-1].id) if before else 0
+    if line.id is None:  # format 2: one straight line
+        return Entry(str(last + 1), before[-1].id if before else None, line.message, line.files)
+    try:
+        position = entry_position(line.id)
+        parent = entry_position(line.parent) if line.parent is not None else None
+    except InvalidInput as exc:
+        raise InvalidInput(f"session JSONL line {number}: {exc}") from None
+    if position <= last or (parent is not None and parent >= position):
+        raise InvalidInput(f"session JSONL line {number}: entry {line.id} is out of order")
+    return Entry(str(position), str(parent) if parent is not None else None, line.message, line.files)
+
+
+def _leaf(header: _Header, entries: list[Entry]) -> str | None:
+    if header.format < 3:
+        return entries[-1].id if entries else None
+    if header.leaf is not None and not any(e.id == header.leaf for e in entries):
+        return entries[-1].id if entries else None  # trimmed away, or never there: the newest
+    return header.leaf

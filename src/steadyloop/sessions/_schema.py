@@ -19,7 +19,9 @@ from .store import SessionInfo, SessionUsage
 
 __all__ = [
     "INFO_QUERY",
+    "LEAF_QUERY",
     "MIGRATIONS",
+    "PATH_QUERY",
     "decode",
     "delete_session",
     "info_of",
@@ -70,14 +72,44 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (session_id, name)
     ) WITHOUT ROWID;
     """,
+    # Sessions become trees: each message row an entry with a parent (NULL for a root) and, on a branch
+    # summary, the files it carries; the session's leaf is the entry it continues from (NULL: the newest,
+    # 0: before any). Rows written before this read as one straight line, each under the one before it.
+    """
+    ALTER TABLE messages ADD COLUMN parent INTEGER;
+    ALTER TABLE messages ADD COLUMN files TEXT;
+    UPDATE messages SET parent = (
+        SELECT MAX(m.pos) FROM messages AS m WHERE m.session_id = messages.session_id AND m.pos < messages.pos
+    );
+    ALTER TABLE sessions ADD COLUMN leaf INTEGER;
+    """,
 ]
 
-#: A session row with its message count and last event seq; append a WHERE clause.
+#: A session row with its message count, last event seq and leaf position; append a WHERE clause.
 INFO_QUERY = """
     SELECT s.*,
         (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id) AS message_count,
-        (SELECT COALESCE(MAX(seq), 0) FROM events e WHERE e.session_id = s.id) AS last_event_seq
+        (SELECT COALESCE(MAX(seq), 0) FROM events e WHERE e.session_id = s.id) AS last_event_seq,
+        COALESCE(s.leaf, (SELECT MAX(pos) FROM messages m WHERE m.session_id = s.id), 0) AS leaf_pos
     FROM sessions s
+"""
+
+#: The leaf's position of one session (bind the session id twice).
+LEAF_QUERY = """
+    SELECT COALESCE(s.leaf, (SELECT MAX(pos) FROM messages m WHERE m.session_id = s.id), 0)
+    FROM sessions s WHERE s.id = ?
+"""
+
+#: The path from the root to a leaf, leaf first (bind session id, leaf position, session id, depth limit).
+PATH_QUERY = """
+    WITH RECURSIVE path (pos, parent, body, depth) AS (
+        SELECT pos, parent, body, 1 FROM messages WHERE session_id = ? AND pos = ?
+        UNION ALL
+        SELECT m.pos, m.parent, m.body, path.depth + 1
+        FROM messages m JOIN path ON m.pos = path.parent
+        WHERE m.session_id = ? AND m.pos < path.pos AND path.depth < ?
+    )
+    SELECT body FROM path ORDER BY depth DESC
 """
 
 
@@ -176,6 +208,7 @@ def info_of(row: sqlite3.Row) -> SessionInfo:
         usage=usage_of(row),
         message_count=row["message_count"],
         last_event_seq=row["last_event_seq"],
+        leaf=str(row["leaf_pos"]) if row["leaf_pos"] else None,
     )
 
 

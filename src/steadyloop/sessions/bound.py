@@ -9,16 +9,31 @@ changes and the capability snapshot when a run ends.
 Storage never reaches the run: a write that fails is logged (``steadyloop.sessions``), told to
 ``on_failure``, and the messages it could not write are kept and written with the next one that succeeds.
 A new session is created in the store at its first write, titled from its first user message.
+
+The session is a tree (see ``steadyloop.sessions.store``); ``branch_to`` moves it to another entry,
+summarising the branch it leaves into an entry of its own, and takes up the history of the new position.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..context.branches import (
+    BranchMove,
+    BranchSummary,
+    Entry,
+    branch_summary_message,
+    collect_branch,
+    prepare_branch,
+    summarise_branch,
+)
+from ..context.folding import Summarise
 from ..context.keeper import ContextState
+from ..context.tokens import CHARS_PER_TOKEN
 from ..errors import InvalidInput
 from ..events import AgentEnd, ContextCompacted, Event, MessageEnd
 from ..messages import AssistantMessage, Message, SystemMessage, ToolResultMessage, UserMessage, text_of
@@ -26,7 +41,7 @@ from ..turn.capabilities import export_capabilities, import_capabilities
 from ..wire.endpoints import Endpoint, endpoint_id
 from .history import reconstruct
 from .recorder import EventRecorder
-from .store import SessionNotFound, SessionStore, check_id, new_session_id
+from .store import SessionNotFound, SessionStore, check_id, entry_position, new_session_id
 
 __all__ = ["DEFAULT_HISTORY_LIMIT", "AgentSession"]
 
@@ -214,6 +229,88 @@ class AgentSession:
         await self.store.save_state(self.session_id, _CAPABILITIES, text, agent_id=self.agent_id)
         self._saved_capabilities = text
 
+    # -- the tree --------------------------------------------------------------------------------------
+
+    async def entries(self) -> list[Entry]:
+        """Every entry of the session's tree, every branch, oldest first (none before its first write).
+
+        Messages this process could not write yet are written first.
+        """
+        if not self.created:
+            return []
+        await self._write_messages()
+        return await self.store.load_entries(self.session_id, agent_id=self.agent_id)
+
+    async def leaf(self) -> str | None:
+        """The entry the session continues from; ``None`` before any."""
+        if not self.created:
+            return None
+        info = await self.store.get(self.session_id, agent_id=self.agent_id)
+        return info.leaf if info is not None else None
+
+    async def branch_to(
+        self,
+        target: str | int | None,
+        *,
+        summarise: Summarise | None = None,
+        budget: int = 0,
+        chars_per_token: float = CHARS_PER_TOKEN,
+        instructions: str | None = None,
+        cancel: asyncio.Event | None = None,
+    ) -> BranchMove:
+        """Continue the session from ``target`` (``None``: from the start), the branch it leaves summarised.
+
+        With ``summarise``, the entries left behind (``collect_branch``) are summarised under ``budget``
+        tokens (``prepare_branch``, ``summarise_branch`` with ``instructions``) and the summary becomes an
+        entry under ``target``, carrying the files the branch read and changed; it is the new leaf. A
+        summary that was aborted (``cancel``) or failed leaves the session where it was
+        (``moved`` is ``False``; the summary says why). Afterwards ``messages`` is the new position's
+        history and the fold is cleared (it belonged to the old one).
+
+        Raises:
+            InvalidInput: ``target`` is not an entry of the session.
+            SteadyloopError: the store could not be read or written (nothing moved).
+        """
+        target_id = str(entry_position(target)) if target is not None else None
+        tree = {entry.id: entry for entry in await self.entries()}
+        if target_id is not None and target_id not in tree:
+            raise InvalidInput(f"session {self.session_id!r} has no entry {target_id}")
+        old = await self.leaf()
+        left = _left_behind(tree, old, target_id)
+        summary: BranchSummary | None = None
+        if summarise is not None and left:
+            prepared = prepare_branch(left, budget, chars_per_token)
+            summary = await summarise_branch(prepared, summarise, instructions=instructions, cancel=cancel)
+            if summary.aborted or summary.error is not None:
+                return BranchMove(moved=False, target=target_id, leaf=old, left=len(left), summary=summary)
+        if not self.created:  # nothing stored yet: only "from the start" got here
+            return BranchMove(moved=True, target=None, leaf=None)
+        if summary is not None:
+            leaf: str | None = await self.store.append_entry(
+                self.session_id,
+                branch_summary_message(summary),
+                agent_id=self.agent_id,
+                parent=target_id,
+                files=summary.files,
+            )
+        else:
+            await self.store.set_leaf(self.session_id, target_id, agent_id=self.agent_id)
+            leaf = target_id
+        await self._take_up_leaf()
+        return BranchMove(moved=True, target=target_id, leaf=leaf, left=len(left), summary=summary)
+
+    async def _take_up_leaf(self) -> None:
+        raw = await self.store.load_messages(
+            self.session_id, agent_id=self.agent_id, limit=self.history_limit
+        )
+        self.messages = reconstruct(raw)
+        self._kept = list(self.messages)
+        self.context.clear()
+        await self.store.save_state(
+            self.session_id, _CONTEXT, self.context.to_json(self._kept), agent_id=self.agent_id
+        )
+        self._saved_context = self.context.version
+
     def _failed(self, text: str) -> None:
         self.failures.append(text)
         log.warning("session %s: %s", self.session_id, text)
@@ -239,3 +336,17 @@ def _without_time(text: str | None) -> Any:
     if isinstance(data, dict):
         data.pop("saved_at", None)
     return data
+
+
+def _left_behind(tree: Mapping[str, Entry], old: str | None, target: str | None) -> list[Entry]:
+    """The entries a move from ``old`` to ``target`` leaves (to the start: the whole old path)."""
+    if old is None or old not in tree:
+        return []
+    if target is None:
+        path: list[Entry] = []
+        at: str | None = old
+        while at is not None and at in tree and len(path) <= len(tree):
+            path.append(tree[at])
+            at = tree[at].parent_id
+        return path[::-1]
+    return list(collect_branch(tree, old, target).entries)

@@ -1,4 +1,7 @@
-"""The in-memory ``SessionStore``: for tests, and for hosts that want nothing on disk."""
+"""The in-memory ``SessionStore``: for tests, and for hosts that want nothing on disk.
+
+Entries are kept in position order, each with its parent, like the SQLite store's rows.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +10,23 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from ..context.branches import BranchFiles, Entry
 from ..errors import InvalidInput
 from ..events import Event
 from ..messages import Message
 from ..usage import Usage
 from ._jsonl import SessionSnapshot, dump_snapshot, load_snapshot
 from .bound import DEFAULT_HISTORY_LIMIT, AgentSession
-from .store import SessionConfig, SessionInfo, SessionNotFound, SessionUsage, check_id, new_session_id
+from .store import (
+    ROOT,
+    SessionConfig,
+    SessionInfo,
+    SessionNotFound,
+    SessionUsage,
+    check_id,
+    entry_position,
+    new_session_id,
+)
 
 __all__ = ["InMemorySessionStore"]
 
@@ -21,9 +34,33 @@ __all__ = ["InMemorySessionStore"]
 @dataclass(slots=True)
 class _Session:
     info: SessionInfo
-    messages: list[Message] = field(default_factory=list)
+    entries: dict[int, Entry] = field(default_factory=dict)  # by position, in insertion (= position) order
     events: list[tuple[int, Event]] = field(default_factory=list)
     state: dict[str, str] = field(default_factory=dict)
+    leaf: int | None = None  # None: the newest entry
+    last: int = 0  # the highest position ever given
+
+    def leaf_position(self) -> int:
+        if self.leaf is not None:
+            return self.leaf
+        return next(reversed(self.entries)) if self.entries else ROOT
+
+    def path(self) -> list[Message]:
+        out: list[Message] = []
+        at = self.leaf_position()
+        while at != ROOT and at in self.entries:
+            entry = self.entries[at]
+            out.append(entry.message)
+            parent = int(entry.parent_id) if entry.parent_id is not None else ROOT
+            at = parent if parent < at else ROOT
+        out.reverse()
+        return out
+
+    def add(self, message: Message, parent: int, files: BranchFiles | None = None) -> int:
+        self.last += 1
+        self.entries[self.last] = Entry(str(self.last), str(parent) if parent else None, message, files)
+        self.leaf = self.last
+        return self.last
 
 
 class InMemorySessionStore:
@@ -43,7 +80,18 @@ class InMemorySessionStore:
 
     def _info(self, session: _Session) -> SessionInfo:
         last = session.events[-1][0] if session.events else 0
-        return replace(session.info, message_count=len(session.messages), last_event_seq=last)
+        leaf = session.leaf_position()
+        return replace(
+            session.info,
+            message_count=len(session.entries),
+            last_event_seq=last,
+            leaf=str(leaf) if leaf else None,
+        )
+
+    def _trim(self, session: _Session) -> None:
+        cap = self._config.max_history_entries
+        while cap is not None and len(session.entries) > cap:
+            del session.entries[next(iter(session.entries))]
 
     def _find(self, session_id: str, agent_id: str) -> _Session | None:
         check_id(session_id, "session_id")
@@ -96,19 +144,49 @@ class InMemorySessionStore:
 
     async def append_messages(self, session_id: str, messages: Sequence[Message], *, agent_id: str) -> None:
         session = self._owned(session_id, agent_id)
-        session.messages.extend(messages)
-        cap = self._config.max_history_entries
-        if cap is not None and len(session.messages) > cap:
-            del session.messages[:-cap]
+        parent = session.leaf_position()
+        for message in messages:
+            parent = session.add(message, parent)
+        self._trim(session)
         self._touch(session)
 
     async def load_messages(
         self, session_id: str, *, agent_id: str, limit: int | None = None
     ) -> builtins.list[Message]:
-        session = self._owned(session_id, agent_id)
+        path = self._owned(session_id, agent_id).path()
         if limit is None:
-            return list(session.messages)
-        return list(session.messages[-limit:]) if limit > 0 else []
+            return path
+        return path[-limit:] if limit > 0 else []
+
+    async def append_entry(
+        self,
+        session_id: str,
+        message: Message,
+        *,
+        agent_id: str,
+        parent: str | None,
+        files: BranchFiles | None = None,
+    ) -> str:
+        session = self._owned(session_id, agent_id)
+        at = self._existing(session, parent)
+        position = session.add(message, at, files)
+        self._trim(session)
+        self._touch(session)
+        return str(position)
+
+    async def load_entries(self, session_id: str, *, agent_id: str) -> builtins.list[Entry]:
+        return list(self._owned(session_id, agent_id).entries.values())
+
+    async def set_leaf(self, session_id: str, entry_id: str | None, *, agent_id: str) -> None:
+        session = self._owned(session_id, agent_id)
+        session.leaf = self._existing(session, entry_id)
+        self._touch(session)
+
+    def _existing(self, session: _Session, entry_id: str | None) -> int:
+        at = entry_position(entry_id) if entry_id is not None else ROOT
+        if at != ROOT and at not in session.entries:
+            raise InvalidInput(f"session {session.info.session_id!r} has no entry {at}")
+        return at
 
     async def append_events(self, session_id: str, events: Sequence[Event], *, agent_id: str) -> int:
         session = self._owned(session_id, agent_id)
@@ -176,7 +254,10 @@ class InMemorySessionStore:
         session = self._owned(session_id, agent_id)
         return dump_snapshot(
             SessionSnapshot(
-                self._info(session), list(session.messages), list(session.events), dict(session.state)
+                self._info(session),
+                list(session.entries.values()),
+                list(session.events),
+                dict(session.state),
             )
         )
 
@@ -187,9 +268,12 @@ class InMemorySessionStore:
         if sid in self._sessions:
             raise InvalidInput(f"session id {sid!r} is already in use")
         info = replace(snapshot.info, session_id=sid, agent_id=agent_id)
-        cap = self._config.max_history_entries
-        messages = snapshot.messages[-cap:] if cap is not None else snapshot.messages
-        session = _Session(info, list(messages), list(snapshot.events), dict(snapshot.state))
+        session = _Session(info, events=list(snapshot.events), state=dict(snapshot.state))
+        for entry in snapshot.entries:
+            session.entries[int(entry.id)] = entry
+        session.last = int(snapshot.entries[-1].id) if snapshot.entries else 0
+        session.leaf = entry_position(info.leaf) if info.leaf is not None else ROOT
+        self._trim(session)
         self._sessions[sid] = session
         return self._info(session)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import json
 import os
 import sqlite3
 import sys
@@ -28,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Literal, TypeVar
 
+from ..context.branches import BranchFiles, Entry
 from ..errors import InvalidInput
 from ..events import Event, event_from_json, event_to_json
 from ..messages import Message, message_from_json, message_to_json
@@ -35,6 +37,8 @@ from ..usage import Usage
 from ._jsonl import SessionSnapshot, dump_snapshot, load_snapshot
 from ._schema import (
     INFO_QUERY,
+    LEAF_QUERY,
+    PATH_QUERY,
     decode,
     delete_session,
     info_of,
@@ -44,7 +48,16 @@ from ._schema import (
     usage_values,
 )
 from .bound import DEFAULT_HISTORY_LIMIT, AgentSession
-from .store import SessionConfig, SessionInfo, SessionNotFound, SessionUsage, check_id, new_session_id
+from .store import (
+    ROOT,
+    SessionConfig,
+    SessionInfo,
+    SessionNotFound,
+    SessionUsage,
+    check_id,
+    entry_position,
+    new_session_id,
+)
 
 __all__ = ["SQLiteSessionStore", "default_session_path"]
 
@@ -245,17 +258,34 @@ class SQLiteSessionStore:
         def job(conn: sqlite3.Connection) -> None:
             with transaction(conn):
                 self._owned(conn, session_id, agent_id, now)
-                (last,) = conn.execute(
-                    "SELECT COALESCE(MAX(pos), 0) FROM messages WHERE session_id = ?", (session_id,)
-                ).fetchone()
-                conn.executemany(
-                    "INSERT INTO messages (session_id, pos, body) VALUES (?, ?, ?)",
-                    [(session_id, last + i, body) for i, body in enumerate(bodies, 1)],
-                )
-                self._trim(conn, session_id)
+                self._insert(conn, session_id, [(body, None) for body in bodies], _leaf(conn, session_id))
                 conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
 
         await self._call(job)
+
+    def _insert(
+        self,
+        conn: sqlite3.Connection,
+        session_id: str,
+        rows: Sequence[tuple[str, str | None]],
+        parent: int,
+    ) -> int:
+        """Insert (body, files) rows as a chain under ``parent`` (``ROOT``: none), the leaf moved to the
+        last, then trim; returns the last position."""
+        (last,) = conn.execute(
+            "SELECT COALESCE(MAX(pos), 0) FROM messages WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        values = []
+        for i, (body, files) in enumerate(rows, 1):
+            values.append((session_id, last + i, body, parent or None, files))
+            parent = last + i
+        conn.executemany(
+            "INSERT INTO messages (session_id, pos, body, parent, files) VALUES (?, ?, ?, ?, ?)", values
+        )
+        if rows:
+            conn.execute("UPDATE sessions SET leaf = ? WHERE id = ?", (parent, session_id))
+        self._trim(conn, session_id)
+        return parent
 
     async def load_messages(
         self, session_id: str, *, agent_id: str, limit: int | None = None
@@ -266,13 +296,76 @@ class SQLiteSessionStore:
         def job(conn: sqlite3.Connection) -> builtins.list[str]:
             with transaction(conn):
                 self._owned(conn, session_id, agent_id, now)
-                rows = conn.execute(
-                    "SELECT body FROM messages WHERE session_id = ? ORDER BY pos DESC LIMIT ?",
-                    (session_id, -1 if limit is None else max(limit, 0)),
-                ).fetchall()
-                return [row["body"] for row in reversed(rows)]
+                leaf = _leaf(conn, session_id)
+                if (limit is not None and limit <= 0) or leaf == ROOT:
+                    return []
+                depth = limit if limit is not None else 1 << 62
+                rows = conn.execute(PATH_QUERY, (session_id, leaf, session_id, depth)).fetchall()
+                return [row["body"] for row in rows]
 
         return [m for body in await self._call(job) if (m := decode(body, message_from_json)) is not None]
+
+    async def append_entry(
+        self,
+        session_id: str,
+        message: Message,
+        *,
+        agent_id: str,
+        parent: str | None,
+        files: BranchFiles | None = None,
+    ) -> str:
+        _check(session_id, agent_id)
+        at = entry_position(parent) if parent is not None else ROOT
+        body = message_to_json(message)
+        extra = _files_to_json(files)
+        now = self._clock()
+
+        def job(conn: sqlite3.Connection) -> int:
+            with transaction(conn):
+                self._owned(conn, session_id, agent_id, now)
+                _existing(conn, session_id, at)
+                position = self._insert(conn, session_id, [(body, extra)], at)
+                conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
+                return position
+
+        return str(await self._call(job))
+
+    async def load_entries(self, session_id: str, *, agent_id: str) -> builtins.list[Entry]:
+        _check(session_id, agent_id)
+        now = self._clock()
+
+        def job(conn: sqlite3.Connection) -> builtins.list[sqlite3.Row]:
+            with transaction(conn):
+                self._owned(conn, session_id, agent_id, now)
+                return conn.execute(
+                    "SELECT pos, parent, body, files FROM messages WHERE session_id = ? ORDER BY pos",
+                    (session_id,),
+                ).fetchall()
+
+        out: builtins.list[Entry] = []
+        for row in await self._call(job):
+            message = decode(row["body"], message_from_json)
+            if message is None:
+                continue
+            parent = row["parent"]
+            files = _files_from_json(row["files"])
+            out.append(Entry(str(row["pos"]), str(parent) if parent else None, message, files))
+        return out
+
+    async def set_leaf(self, session_id: str, entry_id: str | None, *, agent_id: str) -> None:
+        _check(session_id, agent_id)
+        at = entry_position(entry_id) if entry_id is not None else ROOT
+        now = self._clock()
+
+        def job(conn: sqlite3.Connection) -> None:
+            with transaction(conn):
+                self._owned(conn, session_id, agent_id, now)
+                _existing(conn, session_id, at)
+                conn.execute(
+                    "UPDATE sessions SET leaf = ?, updated_at = ? WHERE id = ?", (at, now, session_id)
+                )
+
+        await self._call(job)
 
     async def append_events(self, session_id: str, events: Sequence[Event], *, agent_id: str) -> int:
         _check(session_id, agent_id)
@@ -413,10 +506,10 @@ class SQLiteSessionStore:
         info = await self.get(session_id, agent_id=agent_id)
         if info is None:
             raise SessionNotFound(f"no session {session_id!r} for agent {agent_id!r}")
-        messages = await self.load_messages(session_id, agent_id=agent_id)
+        entries = await self.load_entries(session_id, agent_id=agent_id)
         events = await self.load_events(session_id, agent_id=agent_id)
         state = await self._all_state(session_id)
-        return dump_snapshot(SessionSnapshot(info, messages, events, state))
+        return dump_snapshot(SessionSnapshot(info, entries, events, state))
 
     async def import_jsonl(self, text: str, *, agent_id: str, session_id: str | None = None) -> SessionInfo:
         check_id(agent_id, "agent_id")
@@ -424,8 +517,18 @@ class SQLiteSessionStore:
         sid = check_id(session_id or snapshot.info.session_id, "session_id")
         info = snapshot.info
         cap = self._config.max_history_entries
-        kept = snapshot.messages[-cap:] if cap is not None else snapshot.messages
-        messages = [(sid, pos, message_to_json(m)) for pos, m in enumerate(kept, 1)]
+        kept = snapshot.entries[-cap:] if cap is not None else snapshot.entries
+        messages = [
+            (
+                sid,
+                int(e.id),
+                message_to_json(e.message),
+                int(e.parent_id) if e.parent_id else None,
+                _files_to_json(e.files),
+            )
+            for e in kept
+        ]
+        leaf = entry_position(info.leaf) if info.leaf is not None else ROOT
         events = [(sid, seq, event_to_json(e)) for seq, e in snapshot.events]
         state = [(sid, name, value) for name, value in snapshot.state.items()]
 
@@ -435,11 +538,22 @@ class SQLiteSessionStore:
                     raise InvalidInput(f"session id {sid!r} is already in use")
                 conn.execute(
                     "INSERT INTO sessions (id, agent_id, title, created_at, updated_at, prompt_tokens, "
-                    "completion_tokens, cached_tokens, reasoning_tokens, turns, runs) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (sid, agent_id, info.title, info.created_at, info.updated_at, *usage_values(info.usage)),
+                    "completion_tokens, cached_tokens, reasoning_tokens, turns, runs, leaf) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        sid,
+                        agent_id,
+                        info.title,
+                        info.created_at,
+                        info.updated_at,
+                        *usage_values(info.usage),
+                        leaf,
+                    ),
                 )
-                conn.executemany("INSERT INTO messages (session_id, pos, body) VALUES (?, ?, ?)", messages)
+                conn.executemany(
+                    "INSERT INTO messages (session_id, pos, body, parent, files) VALUES (?, ?, ?, ?, ?)",
+                    messages,
+                )
                 conn.executemany("INSERT INTO events (session_id, seq, body) VALUES (?, ?, ?)", events)
                 conn.executemany("INSERT INTO state (session_id, name, body) VALUES (?, ?, ?)", state)
                 return _info(conn, sid)
@@ -466,6 +580,40 @@ class SQLiteSessionStore:
 def _check(session_id: str, agent_id: str) -> None:
     check_id(session_id, "session_id")
     check_id(agent_id, "agent_id")
+
+
+def _leaf(conn: sqlite3.Connection, session_id: str) -> int:
+    """The position the session continues from (``ROOT`` before any entry)."""
+    (leaf,) = conn.execute(LEAF_QUERY, (session_id,)).fetchone()
+    return int(leaf)
+
+
+def _existing(conn: sqlite3.Connection, session_id: str, position: int) -> None:
+    if position == ROOT:
+        return
+    found = conn.execute(
+        "SELECT 1 FROM messages WHERE session_id = ? AND pos = ?", (session_id, position)
+    ).fetchone()
+    if found is None:
+        raise InvalidInput(f"session {session_id!r} has no entry {position}")
+
+
+def _files_to_json(files: BranchFiles | None) -> str | None:
+    if files is None:
+        return None
+    return json.dumps({"read_files": list(files.read_files), "modified_files": list(files.modified_files)})
+
+
+def _files_from_json(text: str | None) -> BranchFiles | None:
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+        read = tuple(str(p) for p in data.get("read_files", ()))
+        modified = tuple(str(p) for p in data.get("modified_files", ()))
+    except (ValueError, AttributeError, TypeError):
+        return None  # a files column this version cannot read: the entry is kept without it
+    return BranchFiles(read, modified)
 
 
 def _info(conn: sqlite3.Connection, session_id: str) -> SessionInfo:

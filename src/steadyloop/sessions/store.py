@@ -8,6 +8,13 @@ not there, never readable or writable, whatever id the caller guessed. Ids are c
 Lifecycle is checked lazily, when a session is looked up: past its idle timeout (no append or usage since)
 or its maximum age, it is deleted and reads as not found. There is no background sweep, so nothing runs
 between calls and tests need no timers.
+
+A session is a tree of entries (``steadyloop.context.branches.Entry``): each message is an entry with a
+parent, ids are the decimal numbers of their positions (``"1"``, ``"2"``, ...; never reused), and the
+session's leaf is the entry it continues from. Appending adds under the leaf and moves it; ``set_leaf``
+moves it anywhere, so a conversation can go on from any earlier point while the branch it left stays
+stored. ``load_messages`` reads the path from the root to the leaf. A session that never branched is one
+straight line, as sessions written before trees existed read.
 """
 
 from __future__ import annotations
@@ -19,18 +26,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from ..context.branches import BranchFiles, Entry
 from ..errors import InvalidInput
 from ..events import Event
 from ..messages import Message
 from ..usage import Usage
 
 __all__ = [
+    "ROOT",
     "SessionConfig",
     "SessionInfo",
     "SessionNotFound",
     "SessionStore",
     "SessionUsage",
     "check_id",
+    "entry_position",
     "new_session_id",
 ]
 
@@ -50,6 +60,22 @@ def check_id(value: object, what: str = "id") -> str:
     if not isinstance(value, str) or _ID.fullmatch(value) is None:
         raise InvalidInput(f"{what} must be 1-64 characters of A-Z, a-z, 0-9, '_' or '-', got {value!r}")
     return value
+
+
+#: The position a leaf has when a session continues from its start, before any entry (ids start at 1).
+ROOT = 0
+
+
+def entry_position(value: object) -> int:
+    """An entry id as the position it names.
+
+    Raises:
+        InvalidInput: it is not the decimal number of a position (``"1"``, ``"2"``, ...).
+    """
+    text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    if not isinstance(text, str) or not text.isdigit() or len(text) > 18 or int(text) <= 0:
+        raise InvalidInput(f"an entry id is the number of an entry (1, 2, ...), got {value!r}")
+    return int(text)
 
 
 def new_session_id() -> str:
@@ -118,8 +144,9 @@ class SessionInfo:
         created_at: when it was created, seconds since the epoch.
         updated_at: when something was last appended or recorded.
         usage: cumulative token spend.
-        message_count: messages kept (after the history cap).
+        message_count: entries kept, every branch counted (after the history cap).
         last_event_seq: the seq of the last recorded event, 0 when none.
+        leaf: the entry the session continues from; ``None`` before any (or after a move to the start).
     """
 
     session_id: str
@@ -130,6 +157,7 @@ class SessionInfo:
     usage: SessionUsage = field(default_factory=SessionUsage)
     message_count: int = 0
     last_event_seq: int = 0
+    leaf: str | None = None
 
 
 @runtime_checkable
@@ -160,13 +188,43 @@ class SessionStore(Protocol):
         ...
 
     async def append_messages(self, session_id: str, messages: Sequence[Message], *, agent_id: str) -> None:
-        """Append messages in one write, then trim to the history cap."""
+        """Append messages in one write, each under the one before and the first under the leaf, which
+        moves to the last; then trim to the history cap."""
         ...
 
     async def load_messages(
         self, session_id: str, *, agent_id: str, limit: int | None = None
     ) -> builtins.list[Message]:
-        """The kept messages exactly as appended, oldest first; the last ``limit`` when given."""
+        """The messages from the root to the leaf exactly as appended, oldest first; the last ``limit``
+        when given."""
+        ...
+
+    async def append_entry(
+        self,
+        session_id: str,
+        message: Message,
+        *,
+        agent_id: str,
+        parent: str | None,
+        files: BranchFiles | None = None,
+    ) -> str:
+        """Add one entry under ``parent`` (``None``: a new root) and make it the leaf; returns its id.
+
+        Raises:
+            InvalidInput: ``parent`` is not an entry of the session.
+        """
+        ...
+
+    async def load_entries(self, session_id: str, *, agent_id: str) -> builtins.list[Entry]:
+        """Every kept entry of every branch, oldest first."""
+        ...
+
+    async def set_leaf(self, session_id: str, entry_id: str | None, *, agent_id: str) -> None:
+        """Continue the session from ``entry_id`` (``None``: from the start, before any entry).
+
+        Raises:
+            InvalidInput: it is not an entry of the session.
+        """
         ...
 
     async def append_events(self, session_id: str, events: Sequence[Event], *, agent_id: str) -> int:
@@ -198,7 +256,7 @@ class SessionStore(Protocol):
         ...
 
     async def export_jsonl(self, session_id: str, *, agent_id: str) -> str:
-        """The whole session as JSONL: a header line, then its messages, then its events."""
+        """The whole session as JSONL: a header line, then its entries (every branch), then its events."""
         ...
 
     async def import_jsonl(self, text: str, *, agent_id: str, session_id: str | None = None) -> SessionInfo:
