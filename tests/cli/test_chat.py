@@ -62,6 +62,9 @@ def test_slash_commands_and_resume(scripted: Callable[[Any], str], terminal: Cal
     again.expect("Second answer.")
     again.expect(PROMPT)
     again.send("half-typed")
+    # The echo proves the prompt has taken the typed text; a Ctrl-C sent with it could reach the terminal
+    # first, which throws away input not yet read, and the test would be racing the prompt, not testing it.
+    again.expect("half-typed")
     again.send("\x03")  # Ctrl-C at the prompt clears the line and stays
     again.expect(r"line cleared")
     again.expect(PROMPT)
