@@ -289,3 +289,19 @@ def test_any_ids_and_parents_in_an_export_read_back_or_are_refused_typed(
     for entry in snapshot.entries:
         assert entry.parent_id is None or 0 < int(entry.parent_id) < int(entry.id)
     assert snapshot.info.leaf is None or snapshot.info.leaf in {e.id for e in snapshot.entries}
+
+
+@pytest.mark.parametrize("text", ["²", "¹²", "٣", "１", "", "0", "-1", "1.0", "9" * 19])
+def test_an_entry_id_is_ascii_digits_naming_a_position_or_refused_typed(text: str) -> None:
+    # str.isdigit() accepts superscripts that int() rejects; an id from an export must fail typed.
+    from steadyloop.sessions.store import entry_position
+
+    with pytest.raises(InvalidInput):
+        entry_position(text)
+
+
+def test_an_entry_id_names_its_position() -> None:
+    from steadyloop.sessions.store import entry_position
+
+    assert entry_position("7") == 7
+    assert entry_position(12) == 12

@@ -212,7 +212,7 @@ class _Chat:
         summarise = not words.startswith("--no-summary")
         if not summarise:
             words = words.removeprefix("--no-summary").strip()
-        if not number.isdigit():
+        if not (number.isascii() and number.isdigit()):
             self.say("usage: /branch N [--no-summary] [instructions for the summary]  (N from /tree)")
             return
         agent = self.conversation.agent

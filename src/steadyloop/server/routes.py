@@ -79,7 +79,7 @@ class Api:
     async def body(self, request: Request, model: type[M]) -> M:
         limit = self.settings.limits.max_body_bytes
         length = request.headers.get("content-length", "")
-        if length.isdigit() and int(length) > limit:
+        if length.isascii() and length.isdigit() and int(length) > limit:
             raise ApiError("payload_too_large", f"the body is over {limit} bytes")
         chunks: list[bytes] = []
         size = 0
@@ -365,6 +365,6 @@ class Api:
 
 def _seq(text: str) -> int:
     text = text.strip()
-    if not text.isdigit() or len(text) > 18:
+    if not (text.isascii() and text.isdigit()) or len(text) > 18:
         raise ApiError("invalid_request", f"a seq is a whole number >= 0, not {text[:40]!r}")
     return int(text)

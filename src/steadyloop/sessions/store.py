@@ -73,7 +73,12 @@ def entry_position(value: object) -> int:
         InvalidInput: it is not the decimal number of a position (``"1"``, ``"2"``, ...).
     """
     text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
-    if not isinstance(text, str) or not text.isdigit() or len(text) > 18 or int(text) <= 0:
+    if (
+        not isinstance(text, str)
+        or not (text.isascii() and text.isdigit())
+        or len(text) > 18
+        or int(text) <= 0
+    ):
         raise InvalidInput(f"an entry id is the number of an entry (1, 2, ...), got {value!r}")
     return int(text)
 

@@ -298,7 +298,7 @@ def parse_capture(data: bytes) -> tuple[int, tuple[tuple[str, str], ...], bytes]
     head, _, body = data.partition(separator)
     status_line, *header_lines = head.decode("latin-1").splitlines()
     parts = status_line.split()
-    if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+    if len(parts) < 2 or not parts[0].startswith("HTTP/") or not (parts[1].isascii() and parts[1].isdigit()):
         raise ValueError(f"not a captured HTTP response: {status_line!r}")
     pairs: list[tuple[str, str]] = []
     for line in header_lines:

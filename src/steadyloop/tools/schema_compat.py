@@ -214,7 +214,7 @@ class _Sanitizer:
             part = raw.replace("~1", "/").replace("~0", "~")
             if isinstance(target, Mapping) and part in target:
                 target = target[part]
-            elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
+            elif isinstance(target, list) and part.isascii() and part.isdigit() and int(part) < len(target):
                 target = target[int(part)]
             else:
                 return None

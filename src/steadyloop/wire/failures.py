@@ -475,7 +475,12 @@ def _seconds_in(match: re.Match[str]) -> float | None:
 
 def _status(status: object) -> int | None:
     """The HTTP status as a number, or ``None`` for anything that is not one."""
-    if isinstance(status, str) and status.strip().isdigit() and len(status.strip()) == 3:
+    if (
+        isinstance(status, str)
+        and status.strip().isascii()
+        and status.strip().isdigit()
+        and len(status.strip()) == 3
+    ):
         status = int(status.strip())
     if isinstance(status, int) and not isinstance(status, bool) and 100 <= status <= 999:
         return status
