@@ -90,6 +90,7 @@ from .messages import (
     Disposition,
     ImagePart,
     Message,
+    SignedThinking,
     SystemMessage,
     TextPart,
     ToolCall,
@@ -169,6 +170,7 @@ from .usage import Usage
 from .wire.clients import aclose_clients, configure_clients, get_client
 from .wire.endpoints import NO_KEY, Endpoint, endpoint_id, endpoint_key
 from .wire.failures import Failure, classify_failure
+from .wire.provider import Provider, ProviderStream, provider_for
 from .wire.windows import context_limit_for, list_models
 
 __version__ = "0.1.0"
@@ -249,6 +251,8 @@ __all__ = [
     "ParsedSpec",
     "Produced",
     "PromptSection",
+    "Provider",
+    "ProviderStream",
     "RecoveredCalls",
     "RequestMetadata",
     "ResourceClaim",
@@ -267,6 +271,7 @@ __all__ = [
     "RunMetrics",
     "RunQueues",
     "RunTimedOut",
+    "SignedThinking",
     "SpecError",
     "SpecProblem",
     "Split",
@@ -354,6 +359,7 @@ __all__ = [
     "prepare_branch",
     "preselect",
     "preselect_by_keywords",
+    "provider_for",
     "prune_tool_results",
     "read_structured",
     "recover_tool_calls",
