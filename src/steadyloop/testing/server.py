@@ -39,6 +39,17 @@ from .replies import BodyReply, Reply, ScriptedReply, StallReply, StreamReply, r
 __all__ = ["RecordedRequest", "ScriptedServer", "main"]
 
 _CHAT_PATH = "/v1/chat/completions"
+# The other wires' model calls, answered from the same script: Anthropic Messages, Gemini's streamed call.
+_ANTHROPIC_PATH = "/v1/messages"
+_GEMINI_STREAM = ":streamGenerateContent"
+
+
+def _is_model_call(path: str) -> bool:
+    return path in (_CHAT_PATH, _ANTHROPIC_PATH) or (
+        path.startswith("/v1beta/models/") and path.endswith(_GEMINI_STREAM)
+    )
+
+
 _HOST = "127.0.0.1"
 # Room for a load test's thousand connections arriving at once.
 _BACKLOG = 2048
@@ -189,7 +200,7 @@ class ScriptedServer:
     def _record(self, request: RecordedRequest) -> None:
         with self._lock:
             self.requests.append(request)
-            if request.path != _CHAT_PATH:
+            if not _is_model_call(request.path):
                 return
             self._chat_count += 1
             ready = [waiter for waiter in self._waiters if waiter[0] <= self._chat_count]
@@ -199,8 +210,8 @@ class ScriptedServer:
 
     @property
     def chat_requests(self) -> list[RecordedRequest]:
-        """The recorded chat-completions requests only."""
-        return [request for request in self.requests if request.path == _CHAT_PATH]
+        """The recorded model calls only: chat completions, Anthropic messages, Gemini streamed calls."""
+        return [request for request in self.requests if _is_model_call(request.path)]
 
     @property
     def port(self) -> int:
@@ -258,7 +269,7 @@ class ScriptedServer:
             await exchange.finish()
 
     def _route(self, method: str, path: str, request: RecordedRequest) -> ScriptedReply:
-        if method == "POST" and path == _CHAT_PATH:
+        if method == "POST" and _is_model_call(path):
             answered = self.respond(request) if self.respond is not None else None
             return answered if answered is not None else self._next_reply()
         if method == "GET" and path in ("/v1/models", "/models"):

@@ -148,6 +148,10 @@ def provider_for(endpoint: Endpoint) -> Provider:
     """
     if endpoint.transport is not None:
         return endpoint.transport
+    if endpoint.api == "anthropic":
+        from .anthropic_messages import AnthropicProvider
+
+        return AnthropicProvider(endpoint)
     if endpoint.api != "openai":
         raise InvalidInput(f"the {endpoint.api} wire is not available in this build")
     from .clients import get_chat_client

@@ -1,0 +1,205 @@
+"""The same behaviour over every wire: each provider's recorded sequences, served on loopback, read by
+its real SDK client (the OpenAI SDK, ``anthropic``, ``google-genai``) under the same runtime.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+import steadyloop as sl
+from steadyloop.errors import ContextOverflow, EndpointSilent, EndpointUnavailable, ModelRefusal
+from steadyloop.events import MessageUpdate, Retry
+from steadyloop.testing.server import ScriptedServer
+from steadyloop.turn.run import RetryPolicy, run_turn
+from steadyloop.wire.endpoints import Endpoint
+
+from .provider_doubles import DOUBLES, Double
+
+pytestmark = pytest.mark.timeout(60)
+
+QUICK = RetryPolicy(max_retries=2, base_delay_s=0.0, max_retry_after_s=0.01)
+NO_RETRY = RetryPolicy(max_retries=0)
+
+
+@pytest.fixture(params=sorted(DOUBLES))
+def double(request: pytest.FixtureRequest) -> Double:
+    return DOUBLES[request.param]()
+
+
+def endpoint_for(server: ScriptedServer, double: Double, **timeouts: Any) -> Endpoint:
+    return Endpoint(server.base_url, "test-key", api=double.api, **timeouts)  # type: ignore[arg-type]
+
+
+def body(double: Double, text: str = "hi", **extra: Any) -> dict[str, Any]:
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "The weather somewhere.",
+            "parameters": {"type": "object", "properties": {"location": {"type": "string"}}},
+        },
+    }
+    return {"model": double.model, "messages": [{"role": "user", "content": text}], "tools": [tool], **extra}
+
+
+def sent(server: ScriptedServer, n: int = -1) -> dict[str, Any]:
+    payload: dict[str, Any] = server.chat_requests[n].json
+    return payload
+
+
+async def test_a_plain_answer(double: Double) -> None:
+    async with ScriptedServer(double.plain) as server:
+        shown: list[str] = []
+        turn = await run_turn(endpoint_for(server, double), body(double), on_output=shown.append)
+    assert turn.content == double.plain_text
+    assert "".join(shown) == double.plain_text
+    assert turn.finish_reason == "stop"
+    assert turn.tool_calls == []
+
+
+async def test_a_streamed_call_with_its_arguments_in_pieces(double: Double) -> None:
+    async with ScriptedServer(double.split_call) as server:
+        turn = await run_turn(endpoint_for(server, double), body(double))
+    assert turn.finish_reason == "tool_calls"
+    assert [c.name for c in turn.tool_calls] == [double.split_call_name]
+    assert turn.tool_calls[0].arguments == double.split_call_arguments
+    assert turn.tool_calls[0].id
+
+
+async def test_parallel_calls(double: Double) -> None:
+    async with ScriptedServer(double.parallel) as server:
+        turn = await run_turn(endpoint_for(server, double), body(double))
+    assert len(turn.tool_calls) == double.parallel_count
+    assert len({c.id for c in turn.tool_calls}) == double.parallel_count
+    assert all(c.arguments.get("name") for c in turn.tool_calls)
+
+
+async def test_thinking_then_a_call_then_the_answer_replays_the_signature(double: Double) -> None:
+    @sl.tool
+    def get_temperature(city: str) -> str:
+        """The temperature in a city."""
+        return f"12 degrees in {city}"
+
+    async with ScriptedServer(double.thinking_call, double.answer) as server:
+        agent = sl.Agent(endpoint_for(server, double), double.model, tools=[get_temperature], thinking="low")
+        thought: list[str] = []
+        agent.subscribe(
+            lambda e: (
+                thought.append(e.delta) if isinstance(e, MessageUpdate) and e.kind == "thinking" else None
+            )
+        )
+        turn = await agent.prompt("How warm is it in Utrecht?")
+        second = sent(server, 1)
+    assert turn.content == double.answer_text
+    assert "".join(thought)  # the reasoning streamed as reasoning
+    calls = [m for m in agent.state.messages if isinstance(m, sl.AssistantMessage) and m.tool_calls]
+    assert calls[0].reasoning
+    if double.signature is not None:
+        raw = json.dumps(second)
+        assert double.signature in raw  # byte for byte: no re-encoding changed it
+        replayed = _assistant_content(second, double)
+        kinds = [block.get("type") for block in replayed]
+        assert kinds.index("thinking") < kinds.index("tool_use")
+        thinking = next(b for b in replayed if b.get("type") == "thinking")
+        assert thinking["signature"] == double.signature
+        assert thinking["thinking"] == calls[0].thinking[0].text
+
+
+def _assistant_content(request: dict[str, Any], double: Double) -> list[dict[str, Any]]:
+    if double.api == "anthropic":
+        turn = next(m for m in request["messages"] if m["role"] == "assistant")
+        content: list[dict[str, Any]] = turn["content"]
+        return content
+    raise AssertionError(f"no signed thinking on the {double.api} wire")
+
+
+async def test_a_refusal_is_a_typed_error_naming_the_category(double: Double) -> None:
+    if double.refusal is None:
+        pytest.skip(f"the {double.api} wire has no refusal stop of its own")
+    async with ScriptedServer(double.refusal) as server:
+        with pytest.raises(ModelRefusal) as caught:
+            await run_turn(endpoint_for(server, double), body(double), policy=QUICK)
+        assert len(server.chat_requests) == 1  # never re-sent: it would refuse again
+    assert caught.value.kind == "refusal"
+    assert "category" in str(caught.value)
+
+
+async def test_an_overflow_in_the_providers_words(double: Double) -> None:
+    async with ScriptedServer(double.overflow) as server:
+        with pytest.raises(ContextOverflow) as caught:
+            await run_turn(endpoint_for(server, double), body(double), policy=QUICK)
+        assert len(server.chat_requests) == 1
+    assert caught.value.kind == "context_overflow"
+    assert caught.value.limit and caught.value.requested and caught.value.requested > caught.value.limit
+
+
+async def test_a_429_waits_as_asked_then_succeeds(double: Double) -> None:
+    async with ScriptedServer(double.rate_limited, double.plain) as server:
+        retries: list[Retry] = []
+        turn = await run_turn(
+            endpoint_for(server, double),
+            body(double),
+            policy=QUICK,
+            on_event=lambda e: retries.append(e) if isinstance(e, Retry) else None,
+        )
+    assert turn.content == double.plain_text
+    assert len(retries) == 1
+    assert retries[0].delay_s == QUICK.max_retry_after_s  # the server's ask, capped by the policy
+
+    async with ScriptedServer(double.rate_limited) as server:
+        with pytest.raises(EndpointUnavailable) as caught:
+            await run_turn(endpoint_for(server, double), body(double), policy=NO_RETRY)
+    assert caught.value.kind == "rate_limited"
+    assert caught.value.retry_after == double.retry_after
+
+
+async def test_an_overloaded_provider_is_transient(double: Double) -> None:
+    async with ScriptedServer(double.overloaded, double.plain) as server:
+        turn = await run_turn(endpoint_for(server, double), body(double), policy=QUICK)
+        assert len(server.chat_requests) == 2
+    assert turn.content == double.plain_text
+
+
+async def test_an_overloaded_event_inside_the_stream_is_transient(double: Double) -> None:
+    if double.overloaded_in_stream is None:
+        pytest.skip(f"the {double.api} wire has no in-stream overloaded event")
+    async with ScriptedServer(double.overloaded_in_stream) as server:
+        with pytest.raises(EndpointUnavailable) as caught:
+            await run_turn(endpoint_for(server, double), body(double), policy=NO_RETRY)
+    assert caught.value.kind == "transient"
+    async with ScriptedServer(double.overloaded_in_stream, double.plain) as server:
+        turn = await run_turn(endpoint_for(server, double), body(double), policy=QUICK)
+    assert turn.content == double.plain_text
+
+
+async def test_a_stall_after_the_first_event_is_silence(double: Double) -> None:
+    async with ScriptedServer(double.plain_with(stall_after=1)) as server:
+        endpoint = endpoint_for(server, double, request_timeout=0.3, first_token_timeout=0.3)
+        with pytest.raises(EndpointSilent):
+            await run_turn(endpoint, body(double), policy=NO_RETRY)
+
+
+async def test_a_cut_stream_is_an_unavailable_endpoint(double: Double) -> None:
+    async with ScriptedServer(double.plain_with(disconnect_after=4)) as server:
+        with pytest.raises(EndpointUnavailable) as caught:
+            await run_turn(endpoint_for(server, double), body(double), policy=NO_RETRY)
+    assert caught.value.kind == "transient"
+
+
+async def test_an_agent_run_with_a_tool_call(double: Double) -> None:
+    @sl.tool
+    def get_weather(location: str) -> str:
+        """The weather somewhere."""
+        return f"sunny in {location}"
+
+    async with ScriptedServer(double.split_call, double.plain) as server:
+        agent = sl.Agent(endpoint_for(server, double), double.model, tools=[get_weather])
+        turn = await agent.prompt("What is the weather?")
+        second = sent(server, 1)
+    assert turn.content == double.plain_text
+    results = [m for m in agent.state.messages if isinstance(m, sl.ToolResultMessage)]
+    assert results and "sunny in" in str(results[0].content)
+    assert "sunny in" in json.dumps(second)
