@@ -15,7 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from steadyloop.testing.chunks import reasoning_chunks, stream_of, text_chunks, tool_call_chunks
-from steadyloop.testing.provider_streams import anthropic_events, anthropic_stream, sse_reply
+from steadyloop.testing.provider_streams import (
+    anthropic_events,
+    anthropic_stream,
+    gemini_chunks,
+    gemini_stream,
+    sse_reply,
+)
 from steadyloop.testing.replies import Reply, ScriptedReply
 
 DATA = Path(__file__).parent.parent / "data" / "providers"
@@ -182,4 +188,50 @@ def _openai() -> Double:
     )
 
 
-DOUBLES = {"openai": _openai, "anthropic": _anthropic}
+def _gemini() -> Double:
+    d = DATA / "gemini"
+    thinking = (d / "03-function-call-thought-signature.sse").read_bytes()
+    signature = json.loads(thinking.split(b"\r\n\r\n")[0].removeprefix(b"data: "))["candidates"][0][
+        "content"
+    ]["parts"][0]["thoughtSignature"]
+    parallel = json.loads((d / "06-parallel-function-calls.nonstream.json").read_text())
+    safety = json.loads((d / "08-finish-safety.nonstream.json").read_text())
+    return Double(
+        api="gemini",
+        model="gemini-3-pro-preview",
+        plain=sse_reply((d / "01-text.sse").read_bytes()),
+        plain_text=_gemini_text(d / "01-text.sse"),
+        # Gemini sends a call's arguments whole, in one chunk: there are no pieces to join.
+        split_call=sse_reply((d / "02-function-call.sse").read_bytes()),
+        split_call_name="get_capital",
+        split_call_arguments={"country": "France"},
+        parallel=gemini_stream(gemini_chunks(parallel)),
+        parallel_count=3,
+        thinking_call=sse_reply(thinking),
+        thinking_call_name="get_country",
+        answer=sse_reply((d / "04-thinking.sse").read_bytes()),
+        answer_text=_gemini_text(d / "04-thinking.sse"),
+        overflow=error_reply("gemini", 1),
+        rate_limited=error_reply("gemini", 4),
+        retry_after=26.0,
+        overloaded=error_reply("gemini", 5),
+        overloaded_in_stream=None,
+        refusal=gemini_stream(gemini_chunks(safety)),
+        signature=signature,
+        plain_raw=(d / "01-text.sse").read_bytes(),
+    )
+
+
+def _gemini_text(path: Path) -> str:
+    text = []
+    for frame in path.read_bytes().split(b"\r\n\r\n"):
+        if not frame.startswith(b"data: "):
+            continue
+        chunk = json.loads(frame.removeprefix(b"data: "))
+        for part in chunk["candidates"][0].get("content", {}).get("parts", []):
+            if "text" in part and not part.get("thought"):
+                text.append(part["text"])
+    return "".join(text)
+
+
+DOUBLES = {"openai": _openai, "anthropic": _anthropic, "gemini": _gemini}

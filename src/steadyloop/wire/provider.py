@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ..errors import InvalidInput
 from .openai_chat import SSEDecoder
 
 if TYPE_CHECKING:
@@ -152,8 +151,10 @@ def provider_for(endpoint: Endpoint) -> Provider:
         from .anthropic_messages import AnthropicProvider
 
         return AnthropicProvider(endpoint)
-    if endpoint.api != "openai":
-        raise InvalidInput(f"the {endpoint.api} wire is not available in this build")
+    if endpoint.api == "gemini":
+        from .gemini_content import GeminiProvider
+
+        return GeminiProvider(endpoint)
     from .clients import get_chat_client
 
     return OpenAIChatProvider(get_chat_client(endpoint))
