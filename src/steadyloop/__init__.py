@@ -171,7 +171,7 @@ from .usage import Usage
 from .wire.clients import aclose_clients, configure_clients, get_client
 from .wire.endpoints import NO_KEY, Endpoint, endpoint_id, endpoint_key
 from .wire.failures import Failure, classify_failure
-from .wire.provider import Provider, ProviderStream, provider_for
+from .wire.provider import Provider, ProviderStream, StreamFunction, provider_for, provider_from
 from .wire.windows import context_limit_for, list_models
 
 __version__ = "0.1.0"
@@ -280,6 +280,7 @@ __all__ = [
     "StablePrefix",
     "SteadyloopError",
     "StreamAssembler",
+    "StreamFunction",
     "SystemMessage",
     "Telemetry",
     "TextPart",
@@ -362,6 +363,7 @@ __all__ = [
     "preselect",
     "preselect_by_keywords",
     "provider_for",
+    "provider_from",
     "prune_tool_results",
     "read_structured",
     "recover_tool_calls",

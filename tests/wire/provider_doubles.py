@@ -14,7 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from steadyloop.testing.chunks import reasoning_chunks, stream_of, text_chunks, tool_call_chunks
+from steadyloop.testing.chunks import (
+    finish_chunk,
+    opener_chunk,
+    reasoning_chunks,
+    stream_of,
+    text_chunks,
+    tool_call_chunks,
+)
 from steadyloop.testing.provider_streams import (
     anthropic_events,
     anthropic_stream,
@@ -182,7 +189,14 @@ def _openai() -> Double:
         retry_after=8.0,
         overloaded=Reply.json(busy, status=503),
         overloaded_in_stream=None,
-        refusal=None,
+        # OpenAI's chat-completions refusal: the words in ``delta.refusal``, no content.
+        refusal=Reply.stream(
+            [
+                opener_chunk(),
+                {"choices": [{"index": 0, "delta": {"refusal": "I'm sorry, I can't help with that."}}]},
+                finish_chunk("stop"),
+            ]
+        ),
         signature=None,
         plain_raw=None,
     )

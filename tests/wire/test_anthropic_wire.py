@@ -326,3 +326,16 @@ def test_any_body_makes_a_request_or_nothing_worse(body: dict[str, Any]) -> None
     request = anthropic_request(body)
     assert isinstance(request["messages"], list)
     json.dumps(request)
+
+
+def test_a_thinking_model_is_not_forced_to_call_a_tool() -> None:
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
+    body = {"model": "claude-opus-4-6", "messages": [{"role": "user", "content": "x"}], "tools": [tool]}
+    forced = anthropic_request({**body, "tool_choice": "required"})
+    assert forced["tool_choice"] == {"type": "any"}  # no thinking asked for on 4.6: forcing stands
+    thinking = anthropic_request({**body, "tool_choice": "required", "reasoning_effort": "high"})
+    assert thinking["tool_choice"] == {"type": "auto"}
+    named = anthropic_request(
+        {**body, "tool_choice": {"type": "function", "function": {"name": "f"}}, "parallel_tool_calls": False}
+    )
+    assert named["tool_choice"] == {"type": "tool", "name": "f", "disable_parallel_tool_use": True}

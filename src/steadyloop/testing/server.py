@@ -1,8 +1,10 @@
-"""A scripted OpenAI-compatible HTTP server on loopback, for testing code that talks to LLM endpoints.
+"""A scripted HTTP server on loopback, for testing code that talks to LLM endpoints.
 
-It listens on a real socket (127.0.0.1, a free port) and answers each ``POST /v1/chat/completions`` with the
-next scripted reply (see ``replies``), so a client's HTTP stack, SSE parsing, timeouts and retries all run for
-real. It also answers ``GET /v1/models``, ``/props`` and ``/health``, and records every request::
+It listens on a real socket (127.0.0.1, a free port) and answers each model call (``POST
+/v1/chat/completions``, Anthropic's ``POST /v1/messages``, Gemini's ``POST
+/v1beta/models/{model}:streamGenerateContent``) with the next scripted reply (see ``replies``, and
+``provider_streams`` for the other wires' framing), so a client's HTTP stack, SSE parsing, timeouts and
+retries all run for real. It also answers ``GET /v1/models``, ``/props`` and ``/health``, and records every request::
 
     async with ScriptedServer(Reply.stream(text_chunks("Hello!"))) as server:
         client = AsyncOpenAI(base_url=server.base_url, api_key="x", max_retries=0)

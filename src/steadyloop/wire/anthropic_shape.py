@@ -121,6 +121,9 @@ def anthropic_request(body: Mapping[str, Any]) -> dict[str, Any]:
     if tools:
         out["tools"] = tools
         choice = _tool_choice(body.get("tool_choice"), body.get("parallel_tool_calls"))
+        if choice is not None and thinking is not None and choice["type"] in ("any", "tool"):
+            # A thinking model refuses forced tool use; it is offered the tools and left to choose.
+            choice = {k: v for k, v in choice.items() if k != "name"} | {"type": "auto"}
         if choice is not None:
             out["tool_choice"] = choice
     thinks = thinking is not None
