@@ -216,3 +216,35 @@ async def test_an_agent_run_with_a_tool_call(double: Double) -> None:
     results = [m for m in agent.state.messages if isinstance(m, sl.ToolResultMessage)]
     assert results and "sunny in" in str(results[0].content)
     assert "sunny in" in json.dumps(second)
+
+
+async def test_an_overflow_in_the_providers_words_is_folded_and_sent_again(double: Double) -> None:
+    from steadyloop.context.keeper import ContextPolicy
+    from steadyloop.events import ContextCompacted
+    from steadyloop.loop import LoopPolicy
+
+    async def summarise(text: str) -> str:
+        return "Read logs 0-7; nothing unusual."
+
+    history: list[Any] = [sl.UserMessage(content="Read the logs one by one.")]
+    for n in range(8):
+        history.append(
+            sl.AssistantMessage(tool_calls=(sl.ToolCall(f"r{n}", "get_weather", {"location": f"c{n}"}),))
+        )
+        history.append(sl.ToolResultMessage(call_id=f"r{n}", content="x" * 2000, name="get_weather"))
+        history.append(sl.AssistantMessage(content=f"Noted log {n}."))
+        history.append(sl.UserMessage(content=f"Next one please ({n})."))
+    policy = LoopPolicy(context_limit=100_000, context=ContextPolicy(summarise=summarise))
+    async with ScriptedServer(double.overflow, double.plain) as server:
+        agent = sl.Agent(endpoint_for(server, double), double.model, messages=history, policy=policy)
+        events: list[Any] = []
+        agent.subscribe(events.append)
+        turn = await agent.continue_()
+        first, second = (json.dumps(r.json) for r in server.chat_requests)
+    assert turn.content == double.plain_text
+    compacted = [e for e in events if isinstance(e, ContextCompacted)]
+    assert compacted and compacted[0].forced
+    assert "nothing unusual" in second
+    # How far it folds depends on the window the provider named (4097 tokens here for OpenAI, 200,000 for
+    # Anthropic, 1,048,576 for Gemini); every wire's second request is the smaller.
+    assert len(second) < len(first)
