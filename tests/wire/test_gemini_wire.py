@@ -276,3 +276,14 @@ def test_any_chunk_sequence_reads_without_surprises(chunks: list[Any]) -> None:
 def test_any_body_makes_a_request(body: dict[str, Any]) -> None:
     _, contents, config = gemini_request(body)
     json.dumps([contents, config])
+
+
+def test_an_error_inside_the_stream_is_read_like_any_failure() -> None:
+    rows = [json.loads(line) for line in (G / "errors.jsonl").read_text().splitlines() if line.strip()]
+    overloaded = json.loads(rows[4]["body"])
+    reader = GeminiChunks(endpoint="http://gemini.invalid", model="gemini-2.5-flash")
+    assert reader.feed({"candidates": [{"content": {"role": "model", "parts": [{"text": "Hel"}]}}]})
+    with pytest.raises(EndpointError) as caught:
+        reader.feed(overloaded)
+    assert caught.value.kind == "transient"
+    assert "overloaded" in str(caught.value)

@@ -29,6 +29,7 @@ _EPILOG = """\
 Endpoints, first match wins: --base-url; -e NAME (an endpoint of the config file, or a preset:
 {presets}); OPENAI_BASE_URL; the config file's default; else the bundled local model
 (started on first use). Config file: {config}. Keys: --api-key, OPENAI_API_KEY, or api_key_env.
+--api anthropic|gemini speaks that provider's own wire (its service unless --base-url names another).
 The model: -m, STEADYLOOP_MODEL, the endpoint's configured model, or the first it lists.
 
 'steadyloop "prompt"' is short for 'steadyloop run "prompt"'."""

@@ -2,7 +2,10 @@
 
 The first of these that names an endpoint wins:
 
-1. ``--base-url URL`` (key from ``--api-key`` or ``OPENAI_API_KEY``);
+0. ``--api anthropic|gemini`` without a URL: that provider's own service (key from ``--api-key``, else
+   ``ANTHROPIC_API_KEY`` / ``GEMINI_API_KEY``);
+1. ``--base-url URL`` (key from ``--api-key`` or ``OPENAI_API_KEY``; with ``--api anthropic|gemini`` the URL
+   speaks that wire and the key comes from that provider's variable);
 2. ``-e NAME`` / ``--local-preset NAME``: an endpoint of the config file by that name, else a local preset
    (``llamacpp`` 8080, ``vllm`` 8000, ``sglang`` 30000, ``ollama`` 11434, ``lmstudio`` 1234);
 3. ``OPENAI_BASE_URL`` (key from ``OPENAI_API_KEY``);

@@ -21,6 +21,8 @@ from typing import Any
 from ..errors import EndpointRefused, ModelRefusal
 from ..messages import SignedThinking
 from ..tools.schema_compat import sanitize_schema
+from .failures import classify_failure
+from .openai_chat import error_for_failure
 
 __all__ = ["GENERATED_ID", "GeminiChunks", "gemini_generation", "gemini_request", "gemini_schema"]
 
@@ -338,6 +340,14 @@ class GeminiChunks:
             self.skipped += 1
             return []
         out: list[dict[str, Any]] = []
+        if isinstance(chunk.get("error"), Mapping):
+            # An error sent inside the stream after a success (the SDK usually raises it first).
+            error = chunk["error"]
+            code = error.get("code")
+            failure = classify_failure(code if isinstance(code, int) else None, dict(chunk))
+            raise error_for_failure(
+                failure, endpoint=self.endpoint, model=self.model, prefix="in the stream: "
+            )
         if isinstance(chunk.get("usageMetadata"), Mapping):
             self.usage = dict(chunk["usageMetadata"])
         candidates = chunk.get("candidates")
