@@ -40,6 +40,7 @@ from .errors import (
     EndpointUnreadable,
     InvalidInput,
     ModelCallDenied,
+    ModelRefusal,
     OutputInvalid,
     RunCancelled,
     RunContextOverflow,
@@ -90,6 +91,7 @@ from .messages import (
     Disposition,
     ImagePart,
     Message,
+    SignedThinking,
     SystemMessage,
     TextPart,
     ToolCall,
@@ -169,6 +171,7 @@ from .usage import Usage
 from .wire.clients import aclose_clients, configure_clients, get_client
 from .wire.endpoints import NO_KEY, Endpoint, endpoint_id, endpoint_key
 from .wire.failures import Failure, classify_failure
+from .wire.provider import Provider, ProviderStream, StreamFunction, provider_for, provider_from
 from .wire.windows import context_limit_for, list_models
 
 __version__ = "0.1.0"
@@ -243,12 +246,15 @@ __all__ = [
     "ModelCall",
     "ModelCallDenied",
     "ModelParams",
+    "ModelRefusal",
     "ModelSpec",
     "OutputInvalid",
     "OutputMismatch",
     "ParsedSpec",
     "Produced",
     "PromptSection",
+    "Provider",
+    "ProviderStream",
     "RecoveredCalls",
     "RequestMetadata",
     "ResourceClaim",
@@ -267,12 +273,14 @@ __all__ = [
     "RunMetrics",
     "RunQueues",
     "RunTimedOut",
+    "SignedThinking",
     "SpecError",
     "SpecProblem",
     "Split",
     "StablePrefix",
     "SteadyloopError",
     "StreamAssembler",
+    "StreamFunction",
     "SystemMessage",
     "Telemetry",
     "TextPart",
@@ -354,6 +362,8 @@ __all__ = [
     "prepare_branch",
     "preselect",
     "preselect_by_keywords",
+    "provider_for",
+    "provider_from",
     "prune_tool_results",
     "read_structured",
     "recover_tool_calls",

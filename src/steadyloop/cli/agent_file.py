@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from .. import (
     AgentSettings,
@@ -81,7 +82,7 @@ def resolve_for_agent(
     if choice.model is None and spec.model.name:
         choice = replace(choice, model=spec.model.name)
     url = spec.endpoint.base_url
-    if url is None or choice.base_url or choice.name:
+    if url is None or choice.base_url or choice.name or choice.api not in (None, "openai"):
         return resolve(choice, env=env, start_local=start_local)
     key = resolve_api_key(
         url,
@@ -89,7 +90,7 @@ def resolve_for_agent(
         inherited_base_url=env.get("OPENAI_BASE_URL"),
         inherited_api_key=env.get("OPENAI_API_KEY"),
     )
-    given = {
+    given: dict[str, Any] = {
         "request_timeout": spec.endpoint.request_timeout,
         "first_token_timeout": spec.endpoint.first_token_timeout,
     }

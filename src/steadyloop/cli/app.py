@@ -29,6 +29,7 @@ _EPILOG = """\
 Endpoints, first match wins: --base-url; -e NAME (an endpoint of the config file, or a preset:
 {presets}); OPENAI_BASE_URL; the config file's default; else the bundled local model
 (started on first use). Config file: {config}. Keys: --api-key, OPENAI_API_KEY, or api_key_env.
+--api anthropic|gemini speaks that provider's own wire (its service unless --base-url names another).
 The model: -m, STEADYLOOP_MODEL, the endpoint's configured model, or the first it lists.
 
 'steadyloop "prompt"' is short for 'steadyloop run "prompt"'."""
@@ -45,6 +46,12 @@ def _endpoint_options() -> argparse.ArgumentParser:
         "--base-url", metavar="URL", help="an OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1"
     )
     group.add_argument("--api-key", metavar="KEY", help="the API key (default: $OPENAI_API_KEY)")
+    group.add_argument(
+        "--api",
+        choices=("openai", "anthropic", "gemini"),
+        help="the wire format: chat completions (default), Anthropic Messages or Gemini; without "
+        "--base-url, the provider's own service (key from $ANTHROPIC_API_KEY / $GEMINI_API_KEY)",
+    )
     group.add_argument(
         "-m", "--model", metavar="MODEL", help="the model (default: $STEADYLOOP_MODEL, or ask)"
     )
@@ -226,6 +233,7 @@ def _resolve(args: argparse.Namespace, spec: AgentSpec | None = None) -> Resolve
         base_url=args.base_url,
         api_key=args.api_key,
         model=args.model,
+        api=getattr(args, "api", None),
     )
     idle = getattr(args, "idle", None)
     if idle is not None and not 0 <= idle < float("inf"):

@@ -2,7 +2,10 @@
 
 The first of these that names an endpoint wins:
 
-1. ``--base-url URL`` (key from ``--api-key`` or ``OPENAI_API_KEY``);
+0. ``--api anthropic|gemini`` without a URL: that provider's own service (key from ``--api-key``, else
+   ``ANTHROPIC_API_KEY`` / ``GEMINI_API_KEY``);
+1. ``--base-url URL`` (key from ``--api-key`` or ``OPENAI_API_KEY``; with ``--api anthropic|gemini`` the URL
+   speaks that wire and the key comes from that provider's variable);
 2. ``-e NAME`` / ``--local-preset NAME``: an endpoint of the config file by that name, else a local preset
    (``llamacpp`` 8080, ``vllm`` 8000, ``sglang`` 30000, ``ollama`` 11434, ``lmstudio`` 1234);
 3. ``OPENAI_BASE_URL`` (key from ``OPENAI_API_KEY``);
@@ -34,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInput
-from ..wire.endpoints import Endpoint
+from ..wire.endpoints import API, Endpoint
 from ..wire.windows import list_models
 
 __all__ = [
@@ -63,6 +66,12 @@ PRESETS: Mapping[str, int] = {
 #: The label of the bundled local model, the endpoint used when nothing else is named.
 BUNDLED = "bundled"
 
+#: A native wire's own service and the variable its key is read from, for ``--api`` without a URL.
+NATIVE_DEFAULTS: Mapping[str, tuple[str, str]] = {
+    "anthropic": ("https://api.anthropic.com/v1", "ANTHROPIC_API_KEY"),
+    "gemini": ("https://generativelanguage.googleapis.com/v1beta", "GEMINI_API_KEY"),
+}
+
 #: Seconds without a request after which the bundled server the CLI started stops by itself.
 DEFAULT_LOCAL_IDLE = 15 * 60.0
 
@@ -76,12 +85,15 @@ class EndpointChoice:
         base_url: ``--base-url``.
         api_key: ``--api-key``.
         model: ``-m``.
+        api: ``--api``: the wire format of ``--base-url`` (or of the provider's own URL when no URL is
+            given); ``None`` is chat completions.
     """
 
     name: str | None = None
     base_url: str | None = None
     api_key: str | None = None
     model: str | None = None
+    api: API | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,8 +216,23 @@ def resolve(
     configured: str | None = None
     name = choice.name or (None if choice.base_url or env.get("OPENAI_BASE_URL") else config.get("default"))
 
-    if choice.base_url:
-        endpoint = Endpoint(choice.base_url, api_key=choice.api_key or env.get("OPENAI_API_KEY"))
+    label: str
+    if (
+        choice.api is not None
+        and choice.api in NATIVE_DEFAULTS
+        and not choice.base_url
+        and choice.name is None
+    ):
+        # A native wire with no URL: the provider's own service.
+        url, key_name = NATIVE_DEFAULTS[choice.api]
+        endpoint = Endpoint(url, api_key=choice.api_key or env.get(key_name), api=choice.api)
+        label = str(choice.api)
+    elif choice.base_url:
+        native = NATIVE_DEFAULTS.get(choice.api or "openai")
+        key_name = native[1] if native is not None else "OPENAI_API_KEY"
+        endpoint = Endpoint(
+            choice.base_url, api_key=choice.api_key or env.get(key_name), api=choice.api or "openai"
+        )
         label = endpoint.shown_url
     elif name is not None and name in endpoints:
         endpoint, configured, window = _from_entry(name, endpoints[name], env, choice.api_key)

@@ -11,10 +11,16 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal, TypeAlias, get_args
 
 from ..errors import InvalidInput, redact_url
 
+if TYPE_CHECKING:
+    from .provider import Provider
+
 __all__ = [
+    "API",
+    "APIS",
     "DEFAULT_REQUEST_TIMEOUT",
     "NO_KEY",
     "Endpoint",
@@ -25,13 +31,18 @@ __all__ = [
 #: The key sent to an endpoint that needs none; the SDK insists on some bearer token.
 NO_KEY = "no-key"
 
+API: TypeAlias = Literal["openai", "anthropic", "gemini"]
+"""The wire format an endpoint speaks: OpenAI chat completions, Anthropic Messages, Gemini generateContent."""
+
+APIS: tuple[str, ...] = get_args(API)
+
 #: Seconds of silence a streamed request may spend before it is called silent.
 DEFAULT_REQUEST_TIMEOUT = 120.0
 
 
 @dataclass(frozen=True, slots=True, repr=False)
 class Endpoint:
-    """An OpenAI-compatible endpoint.
+    """An endpoint: where requests go, with which key, in which wire format.
 
     Its ``repr`` shows neither the key nor a password in the URL (``shown_url`` is the URL to print).
 
@@ -45,12 +56,20 @@ class Endpoint:
             also bounds the silence over all of a turn's attempts (``RetryPolicy.first_token_budget_s``,
             100 s by default), so a dead endpoint fails within two minutes rather than once per attempt;
             raise both for a model that is silent for longer before it answers.
+        api: the wire format: ``"openai"`` (chat completions, what every local server speaks),
+            ``"anthropic"`` (Messages, ``pip install 'steadyloop[anthropic]'``) or ``"gemini"``
+            (``streamGenerateContent``, ``pip install 'steadyloop[gemini]'``).
+        transport: a provider of the caller's own that sends every request to this endpoint instead of
+            the one ``api`` names (a proxy, a recorder, an in-process model); see
+            ``steadyloop.wire.provider.Provider``. Not part of the endpoint's identity or repr.
     """
 
     base_url: str
     api_key: str | None = None
     request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT
     first_token_timeout: float | None = None
+    api: API = "openai"
+    transport: Provider | None = field(default=None, compare=False)
     # endpoint_key, worked out once: every request looks its endpoint's state up by it several times.
     _key: str = field(init=False, repr=False, compare=False)
 
@@ -67,13 +86,19 @@ class Endpoint:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int | float) or value < 0):
                 raise InvalidInput(f"{name} must be a number of seconds >= 0 or None, got {value!r}")
-        object.__setattr__(self, "_key", _key_of(url, self.api_key or NO_KEY))
+        if self.api not in APIS:
+            raise InvalidInput(f"api must be one of {', '.join(APIS)}, got {self.api!r}")
+        if self.transport is not None and not callable(getattr(self.transport, "open_turn", None)):
+            raise InvalidInput(
+                f"transport must be a steadyloop Provider (with open_turn), got {type(self.transport).__name__}"
+            )
+        object.__setattr__(self, "_key", _key_of(url, self.api_key or NO_KEY, self.api))
 
     def __repr__(self) -> str:
         key = "'***'" if self.api_key else "None"
         return (
             f"Endpoint(base_url={self.shown_url!r}, api_key={key}, request_timeout={self.request_timeout!r}, "
-            f"first_token_timeout={self.first_token_timeout!r})"
+            f"first_token_timeout={self.first_token_timeout!r}, api={self.api!r})"
         )
 
     @property
@@ -106,20 +131,22 @@ class Endpoint:
         return cls(base_url=url, api_key=key)
 
 
-def endpoint_key(endpoint: Endpoint | str, api_key: str | None = None) -> str:
-    """The in-process identity of an endpoint: its URL and key, the key in the clear.
+def endpoint_key(endpoint: Endpoint | str, api_key: str | None = None, api: str = "openai") -> str:
+    """The in-process identity of an endpoint: its URL, key (in the clear) and wire format.
 
     Use it to key per-endpoint state of your own; write ``endpoint_id`` instead anywhere it is stored.
     """
     if isinstance(endpoint, Endpoint):
         return endpoint._key
-    return _key_of(endpoint.strip().rstrip("/"), api_key or NO_KEY)
+    return _key_of(endpoint.strip().rstrip("/"), api_key or NO_KEY, api)
 
 
-def _key_of(url: str, key: str) -> str:
-    return json.dumps([url, key], separators=(",", ":"))
+def _key_of(url: str, key: str, api: str) -> str:
+    # The OpenAI key keeps its old two-part shape: stored endpoint ids stay what they were.
+    parts = [url, key] if api == "openai" else [url, key, api]
+    return json.dumps(parts, separators=(",", ":"))
 
 
-def endpoint_id(endpoint: Endpoint | str, api_key: str | None = None) -> str:
+def endpoint_id(endpoint: Endpoint | str, api_key: str | None = None, api: str = "openai") -> str:
     """A SHA-256 digest of ``endpoint_key``: names the endpoint without carrying its key."""
-    return hashlib.sha256(endpoint_key(endpoint, api_key).encode()).hexdigest()
+    return hashlib.sha256(endpoint_key(endpoint, api_key, api).encode()).hexdigest()
