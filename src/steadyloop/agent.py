@@ -64,6 +64,7 @@ from .tools.approvals import ApprovalBroker, ApprovalPolicy
 from .tools.definition import Tool
 from .tools.execution import ToolHooks
 from .wire.endpoints import Endpoint
+from .wire.interceptors import Interceptors, wire_only
 from .wire.windows import context_limit_for
 
 __all__ = ["Agent", "AgentBusy", "AgentState", "AgentStream"]
@@ -170,6 +171,10 @@ class Agent:
         prefix: holds the system prompt and tools frozen and the transcript append-only across prompts,
             so the prompt cache keeps matching (default: a fresh ``StablePrefix``). Changing
             ``state.system_prompt`` or ``state.tools`` takes effect after ``agent.prefix.invalidate()``.
+        interceptors: the host's code at the edges of every request (``on_payload``, ``on_response``,
+            ``on_sse_event``) and before listeners hear each streamed assistant event
+            (``on_assistant_event``); ``agent.interceptors`` may be set again, and a run uses what was set
+            when it started.
     """
 
     def __init__(
@@ -201,6 +206,7 @@ class Agent:
         before_llm_call: BeforeLlmCall | None = None,
         session: AgentSession | None = None,
         prefix: StablePrefix | None = None,
+        interceptors: Interceptors | None = None,
     ) -> None:
         params = model if isinstance(model, ModelParams) else ModelParams(model=model)
         if thinking is not None:
@@ -236,6 +242,7 @@ class Agent:
         self.interrupt_mode = interrupt_mode
         self.lifecycle = lifecycle
         self.before_llm_call = before_llm_call
+        self.interceptors = interceptors
         self.context = session.context if session is not None else ContextState()
         """The conversation's fold and pruning, kept from one prompt to the next."""
         self.prefix = prefix if prefix is not None else StablePrefix()
@@ -427,7 +434,11 @@ class Agent:
                 window = self.policy.context_limit or await context_limit_for(self.endpoint, model)
                 budget = branch_budget(window, reserve_tokens)
                 summariser = branch_summariser(
-                    self.endpoint, model, reasoning_effort=self.state.params.side_effort
+                    self.endpoint,
+                    model,
+                    reasoning_effort=self.state.params.side_effort,
+                    api_key=self.api_key,
+                    interceptors=wire_only(self.interceptors),
                 )
             move = await session.branch_to(
                 entry_id,
@@ -492,6 +503,7 @@ class Agent:
             session_id=self.session_id,
             context=self.context,
             prefix=self.prefix,
+            interceptors=self.interceptors,
         )
 
     async def _go(self, new: list[Message]) -> Turn:

@@ -15,13 +15,21 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import EndpointError, EndpointSilent, EndpointUnavailable
-from ..events import Event, Notice
+from ..events import Event, MessageUpdate, Notice
 from ..messages import Turn
 from ..wire.chat_client import ChatClient, ChatStream, chat_client_for
 from ..wire.failures import classify_failure
+from ..wire.interceptors import (
+    AssistantEventInterceptor,
+    Interceptors,
+    SseEvent,
+    intercept_assistant_event,
+    intercept_payload,
+    observe,
+)
 from ..wire.openai_chat import DONE, SSEDecoder, error_for_failure
 from .assembly import Produced, StreamAssembler, TextCallback
 from .capabilities import ModelCapabilities
@@ -173,6 +181,7 @@ async def stream_turn(
     latches: ModelCapabilities | None = None,
     probe: Callable[[], Awaitable[bool]] | None = None,
     probe_after: float | None = None,
+    interceptors: Interceptors | None = None,
 ) -> Turn:
     """Send one streamed chat-completions request and read the answer into a ``Turn``.
 
@@ -200,11 +209,16 @@ async def stream_turn(
             answer, and allowed on up to ``first_token_timeout`` while it does.
         probe_after: seconds of silence before the first token after which ``probe`` is asked, and how
             often again while the endpoint answers.
+        interceptors: the host's interceptors: the body goes through ``on_payload`` just before it is
+            sent, the response's status and headers to ``on_response``, each raw event to
+            ``on_sse_event`` before it is read, and each text or reasoning piece, as a ``MessageUpdate``,
+            through ``on_assistant_event`` before ``on_output`` or ``on_thinking`` hear it.
 
     Raises:
         EndpointSilent: the watchdog ran out.
         EndpointError: the endpoint refused or failed (``ContextOverflow``, ``EndpointRefused``,
             ``EndpointUnavailable``), carrying the server's words.
+        InterceptorFailed: one of ``interceptors`` raised (the request is closed).
     """
     request: dict[str, Any] = dict(body)
     request["stream"] = True
@@ -218,6 +232,10 @@ async def stream_turn(
     idle = idle_timeout or None
     first = first_token_timeout or (idle * 5 if idle else None)
     box = produced if produced is not None else Produced()
+    hooks = interceptors or _NO_INTERCEPTORS
+    if hooks.on_assistant_event is not None:
+        on_output = _shown_through(hooks.on_assistant_event, "text", on_output, step)
+        on_thinking = _shown_through(hooks.on_assistant_event, "thinking", on_thinking, step)
     if latches is not None and not _free_reply(request):
         latches = None  # a continued answer or a reply held to a schema says nothing of how replies start
     assembler = StreamAssembler(
@@ -234,14 +252,25 @@ async def stream_turn(
     started = time.perf_counter()
     first_token_ms: float | None = None
     response: ChatStream | None = None
-    decoder = SSEDecoder()
+    on_sse_event = hooks.on_sse_event
+    decoder = SSEDecoder(keep_raw=on_sse_event is not None)
     saw_done = False
     watchdog.start()
     loop = asyncio.get_running_loop()
     try:
-        response = await sender.open_stream(request, connect_timeout=min(idle, 30.0) if idle else 30.0)
+        if hooks.on_payload is not None:
+            request = await intercept_payload(hooks.on_payload, request)
+        connect_timeout = min(idle, 30.0) if idle else 30.0
+        if hooks.on_response is None:
+            response = await sender.open_stream(request, connect_timeout=connect_timeout)
+        else:
+            response = await sender.open_stream(
+                request, connect_timeout=connect_timeout, on_response=hooks.on_response
+            )
         async for data in response.aiter_bytes():
             events = decoder.feed(data)
+            if on_sse_event is not None:
+                await _tell_raw(on_sse_event, decoder)
             if not events:
                 continue
             watchdog.last = loop.time()
@@ -258,7 +287,10 @@ async def stream_turn(
             if not watchdog.talking and assembler.active:
                 first_token_ms = (time.perf_counter() - started) * 1000
                 watchdog.begin_talking()
-        for event in decoder.flush():
+        flushed = decoder.flush()
+        if on_sse_event is not None:
+            await _tell_raw(on_sse_event, decoder)
+        for event in flushed:
             if event is DONE:
                 saw_done = True
             else:
@@ -299,6 +331,36 @@ async def stream_turn(
         if on_event is not None:
             on_event(Notice(text=notice[1], name=notice[0], step=step))
     return turn
+
+
+_NO_INTERCEPTORS = Interceptors()
+
+
+async def _tell_raw(hook: Callable[[SseEvent], object], decoder: SSEDecoder) -> None:
+    """Hand ``on_sse_event`` the events the last read completed, as they were received."""
+    raw = decoder.raw
+    if not raw:
+        return
+    taken = list(raw)
+    raw.clear()
+    for name, data in taken:
+        await observe(
+            "on_sse_event", hook, SseEvent(data.decode("utf-8", "replace"), name.decode("utf-8", "replace"))
+        )
+
+
+def _shown_through(
+    hook: AssistantEventInterceptor, kind: Literal["text", "thinking"], told: TextCallback | None, step: int
+) -> TextCallback:
+    """A text callback that shows each piece to ``on_assistant_event`` first, and tells ``told`` what it
+    lets through."""
+
+    def shown(text: str) -> None:
+        event = intercept_assistant_event(hook, MessageUpdate(kind=kind, delta=text, step=step))
+        if told is not None and isinstance(event, MessageUpdate):
+            told(event.delta)
+
+    return shown
 
 
 def _free_reply(request: Mapping[str, Any]) -> bool:
