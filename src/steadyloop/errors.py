@@ -380,10 +380,21 @@ class RunInterceptorFailed(RunError, InterceptorFailed):
     """A run stopped because one of its interceptors raised; also an ``InterceptorFailed``
     (reason ``"interceptor"``)."""
 
-    def __init__(self, message: str, *, interceptor: str, **kw: object) -> None:
-        kw.setdefault("reason", "interceptor")
-        RunError.__init__(self, message, **kw)  # type: ignore[arg-type]
-        self.interceptor = interceptor
+    def __init__(
+        self,
+        message: str,
+        *,
+        interceptor: str,
+        reason: str = "interceptor",
+        messages: Sequence[Message] = (),
+        usage: Usage | None = None,
+        steps: int = 0,
+    ) -> None:
+        InterceptorFailed.__init__(self, message, interceptor=interceptor)
+        self.reason = reason
+        self.messages = list(messages)
+        self.usage = usage
+        self.steps = steps
 
 
 class RunEndpointError(RunError, EndpointError):
