@@ -246,6 +246,10 @@ async def stream_turn(
         start_in_reasoning=start_in_reasoning,
         guessed_reasoning_start=latches is not None and not latches.answer_first,
     )
+    if hooks.on_payload is not None:
+        # Before the watchdog starts: the time the host takes is not the endpoint's silence.
+        request = await intercept_payload(hooks.on_payload, request)
+        model = request.get("model") if isinstance(request.get("model"), str) else None
     task = asyncio.current_task()
     assert task is not None, "stream_turn runs inside a task"
     watchdog = _Watchdog(task, idle, first, probe, probe_after)
@@ -258,8 +262,6 @@ async def stream_turn(
     watchdog.start()
     loop = asyncio.get_running_loop()
     try:
-        if hooks.on_payload is not None:
-            request = await intercept_payload(hooks.on_payload, request)
         connect_timeout = min(idle, 30.0) if idle else 30.0
         if hooks.on_response is None:
             response = await sender.open_stream(request, connect_timeout=connect_timeout)
