@@ -172,3 +172,44 @@ async def test_run_agent_loop_hands_its_fold_on_for_the_next_run() -> None:
             context=first.context,
         )
     assert len(calls) == 1 and second.turn.content == "two"
+
+
+async def test_side_tasks_ask_the_api_key_resolver_like_every_other_request() -> None:
+    keys = iter(f"key-{n}" for n in range(1, 100))
+    resolved: list[str] = []
+
+    def api_key() -> str:
+        resolved.append(next(keys))
+        return resolved[-1]
+
+    @sl.tool
+    def save_note(text: str) -> str:
+        """Save a note to long-term memory."""
+        return "saved"
+
+    payloads: list[dict[str, Any]] = []
+    replies = [
+        Reply.stream(stream_of(tool_calls=[{"id": "m1", "name": "save_note", "arguments": {"text": "n"}}])),
+        answer("Nothing more."),
+        answer("Notes: logs read."),
+        answer("Done."),
+    ]
+    async with ScriptedServer(*replies) as server:
+        agent = sl.Agent(
+            sl.Endpoint(server.base_url, api_key="static-key"),
+            "m",
+            messages=long_history(8, 2000),
+            policy=sl.LoopPolicy(context_limit=4000, context=sl.ContextPolicy(memory_tools=[save_note])),
+            api_key=api_key,
+            interceptors=sl.Interceptors(on_payload=payloads.append),
+        )
+        turn = await agent.prompt("And now?")
+        sent = [(r.header("authorization"), r.json) for r in server.chat_requests]
+    assert turn.content == "Done."
+    kinds = ["summary" if b["messages"][0]["content"] == SUMMARY_PROMPT else "other" for _, b in sent]
+    assert kinds.count("summary") == 1 and len(sent) == 4
+    # Every request, the memory flush's and the summary's included, carries a key the resolver gave just
+    # then, never the endpoint's own; and the host's interceptor saw each of them.
+    assert sorted(a for a, _ in sent) == sorted(f"Bearer {k}" for k in resolved)
+    assert len(resolved) == 4 and all(a != "Bearer static-key" for a, _ in sent)
+    assert len(payloads) == 4

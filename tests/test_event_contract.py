@@ -412,6 +412,40 @@ async def test_a_sync_tool_that_raises_after_its_timeout_is_reported_failed() ->
     assert settled[0].outcome == "failed" and "disk full" in settled[0].text
 
 
+async def test_a_sync_tool_that_settles_after_the_agent_run_ended_reaches_its_listeners() -> None:
+    import threading
+
+    release = threading.Event()
+
+    @sl.tool(timeout=0.2)
+    def slow_sync(n: int) -> str:
+        """Block until released."""
+        release.wait(10)
+        return f"finished {n}"
+
+    late = asyncio.Event()
+    heard: list[Event] = []
+
+    async def listener(event: Event) -> None:
+        heard.append(event)
+        if event.type == "tool_execution_late_settlement":
+            late.set()
+
+    async with ScriptedServer(call("slow_sync", {"n": 3}), answer("moved on")) as server:
+        agent = sl.Agent(sl.Endpoint(server.base_url), "m", tools=[slow_sync])
+        agent.subscribe(listener)
+        turn = await agent.prompt("go")
+    assert turn.content == "moved on" and not agent.is_running
+    assert heard[-1].type == "agent_end"  # the run is over, and its listeners heard all of it
+    release.set()  # the thread was never stopped: it finishes now, after the run
+    await asyncio.wait_for(late.wait(), 10)
+    settled = heard[-1]
+    assert settled.type == "tool_execution_late_settlement"
+    assert settled.outcome == "completed" and settled.text == "finished 3" and settled.call_id == "c1"
+    assert settled.run_id == heard[0].run_id and settled.seq == heard[-2].seq + 1
+    assert agent.state.messages[2].disposition == "timeout"  # type: ignore[union-attr]
+
+
 async def test_dispositions_are_kept_on_the_result_messages() -> None:
     def before(call: sl.ToolCall, arguments: dict[str, Any]) -> sl.HookDecision | None:
         return sl.HookDecision.block("not this one") if arguments.get("text") == "no" else None

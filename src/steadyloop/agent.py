@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from types import TracebackType
@@ -64,6 +65,7 @@ from .tools.approvals import ApprovalBroker, ApprovalPolicy
 from .tools.definition import Tool
 from .tools.execution import ToolHooks
 from .wire.endpoints import Endpoint
+from .wire.interceptors import Interceptors, wire_only
 from .wire.windows import context_limit_for
 
 __all__ = ["Agent", "AgentBusy", "AgentState", "AgentStream"]
@@ -118,10 +120,11 @@ def _default_convert(messages: Sequence[Any]) -> list[Message]:
 class _Run:
     """One run as the agent holds it: its events on their way to the listeners, its task, its end."""
 
-    __slots__ = ("cancel", "dispatcher", "events", "forced", "task")
+    __slots__ = ("cancel", "closed", "dispatcher", "events", "forced", "task")
 
     def __init__(self) -> None:
         self.cancel = asyncio.Event()
+        self.closed = False  # the run's end was queued: what it says after that is late
         self.events: asyncio.Queue[Event | asyncio.Future[None] | None] = asyncio.Queue()
         self.forced: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self.task: asyncio.Task[LoopResult] | None = None
@@ -170,6 +173,10 @@ class Agent:
         prefix: holds the system prompt and tools frozen and the transcript append-only across prompts,
             so the prompt cache keeps matching (default: a fresh ``StablePrefix``). Changing
             ``state.system_prompt`` or ``state.tools`` takes effect after ``agent.prefix.invalidate()``.
+        interceptors: the host's code at the edges of every request (``on_payload``, ``on_response``,
+            ``on_sse_event``) and before listeners hear each streamed assistant event
+            (``on_assistant_event``); ``agent.interceptors`` may be set again, and a run uses what was set
+            when it started.
     """
 
     def __init__(
@@ -201,6 +208,7 @@ class Agent:
         before_llm_call: BeforeLlmCall | None = None,
         session: AgentSession | None = None,
         prefix: StablePrefix | None = None,
+        interceptors: Interceptors | None = None,
     ) -> None:
         params = model if isinstance(model, ModelParams) else ModelParams(model=model)
         if thinking is not None:
@@ -236,6 +244,7 @@ class Agent:
         self.interrupt_mode = interrupt_mode
         self.lifecycle = lifecycle
         self.before_llm_call = before_llm_call
+        self.interceptors = interceptors
         self.context = session.context if session is not None else ContextState()
         """The conversation's fold and pruning, kept from one prompt to the next."""
         self.prefix = prefix if prefix is not None else StablePrefix()
@@ -248,6 +257,8 @@ class Agent:
         self._idle = asyncio.Event()
         self._idle.set()
         self._loaded: list[str] = []
+        self._late: deque[Event] = deque()
+        self._late_delivery: asyncio.Future[None] | None = None
         self._branching: asyncio.Event | None = None
 
     # -- listening --------------------------------------------------------------------------------------
@@ -427,7 +438,11 @@ class Agent:
                 window = self.policy.context_limit or await context_limit_for(self.endpoint, model)
                 budget = branch_budget(window, reserve_tokens)
                 summariser = branch_summariser(
-                    self.endpoint, model, reasoning_effort=self.state.params.side_effort
+                    self.endpoint,
+                    model,
+                    reasoning_effort=self.state.params.side_effort,
+                    api_key=self.api_key,
+                    interceptors=wire_only(self.interceptors),
                 )
             move = await session.branch_to(
                 entry_id,
@@ -492,6 +507,7 @@ class Agent:
             session_id=self.session_id,
             context=self.context,
             prefix=self.prefix,
+            interceptors=self.interceptors,
         )
 
     async def _go(self, new: list[Message]) -> Turn:
@@ -549,6 +565,7 @@ class Agent:
 
     async def _settle(self, run: _Run) -> None:
         state = self.state
+        run.closed = True
         if run.dispatcher is not None and not run.dispatcher.done():
             run.events.put_nowait(None)
             waiter = asyncio.ensure_future(asyncio.shield(run.dispatcher))
@@ -588,10 +605,25 @@ class Agent:
             state.pending_tool_calls.add(event.call_id)
         elif isinstance(event, ToolExecutionEnd):
             state.pending_tool_calls.discard(event.call_id)
+        if run.closed:
+            self._deliver_late(run, event)
+            return
         run.events.put_nowait(event)
 
+    def _deliver_late(self, run: _Run, event: Event) -> None:
+        """An event a run sends after it ended (a tool that settled late), to the listeners all the same,
+        after everything the run said before it."""
+        self._late.append(event)
+        if self._late_delivery is None or self._late_delivery.done():
+            self._late_delivery = asyncio.ensure_future(self._drain_late(run.dispatcher))
+
+    async def _drain_late(self, after: asyncio.Task[None] | None) -> None:
+        if after is not None and not after.done():
+            await asyncio.wait({after})
+        while self._late:
+            await self._hand(self._late.popleft())
+
     async def _dispatch(self, run: _Run) -> None:
-        session = self.session
         while True:
             item = await run.events.get()
             if item is None:
@@ -600,15 +632,19 @@ class Agent:
                 if not item.done():
                     item.set_result(None)
                 continue
-            if session is not None:
-                await session.observe(item, self.endpoint)  # first, so a listener reading the store finds it
-            for listener in list(self._listeners):
-                try:
-                    outcome = listener(item)
-                    if inspect.isawaitable(outcome):
-                        await outcome
-                except Exception:  # a listener's failure is its own; the run and other listeners go on
-                    continue
+            await self._hand(item)
+
+    async def _hand(self, event: Event) -> None:
+        """One event to the session (first, so a listener reading the store finds it) and every listener."""
+        if self.session is not None:
+            await self.session.observe(event, self.endpoint)
+        for listener in list(self._listeners):
+            try:
+                outcome = listener(event)
+                if inspect.isawaitable(outcome):
+                    await outcome
+            except Exception:  # a listener's failure is its own; the run and other listeners go on
+                continue
 
 
 _orphans: set[asyncio.Task[LoopResult]] = set()

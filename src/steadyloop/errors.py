@@ -7,9 +7,11 @@
     │   ├── TranscriptError          a transcript no server would accept
     │   └── SpecError                an agent document was refused, every reason listed (steadyloop.spec)
     ├── ToolArgumentsError           a tool call's arguments are not an object (kind: truncated | malformed)
+    ├── InterceptorFailed            a host's interceptor raised (``interceptor`` names which)
     ├── EndpointError                a request to an endpoint failed (endpoint, model, status, words)
     │   ├── EndpointSilent           the stream went quiet past the watchdog's allowance
     │   ├── EndpointUnavailable      transport failure or a transient status, retries spent
+    │   │   └── RetryDelayTooLong    the server asked to wait longer than the retry policy allows
     │   ├── EndpointUnreadable       a success whose body is no event stream and no completion
     │   └── EndpointRefused          the endpoint refused the request as it stands
     │       ├── ContextOverflow      the request does not fit the model's window
@@ -22,9 +24,11 @@
     │   ├── ModelCallDenied          a before_llm_call hook refused the request (reason "hook_denied")
     │   ├── OutputInvalid            the answer kept missing the response schema (reason "invalid_output")
     │   ├── TranscriptRewritten      a request rewrote what the previous one sent (reason "rewritten")
+    │   ├── RunInterceptorFailed     an interceptor raised; also an InterceptorFailed (reason "interceptor")
     │   └── RunEndpointError         a request failed; also an EndpointError (reason "endpoint")
     │       ├── RunEndpointSilent        also an EndpointSilent
     │       ├── RunEndpointUnavailable   also an EndpointUnavailable
+    │       │   └── RunRetryDelayTooLong also a RetryDelayTooLong
     │       ├── RunEndpointUnreadable    also an EndpointUnreadable
     │       └── RunEndpointRefused       also an EndpointRefused
     │           └── RunContextOverflow   also a ContextOverflow (reason "overflow")
@@ -62,10 +66,12 @@ __all__ = [
     "EndpointSilent",
     "EndpointUnavailable",
     "EndpointUnreadable",
+    "InterceptorFailed",
     "InvalidInput",
     "ModelCallDenied",
     "ModelRefusal",
     "OutputInvalid",
+    "RetryDelayTooLong",
     "RunCancelled",
     "RunContextOverflow",
     "RunEndpointError",
@@ -74,7 +80,9 @@ __all__ = [
     "RunEndpointUnavailable",
     "RunEndpointUnreadable",
     "RunError",
+    "RunInterceptorFailed",
     "RunLimitReached",
+    "RunRetryDelayTooLong",
     "RunTimedOut",
     "SteadyloopError",
     "ToolArgumentsError",
@@ -199,6 +207,21 @@ class EndpointUnavailable(EndpointError):
     """The endpoint could not be reached, or kept answering with a transient failure."""
 
 
+class RetryDelayTooLong(EndpointUnavailable):
+    """The server asked to be asked again later than the retry policy waits (``max_retry_delay_s``).
+
+    Raised at once, without waiting and without sending again, so a caller (or a person) decides what a
+    long wait is worth. ``retry_after`` is the wait the server asked for, in seconds.
+
+    Attributes:
+        max_delay_s: the longest wait the policy allowed.
+    """
+
+    def __init__(self, message: str, *, max_delay_s: float, **kw: object) -> None:
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        self.max_delay_s = max_delay_s
+
+
 class EndpointUnreadable(EndpointError):
     """The endpoint answered a success whose body is neither an event stream nor a chat completion.
 
@@ -252,6 +275,20 @@ class ContextOverflow(EndpointRefused):
         super().__init__(message, **kw)  # type: ignore[arg-type]
         self.limit = limit
         self.requested = requested
+
+
+class InterceptorFailed(SteadyloopError):
+    """One of the host's interceptors (``steadyloop.Interceptors``) raised; the request or turn it was
+    watching ends there, and is not retried. The interceptor's exception is chained as ``__cause__``.
+
+    Attributes:
+        interceptor: which one: ``"on_payload"``, ``"on_response"``, ``"on_sse_event"`` or
+            ``"on_assistant_event"``.
+    """
+
+    def __init__(self, message: str, *, interceptor: str) -> None:
+        super().__init__(message)
+        self.interceptor = interceptor
 
 
 class RunError(SteadyloopError):
@@ -359,6 +396,27 @@ class OutputInvalid(RunError):
         self.problem = problem
 
 
+class RunInterceptorFailed(RunError, InterceptorFailed):
+    """A run stopped because one of its interceptors raised; also an ``InterceptorFailed``
+    (reason ``"interceptor"``)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        interceptor: str,
+        reason: str = "interceptor",
+        messages: Sequence[Message] = (),
+        usage: Usage | None = None,
+        steps: int = 0,
+    ) -> None:
+        InterceptorFailed.__init__(self, message, interceptor=interceptor)
+        self.reason = reason
+        self.messages = list(messages)
+        self.usage = usage
+        self.steps = steps
+
+
 class RunEndpointError(RunError, EndpointError):
     """A run stopped because a request failed: the run's transcript and the endpoint's failure in one.
 
@@ -399,6 +457,13 @@ class RunEndpointUnavailable(RunEndpointError, EndpointUnavailable):
     """A run stopped because the endpoint could not be reached; also an ``EndpointUnavailable``."""
 
 
+class RunRetryDelayTooLong(RunEndpointUnavailable, RetryDelayTooLong):
+    """A run stopped because the server asked to wait longer than the retry policy allows; also a
+    ``RetryDelayTooLong``."""
+
+    max_delay_s: float
+
+
 class RunEndpointUnreadable(RunEndpointError, EndpointUnreadable):
     """A run stopped because a success's body could not be read as an answer; also an
     ``EndpointUnreadable``."""
@@ -427,6 +492,8 @@ def run_error_for(
         kind = RunEndpointRefused
     elif isinstance(cause, EndpointSilent):
         kind = RunEndpointSilent
+    elif isinstance(cause, RetryDelayTooLong):
+        kind = RunRetryDelayTooLong
     elif isinstance(cause, EndpointUnavailable):
         kind = RunEndpointUnavailable
     elif isinstance(cause, EndpointUnreadable):

@@ -55,6 +55,7 @@ from .tools.execution import ToolHooks
 from .tools.loading import CatalogEntry
 from .usage import Usage
 from .wire.endpoints import Endpoint
+from .wire.interceptors import Interceptors
 
 __all__ = [
     "BeforeLlmCall",
@@ -326,6 +327,7 @@ class LoopOptions(TypedDict, total=False):
     api_key: ApiKey | None
     context: ContextState | None
     prefix: StablePrefix | None
+    interceptors: Interceptors | None
 
 
 def loop_config(endpoint: Endpoint, params: ModelParams, **options: Unpack[LoopOptions]) -> RunConfig:
@@ -364,6 +366,7 @@ def loop_config(endpoint: Endpoint, params: ModelParams, **options: Unpack[LoopO
         session_id=options.get("session_id"),
         context=options.get("context"),
         prefix=options.get("prefix"),
+        interceptors=options.get("interceptors"),
     )
 
 

@@ -65,7 +65,7 @@ async def test_retry_after_is_honoured_and_capped() -> None:
         _, events = await run(server, body())
     (retry,) = [e for e in events if isinstance(e, Retry)]
     assert retry.delay_s == pytest.approx(0.2)
-    assert backoff_delay(0, RetryPolicy(max_retry_after_s=60), retry_after=3600) == 60
+    assert backoff_delay(0, RetryPolicy(max_retry_delay_s=60), retry_after=3600) == 60
     policy = RetryPolicy(base_delay_s=1.0, max_delay_s=8.0)
     assert all(0.5 * min(2**n, 8) <= backoff_delay(n, policy) <= min(2**n, 8) for n in range(6))
 

@@ -11,17 +11,25 @@ from typing import Any
 import pytest
 
 import steadyloop as sl
-from steadyloop.errors import ContextOverflow, EndpointSilent, EndpointUnavailable, ModelRefusal
+from steadyloop.errors import (
+    ContextOverflow,
+    EndpointSilent,
+    EndpointUnavailable,
+    InterceptorFailed,
+    ModelRefusal,
+    RetryDelayTooLong,
+)
 from steadyloop.events import MessageUpdate, Retry
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.turn.run import RetryPolicy, run_turn
 from steadyloop.wire.endpoints import Endpoint
+from steadyloop.wire.interceptors import Interceptors, ResponseInfo, SseEvent
 
 from .provider_doubles import DOUBLES, Double
 
 pytestmark = pytest.mark.timeout(60)
 
-QUICK = RetryPolicy(max_retries=2, base_delay_s=0.0, max_retry_after_s=0.01)
+QUICK = RetryPolicy(max_retries=2, base_delay_s=0.0, max_retry_delay_s=0.01)
 NO_RETRY = RetryPolicy(max_retries=0)
 
 
@@ -147,18 +155,21 @@ async def test_an_overflow_in_the_providers_words(double: Double) -> None:
     assert caught.value.limit and caught.value.requested and caught.value.requested > caught.value.limit
 
 
-async def test_a_429_waits_as_asked_then_succeeds(double: Double) -> None:
+async def test_a_429_asking_past_the_cap_fails_at_once_with_the_wait_asked(double: Double) -> None:
+    # Each provider's recorded 429 asks for seconds (8 s, 26 s): past the policy's cap, the turn fails now
+    # with the wait the provider asked for, rather than sleeping the cap and sending again.
     async with ScriptedServer(double.rate_limited, double.plain) as server:
         retries: list[Retry] = []
-        turn = await run_turn(
-            endpoint_for(server, double),
-            body(double),
-            policy=QUICK,
-            on_event=lambda e: retries.append(e) if isinstance(e, Retry) else None,
-        )
-    assert turn.content == double.plain_text
-    assert len(retries) == 1
-    assert retries[0].delay_s == QUICK.max_retry_after_s  # the server's ask, capped by the policy
+        with pytest.raises(RetryDelayTooLong) as too_long:
+            await run_turn(
+                endpoint_for(server, double),
+                body(double),
+                policy=QUICK,
+                on_event=lambda e: retries.append(e) if isinstance(e, Retry) else None,
+            )
+        assert len(server.chat_requests) == 1
+    assert retries == []
+    assert too_long.value.retry_after == double.retry_after
 
     async with ScriptedServer(double.rate_limited) as server:
         with pytest.raises(EndpointUnavailable) as caught:
@@ -248,3 +259,50 @@ async def test_an_overflow_in_the_providers_words_is_folded_and_sent_again(doubl
     # How far it folds depends on the window the provider named (4097 tokens here for OpenAI, 200,000 for
     # Anthropic, 1,048,576 for Gemini); every wire's second request is the smaller.
     assert len(second) < len(first)
+
+
+async def test_interceptors_see_each_providers_responses_and_events(double: Double) -> None:
+    # on_response and on_sse_event hold on every wire, not only chat completions: a host that logs a
+    # provider's status, headers and events does not change when the provider does.
+    seen_status: list[int] = []
+    seen_events: list[SseEvent] = []
+    payloads: list[str] = []
+
+    def on_payload(request: dict[str, Any]) -> dict[str, Any]:
+        payloads.append(request["messages"][-1]["content"])
+        return {**request, "messages": [{"role": "user", "content": "rewritten"}]}
+
+    hooks = Interceptors(
+        on_payload=on_payload,
+        on_response=lambda info: seen_status.append(info.status),
+        on_sse_event=seen_events.append,
+    )
+    async with ScriptedServer(double.plain) as server:
+        turn = await run_turn(endpoint_for(server, double), body(double), policy=QUICK, interceptors=hooks)
+        assert "rewritten" in json.dumps(sent(server))
+    assert turn.content == double.plain_text
+    assert payloads == ["hi"]
+    assert seen_status == [200]
+    assert seen_events and all(isinstance(e.data, str) and e.data for e in seen_events)
+
+    async with ScriptedServer(double.rate_limited) as server:
+        seen_status.clear()
+        with pytest.raises(EndpointUnavailable):
+            await run_turn(endpoint_for(server, double), body(double), policy=NO_RETRY, interceptors=hooks)
+    assert seen_status == [429]
+
+
+async def test_an_interceptor_that_raises_ends_the_turn_typed_on_every_wire(double: Double) -> None:
+    def broken(info: ResponseInfo) -> None:
+        raise RuntimeError("logging backend down")
+
+    async with ScriptedServer(double.plain, double.plain) as server:
+        with pytest.raises(InterceptorFailed) as caught:
+            await run_turn(
+                endpoint_for(server, double),
+                body(double),
+                policy=QUICK,
+                interceptors=Interceptors(on_response=broken),
+            )
+        assert len(server.chat_requests) == 1  # not retried
+    assert caught.value.interceptor == "on_response"

@@ -21,7 +21,8 @@ from ..errors import InvalidInput, SteadyloopError
 from ..events import Event, SideTask
 from ..messages import AssistantMessage, Message, UserMessage
 from ..turn.side_tasks import ask
-from ..wire.endpoints import Endpoint
+from ..wire.endpoints import ApiKeyResolver, Endpoint, with_resolved_key
+from ..wire.interceptors import Interceptors
 from .compaction import serialize_for_summary, transcript_tokens
 from .folding import Summarise
 from .tokens import CHARS_PER_TOKEN
@@ -315,10 +316,13 @@ def branch_summariser(
     max_tokens: int = 1024,
     reasoning_effort: str | None = None,
     on_event: Callable[[Event], object] | None = None,
+    api_key: ApiKeyResolver | None = None,
+    interceptors: Interceptors | None = None,
 ) -> Summarise:
     """A summariser that asks ``model`` with ``BRANCH_SUMMARY_PROMPT`` as a side task (``branch_summary``).
 
     Unlike the fold's summariser it raises when the request failed, so ``summarise_branch`` can say why.
+    ``api_key`` is called before the request for the key to send; ``interceptors`` see it.
     """
 
     async def summarise(text: str) -> str | None:
@@ -332,7 +336,7 @@ def branch_summariser(
                 on_event(event)
 
         reply = await ask(
-            endpoint,
+            await with_resolved_key(endpoint, api_key),
             model,
             BRANCH_SUMMARY_PROMPT,
             text,
@@ -340,6 +344,7 @@ def branch_summariser(
             reasoning_effort=reasoning_effort,
             on_event=relay,
             kind="branch_summary",
+            interceptors=interceptors,
         )
         if failure is not None:
             raise SteadyloopError(failure)

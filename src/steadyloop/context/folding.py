@@ -19,7 +19,8 @@ from ..events import Event, Notice
 from ..messages import AssistantMessage, Message, UserMessage
 from ..tools.definition import Tool
 from ..turn.side_tasks import ask
-from ..wire.endpoints import Endpoint
+from ..wire.endpoints import ApiKeyResolver, Endpoint, with_resolved_key
+from ..wire.interceptors import Interceptors
 from .compaction import CompactionPlan, Fold, apply_compaction, serialize_for_summary
 
 __all__ = [
@@ -240,18 +241,22 @@ def summariser(
     reasoning_effort: str | None = None,
     on_event: Callable[[Event], object] | None = None,
     kind: str = "summary",
+    api_key: ApiKeyResolver | None = None,
+    interceptors: Interceptors | None = None,
 ) -> Summarise:
     """A summariser that asks ``model`` at ``endpoint`` with ``SUMMARY_PROMPT``, as a side task.
 
     The function it returns never raises (cancellation aside): a failure is a notice and ``None``.
     ``reasoning_effort`` is sent through the model's latches, as the run's own effort is; ``kind`` names
-    the task on its ``SideTask`` event (``"branch_summary"`` for ``summarise_branch``).
+    the task on its ``SideTask`` event (``"branch_summary"`` for ``summarise_branch``). ``api_key`` is
+    called before each summary request for the key to send, as a run calls it before each of its own;
+    ``interceptors`` see the request as they see the run's.
     """
 
     async def summarise(text: str) -> str | None:
         try:
             return await ask(
-                endpoint,
+                await with_resolved_key(endpoint, api_key),
                 model,
                 SUMMARY_PROMPT,
                 text,
@@ -259,6 +264,7 @@ def summariser(
                 reasoning_effort=reasoning_effort,
                 on_event=on_event,
                 kind=kind,
+                interceptors=interceptors,
             )
         except Exception as error:
             if on_event is not None:

@@ -25,7 +25,8 @@ from ..tools.loop_detection import LoopDetectorConfig
 from ..turn.fences import DEFAULT_FENCES, Fence
 from ..turn.harmony import HarmonyLeakCallback
 from ..turn.run import RetryPolicy
-from ..wire.endpoints import Endpoint
+from ..wire.endpoints import ApiKeyResolver, Endpoint
+from ..wire.interceptors import Interceptors, wire_only
 
 __all__ = [
     "ApiKey",
@@ -50,7 +51,7 @@ ToolChoiceFn: TypeAlias = Callable[[Sequence[Message]], "str | Mapping[str, Any]
 StopAfterTurn: TypeAlias = Callable[[Turn, list[Message]], "bool | Awaitable[bool]"]
 TransformContext: TypeAlias = Callable[[list[Any]], Awaitable[Sequence[Any]]]
 ConvertToLlm: TypeAlias = Callable[[Sequence[Any]], "Sequence[Message] | Awaitable[Sequence[Message]]"]
-ApiKey: TypeAlias = Callable[[], "str | Awaitable[str]"]
+ApiKey: TypeAlias = ApiKeyResolver
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +222,9 @@ class RunConfig:
             does) keeps its fold. ``None``: a fresh one for this run, returned on the result.
         prefix: holds the system prompt and tool block frozen and the messages append-only across the
             runs of a conversation (the Agent keeps one); ``None``: each run sends what it is given.
+        interceptors: the host's code at the edges of every request the run makes (its steps, their
+            retries and continuations, and its side tasks) and before listeners hear each streamed
+            assistant event; see ``Interceptors``.
     """
 
     endpoint: Endpoint
@@ -239,3 +243,10 @@ class RunConfig:
     session_id: str | None = None
     context: ContextState | None = None
     prefix: StablePrefix | None = None
+    interceptors: Interceptors | None = None
+
+    @property
+    def wire_interceptors(self) -> Interceptors | None:
+        """The interceptors a request is sent with: the assistant-event one is the run's own to apply,
+        to its events, so it is left out here."""
+        return wire_only(self.interceptors)

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from ..errors import (
     EndpointError,
+    InterceptorFailed,
     RunCancelled,
     RunError,
+    RunInterceptorFailed,
     RunTimedOut,
     SteadyloopError,
     run_error_for,
@@ -60,6 +62,8 @@ def stop_for(run: RunState, exc: BaseException) -> RunError:
         error = exc
     elif isinstance(exc, EndpointError):
         error = run_error_for(exc, f"the run stopped: {exc}", messages=(), usage=None, steps=0)
+    elif isinstance(exc, InterceptorFailed):
+        error = RunInterceptorFailed(f"the run stopped: {exc}", interceptor=exc.interceptor)
     elif isinstance(exc, SteadyloopError):
         error = RunError(f"the run stopped: {exc}", reason="error")
     else:

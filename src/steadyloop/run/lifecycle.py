@@ -21,6 +21,7 @@ from ..tools.definition import Tool
 from ..tools.execution import run_tool_calls
 from ..turn.capabilities import EndpointCapabilities, ModelCapabilities
 from ..turn.run import run_turn
+from ..wire.endpoints import with_resolved_key
 from ..wire.windows import context_limit_for
 from .config import RunConfig
 from .state import RunState
@@ -126,7 +127,12 @@ def _keeper(run: RunState, limit: int) -> ContextKeeper:
         context,
         limit=limit,
         summarise=summariser(
-            config.endpoint, config.params.model, reasoning_effort=config.params.side_effort, on_event=emit
+            config.endpoint,
+            config.params.model,
+            reasoning_effort=config.params.side_effort,
+            on_event=emit,
+            api_key=config.api_key,  # called per request, like the run's own requests
+            interceptors=config.wire_interceptors,
         ),
         emit=emit,
         flush=flush,
@@ -144,7 +150,12 @@ async def _silent_turn(config: RunConfig, wire: list[Message], offered: Sequence
         return build_body(params, system, wire, tools, c, m, block=block)
 
     turn = await run_turn(
-        config.endpoint, build, model=params.model, policy=policy.retry, fences=policy.fences
+        await with_resolved_key(config.endpoint, config.api_key),
+        build,
+        model=params.model,
+        policy=policy.retry,
+        fences=policy.fences,
+        interceptors=config.wire_interceptors,
     )
     message = AssistantMessage(
         content=turn.content, tool_calls=tuple(turn.tool_calls), thinking=turn.thinking

@@ -26,7 +26,7 @@ from ..request_body import ModelParams, ToolBlock, build_body, order_tools
 from ..tools.batch import HookDecision
 from ..tools.definition import Tool
 from ..turn.capabilities import EndpointCapabilities, ModelCapabilities, capabilities_for
-from ..wire.endpoints import Endpoint
+from ..wire.endpoints import Endpoint, with_resolved_key
 from .config import BeforeLlmCall, ModelCall, ToolChoiceFn
 from .prefix import admit, dress
 from .state import LLM_TYPES, Cancelled, RunState, cancellable
@@ -110,17 +110,6 @@ async def llm_view(run: RunState, transcript: list[Message]) -> list[Message]:
     return [m for m in working if isinstance(m, LLM_TYPES)]
 
 
-async def _endpoint(run: RunState) -> Endpoint:
-    resolve = run.config.api_key
-    endpoint = run.config.endpoint
-    if resolve is None:
-        return endpoint
-    key = resolve()
-    if inspect.isawaitable(key):
-        key = await key
-    return replace(endpoint, api_key=key)
-
-
 async def prepare_request(run: RunState) -> Request:
     """The step's request, folded if the window is filling, and allowed by ``before_llm_call``.
 
@@ -134,7 +123,7 @@ async def prepare_request(run: RunState) -> Request:
         if replaced is not None:
             run.transcript = list(replaced)
             run.context.reported = None
-    endpoint = await _endpoint(run)
+    endpoint = await with_resolved_key(config.endpoint, config.api_key)
     declared = order_tools(run.loader.declared(step), config.policy.tool_order)
     suffix = run.loader.system_suffix(step)
     system = config.system

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from ..context.cache_watch import CacheWatch
 from ..context.keeper import ContextKeeper, ContextState
-from ..errors import InvalidInput, SteadyloopError
+from ..errors import InterceptorFailed, InvalidInput, SteadyloopError
 from ..events import Event, MessageEnd, MessageStart, MessageUpdate, Outcome, TurnEnd, TurnStart
 from ..hooks import ContextBlock
 from ..messages import AssistantMessage, Message, SystemMessage, ToolResultMessage, Turn, UserMessage
@@ -26,6 +26,7 @@ from ..tools.definition import Tool
 from ..tools.loading import ToolLoader
 from ..tools.loop_detection import ToolLoopDetector
 from ..usage import Usage
+from ..wire.interceptors import AssistantEventInterceptor, intercept_assistant_event
 from .config import RunConfig
 
 __all__ = [
@@ -94,6 +95,7 @@ class RunEvents:
 
     __slots__ = (
         "events",
+        "intercept",
         "on_event",
         "opened",
         "partial",
@@ -118,6 +120,8 @@ class RunEvents:
         self.turn_open = False
         self.turn_message: AssistantMessage | None = None
         self.turn_results: list[ToolResultMessage] = []
+        # The host's on_assistant_event interceptor: it sees the assistant's events before anyone else.
+        self.intercept: AssistantEventInterceptor | None = None
 
     def _deliver(self, event: Event) -> None:
         self.events.append(event)
@@ -144,10 +148,12 @@ class RunEvents:
         if not self.opened:
             self.open_message()
         self.partial.append(text)
+        update = MessageUpdate(kind="text", delta=text, step=self.step, run_id=self.run_id, seq=self.seq + 1)
+        if self.intercept is not None:
+            self._intercepted(update)
+            return
         self.seq += 1
-        self._deliver(
-            MessageUpdate(kind="text", delta=text, step=self.step, run_id=self.run_id, seq=self.seq)
-        )
+        self._deliver(update)
 
     def on_thinking(self, text: str) -> None:
         if not text:
@@ -155,10 +161,28 @@ class RunEvents:
         if not self.opened:
             self.open_message()
         self.reasoning.append(text)
-        self.seq += 1
-        self._deliver(
-            MessageUpdate(kind="thinking", delta=text, step=self.step, run_id=self.run_id, seq=self.seq)
+        update = MessageUpdate(
+            kind="thinking", delta=text, step=self.step, run_id=self.run_id, seq=self.seq + 1
         )
+        if self.intercept is not None:
+            self._intercepted(update)
+            return
+        self.seq += 1
+        self._deliver(update)
+
+    def _intercepted(self, event: Event) -> None:
+        """An assistant event shown to the host's interceptor first: delivered as it is, replaced (the
+        replacement stamped with this run and seq), or not at all. The transcript keeps what streamed."""
+        assert self.intercept is not None
+        try:
+            shown = intercept_assistant_event(self.intercept, event)
+        except InterceptorFailed:
+            self.intercept = None  # the run is ending: closing what it opened must not fail again
+            raise
+        if shown is None:
+            return
+        self.seq += 1
+        self._deliver(shown if shown is event else with_run(shown, self.run_id, self.seq))
 
     # -- messages and turns -----------------------------------------------------------------------------
 
@@ -169,7 +193,9 @@ class RunEvents:
 
     def open_message(self) -> None:
         self.opened = True
-        self.say(MessageStart, message=AssistantMessage(), step=self.step)
+        self._assistant(
+            MessageStart(message=AssistantMessage(), step=self.step, run_id=self.run_id, seq=self.seq + 1)
+        )
 
     def close_message(self, message: AssistantMessage) -> None:
         """The step's assistant message as it entered the transcript."""
@@ -179,7 +205,23 @@ class RunEvents:
         self.partial.clear()
         self.reasoning.clear()
         self.turn_message = message
-        self.say(MessageEnd, message=message, step=self.step)
+        self._assistant(MessageEnd(message=message, step=self.step, run_id=self.run_id, seq=self.seq + 1))
+
+    def _assistant(self, event: MessageStart | MessageEnd) -> None:
+        """The start or end of the assistant's message (stamped with the next seq), shown to the
+        interceptor, which may only look: it is delivered even when the interceptor failed, so what the
+        transcript holds is still what listeners hear."""
+        failure: InterceptorFailed | None = None
+        if self.intercept is not None:
+            try:
+                intercept_assistant_event(self.intercept, event)
+            except InterceptorFailed as exc:
+                self.intercept = None  # the run is ending: closing what it opened must not fail again
+                failure = exc
+        self.seq += 1
+        self._deliver(event)
+        if failure is not None:
+            raise failure
 
     def shown(self) -> AssistantMessage | None:
         """What an open message showed before it was cut off, as the message it leaves; ``None`` if none."""
@@ -253,6 +295,8 @@ class RunState:
         policy = config.policy
         self.config = config
         self.events = events
+        if config.interceptors is not None:
+            events.intercept = config.interceptors.on_assistant_event
         self.cancel = cancel
         self.barrier = barrier
         self.transcript: list[Message] = list(messages)

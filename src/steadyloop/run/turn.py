@@ -91,6 +91,7 @@ async def _send(run: RunState, request: Request) -> tuple[Turn, bool]:
                     fences=config.policy.fences,
                     start_in_reasoning=config.policy.start_in_reasoning,
                     step=events.step,
+                    interceptors=config.wire_interceptors,
                 ),
                 run.cancel,
             )
@@ -128,6 +129,7 @@ async def _continue(run: RunState, request: Request, turn: Turn) -> Turn:
             on_event=events.emit,
             fences=policy.fences,
             step=events.step,
+            interceptors=run.config.wire_interceptors,
         ),
         run.cancel,
     )

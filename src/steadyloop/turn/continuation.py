@@ -17,6 +17,7 @@ from ..errors import EndpointError, EndpointRefused
 from ..events import Event, Notice
 from ..messages import Turn
 from ..wire.endpoints import Endpoint
+from ..wire.interceptors import Interceptors
 from .assembly import TextCallback
 from .capabilities import model_capabilities_for
 from .fences import DEFAULT_FENCES, Fence
@@ -67,6 +68,7 @@ async def continue_turn(
     on_event: Callable[[Event], object] | None = None,
     fences: Sequence[Fence] = DEFAULT_FENCES,
     step: int = 0,
+    interceptors: Interceptors | None = None,
 ) -> Turn:
     """Carry on an answer cut off at the token ceiling, returning the pieces as one turn.
 
@@ -85,6 +87,7 @@ async def continue_turn(
         on_event: notices and retry events.
         fences: thinking fences.
         step: the step number stamped on events.
+        interceptors: the host's interceptors, for each continuation request.
     """
     model = body.get("model") if isinstance(body.get("model"), str) else None
     latches = model_capabilities_for(endpoint, model)
@@ -115,6 +118,7 @@ async def continue_turn(
                 on_event=on_event,
                 fences=fences,
                 step=step,
+                interceptors=interceptors,
             )
         except EndpointRefused as error:
             if error.status in (400, 422):

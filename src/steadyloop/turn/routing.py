@@ -27,6 +27,7 @@ from typing import Any
 from ..events import Event, Notice
 from ..messages import ToolCall, Turn
 from ..wire.endpoints import Endpoint
+from ..wire.interceptors import Interceptors
 from .assembly import TextCallback
 from .capabilities import EndpointCapabilities, ModelCapabilities, capabilities_for
 from .fences import DEFAULT_FENCES, Fence
@@ -214,6 +215,7 @@ async def plain_turn(
     fences: Sequence[Fence] = DEFAULT_FENCES,
     start_in_reasoning: bool = False,
     step: int = 0,
+    interceptors: Interceptors | None = None,
 ) -> RoutedTurn:
     """One step sent as usual (``run_turn``), in the shape :func:`routed_turn` answers with."""
     turn = await run_turn(
@@ -229,6 +231,7 @@ async def plain_turn(
         fences=fences,
         start_in_reasoning=start_in_reasoning,
         step=step,
+        interceptors=interceptors,
     )
     return RoutedTurn(turn)
 
@@ -247,6 +250,7 @@ async def routed_turn(
     fences: Sequence[Fence] = DEFAULT_FENCES,
     start_in_reasoning: bool = False,
     step: int = 0,
+    interceptors: Interceptors | None = None,
 ) -> RoutedTurn:
     """One step, routed where the endpoint and model allow it, else sent as usual (see the module docstring).
 
@@ -269,6 +273,7 @@ async def routed_turn(
             fences=fences,
             start_in_reasoning=start_in_reasoning,
             step=step,
+            interceptors=interceptors,
         )
 
     def routable(c: EndpointCapabilities, m: ModelCapabilities) -> bool:
@@ -296,6 +301,7 @@ async def routed_turn(
         fences=fences,
         start_in_reasoning=start_in_reasoning,
         step=step,
+        interceptors=interceptors,
     )
     if decided.tool_calls:  # a server that answered with a native call: that is a decision too
         return RoutedTurn(decided, decided=True)
@@ -344,6 +350,7 @@ async def routed_turn(
         fences=fences,
         start_in_reasoning=start_in_reasoning,
         step=step,
+        interceptors=interceptors,
     )
     # One read of the prompt (the decision's; the answer found it all cached) and both replies: the step's
     # usage then reads like any step's, so the cache watch compares prompt with prompt.

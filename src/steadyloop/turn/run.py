@@ -17,12 +17,13 @@ from typing import Any
 
 from ..context.calibration import body_chars, body_has_image, calibrate, chars_per_token_for
 from ..context.tokens import request_tokens
-from ..errors import ContextOverflow, EndpointError, EndpointSilent
+from ..errors import ContextOverflow, EndpointError, EndpointSilent, RetryDelayTooLong
 from ..events import Downgrade, Event, Notice, Retry
 from ..messages import Turn
 from ..tools.schema_compat import relax_tools
 from ..wire.endpoints import Endpoint
 from ..wire.failures import prompt_truncated
+from ..wire.interceptors import Interceptors
 from ..wire.liveness import endpoint_answers
 from ..wire.provider import provider_for
 from .assembly import Produced, TextCallback
@@ -62,7 +63,9 @@ class RetryPolicy:
         max_retries: re-sends after transient failures (a model still loading does not spend these).
         base_delay_s: the first backoff; doubled per retry, with jitter.
         max_delay_s: the longest backoff of our own choosing.
-        max_retry_after_s: the longest wait a server's ``Retry-After`` may ask for; longer asks are capped.
+        max_retry_delay_s: the longest wait a server may ask for (``Retry-After``, ``retry-after-ms``, or
+            its body) before a re-send; a longer ask fails the turn at once with ``RetryDelayTooLong``,
+            which carries the wait asked for, rather than waiting or sending again. 0 lifts the cap.
         loading_timeout_s: how long to wait for a model still loading; 0 turns the wait off.
         loading_poll_s: how often to ask again while it loads.
         first_token_budget_s: seconds one turn may spend, over all its attempts, on attempts that got no
@@ -75,7 +78,7 @@ class RetryPolicy:
     max_retries: int = 3
     base_delay_s: float = 0.5
     max_delay_s: float = 30.0
-    max_retry_after_s: float = 60.0
+    max_retry_delay_s: float = 60.0
     loading_timeout_s: float = 120.0
     loading_poll_s: float = 2.0
     first_token_budget_s: float | None = 90.0
@@ -102,10 +105,32 @@ def backoff_delay(
     do not come back together.
     """
     if retry_after is not None and retry_after >= 0:
-        return min(retry_after, policy.max_retry_after_s)
+        cap = policy.max_retry_delay_s
+        return min(retry_after, cap) if cap > 0 else retry_after
     step = min(policy.base_delay_s * (2.0**retry), policy.max_delay_s)
     draw: float = (rng or random).random()
     return step * (0.5 + 0.5 * draw)
+
+
+def _check_retry_delay(error: EndpointError, policy: RetryPolicy) -> None:
+    """Refuse to wait longer than the policy allows: a server asking for more fails the turn now, with the
+    wait it asked for, so whoever is waiting sees it instead of a turn that hangs and then tries again."""
+    asked, cap = error.retry_after, policy.max_retry_delay_s
+    if asked is None or cap <= 0 or asked <= cap:
+        return
+    raise RetryDelayTooLong(
+        f"the endpoint asked to wait {asked:g}s before trying again, longer than max_retry_delay_s "
+        f"({cap:g}s): {error}",
+        max_delay_s=cap,
+        endpoint=error.endpoint,
+        model=error.model,
+        status=error.status,
+        body=error.body,
+        retry_after=asked,
+        kind=error.kind,
+        field=error.field,
+        supported=error.supported,
+    ) from error
 
 
 def _is_transient(error: EndpointError) -> bool:
@@ -132,6 +157,7 @@ async def run_turn(
     fences: Sequence[Fence] = DEFAULT_FENCES,
     start_in_reasoning: bool = False,
     step: int = 0,
+    interceptors: Interceptors | None = None,
 ) -> Turn:
     """Send one turn reliably: sized, negotiated, retried, watched.
 
@@ -150,9 +176,14 @@ async def run_turn(
         fences: thinking fences to take out of content.
         start_in_reasoning: the template opened a thinking block in the prompt.
         step: the step number stamped on events.
+        interceptors: the host's code at the edges of every attempt (``on_payload``, ``on_response``,
+            ``on_sse_event`` are called once per attempt); ``on_assistant_event`` sees each text and
+            reasoning piece, as a ``MessageUpdate``, before ``on_output``/``on_thinking``.
 
     Raises:
         ContextOverflow: the body does not fit (before sending, or as the endpoint said).
+        RetryDelayTooLong: the endpoint asked to wait longer than ``policy.max_retry_delay_s``.
+        InterceptorFailed: an interceptor raised; the turn is not retried.
         EndpointSilent: the stream went silent after producing output, or on every attempt.
         EndpointError: any other failure, once retries are spent.
     """
@@ -192,6 +223,7 @@ async def run_turn(
     sender = _Sender(
         endpoint, builder, caps, policy, on_output, on_thinking, on_event, fences, start_in_reasoning, step
     )
+    sender.interceptors = interceptors
     sender.first = asked
     emit = sender.emit
 
@@ -240,6 +272,7 @@ async def run_turn(
                     raise
             if isinstance(error, EndpointSilent):
                 timeouts += 1
+            _check_retry_delay(error, policy)
             delay = backoff_delay(retries, policy, error.retry_after)
             retries += 1
             emit(Retry(attempt=retries, delay_s=delay, reason=str(error), step=step))
@@ -298,6 +331,7 @@ class _Sender:
         "endpoint",
         "fences",
         "first",
+        "interceptors",
         "on_event",
         "on_output",
         "on_thinking",
@@ -339,6 +373,7 @@ class _Sender:
         # is there at all.
         self.policy = policy
         self.probe_after: float | None = None
+        self.interceptors: Interceptors | None = None
 
     def emit(self, event: Event) -> None:
         if self.on_event is not None:
@@ -364,6 +399,7 @@ class _Sender:
             latches=m,
             probe=self.probe if self.probe_after is not None else None,
             probe_after=self.probe_after,
+            interceptors=self.interceptors,
         )
 
     async def probe(self) -> bool:

@@ -22,6 +22,7 @@ from ..messages import ContentPart, Turn, UserMessage, to_openai
 from ..tools.schema_compat import relax_tools, sanitize_tools
 from ..usage import Usage
 from ..wire.endpoints import Endpoint
+from ..wire.interceptors import Interceptors
 from .body import apply_latches
 from .capabilities import EndpointCapabilities, ModelCapabilities, capabilities_for
 from .fences import ALL_FENCES, strip_thinking
@@ -84,6 +85,7 @@ async def ask(
     policy: RetryPolicy | None = None,
     on_event: Callable[[Event], object] | None = None,
     kind: str = "ask",
+    interceptors: Interceptors | None = None,
 ) -> str | None:
     """A short answer to a one-shot question, thinking taken out; ``None`` when none came back.
 
@@ -99,6 +101,7 @@ async def ask(
         policy: retries.
         on_event: notices about a failure, and a ``SideTask`` event when it is over.
         kind: what the task is for, named on its ``SideTask`` event (``summary``, ``branch_summary``, ...).
+        interceptors: the host's interceptors, for this request as for any other.
     """
     body: dict[str, Any] = {
         "model": model,
@@ -113,7 +116,13 @@ async def ask(
     watch = _Watch(kind, model, on_event)
     try:
         turn = await run_turn(
-            endpoint, body, model=model, policy=policy, on_event=watch.relay, fences=ALL_FENCES
+            endpoint,
+            body,
+            model=model,
+            policy=policy,
+            on_event=watch.relay,
+            fences=ALL_FENCES,
+            interceptors=interceptors,
         )
     except EndpointError as error:
         watch.failed(error)

@@ -15,13 +15,19 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import EndpointError, EndpointSilent, EndpointUnavailable, ModelRefusal
-from ..events import Event, Notice
+from ..events import Event, MessageUpdate, Notice
 from ..messages import Turn
 from ..wire.chat_client import ChatClient, chat_client_for
 from ..wire.failures import classify_failure
+from ..wire.interceptors import (
+    AssistantEventInterceptor,
+    Interceptors,
+    intercept_assistant_event,
+    intercept_payload,
+)
 from ..wire.openai_chat import DONE, error_for_failure
 from ..wire.provider import OpenAIChatProvider, Provider, ProviderStream
 from .assembly import Produced, StreamAssembler, TextCallback
@@ -174,6 +180,7 @@ async def stream_turn(
     latches: ModelCapabilities | None = None,
     probe: Callable[[], Awaitable[bool]] | None = None,
     probe_after: float | None = None,
+    interceptors: Interceptors | None = None,
 ) -> Turn:
     """Send one streamed chat-completions request and read the answer into a ``Turn``.
 
@@ -201,11 +208,16 @@ async def stream_turn(
             answer, and allowed on up to ``first_token_timeout`` while it does.
         probe_after: seconds of silence before the first token after which ``probe`` is asked, and how
             often again while the endpoint answers.
+        interceptors: the host's interceptors: the body goes through ``on_payload`` just before it is
+            sent, the response's status and headers to ``on_response``, each raw event to
+            ``on_sse_event`` before it is read, and each text or reasoning piece, as a ``MessageUpdate``,
+            through ``on_assistant_event`` before ``on_output`` or ``on_thinking`` hear it.
 
     Raises:
         EndpointSilent: the watchdog ran out.
         EndpointError: the endpoint refused or failed (``ContextOverflow``, ``EndpointRefused``,
             ``EndpointUnavailable``), carrying the server's words.
+        InterceptorFailed: one of ``interceptors`` raised (the request is closed).
     """
     request: dict[str, Any] = dict(body)
     request["stream"] = True
@@ -219,6 +231,10 @@ async def stream_turn(
     idle = idle_timeout or None
     first = first_token_timeout or (idle * 5 if idle else None)
     box = produced if produced is not None else Produced()
+    hooks = interceptors or _NO_INTERCEPTORS
+    if hooks.on_assistant_event is not None:
+        on_output = _shown_through(hooks.on_assistant_event, "text", on_output, step)
+        on_thinking = _shown_through(hooks.on_assistant_event, "thinking", on_thinking, step)
     if latches is not None and not _free_reply(request):
         latches = None  # a continued answer or a reply held to a schema says nothing of how replies start
     assembler = StreamAssembler(
@@ -229,6 +245,10 @@ async def stream_turn(
         start_in_reasoning=start_in_reasoning,
         guessed_reasoning_start=latches is not None and not latches.answer_first,
     )
+    if hooks.on_payload is not None:
+        # Before the watchdog starts: the time the host takes is not the endpoint's silence.
+        request = await intercept_payload(hooks.on_payload, request)
+        model = request.get("model") if isinstance(request.get("model"), str) else None
     task = asyncio.current_task()
     assert task is not None, "stream_turn runs inside a task"
     watchdog = _Watchdog(task, idle, first, probe, probe_after)
@@ -239,7 +259,11 @@ async def stream_turn(
     watchdog.start()
     loop = asyncio.get_running_loop()
     try:
-        response = await sender.open_turn(request, connect_timeout=min(idle, 30.0) if idle else 30.0)
+        connect_timeout = min(idle, 30.0) if idle else 30.0
+        if hooks.on_response is None and hooks.on_sse_event is None:
+            response = await sender.open_turn(request, connect_timeout=connect_timeout)
+        else:
+            response = await sender.open_turn(request, connect_timeout=connect_timeout, interceptors=hooks)
         async for events in response.batches():
             if not events:
                 continue
@@ -317,6 +341,23 @@ def _declined(turn: Turn, refusal: list[str], endpoint: str, model: str | None) 
             model=model,
         )
     return None
+
+
+_NO_INTERCEPTORS = Interceptors()
+
+
+def _shown_through(
+    hook: AssistantEventInterceptor, kind: Literal["text", "thinking"], told: TextCallback | None, step: int
+) -> TextCallback:
+    """A text callback that shows each piece to ``on_assistant_event`` first, and tells ``told`` what it
+    lets through."""
+
+    def shown(text: str) -> None:
+        event = intercept_assistant_event(hook, MessageUpdate(kind=kind, delta=text, step=step))
+        if told is not None and isinstance(event, MessageUpdate):
+            told(event.delta)
+
+    return shown
 
 
 def _free_reply(request: Mapping[str, Any]) -> bool:

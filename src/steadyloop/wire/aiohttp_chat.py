@@ -23,6 +23,7 @@ from . import json_codec
 from .chat_client import ChatStream
 from .endpoints import Endpoint
 from .failures import classify_failure
+from .interceptors import ResponseInfo, ResponseInterceptor, observe
 from .openai_chat import error_for_failure, unreachable_error
 from .stream_body import settle
 
@@ -138,7 +139,13 @@ class AiohttpChatClient:
     def endpoint(self) -> str:
         return self._endpoint
 
-    async def open_stream(self, body: Mapping[str, Any], *, connect_timeout: float | None) -> ChatStream:
+    async def open_stream(
+        self,
+        body: Mapping[str, Any],
+        *,
+        connect_timeout: float | None,
+        on_response: ResponseInterceptor | None = None,
+    ) -> ChatStream:
         model = body.get("model") if isinstance(body.get("model"), str) else None
         try:
             data = json_codec.dumps(body)
@@ -160,6 +167,13 @@ class AiohttpChatClient:
             )
         except (aiohttp.ClientError, OSError) as exc:  # a connect timeout is an OSError too
             raise unreachable_error(exc, endpoint=self._endpoint, model=model) from exc
+        if on_response is not None:
+            info = ResponseInfo(response.status, dict(response.headers), self._endpoint, model)
+            try:
+                await observe("on_response", on_response, info)
+            except BaseException:
+                response.release()
+                raise
         if 200 <= response.status < 300:
             return _AiohttpStream(response, self._endpoint, model, self._key)
         try:

@@ -10,6 +10,7 @@ Needs ``pip install 'steadyloop[anthropic]'``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +18,9 @@ from ..errors import EndpointError, InvalidInput
 from .anthropic_events import AnthropicEvents
 from .anthropic_shape import anthropic_request
 from .failures import classify_failure
+from .interceptors import Interceptors
 from .openai_chat import error_for_failure, unreachable_error
+from .provider import ResponseTap, tell_sse_event
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
@@ -66,10 +69,20 @@ class AnthropicProvider:
     def endpoint(self) -> str:
         return self._endpoint.base_url
 
-    async def open_turn(self, body: Mapping[str, Any], *, connect_timeout: float | None) -> _AnthropicStream:
+    async def open_turn(
+        self,
+        body: Mapping[str, Any],
+        *,
+        connect_timeout: float | None,
+        interceptors: Interceptors | None = None,
+    ) -> _AnthropicStream:
         request = anthropic_request(body)
-        client = _client(self._endpoint, connect_timeout)
-        stream = _AnthropicStream(client, request, self._endpoint.shown_url)
+        where = self._endpoint.shown_url
+        tap = None
+        if interceptors is not None and interceptors.on_response is not None:
+            tap = ResponseTap(where, str(request.get("model") or "") or None)
+        client = _client(self._endpoint, connect_timeout, tap)
+        stream = _AnthropicStream(client, request, where, interceptors, tap)
         try:
             await stream.open()
         except BaseException:
@@ -78,23 +91,38 @@ class AnthropicProvider:
         return stream
 
 
-def _client(endpoint: Endpoint, connect_timeout: float | None) -> AsyncAnthropic:
+def _client(endpoint: Endpoint, connect_timeout: float | None, tap: ResponseTap | None) -> AsyncAnthropic:
     import httpx2
     from anthropic import AsyncAnthropic
 
     base = endpoint.base_url.removesuffix("/v1")
     # The watchdog bounds silence; the SDK bounds only the connection.
     timeout = httpx2.Timeout(None, connect=connect_timeout or 30.0)
-    return AsyncAnthropic(api_key=endpoint.key, base_url=base, timeout=timeout, max_retries=0)
+    if tap is None:
+        return AsyncAnthropic(api_key=endpoint.key, base_url=base, timeout=timeout, max_retries=0)
+    # Our own client only when on_response must see the responses: its event hook notes them.
+    http = httpx2.AsyncClient(timeout=timeout, event_hooks={"response": [tap]})
+    return AsyncAnthropic(
+        api_key=endpoint.key, base_url=base, timeout=timeout, max_retries=0, http_client=http
+    )
 
 
 class _AnthropicStream:
-    __slots__ = ("_client", "_events", "_request", "_stream", "_where")
+    __slots__ = ("_client", "_events", "_hooks", "_request", "_stream", "_tap", "_where")
 
-    def __init__(self, client: AsyncAnthropic, request: dict[str, Any], where: str) -> None:
+    def __init__(
+        self,
+        client: AsyncAnthropic,
+        request: dict[str, Any],
+        where: str,
+        hooks: Interceptors | None = None,
+        tap: ResponseTap | None = None,
+    ) -> None:
         self._client = client
         self._request = request
         self._where = where
+        self._hooks = hooks
+        self._tap = tap
         self._stream: Any = None
         self._events = AnthropicEvents(endpoint=where, model=str(request.get("model") or "") or None)
 
@@ -102,7 +130,12 @@ class _AnthropicStream:
         try:
             self._stream = await self._client.messages.create(**self._request, stream=True)
         except BaseException as exc:
-            raise self._error(exc) from None
+            error = self._error(exc)
+            if self._tap is not None:
+                await self._tap.tell(self._hooks)
+            raise error from None
+        if self._tap is not None:
+            await self._tap.tell(self._hooks)
 
     async def batches(self) -> AsyncIterator[Sequence[Any]]:
         events = self._events
@@ -111,7 +144,10 @@ class _AnthropicStream:
                 async for event in self._stream:
                     # Unknown block types (a beta's) are read as they came; the SDK's typed model of them is
                     # a guess, and re-serialising the guess is not an error.
-                    chunks = events.feed(event.to_dict(mode="json", warnings=False))
+                    payload = event.to_dict(mode="json", warnings=False)
+                    if self._hooks is not None and self._hooks.on_sse_event is not None:
+                        await tell_sse_event(self._hooks, str(payload.get("type", "")), json.dumps(payload))
+                    chunks = events.feed(payload)
                     # An empty batch still says the stream is alive (a ping, a signature).
                     yield chunks
             except EndpointError:

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
+    from .interceptors import ResponseInterceptor
+
 __all__ = ["ChatClient", "ChatStream", "chat_client_for"]
 
 
@@ -47,8 +49,17 @@ class ChatClient(Protocol):
         """The endpoint's base URL, for errors and events."""
         ...
 
-    async def open_stream(self, body: Mapping[str, Any], *, connect_timeout: float | None) -> ChatStream:
+    async def open_stream(
+        self,
+        body: Mapping[str, Any],
+        *,
+        connect_timeout: float | None,
+        on_response: ResponseInterceptor | None = None,
+    ) -> ChatStream:
         """Send ``body`` and return the response once its headers say it succeeded.
+
+        ``on_response`` is told the status and headers of the response, whatever its status, before its
+        body is read (an ``InterceptorFailed`` it raises is raised from here, the response closed).
 
         Raises:
             EndpointError: the endpoint refused (its status and words classified), or could not be reached.

@@ -35,6 +35,8 @@ from .endpoints import Endpoint, endpoint_key
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
+    from .interceptors import ResponseInterceptor
+
 __all__ = [
     "ClientSettings",
     "aclose_clients",
@@ -236,10 +238,18 @@ class _PooledChat:
     def endpoint(self) -> str:
         return self._endpoint.base_url
 
-    async def open_stream(self, body: Mapping[str, Any], *, connect_timeout: float | None) -> ChatStream:
+    async def open_stream(
+        self,
+        body: Mapping[str, Any],
+        *,
+        connect_timeout: float | None,
+        on_response: ResponseInterceptor | None = None,
+    ) -> ChatStream:
         entry = _acquire(self._endpoint)
         try:
-            stream = await entry.chat_client().open_stream(body, connect_timeout=connect_timeout)
+            stream = await entry.chat_client().open_stream(
+                body, connect_timeout=connect_timeout, on_response=on_response
+            )
         except BaseException:
             _release(entry)
             raise

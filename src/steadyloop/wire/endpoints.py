@@ -8,9 +8,11 @@ key read the same (``NO_KEY``), so a local server with no key is one endpoint ho
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import os
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal, TypeAlias, get_args
 
 from ..errors import InvalidInput, redact_url
@@ -23,10 +25,15 @@ __all__ = [
     "APIS",
     "DEFAULT_REQUEST_TIMEOUT",
     "NO_KEY",
+    "ApiKeyResolver",
     "Endpoint",
     "endpoint_id",
     "endpoint_key",
+    "with_resolved_key",
 ]
+
+#: Called before a request for the key to send (short-lived tokens); may be async.
+ApiKeyResolver: TypeAlias = Callable[[], "str | Awaitable[str]"]
 
 #: The key sent to an endpoint that needs none; the SDK insists on some bearer token.
 NO_KEY = "no-key"
@@ -150,3 +157,13 @@ def _key_of(url: str, key: str, api: str) -> str:
 def endpoint_id(endpoint: Endpoint | str, api_key: str | None = None, api: str = "openai") -> str:
     """A SHA-256 digest of ``endpoint_key``: names the endpoint without carrying its key."""
     return hashlib.sha256(endpoint_key(endpoint, api_key, api).encode()).hexdigest()
+
+
+async def with_resolved_key(endpoint: Endpoint, resolve: ApiKeyResolver | None) -> Endpoint:
+    """``endpoint`` with the key ``resolve`` gives now, or as it is when there is no resolver."""
+    if resolve is None:
+        return endpoint
+    key = resolve()
+    if inspect.isawaitable(key):
+        key = await key
+    return replace(endpoint, api_key=key)

@@ -11,6 +11,7 @@ default when it names none). Needs ``pip install 'steadyloop[gemini]'``.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -18,7 +19,9 @@ from typing import TYPE_CHECKING, Any
 from ..errors import EndpointError, InvalidInput
 from .failures import classify_failure
 from .gemini_shape import GeminiChunks, gemini_request
+from .interceptors import Interceptors
 from .openai_chat import error_for_failure, unreachable_error
+from .provider import ResponseTap, tell_sse_event
 
 if TYPE_CHECKING:
     import httpx2
@@ -49,10 +52,20 @@ class GeminiProvider:
     def endpoint(self) -> str:
         return self._endpoint.base_url
 
-    async def open_turn(self, body: Mapping[str, Any], *, connect_timeout: float | None) -> _GeminiStream:
+    async def open_turn(
+        self,
+        body: Mapping[str, Any],
+        *,
+        connect_timeout: float | None,
+        interceptors: Interceptors | None = None,
+    ) -> _GeminiStream:
         model, contents, config = gemini_request(body)
-        client, http = _client(self._endpoint, connect_timeout)
-        stream = _GeminiStream(client, http, model, contents, config, self._endpoint.shown_url)
+        where = self._endpoint.shown_url
+        tap = None
+        if interceptors is not None and interceptors.on_response is not None:
+            tap = ResponseTap(where, model or None)
+        client, http = _client(self._endpoint, connect_timeout, tap)
+        stream = _GeminiStream(client, http, model, contents, config, where, interceptors, tap)
         try:
             await stream.open()
         except BaseException:
@@ -61,7 +74,9 @@ class GeminiProvider:
         return stream
 
 
-def _client(endpoint: Endpoint, connect_timeout: float | None) -> tuple[Client, httpx2.AsyncClient]:
+def _client(
+    endpoint: Endpoint, connect_timeout: float | None, tap: ResponseTap | None = None
+) -> tuple[Client, httpx2.AsyncClient]:
     import httpx2
     from google import genai
     from google.genai import types
@@ -73,13 +88,27 @@ def _client(endpoint: Endpoint, connect_timeout: float | None) -> tuple[Client, 
     # Our own httpx client: the SDK's aiohttp session subclasses a class aiohttp asks not to be
     # subclassed (a warning per request), and with a client of ours it closes what we close. Its timeout
     # bounds only the connection: the watchdog bounds silence.
-    http = httpx2.AsyncClient(timeout=httpx2.Timeout(None, connect=connect_timeout or 30.0))
+    hooks: dict[str, list[Any]] = {"response": [tap]} if tap is not None else {}
+    http = httpx2.AsyncClient(
+        timeout=httpx2.Timeout(None, connect=connect_timeout or 30.0), event_hooks=hooks
+    )
     options = types.HttpOptions(base_url=base + "/", api_version=version, httpx_async_client=http)
     return genai.Client(api_key=endpoint.key, http_options=options), http
 
 
 class _GeminiStream:
-    __slots__ = ("_chunks", "_client", "_config", "_contents", "_http", "_iterator", "_model", "_where")
+    __slots__ = (
+        "_chunks",
+        "_client",
+        "_config",
+        "_contents",
+        "_hooks",
+        "_http",
+        "_iterator",
+        "_model",
+        "_tap",
+        "_where",
+    )
 
     def __init__(
         self,
@@ -89,7 +118,11 @@ class _GeminiStream:
         contents: list[dict[str, Any]],
         config: dict[str, Any],
         where: str,
+        hooks: Interceptors | None = None,
+        tap: ResponseTap | None = None,
     ) -> None:
+        self._hooks = hooks
+        self._tap = tap
         self._client = client
         self._http = http
         self._model = model
@@ -107,17 +140,31 @@ class _GeminiStream:
                 config=self._config,  # type: ignore[arg-type]
             )
         except BaseException as exc:
-            raise self._error(exc) from None
+            error = self._error(exc)
+            if self._tap is not None:
+                await self._tap.tell(self._hooks)
+            raise error from None
+        if self._tap is not None:
+            await self._tap.tell(self._hooks)
 
     async def batches(self) -> AsyncIterator[Sequence[Any]]:
         reader = self._chunks
         try:
             async for response in self._iterator:
-                yield reader.feed(response.model_dump(mode="json", by_alias=True, exclude_none=True))
+                if self._tap is not None:
+                    # The SDK sends its request on the first read, not when the stream is opened.
+                    await self._tap.tell(self._hooks)
+                payload = response.model_dump(mode="json", by_alias=True, exclude_none=True)
+                if self._hooks is not None and self._hooks.on_sse_event is not None:
+                    await tell_sse_event(self._hooks, "", json.dumps(payload))
+                yield reader.feed(payload)
         except EndpointError:
             raise
         except Exception as exc:
-            raise self._error(exc) from None
+            error = self._error(exc)
+            if self._tap is not None:
+                await self._tap.tell(self._hooks)
+            raise error from None
 
     def skipped(self) -> str:
         n = self._chunks.skipped

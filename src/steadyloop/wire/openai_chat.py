@@ -38,17 +38,21 @@ class SSEDecoder:
     ``first_unreadable``, and yields nothing: one bad event does not end a stream. Only an ``error``
     event that is not JSON is still an error. Bytes are joined only when a line ends, so an event that
     arrives a byte at a time costs no more than one that arrives whole.
+
+    With ``keep_raw``, every event is also kept in ``raw`` as received, ``(event name, data)``, before it is
+    decoded; the caller takes them out after each ``feed``.
     """
 
-    __slots__ = ("_data", "_event", "_parts", "comments", "first_unreadable", "unreadable")
+    __slots__ = ("_data", "_event", "_parts", "comments", "first_unreadable", "raw", "unreadable")
 
-    def __init__(self) -> None:
+    def __init__(self, *, keep_raw: bool = False) -> None:
         self._parts: list[bytes] = []  # the line being read, in the pieces it arrived in
         self._data: list[bytes] = []
         self._event = b""
         self.comments = 0
         self.unreadable = 0
         self.first_unreadable = b""
+        self.raw: list[tuple[bytes, bytes]] | None = [] if keep_raw else None
 
     def feed(self, data: bytes) -> list[Any]:
         if b"\n" not in data:
@@ -61,7 +65,7 @@ class SSEDecoder:
             self._parts = []
         else:
             buffer = data
-        if not self._data and not self._event and b"\r" not in buffer:
+        if not self._data and not self._event and b"\r" not in buffer and self.raw is None:
             return self._feed_plain(buffer)
         return self._feed_lines(buffer)
 
@@ -120,6 +124,8 @@ class SSEDecoder:
         payload = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
         self._data = []
         event, self._event = self._event, b""
+        if self.raw is not None:
+            self.raw.append((event, payload))
         decoded = self._decode(payload, event)
         if event == b"error" and isinstance(decoded, dict) and "error" not in decoded:
             decoded = {"error": decoded}

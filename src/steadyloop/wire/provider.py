@@ -22,9 +22,11 @@ alike. ``provider_from`` makes one from a plain async generator of chat-completi
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
+from .interceptors import Interceptors, ResponseInfo, SseEvent, SseEventInterceptor, observe
 from .openai_chat import DONE, SSEDecoder, unreachable_error
 
 if TYPE_CHECKING:
@@ -35,6 +37,7 @@ __all__ = [
     "OpenAIChatProvider",
     "Provider",
     "ProviderStream",
+    "ResponseTap",
     "StreamFunction",
     "provider_for",
     "provider_from",
@@ -70,11 +73,22 @@ class Provider(Protocol):
         """The endpoint's base URL, for errors and events."""
         ...
 
-    async def open_turn(self, body: Mapping[str, Any], *, connect_timeout: float | None) -> ProviderStream:
+    async def open_turn(
+        self,
+        body: Mapping[str, Any],
+        *,
+        connect_timeout: float | None,
+        interceptors: Interceptors | None = None,
+    ) -> ProviderStream:
         """Send the chat-completions-shaped ``body`` as this provider's request; return once it succeeded.
+
+        ``interceptors`` (passed only when the host set ``on_response`` or ``on_sse_event``): the response's
+        status and headers go to ``on_response`` before its body is read, whatever the status, and each
+        event as received to ``on_sse_event``.
 
         Raises:
             EndpointError: the provider refused the request or could not be reached.
+            InterceptorFailed: one of ``interceptors`` raised.
         """
         ...
 
@@ -91,26 +105,43 @@ class OpenAIChatProvider:
     def endpoint(self) -> str:
         return self._client.endpoint
 
-    async def open_turn(self, body: Mapping[str, Any], *, connect_timeout: float | None) -> ProviderStream:
-        return _SSEStream(
-            await self._client.open_stream(_without_signed_thinking(body), connect_timeout=connect_timeout)
-        )
+    async def open_turn(
+        self,
+        body: Mapping[str, Any],
+        *,
+        connect_timeout: float | None,
+        interceptors: Interceptors | None = None,
+    ) -> ProviderStream:
+        sent = _without_signed_thinking(body)
+        if interceptors is None or interceptors.on_response is None:
+            response = await self._client.open_stream(sent, connect_timeout=connect_timeout)
+        else:
+            response = await self._client.open_stream(
+                sent, connect_timeout=connect_timeout, on_response=interceptors.on_response
+            )
+        return _SSEStream(response, interceptors.on_sse_event if interceptors is not None else None)
 
 
 class _SSEStream:
-    __slots__ = ("_decoder", "_response")
+    __slots__ = ("_decoder", "_on_sse_event", "_response")
 
-    def __init__(self, response: ChatStream) -> None:
+    def __init__(self, response: ChatStream, on_sse_event: SseEventInterceptor | None = None) -> None:
         self._response = response
-        self._decoder = SSEDecoder()
+        self._on_sse_event = on_sse_event
+        self._decoder = SSEDecoder(keep_raw=on_sse_event is not None)
 
     async def batches(self) -> AsyncIterator[Sequence[Any]]:
         decoder = self._decoder
+        hook = self._on_sse_event
         async for data in self._response.aiter_bytes():
             events = decoder.feed(data)
+            if hook is not None:
+                await _tell_raw(hook, decoder)
             if events:
                 yield events
         tail = decoder.flush()
+        if hook is not None:
+            await _tell_raw(hook, decoder)
         if tail:
             yield tail
 
@@ -122,6 +153,72 @@ class _SSEStream:
 
     def close(self) -> Awaitable[None] | None:
         return self._response.close()
+
+
+async def _tell_raw(hook: SseEventInterceptor, decoder: SSEDecoder) -> None:
+    """Hand ``on_sse_event`` the events the last read completed, as they were received."""
+    raw = decoder.raw
+    if not raw:
+        return
+    taken = list(raw)
+    raw.clear()
+    for name, data in taken:
+        await observe(
+            "on_sse_event", hook, SseEvent(data.decode("utf-8", "replace"), name.decode("utf-8", "replace"))
+        )
+
+
+class ResponseTap:
+    """Notes the status and headers of responses an SDK's HTTP client receives (an ``httpx2`` response
+    event hook), so ``on_response`` can be told of them once the SDK call returns or fails.
+
+    The host's hook is not called from inside the SDK: an exception raised there would come back wrapped
+    as a connection error and be retried, where an interceptor that fails must end the turn.
+    """
+
+    __slots__ = ("_endpoint", "_model", "_seen")
+
+    def __init__(self, endpoint: str, model: str | None) -> None:
+        self._endpoint = endpoint
+        self._model = model
+        self._seen: list[ResponseInfo] = []
+
+    async def __call__(self, response: Any) -> None:
+        self._seen.append(
+            ResponseInfo(
+                status=int(response.status_code),
+                headers={str(k): str(v) for k, v in response.headers.items()},
+                endpoint=self._endpoint,
+                model=self._model,
+            )
+        )
+
+    async def tell(self, interceptors: Interceptors | None) -> None:
+        """Tell ``on_response`` of every response noted since the last call.
+
+        Raises:
+            InterceptorFailed: it raised.
+        """
+        seen = self._seen
+        if not seen:
+            return
+        taken = list(seen)
+        seen.clear()
+        hook = interceptors.on_response if interceptors is not None else None
+        if hook is None:
+            return
+        for info in taken:
+            await observe("on_response", hook, info)
+
+
+async def tell_sse_event(interceptors: Interceptors | None, event: str, data: str) -> None:
+    """Tell ``on_sse_event`` of one event a native SDK read (its type and its data as JSON text).
+
+    Raises:
+        InterceptorFailed: it raised.
+    """
+    if interceptors is not None and interceptors.on_sse_event is not None:
+        await observe("on_sse_event", interceptors.on_sse_event, SseEvent(data, event))
 
 
 # Fields the transcript carries for native providers that no chat-completions server reads.
@@ -203,22 +300,39 @@ class _FunctionProvider:
     def endpoint(self) -> str:
         return self._name
 
-    async def open_turn(self, body: Mapping[str, Any], *, connect_timeout: float | None) -> ProviderStream:
-        return _FunctionStream(self._stream(body), self._name, body)
+    async def open_turn(
+        self,
+        body: Mapping[str, Any],
+        *,
+        connect_timeout: float | None,
+        interceptors: Interceptors | None = None,
+    ) -> ProviderStream:
+        # A generator of chunks has no HTTP response for on_response; on_sse_event sees each chunk as JSON.
+        return _FunctionStream(self._stream(body), self._name, body, interceptors)
 
 
 class _FunctionStream:
-    __slots__ = ("_chunks", "_model", "_name")
+    __slots__ = ("_chunks", "_hooks", "_model", "_name")
 
-    def __init__(self, chunks: AsyncIterator[Any], name: str, body: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        chunks: AsyncIterator[Any],
+        name: str,
+        body: Mapping[str, Any],
+        hooks: Interceptors | None = None,
+    ) -> None:
         self._chunks = chunks
         self._name = name
+        self._hooks = hooks if hooks is not None and hooks.on_sse_event is not None else None
         model = body.get("model")
         self._model = model if isinstance(model, str) else None
 
     async def batches(self) -> AsyncIterator[Sequence[Any]]:
+        hooks = self._hooks
         try:
             async for chunk in self._chunks:
+                if hooks is not None:
+                    await tell_sse_event(hooks, "", json.dumps(chunk, default=repr))
                 yield [chunk]
         except (OSError, TimeoutError) as exc:
             raise unreachable_error(exc, endpoint=self._name, model=self._model) from exc

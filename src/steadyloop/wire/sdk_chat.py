@@ -14,6 +14,7 @@ from openai import AsyncOpenAI
 
 from ..errors import EndpointError
 from .chat_client import ChatStream
+from .interceptors import ResponseInfo, ResponseInterceptor, observe
 from .openai_chat import error_from_exception
 from .stream_body import settle
 
@@ -94,15 +95,35 @@ class SdkChatClient:
     def endpoint(self) -> str:
         return self._endpoint
 
-    async def open_stream(self, body: Mapping[str, Any], *, connect_timeout: float | None) -> ChatStream:
+    async def open_stream(
+        self,
+        body: Mapping[str, Any],
+        *,
+        connect_timeout: float | None,
+        on_response: ResponseInterceptor | None = None,
+    ) -> ChatStream:
         model = body.get("model") if isinstance(body.get("model"), str) else None
         try:
             response = await open_chat_stream(self.sdk, body, connect_timeout=connect_timeout)
         except EndpointError:
             raise
         except (openai.OpenAIError, httpx2.HTTPError, OSError) as exc:
-            raise error_from_exception(exc, endpoint=self._endpoint, model=model) from exc
+            error = error_from_exception(exc, endpoint=self._endpoint, model=model)
+            if on_response is not None and isinstance(exc, openai.APIStatusError):
+                # The SDK raised for the status: the response it raised for is still the response.
+                await self._tell(on_response, exc.response, model)
+            raise error from exc
+        if on_response is not None:
+            try:
+                await self._tell(on_response, response, model)
+            except BaseException:
+                await response.aclose()
+                raise
         return _SdkStream(response, self._endpoint, model, self.sdk.api_key)
+
+    async def _tell(self, hook: ResponseInterceptor, response: httpx2.Response, model: str | None) -> None:
+        info = ResponseInfo(response.status_code, dict(response.headers), self._endpoint, model)
+        await observe("on_response", hook, info)
 
     async def aclose(self) -> None:
         """Nothing: the SDK client belongs to whoever built it (the pool, or the caller)."""
