@@ -166,6 +166,17 @@ async def test_the_transport_setting_picks_the_client_and_aclose_releases_it() -
     assert pool_size() == 0 and pooled() is not chat
 
 
+async def test_streamed_turns_go_through_aiohttp_unless_told_otherwise() -> None:
+    clients.reset_clients()  # the process's defaults, whatever transport this test run was asked for
+    assert clients.client_settings().transport == "aiohttp"
+    async with ScriptedServer(Reply.stream(text_chunks("ok"))) as server:
+        endpoint = Endpoint(server.base_url, api_key="sk-test")
+        body = await read_all(get_chat_client(endpoint))
+        assert isinstance(clients._entry(endpoint).chat_client(), AiohttpChatClient)
+        assert dict(server.chat_requests[0].headers)["user-agent"].startswith("steadyloop/")
+    assert body.endswith(b"data: [DONE]\n\n")
+
+
 async def test_a_body_that_is_not_json_is_invalid_input() -> None:
     configure_clients(transport="aiohttp")
     client = get_chat_client(Endpoint("http://127.0.0.1:9/v1"))
