@@ -17,7 +17,10 @@ from collections import Counter
 from typing import Any
 
 from steadyloop import (
+    AgentBusy,
     AgentSession,
+    BranchMove,
+    Entry,
     Event,
     ImagePart,
     InvalidInput,
@@ -156,10 +159,10 @@ class Runtime:
     async def delete(self, principal: str, session_id: str) -> None:
         await self.info(principal, session_id)
         live = self._live.get(session_id)
-        if live is not None and live.running:
+        if live is not None and live.busy:
             raise ApiError(
                 "run_in_progress",
-                "the session has a run going",
+                "the session has a run or a move to another entry going",
                 hint=f"POST /sessions/{session_id}/abort first, then delete it",
             )
         if live is not None:
@@ -246,6 +249,13 @@ class Runtime:
                 f"message for when it finishes, POST /sessions/{sid}/abort to stop it, or "
                 f"GET /sessions/{sid}/events to watch it",
             )
+        if live.moving:
+            raise ApiError(
+                "run_in_progress",
+                "this session is moving to another entry of its tree (its branch summary is being written)",
+                hint=f"wait for POST /sessions/{live.session_id}/branch to answer, or "
+                f"POST /sessions/{live.session_id}/abort to cancel the summary",
+            )
         limit = self.settings.limits.max_runs_per_token
         if self._runs[live.principal] >= limit:
             raise ApiError(
@@ -268,6 +278,61 @@ class Runtime:
             self._runs[principal] -= 1
 
         live.start(text, images, response_format, save_state=save, done=done)
+
+    # -- the tree -------------------------------------------------------------------------------------
+
+    async def tree(self, principal: str, session_id: str) -> tuple[str | None, list[Entry]]:
+        """The session's leaf and every entry of its tree, oldest first."""
+        info = await self.info(principal, session_id)
+        live = self._live.get(session_id)
+        if live is not None and live.agent.session is not None:
+            # Through the loaded session: it writes any message it could not write yet first.
+            session = live.agent.session
+            return await session.leaf(), await session.entries()
+        return info.leaf, await self.store.load_entries(session_id, agent_id=principal)
+
+    async def branch(
+        self,
+        live: LiveSession,
+        entry_id: str | int | None,
+        *,
+        summarise: bool,
+        instructions: str | None,
+        reserve_tokens: int | None,
+    ) -> BranchMove:
+        """Continue the session from an entry, refused while a run or another move is going.
+
+        Raises:
+            ApiError: ``run_in_progress`` while something is going; ``unknown_entry`` for an id that is
+                not one of the session's entries.
+        """
+        sid = live.session_id
+        if live.running:
+            raise ApiError(
+                "run_in_progress",
+                "this session has a run going; it moves to another entry between runs",
+                hint=f"wait for the run to end (GET /sessions/{sid}/events), or POST /sessions/{sid}/abort",
+            )
+        if live.moving:
+            raise ApiError(
+                "run_in_progress",
+                "this session is already moving to another entry",
+                hint=f"wait for that move to answer, or POST /sessions/{sid}/abort to cancel its summary",
+            )
+        try:
+            return await live.branch_to(
+                entry_id, summarise=summarise, instructions=instructions, reserve_tokens=reserve_tokens
+            )
+        except AgentBusy:  # a run started on another request while this one was being read
+            raise ApiError(
+                "run_in_progress", "this session has a run going; it moves to another entry between runs"
+            ) from None
+        except InvalidInput:
+            raise ApiError(
+                "unknown_entry",
+                f"session {sid!r} has no entry {entry_id!r}",
+                hint=f"GET /sessions/{sid}/tree lists its entries",
+            ) from None
 
     # -- request values -------------------------------------------------------------------------------
 
