@@ -3,7 +3,9 @@
 Made by ``create_app`` and opened and closed by its lifespan; nothing here lives at module level, so two
 apps in one process share nothing. At start-up a session whose last run was still going when the server
 stopped (killed, crashed) gets that run closed in its record: an ``agent_end`` whose error says it was
-interrupted, so every watcher and every listing sees it ended, and how.
+interrupted, so every watcher and every listing sees it ended, and how. The assistant message it was
+streaming is closed with the text the record kept of it (the record writes streamed text at least once a
+second), in the transcript as well, as an abort would have closed it.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ import contextlib
 import json
 import logging
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from steadyloop import (
     AgentBusy,
     AgentSession,
+    AssistantMessage,
     BranchMove,
     Entry,
     Event,
@@ -29,7 +33,7 @@ from steadyloop import (
     mcp_server_spec,
 )
 from steadyloop import context_limit_for as window_of
-from steadyloop.events import AgentEnd, AgentStart
+from steadyloop.events import AgentEnd, AgentStart, MessageEnd, MessageStart, MessageUpdate
 from steadyloop.sessions import SessionInfo, SQLiteSessionStore
 
 from .agents import build_settings, document_of, layer_of, session_layer
@@ -41,7 +45,7 @@ from .recording import RecordingStore
 from .schemas import CreateSession, ImageIn, OutputSchema
 from .settings import ServerSettings
 
-__all__ = ["AGENT_STATE", "INTERRUPTED", "Runtime"]
+__all__ = ["AGENT_STATE", "INTERRUPTED", "Runtime", "cut_off_message"]
 
 log = logging.getLogger("steadyloop.server")
 
@@ -53,6 +57,27 @@ INTERRUPTED = "interrupted: the server stopped while this run was going"
 _IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 #: Sessions kept loaded; past this, the least recently used idle ones without watchers are let go.
 MAX_LOADED = 512
+
+
+def cut_off_message(run: Sequence[Event]) -> tuple[AssistantMessage, int] | None:
+    """The assistant message a run's record left open, as far as it streamed, with its step.
+
+    ``run`` is a run's recorded events from its ``agent_start``. ``None`` when no assistant message was
+    open at the end, or the open one had recorded nothing.
+    """
+    text: list[str] = []
+    thinking: list[str] = []
+    step: int | None = None
+    for event in run:
+        if isinstance(event, MessageStart) and isinstance(event.message, AssistantMessage):
+            text, thinking, step = [], [], event.step
+        elif isinstance(event, MessageEnd) and isinstance(event.message, AssistantMessage):
+            step = None
+        elif isinstance(event, MessageUpdate) and step is not None:
+            (text if event.kind == "text" else thinking).append(event.delta)
+    if step is None or not (text or thinking):
+        return None
+    return AssistantMessage(content="".join(text), reasoning="".join(thinking)), step
 
 
 class Runtime:
@@ -90,12 +115,23 @@ class Runtime:
         state = await self.store.load_state(info.session_id, RUN_STATE, agent_id=principal)
         if state is None or json.loads(state).get("status") != "running":
             return
-        events = await self.store.load_events(info.session_id, agent_id=principal)
-        start = next((e for _, e in reversed(events) if isinstance(e, AgentStart | AgentEnd)), None)
-        if isinstance(start, AgentStart):
-            last = events[-1][1].seq if events else 0
-            end = AgentEnd(outcome="cancelled", error=INTERRUPTED, run_id=start.run_id, seq=last + 1)
-            await self.store.append_events(info.session_id, [end], agent_id=principal)
+        events = [e for _, e in await self.store.load_events(info.session_id, agent_id=principal)]
+        opened = next((i for i in range(len(events) - 1, -1, -1) if isinstance(events[i], AgentStart)), None)
+        start = events[opened] if opened is not None else None
+        if isinstance(start, AgentStart) and not any(isinstance(e, AgentEnd) for e in events[opened:]):
+            last = events[-1].seq
+            closing: list[Event] = []
+            cut = cut_off_message(events[opened:])
+            if cut is not None:
+                # The text the run streamed before the stop is kept, as an abort keeps it.
+                message, step = cut
+                await self.store.append_messages(info.session_id, [message], agent_id=principal)
+                last += 1
+                closing.append(MessageEnd(message=message, step=step, run_id=start.run_id, seq=last))
+            closing.append(
+                AgentEnd(outcome="cancelled", error=INTERRUPTED, run_id=start.run_id, seq=last + 1)
+            )
+            await self.store.append_events(info.session_id, closing, agent_id=principal)
         status = json.dumps({"status": "interrupted"})
         await self.store.save_state(info.session_id, RUN_STATE, status, agent_id=principal)
         log.warning(
