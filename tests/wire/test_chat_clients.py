@@ -78,6 +78,17 @@ async def test_no_key_sends_the_placeholder_bearer(transport: Transport) -> None
         assert dict(server.chat_requests[0].headers)["authorization"] == "Bearer no-key"
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_credentials_in_the_url_go_as_basic_auth_in_place_of_the_key(transport: Transport) -> None:
+    async with ScriptedServer(Reply.stream(text_chunks("ok"))) as server:
+        configure_clients(transport=transport)
+        url = server.base_url.replace("http://", "http://bob:s%40cret@")
+        body = await read_all(get_chat_client(Endpoint(url, api_key="sk-test")))
+        request = server.chat_requests[0]
+    assert dict(request.headers)["authorization"] == "Basic " + base64.b64encode(b"bob:s@cret").decode()
+    assert request.path == "/v1/chat/completions" and body.endswith(b"data: [DONE]\n\n")
+
+
 async def test_both_transports_raise_the_same_errors_for_the_same_refusals() -> None:
     overflow = {
         "error": {

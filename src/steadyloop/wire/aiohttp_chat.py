@@ -139,9 +139,17 @@ class AiohttpChatClient:
     def __init__(self, endpoint: Endpoint) -> None:
         self._endpoint = endpoint.base_url
         self._key = endpoint.key
-        self._url = f"{endpoint.base_url}/chat/completions"
+        url = yarl.URL(f"{endpoint.base_url}/chat/completions")
+        authorization = f"Bearer {endpoint.key}"
+        if url.user is not None:
+            # Credentials in the URL are sent as basic auth in place of the key, as the SDK's client
+            # sends them; aiohttp refuses a URL that carries them beside an Authorization header.
+            pair = f"{url.user}:{url.password or ''}".encode()
+            authorization = "Basic " + base64.b64encode(pair).decode()
+            url = url.with_user(None)
+        self._url = str(url)
         self._headers = {
-            "Authorization": f"Bearer {endpoint.key}",
+            "Authorization": authorization,
             "Content-Type": "application/json",
             "Accept": "text/event-stream",
             "User-Agent": _user_agent(),
