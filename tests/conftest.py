@@ -56,8 +56,9 @@ async def _fresh_process_state() -> AsyncIterator[None]:
     # Latches, pools and calibration are process-wide by design; tests must not leak them to each other.
     # Pooled clients belong to the test's event loop, so they are closed while it still runs.
     reset.reset_all()
-    if os.environ.get("STEADYLOOP_TEST_TRANSPORT") == "aiohttp":
-        configure_clients(transport="aiohttp")
+    # The default transport is aiohttp; STEADYLOOP_TEST_TRANSPORT=httpx2 runs the same tests over the other.
+    if os.environ.get("STEADYLOOP_TEST_TRANSPORT") == "httpx2":
+        configure_clients(transport="httpx2")
     yield
     await aclose_clients()
     reset.reset_all()

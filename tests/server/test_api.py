@@ -80,8 +80,10 @@ async def test_sse_ids_are_the_record_seq_in_order_and_deltas_preview_the_record
             seen += ids
             deltas += [e.data["delta"] for e in events if e.event == "delta"]
             assert events[-1].event == "agent_end"
+            # One update per message, unless the machine was slow enough for the record's timed write
+            # (a second) to come first: the text is the same either way.
             coalesced = [e.data["delta"] for e in events if e.event == "message_update"]
-            assert coalesced == ["one two three four"] if prompt == "first" else ["five six"]
+            assert "".join(coalesced) == ("one two three four" if prompt == "first" else "five six")
         assert seen == list(range(1, len(seen) + 1)), "one seq per recorded event, across runs, from 1"
         assert "".join(deltas) == "one two three fourfive six"
         record = (await http.get(f"/sessions/{sid}")).json()["last_event_seq"]

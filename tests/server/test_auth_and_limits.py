@@ -40,12 +40,15 @@ async def test_a_token_sees_only_its_own_sessions(
                 ("GET", f"/sessions/{sid}/events"),
                 ("DELETE", f"/sessions/{sid}"),
                 ("POST", f"/sessions/{sid}/abort"),
+                ("GET", f"/sessions/{sid}/tree"),
             ]:
                 response = await bob.request(method, path)
                 assert response.status_code == 404, (method, path, response.text)
                 assert response.json()["error"]["code"] == "not_found"
             posted = await bob.post(f"/sessions/{sid}/messages", json={"text": "hi"})
             assert posted.status_code == 404
+            moved = await bob.post(f"/sessions/{sid}/branch", json={"entry_id": None})
+            assert moved.status_code == 404 and moved.json()["error"]["code"] == "not_found"
             assert model.chat_requests == []
             assert (await alice.get(f"/sessions/{sid}")).status_code == 200
 

@@ -85,6 +85,8 @@ async def test_a_server_killed_mid_run_lists_every_session_balanced_with_the_run
                         http.post(f"/sessions/{waiting}/messages", json={"text": "write"})
                     )
                     await wait_for_event(http, waiting, "approval_required")
+                    # The streamed text reaches the record within a second of streaming, stalled or not.
+                    partial = await wait_for_event(http, streaming, "message_update")
                     process.send_signal(signal.SIGKILL)
                     await process.wait()
                     posted.cancel()
@@ -123,6 +125,16 @@ async def test_a_server_killed_mid_run_lists_every_session_balanced_with_the_run
                 for session in listed.values():
                     detail = (await http.get(f"/sessions/{session['id']}")).json()
                     assert is_balanced(messages_from_json(json.dumps(detail["messages"])))
+                # The answer cut off mid-stream is kept as far as the record had it, as an abort keeps it.
+                cut = (await http.get(f"/sessions/{listed['streaming']['id']}")).json()["messages"]
+                assert [m["role"] for m in cut] == ["user", "assistant"]
+                kept = cut[1]["content"]
+                assert kept and kept.startswith(partial.data["delta"])
+                assert "Half an answer that never".startswith(kept)
+                async with http.stream("GET", f"/sessions/{listed['streaming']['id']}/events") as response:
+                    tail = [e async for e in read_sse(response)][-2:]
+                assert [e.event for e in tail] == ["message_end", "agent_end"]
+                assert tail[0].data["message"]["content"] == kept
                 again = await http.post(
                     f"/sessions/{listed['waiting']['id']}/messages", json={"text": "again"}
                 )
@@ -134,3 +146,30 @@ async def test_a_server_killed_mid_run_lists_every_session_balanced_with_the_run
         finally:
             process.send_signal(signal.SIGINT)
             await process.wait()
+
+
+def test_the_message_left_open_is_cut_where_its_record_ends() -> None:
+    from steadyloop import AssistantMessage, UserMessage
+    from steadyloop.events import AgentStart, MessageEnd, MessageStart, MessageUpdate
+    from steadyloop.server.runtime import cut_off_message
+
+    opened = MessageStart(message=AssistantMessage(), step=2)
+    first = [
+        AgentStart(),
+        MessageStart(message=UserMessage(content="q")),
+        MessageEnd(message=UserMessage(content="q")),
+        MessageStart(message=AssistantMessage(), step=1),
+        MessageUpdate(kind="text", delta="done", step=1),
+        MessageEnd(message=AssistantMessage(content="done"), step=1),
+    ]
+    assert cut_off_message(first) is None, "every message closed"
+    assert cut_off_message([*first, opened]) is None, "open, but nothing streamed yet"
+    streamed = [
+        *first,
+        opened,
+        MessageUpdate(kind="thinking", delta="hmm ", step=2),
+        MessageUpdate(kind="text", delta="half ", step=2),
+        MessageUpdate(kind="thinking", delta="more", step=2),
+        MessageUpdate(kind="text", delta="an answer", step=2),
+    ]
+    assert cut_off_message(streamed) == (AssistantMessage(content="half an answer", reasoning="hmm more"), 2)

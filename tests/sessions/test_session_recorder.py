@@ -59,6 +59,31 @@ async def test_a_turn_without_thinking_records_only_its_text(store: SessionStore
     assert kinds == ["turn_start", "message_update", "turn_end", "turn_start", "turn_end"]
 
 
+async def test_deltas_held_past_the_interval_are_written_without_an_event_to_carry_them(
+    store: SessionStore,
+) -> None:
+    sid = (await store.create(A)).session_id
+    recorder = EventRecorder(store, sid, A, flush_after_s=0.01)
+    await recorder.record(AgentStart(run_id="r"))
+    await recorder.record(TurnStart(step=1, run_id="r"))
+    for piece in ("ha", "lf"):  # then the stream stalls: no event comes to carry them
+        assert await recorder.record(MessageUpdate(kind="text", delta=piece, step=1, run_id="r")) is None
+    async with asyncio.timeout(30):  # a bound on a broken recorder, not a measurement
+        async for seq, event in follow(store, sid, agent_id=A, after_seq=2):
+            assert (seq, event) == (3, MessageUpdate(kind="text", delta="half", step=1, run_id="r"))
+            break
+    for piece in (" and", " more"):
+        await recorder.record(MessageUpdate(kind="text", delta=piece, step=1, run_id="r"))
+    end = TurnEnd(step=1, message=AssistantMessage(content="half and more"), run_id="r")
+    assert await recorder.record(end) == 5
+    recorded = [e for _, e in await store.load_events(sid, agent_id=A)]
+    assert recorded[2:] == [
+        MessageUpdate(kind="text", delta="half", step=1, run_id="r"),
+        MessageUpdate(kind="text", delta=" and more", step=1, run_id="r"),
+        end,
+    ], "each piece once, in order"
+
+
 async def test_a_run_cut_off_mid_turn_keeps_its_partial_text_and_usage(store: SessionStore) -> None:
     sid = (await store.create(A)).session_id
     recorder = EventRecorder(store, sid, A)

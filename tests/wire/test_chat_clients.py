@@ -78,6 +78,17 @@ async def test_no_key_sends_the_placeholder_bearer(transport: Transport) -> None
         assert dict(server.chat_requests[0].headers)["authorization"] == "Bearer no-key"
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_credentials_in_the_url_go_as_basic_auth_in_place_of_the_key(transport: Transport) -> None:
+    async with ScriptedServer(Reply.stream(text_chunks("ok"))) as server:
+        configure_clients(transport=transport)
+        url = server.base_url.replace("http://", "http://bob:s%40cret@")
+        body = await read_all(get_chat_client(Endpoint(url, api_key="sk-test")))
+        request = server.chat_requests[0]
+    assert dict(request.headers)["authorization"] == "Basic " + base64.b64encode(b"bob:s@cret").decode()
+    assert request.path == "/v1/chat/completions" and body.endswith(b"data: [DONE]\n\n")
+
+
 async def test_both_transports_raise_the_same_errors_for_the_same_refusals() -> None:
     overflow = {
         "error": {
@@ -164,6 +175,17 @@ async def test_the_transport_setting_picks_the_client_and_aclose_releases_it() -
     assert pool_size() == 1
     await aclose_clients()
     assert pool_size() == 0 and pooled() is not chat
+
+
+async def test_streamed_turns_go_through_aiohttp_unless_told_otherwise() -> None:
+    clients.reset_clients()  # the process's defaults, whatever transport this test run was asked for
+    assert clients.client_settings().transport == "aiohttp"
+    async with ScriptedServer(Reply.stream(text_chunks("ok"))) as server:
+        endpoint = Endpoint(server.base_url, api_key="sk-test")
+        body = await read_all(get_chat_client(endpoint))
+        assert isinstance(clients._entry(endpoint).chat_client(), AiohttpChatClient)
+        assert dict(server.chat_requests[0].headers)["user-agent"].startswith("steadyloop/")
+    assert body.endswith(b"data: [DONE]\n\n")
 
 
 async def test_a_body_that_is_not_json_is_invalid_input() -> None:

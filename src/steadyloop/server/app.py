@@ -88,6 +88,8 @@ def create_app(settings: ServerSettings) -> Starlette:
         Route(f"{session}/steer", api.steer, methods=["POST"]),
         Route(f"{session}/follow_up", api.follow_up, methods=["POST"]),
         Route(f"{session}/abort", api.abort, methods=["POST"]),
+        Route(f"{session}/tree", api.tree, methods=["GET"]),
+        Route(f"{session}/branch", api.branch, methods=["POST"]),
         Route(f"{session}/approvals", api.pending, methods=["GET"]),
         Route(f"{session}/approvals/{{approval_id}}", api.decide, methods=["POST"]),
     ]

@@ -29,6 +29,7 @@ CODES: dict[str, int] = {
     "already_decided": 409,
     "payload_too_large": 413,
     "unsupported_media_type": 415,
+    "unknown_entry": 422,
     "too_many_runs": 429,
     "internal": 500,
     "unavailable": 503,

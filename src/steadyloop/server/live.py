@@ -15,7 +15,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from steadyloop import Agent, Event, ImagePart, RunError, event_to_json, message_to_json
+from steadyloop import (
+    Agent,
+    BranchMove,
+    Event,
+    ImagePart,
+    RunError,
+    event_to_json,
+    message_to_json,
+)
 from steadyloop.events import AgentEnd, MessageUpdate
 
 from .approvals import RemoteApprovals
@@ -69,11 +77,37 @@ class LiveSession:
         self.task: asyncio.Task[RunOutcome] | None = None
         self.last_recorded: Event | None = None
         self.last_end: AgentEnd | None = None
+        # A move to another entry of the tree is under way (its summary may take as long as a run).
+        self.moving = False
         agent.subscribe(self._heard)
 
     @property
     def running(self) -> bool:
         return self.task is not None and not self.task.done()
+
+    @property
+    def busy(self) -> bool:
+        """A run or a move is under way: nothing else may start."""
+        return self.running or self.moving
+
+    async def branch_to(
+        self,
+        entry_id: str | int | None,
+        *,
+        summarise: bool,
+        instructions: str | None,
+        reserve_tokens: int | None,
+    ) -> BranchMove:
+        """Continue the session from ``entry_id``; the caller checked that nothing is under way."""
+        self.moving = True
+        try:
+            if reserve_tokens is None:
+                return await self.agent.branch_to(entry_id, summarise=summarise, instructions=instructions)
+            return await self.agent.branch_to(
+                entry_id, summarise=summarise, instructions=instructions, reserve_tokens=reserve_tokens
+            )
+        finally:
+            self.moving = False
 
     async def settled(self) -> None:
         """Wait out a run whose end the watchers already have (its last writes are finishing)."""
@@ -158,6 +192,8 @@ class LiveSession:
 
     async def close(self) -> None:
         """Stop the run (if any), wait for it, and release what the agent holds."""
+        if self.moving:
+            self.agent.abort()  # the branch summary: the move is cancelled and nothing moves
         if self.task is not None and not self.task.done():
             self.agent.abort()
             with contextlib.suppress(Exception, asyncio.CancelledError):

@@ -11,6 +11,8 @@ from steadyloop import __version__
 
 from .errors import CODES
 from .schemas import (
+    BranchIn,
+    BranchOut,
     CreateSession,
     Decision,
     DecisionOut,
@@ -23,11 +25,14 @@ from .schemas import (
     SessionDetail,
     SessionList,
     SessionOut,
+    TreeOut,
 )
 
 __all__ = ["openapi_document"]
 
 _MODELS: list[type[BaseModel]] = [
+    BranchIn,
+    BranchOut,
     CreateSession,
     Decision,
     DecisionOut,
@@ -40,6 +45,7 @@ _MODELS: list[type[BaseModel]] = [
     SessionDetail,
     SessionList,
     SessionOut,
+    TreeOut,
 ]
 
 _SESSION_ID = {
@@ -247,6 +253,38 @@ def openapi_document() -> dict[str, Any]:
                 "responses": {
                     **_ok(202, "stopping"),
                     **_errors("not_found", "no_run_in_progress", "unavailable"),
+                },
+            },
+        },
+        "/sessions/{session_id}/tree": {
+            "parameters": on_session,
+            "get": {
+                "operationId": "sessionTree",
+                "summary": "Every entry of the session's tree, with its parent, and the entry it continues from",
+                "responses": {**_ok(200, "the tree", TreeOut), **_errors("not_found")},
+            },
+        },
+        "/sessions/{session_id}/branch": {
+            "parameters": on_session,
+            "post": {
+                "operationId": "branch",
+                "summary": "Continue the session from an entry of its tree",
+                "description": "The branch left behind stays in the tree. With `summarise` (the default) "
+                "it is summarised by the session's model into an entry under the target, listing the files "
+                "it read and changed, and the session continues from that entry. A summary that fails or "
+                "is aborted (`POST /sessions/{id}/abort`) moves nothing: `moved` is false and `summary` "
+                "says why. Refused with 409 while a run or another move is going.",
+                "requestBody": _json_body(BranchIn),
+                "responses": {
+                    **_ok(200, "the move", BranchOut),
+                    **_errors(
+                        "invalid_request",
+                        "not_found",
+                        "run_in_progress",
+                        "unknown_entry",
+                        "payload_too_large",
+                        "unavailable",
+                    ),
                 },
             },
         },

@@ -9,8 +9,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Sequence
 
-from steadyloop import Event, Message, Usage
-from steadyloop.context.branches import BranchFiles, Entry
+from steadyloop import BranchFiles, Entry, Event, Message, Usage
 from steadyloop.sessions import SessionInfo, SessionStore, SessionUsage
 
 __all__ = ["RecordingStore"]

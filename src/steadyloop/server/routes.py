@@ -19,9 +19,13 @@ from .hub import attach
 from .runtime import Runtime
 from .schemas import (
     ApprovalOut,
+    BranchIn,
+    BranchOut,
+    BranchSummaryOut,
     CreateSession,
     Decision,
     DecisionOut,
+    EntryOut,
     InfoOut,
     PostMessage,
     QueuedOut,
@@ -31,6 +35,7 @@ from .schemas import (
     SessionList,
     SessionOut,
     ToolOut,
+    TreeOut,
     UsageOut,
 )
 from .settings import LOCAL_PRINCIPAL, is_loopback
@@ -291,6 +296,61 @@ class Api:
         except Exception:
             yield error_frame("internal", "the event stream failed; reattach with Last-Event-ID")
 
+    async def tree(self, request: Request) -> Response:
+        principal = self.principal(request)
+        leaf, entries = await self.runtime.tree(principal, request.path_params["session_id"])
+        scrub = self.runtime.scrub.secrets_only
+        return _json(
+            TreeOut(
+                leaf=leaf,
+                entries=[
+                    EntryOut(
+                        id=entry.id,
+                        parent_id=entry.parent_id,
+                        role=entry.message.role,
+                        message=json.loads(scrub(message_to_json(entry.message))),
+                        read_files=list(entry.files.read_files) if entry.files is not None else None,
+                        modified_files=list(entry.files.modified_files) if entry.files is not None else None,
+                    )
+                    for entry in entries
+                ],
+            )
+        )
+
+    async def branch(self, request: Request) -> Response:
+        principal = self.principal(request)
+        sid = request.path_params["session_id"]
+        body = await self.body(request, BranchIn)
+        live = await self.runtime.live(principal, sid)
+        await live.settled()
+        move = await self.runtime.branch(
+            live,
+            body.entry_id,
+            summarise=body.summarise,
+            instructions=body.instructions,
+            reserve_tokens=body.reserve_tokens,
+        )
+        summary = move.summary
+        scrub = self.runtime.scrub
+        return _json(
+            BranchOut(
+                moved=move.moved,
+                target=move.target,
+                leaf=move.leaf,
+                left=move.left,
+                summary=BranchSummaryOut(
+                    summary=scrub.secrets_only(summary.summary),
+                    read_files=list(summary.read_files),
+                    modified_files=list(summary.modified_files),
+                    summarised=summary.summarised,
+                    aborted=summary.aborted,
+                    error=scrub(summary.error) if summary.error is not None else None,
+                )
+                if summary is not None
+                else None,
+            )
+        )
+
     async def steer(self, request: Request) -> Response:
         return await self._queue(request, "steer")
 
@@ -318,9 +378,9 @@ class Api:
         principal = self.principal(request)
         sid = request.path_params["session_id"]
         live = await self.runtime.live(principal, sid)
-        if not live.running:
+        if not live.busy:
             raise ApiError("no_run_in_progress", "nothing is running in this session")
-        live.agent.abort()
+        live.agent.abort()  # the run, or the summary of a move to another entry
         return Response(status_code=202)
 
     async def pending(self, request: Request) -> Response:

@@ -3,7 +3,9 @@
 Made by ``create_app`` and opened and closed by its lifespan; nothing here lives at module level, so two
 apps in one process share nothing. At start-up a session whose last run was still going when the server
 stopped (killed, crashed) gets that run closed in its record: an ``agent_end`` whose error says it was
-interrupted, so every watcher and every listing sees it ended, and how.
+interrupted, so every watcher and every listing sees it ended, and how. The assistant message it was
+streaming is closed with the text the record kept of it (the record writes streamed text at least once a
+second), in the transcript as well, as an abort would have closed it.
 """
 
 from __future__ import annotations
@@ -14,10 +16,15 @@ import contextlib
 import json
 import logging
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from steadyloop import (
+    AgentBusy,
     AgentSession,
+    AssistantMessage,
+    BranchMove,
+    Entry,
     Event,
     ImagePart,
     InvalidInput,
@@ -26,7 +33,7 @@ from steadyloop import (
     mcp_server_spec,
 )
 from steadyloop import context_limit_for as window_of
-from steadyloop.events import AgentEnd, AgentStart
+from steadyloop.events import AgentEnd, AgentStart, MessageEnd, MessageStart, MessageUpdate
 from steadyloop.sessions import SessionInfo, SQLiteSessionStore
 
 from .agents import build_settings, document_of, layer_of, session_layer
@@ -38,7 +45,7 @@ from .recording import RecordingStore
 from .schemas import CreateSession, ImageIn, OutputSchema
 from .settings import ServerSettings
 
-__all__ = ["AGENT_STATE", "INTERRUPTED", "Runtime"]
+__all__ = ["AGENT_STATE", "INTERRUPTED", "Runtime", "cut_off_message"]
 
 log = logging.getLogger("steadyloop.server")
 
@@ -50,6 +57,27 @@ INTERRUPTED = "interrupted: the server stopped while this run was going"
 _IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 #: Sessions kept loaded; past this, the least recently used idle ones without watchers are let go.
 MAX_LOADED = 512
+
+
+def cut_off_message(run: Sequence[Event]) -> tuple[AssistantMessage, int] | None:
+    """The assistant message a run's record left open, as far as it streamed, with its step.
+
+    ``run`` is a run's recorded events from its ``agent_start``. ``None`` when no assistant message was
+    open at the end, or the open one had recorded nothing.
+    """
+    text: list[str] = []
+    thinking: list[str] = []
+    step: int | None = None
+    for event in run:
+        if isinstance(event, MessageStart) and isinstance(event.message, AssistantMessage):
+            text, thinking, step = [], [], event.step
+        elif isinstance(event, MessageEnd) and isinstance(event.message, AssistantMessage):
+            step = None
+        elif isinstance(event, MessageUpdate) and step is not None:
+            (text if event.kind == "text" else thinking).append(event.delta)
+    if step is None or not (text or thinking):
+        return None
+    return AssistantMessage(content="".join(text), reasoning="".join(thinking)), step
 
 
 class Runtime:
@@ -87,12 +115,23 @@ class Runtime:
         state = await self.store.load_state(info.session_id, RUN_STATE, agent_id=principal)
         if state is None or json.loads(state).get("status") != "running":
             return
-        events = await self.store.load_events(info.session_id, agent_id=principal)
-        start = next((e for _, e in reversed(events) if isinstance(e, AgentStart | AgentEnd)), None)
-        if isinstance(start, AgentStart):
-            last = events[-1][1].seq if events else 0
-            end = AgentEnd(outcome="cancelled", error=INTERRUPTED, run_id=start.run_id, seq=last + 1)
-            await self.store.append_events(info.session_id, [end], agent_id=principal)
+        events = [e for _, e in await self.store.load_events(info.session_id, agent_id=principal)]
+        opened = next((i for i in range(len(events) - 1, -1, -1) if isinstance(events[i], AgentStart)), None)
+        start = events[opened] if opened is not None else None
+        if isinstance(start, AgentStart) and not any(isinstance(e, AgentEnd) for e in events[opened:]):
+            last = events[-1].seq
+            closing: list[Event] = []
+            cut = cut_off_message(events[opened:])
+            if cut is not None:
+                # The text the run streamed before the stop is kept, as an abort keeps it.
+                message, step = cut
+                await self.store.append_messages(info.session_id, [message], agent_id=principal)
+                last += 1
+                closing.append(MessageEnd(message=message, step=step, run_id=start.run_id, seq=last))
+            closing.append(
+                AgentEnd(outcome="cancelled", error=INTERRUPTED, run_id=start.run_id, seq=last + 1)
+            )
+            await self.store.append_events(info.session_id, closing, agent_id=principal)
         status = json.dumps({"status": "interrupted"})
         await self.store.save_state(info.session_id, RUN_STATE, status, agent_id=principal)
         log.warning(
@@ -156,10 +195,10 @@ class Runtime:
     async def delete(self, principal: str, session_id: str) -> None:
         await self.info(principal, session_id)
         live = self._live.get(session_id)
-        if live is not None and live.running:
+        if live is not None and live.busy:
             raise ApiError(
                 "run_in_progress",
-                "the session has a run going",
+                "the session has a run or a move to another entry going",
                 hint=f"POST /sessions/{session_id}/abort first, then delete it",
             )
         if live is not None:
@@ -246,6 +285,13 @@ class Runtime:
                 f"message for when it finishes, POST /sessions/{sid}/abort to stop it, or "
                 f"GET /sessions/{sid}/events to watch it",
             )
+        if live.moving:
+            raise ApiError(
+                "run_in_progress",
+                "this session is moving to another entry of its tree (its branch summary is being written)",
+                hint=f"wait for POST /sessions/{live.session_id}/branch to answer, or "
+                f"POST /sessions/{live.session_id}/abort to cancel the summary",
+            )
         limit = self.settings.limits.max_runs_per_token
         if self._runs[live.principal] >= limit:
             raise ApiError(
@@ -268,6 +314,61 @@ class Runtime:
             self._runs[principal] -= 1
 
         live.start(text, images, response_format, save_state=save, done=done)
+
+    # -- the tree -------------------------------------------------------------------------------------
+
+    async def tree(self, principal: str, session_id: str) -> tuple[str | None, list[Entry]]:
+        """The session's leaf and every entry of its tree, oldest first."""
+        info = await self.info(principal, session_id)
+        live = self._live.get(session_id)
+        if live is not None and live.agent.session is not None:
+            # Through the loaded session: it writes any message it could not write yet first.
+            session = live.agent.session
+            return await session.leaf(), await session.entries()
+        return info.leaf, await self.store.load_entries(session_id, agent_id=principal)
+
+    async def branch(
+        self,
+        live: LiveSession,
+        entry_id: str | int | None,
+        *,
+        summarise: bool,
+        instructions: str | None,
+        reserve_tokens: int | None,
+    ) -> BranchMove:
+        """Continue the session from an entry, refused while a run or another move is going.
+
+        Raises:
+            ApiError: ``run_in_progress`` while something is going; ``unknown_entry`` for an id that is
+                not one of the session's entries.
+        """
+        sid = live.session_id
+        if live.running:
+            raise ApiError(
+                "run_in_progress",
+                "this session has a run going; it moves to another entry between runs",
+                hint=f"wait for the run to end (GET /sessions/{sid}/events), or POST /sessions/{sid}/abort",
+            )
+        if live.moving:
+            raise ApiError(
+                "run_in_progress",
+                "this session is already moving to another entry",
+                hint=f"wait for that move to answer, or POST /sessions/{sid}/abort to cancel its summary",
+            )
+        try:
+            return await live.branch_to(
+                entry_id, summarise=summarise, instructions=instructions, reserve_tokens=reserve_tokens
+            )
+        except AgentBusy:  # a run started on another request while this one was being read
+            raise ApiError(
+                "run_in_progress", "this session has a run going; it moves to another entry between runs"
+            ) from None
+        except InvalidInput:
+            raise ApiError(
+                "unknown_entry",
+                f"session {sid!r} has no entry {entry_id!r}",
+                hint=f"GET /sessions/{sid}/tree lists its entries",
+            ) from None
 
     # -- request values -------------------------------------------------------------------------------
 

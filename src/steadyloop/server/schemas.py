@@ -5,16 +5,20 @@ Requests refuse unknown fields, so a typo is an error rather than a silently ign
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "ApprovalOut",
     "ApprovalsIn",
+    "BranchIn",
+    "BranchOut",
+    "BranchSummaryOut",
     "CreateSession",
     "Decision",
     "DecisionOut",
+    "EntryOut",
     "ErrorDetail",
     "ErrorOut",
     "ImageIn",
@@ -28,12 +32,14 @@ __all__ = [
     "SessionList",
     "SessionOut",
     "ToolOut",
+    "TreeOut",
     "UsageOut",
 ]
 
 EffectName = Literal["read", "mutate-reversible", "mutate-irreversible", "destructive"]
 Effort = Literal["none", "minimal", "low", "medium", "high", "off"]
 _NAME = r"^[A-Za-z0-9_.:-]{1,128}$"
+_EntryId = Annotated[str, Field(pattern=r"^[0-9]{1,18}$")]
 
 
 class _In(BaseModel):
@@ -105,6 +111,63 @@ class Decision(_In):
 
     decision: Literal["allow", "deny"]
     reason: str = Field(default="", max_length=2000)
+
+
+class BranchIn(_In):
+    """Continue the session from an entry of its tree (``GET /sessions/{id}/tree``)."""
+
+    entry_id: _EntryId | Annotated[int, Field(strict=True, ge=0, lt=10**18)] | None = Field(
+        description="the entry to continue from (its id, as a string or a number); null: from the start, "
+        "before any entry",
+    )
+    summarise: bool = Field(
+        default=True,
+        description="summarise the branch left behind into an entry the session continues from",
+    )
+    instructions: str | None = Field(
+        default=None, max_length=20_000, description="what the summary should keep or focus on"
+    )
+    reserve_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        le=10_000_000,
+        description="tokens of the window kept free when the summary request is sized (default: the agent's)",
+    )
+
+
+class EntryOut(BaseModel):
+    id: str
+    parent_id: str | None
+    role: str
+    message: dict[str, Any] = Field(description="the entry's message, as in the transcript")
+    read_files: list[str] | None = Field(
+        default=None, description="on a branch summary: the files the branch left behind read"
+    )
+    modified_files: list[str] | None = Field(
+        default=None, description="on a branch summary: the files the branch left behind changed"
+    )
+
+
+class TreeOut(BaseModel):
+    leaf: str | None = Field(description="the entry the session continues from; null before any")
+    entries: list[EntryOut] = Field(description="every entry of every branch, oldest first")
+
+
+class BranchSummaryOut(BaseModel):
+    summary: str = Field(description="the summary with the files listed after it; empty when aborted")
+    read_files: list[str]
+    modified_files: list[str]
+    summarised: bool = Field(description="false when the summary is only a note of what was left")
+    aborted: bool = Field(description="the summary was cancelled (POST /sessions/{id}/abort)")
+    error: str | None = Field(description="why the summariser gave no summary")
+
+
+class BranchOut(BaseModel):
+    moved: bool = Field(description="false when the summary was aborted or failed: nothing moved")
+    target: str | None
+    leaf: str | None = Field(description="the entry the session continues from now")
+    left: int = Field(description="entries the move left behind")
+    summary: BranchSummaryOut | None = None
 
 
 class UsageOut(BaseModel):

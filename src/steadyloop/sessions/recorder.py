@@ -4,8 +4,13 @@
 after the record's last seq by the store, so the seq runs on across runs and restarts. Text and thinking
 deltas are held and written as one ``MessageUpdate`` of each kind just before the event that follows them
 (the message's ``MessageEnd``, or whatever cut it off), in the same write: a record grows with the
-transcript, not with the token count, and keeps the order the events were emitted in. Each recorded event
-keeps the ``seq`` it had in its run (a coalesced update, its first delta's), so an export carries both.
+transcript, not with the token count, and keeps the order the events were emitted in. Deltas held for
+``flush_after_s`` (a second by default) are written then, whether or not more come, so a process killed
+mid-message leaves what it streamed in the record, short of that last stretch. Each recorded event keeps
+the ``seq`` it had in its run (a coalesced update, its first delta's), so an export carries both.
+
+Writes never overlap: ``record`` waits for a timed write under way, so whoever hears an event after
+``record`` returns hears it after every write that holds it, and none that does not.
 
 ``follow`` replays a session's record after any seq and then waits for more. Recorders wake followers of
 the same store in this process, on this event loop; a host that appends events to the store directly calls
@@ -15,6 +20,7 @@ the same store in this process, on this event loop; a host that appends events t
 from __future__ import annotations
 
 import asyncio
+import logging
 import weakref
 from collections.abc import AsyncGenerator
 from typing import Literal
@@ -22,7 +28,12 @@ from typing import Literal
 from ..events import AgentEnd, Event, MessageUpdate
 from .store import SessionStore, check_id
 
-__all__ = ["EventRecorder", "follow", "notify_followers"]
+__all__ = ["DEFAULT_FLUSH_AFTER_S", "EventRecorder", "follow", "notify_followers"]
+
+log = logging.getLogger("steadyloop.sessions")
+
+#: Seconds held deltas wait before they are written without an event to carry them.
+DEFAULT_FLUSH_AFTER_S = 1.0
 
 
 class _Feed:
@@ -59,27 +70,45 @@ class EventRecorder:
         record_usage: at ``AgentEnd``, add the run's usage and steps to the session's total. Every run ends
             in exactly one ``AgentEnd``, failed and aborted ones too, so their spend is counted; turn it off
             when the host records usage itself.
+        flush_after_s: seconds held deltas wait for an event to carry them before they are written on
+            their own; ``None`` holds them until that event comes.
     """
 
     def __init__(
-        self, store: SessionStore, session_id: str, agent_id: str, *, record_usage: bool = True
+        self,
+        store: SessionStore,
+        session_id: str,
+        agent_id: str,
+        *,
+        record_usage: bool = True,
+        flush_after_s: float | None = DEFAULT_FLUSH_AFTER_S,
     ) -> None:
         self._store = store
         self._session_id = check_id(session_id, "session_id")
         self._agent_id = check_id(agent_id, "agent_id")
         self._record_usage = record_usage
+        self._flush_after_s = flush_after_s
         self._pending: dict[Literal["thinking", "text"], list[str]] = {"thinking": [], "text": []}
         # Each kind's first held delta: its coalesced event takes that one's step, run id and seq.
         self._first: dict[Literal["thinking", "text"], MessageUpdate] = {}
+        self._writing = asyncio.Lock()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timed: asyncio.Task[None] | None = None
         self.last_seq = 0
         """The seq of the last event this recorder wrote; 0 until it writes one."""
 
     async def record(self, event: Event) -> int | None:
         """Record one event; returns the seq it was given, or ``None`` for a delta held for the turn's end."""
+        async with self._writing:
+            return await self._record(event)
+
+    async def _record(self, event: Event) -> int | None:
         if isinstance(event, MessageUpdate):
             if event.delta:
                 self._pending[event.kind].append(event.delta)
                 self._first.setdefault(event.kind, event)
+                if self._timer is None and self._flush_after_s is not None:
+                    self._timer = asyncio.get_running_loop().call_later(self._flush_after_s, self._due)
             return None
         batch: list[Event] = [*self._coalesced(), event]
         if not isinstance(event, AgentEnd):
@@ -95,12 +124,27 @@ class EventRecorder:
 
     async def flush(self) -> int:
         """Write the deltas held so far as coalesced events; returns the last seq written."""
-        batch = self._coalesced()
-        if batch:
-            await self._write(batch)
-        return self.last_seq
+        async with self._writing:
+            batch = self._coalesced()
+            if batch:
+                await self._write(batch)
+            return self.last_seq
+
+    def _due(self) -> None:
+        self._timer = None
+        if self._timed is None or self._timed.done():
+            self._timed = asyncio.get_running_loop().create_task(self._flush_held())
+
+    async def _flush_held(self) -> None:
+        try:
+            await self.flush()
+        except Exception as exc:  # the next event's write carries nothing of these; say so and go on
+            log.warning("session %s: streamed text could not be recorded: %s", self._session_id, exc)
 
     def _coalesced(self) -> list[Event]:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         firsts, self._first = self._first, {}
         out: list[Event] = []
         for kind in ("thinking", "text"):

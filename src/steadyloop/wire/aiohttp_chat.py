@@ -1,14 +1,18 @@
-"""Streamed chat-completions requests sent straight through aiohttp (``pip install 'steadyloop[fast]'``).
+"""Streamed chat-completions requests sent straight through aiohttp: the default transport.
 
 The request is what the SDK would send for a streamed chat completion (bearer key, JSON body, the event
 stream asked for), built directly: at hundreds of concurrent runs the SDK's per-request building and
 httpx2's pool cost more than everything else a turn does. A refusal is read and classified exactly as the
-SDK path classifies it, so both transports raise the same errors for the same response.
+SDK path classifies it, so both transports raise the same errors for the same response, and a TLS endpoint
+is verified against the same certificates the SDK's client trusts.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
+import os
+import ssl
 from collections.abc import AsyncIterator, Mapping
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -54,6 +58,24 @@ def _env_proxy(url: str) -> tuple[str | None, dict[str, str] | None]:
         return str(parsed), None
     pair = f"{parsed.user}:{parsed.password or ''}".encode()
     return str(parsed.with_user(None)), {"Proxy-Authorization": "Basic " + base64.b64encode(pair).decode()}
+
+
+def _tls_context(url: str) -> ssl.SSLContext | bool:
+    """The certificates to verify ``url`` against: the SDK client's own choice (``SSL_CERT_FILE`` and
+    ``SSL_CERT_DIR`` as they are now, the system's trust store on macOS and Windows), so an endpoint trusted
+    on one transport is trusted on the other. aiohttp's own default is built once when it is imported, from
+    OpenSSL's paths alone."""
+    if not url.startswith("https://"):
+        return True  # nothing to verify; loading certificates would only cost time
+    return _tls_context_for(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+
+
+@functools.lru_cache(maxsize=4)
+def _tls_context_for(cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
+    # One per trust setting, shared by every endpoint: loading the certificates reads the disk.
+    import httpx2  # the SDK's HTTP library, installed with it
+
+    return httpx2.create_ssl_context()
 
 
 class _AiohttpStream:
@@ -118,9 +140,17 @@ class AiohttpChatClient:
     def __init__(self, endpoint: Endpoint) -> None:
         self._endpoint = endpoint.base_url
         self._key = endpoint.key
-        self._url = f"{endpoint.base_url}/chat/completions"
+        url = yarl.URL(f"{endpoint.base_url}/chat/completions")
+        authorization = f"Bearer {endpoint.key}"
+        if url.user is not None:
+            # Credentials in the URL are sent as basic auth in place of the key, as the SDK's client
+            # sends them; aiohttp refuses a URL that carries them beside an Authorization header.
+            pair = f"{url.user}:{url.password or ''}".encode()
+            authorization = "Basic " + base64.b64encode(pair).decode()
+            url = url.with_user(None)
+        self._url = str(url)
         self._headers = {
-            "Authorization": f"Bearer {endpoint.key}",
+            "Authorization": authorization,
             "Content-Type": "application/json",
             "Accept": "text/event-stream",
             "User-Agent": _user_agent(),
@@ -131,7 +161,7 @@ class AiohttpChatClient:
         self._proxy, self._proxy_headers = _env_proxy(self._url)
         self._timeouts: dict[float | None, aiohttp.ClientTimeout] = {}
         self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=_MAX_CONNECTIONS),
+            connector=aiohttp.TCPConnector(limit=_MAX_CONNECTIONS, ssl=_tls_context(self._url)),
             timeout=aiohttp.ClientTimeout(total=None),
         )
 

@@ -1,9 +1,9 @@
 """Pooled clients per endpoint, kept for the life of the process.
 
 Each endpoint has an ``AsyncOpenAI`` client (listings and other plain calls) and a ``ChatClient`` for its
-streamed turns: the same SDK client over httpx2 by default, or a direct aiohttp session with
-``configure_clients(transport="aiohttp")``. Entries are kept per event loop, because an HTTP connection pool
-belongs to the loop that opened it.
+streamed turns: by default a direct aiohttp session for the turns and the SDK over its aiohttp transport
+for the rest, or, with ``configure_clients(transport="httpx2")``, the SDK over httpx2 for both. Entries are
+kept per event loop, because an HTTP connection pool belongs to the loop that opened it.
 
 The pool keeps at most ``max_clients`` entries (32 by default), dropping the least recently used idle one
 first. A client is never closed under a request: every streamed request holds a lease on its entry from the
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
 import weakref
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
@@ -56,15 +55,15 @@ class ClientSettings:
         max_clients: entries kept before the least recently used idle one is dropped; entries in use are
             never closed, so more than this may be open while more endpoints than this are busy.
         listing_miss_s: seconds a model listing that did not name a model is trusted before asking again.
-        transport: how requests are sent: ``"httpx2"`` (the SDK's default) or ``"aiohttp"``
-            (``pip install 'steadyloop[fast]'``): streamed turns go straight through aiohttp and everything
-            else through the SDK's aiohttp transport, which holds up far better under hundreds of
-            concurrent streams in one process.
+        transport: how requests are sent. ``"aiohttp"`` (the default): streamed turns go straight
+            through aiohttp and everything else through the SDK's aiohttp transport, which holds up far
+            better under hundreds of concurrent streams in one process. ``"httpx2"``: everything through
+            the SDK's own httpx2 client. Both send the same requests and raise the same typed errors.
     """
 
     max_clients: int = 32
     listing_miss_s: float = 30.0
-    transport: Literal["httpx2", "aiohttp"] = "httpx2"
+    transport: Literal["httpx2", "aiohttp"] = "aiohttp"
 
 
 _DEFAULTS = ClientSettings()
@@ -154,8 +153,6 @@ def configure_clients(
     if transport is not None:
         if transport not in ("httpx2", "aiohttp"):
             raise InvalidInput(f"transport must be 'httpx2' or 'aiohttp', not {transport!r}")
-        if transport == "aiohttp" and importlib.util.find_spec("aiohttp") is None:
-            raise InvalidInput("the aiohttp transport needs aiohttp: pip install 'steadyloop[aiohttp]'")
         changes["transport"] = transport
     if changes:
         _settings = ClientSettings(**{**_settings_dict(), **changes})
