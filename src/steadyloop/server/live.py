@@ -69,6 +69,8 @@ class LiveSession:
         self.task: asyncio.Task[RunOutcome] | None = None
         self.last_recorded: Event | None = None
         self.last_end: AgentEnd | None = None
+        self.synced_seq = 0
+        """The record's last seq this session's agent knows of (loaded with, or written by it)."""
         agent.subscribe(self._heard)
 
     @property
