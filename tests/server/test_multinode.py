@@ -9,17 +9,20 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx2 as httpx
 
 from steadyloop import messages_from_json
+from steadyloop.server import ServerSettings
 from steadyloop.sessions import is_balanced
+from steadyloop.testing import stream_of
 from steadyloop.testing.chunks import text_chunks, tool_call_chunks, usage_chunk
 from steadyloop.testing.replies import Reply, ScriptedReply
 from steadyloop.testing.server import RecordedRequest, ScriptedServer
 
-from .conftest import Sse, free_port, read_sse
+from .conftest import LiveServer, Sse, free_port, read_sse
 
 SESSIONS = int(os.environ.get("STEADYLOOP_MULTINODE_SESSIONS", "50"))
 
@@ -160,3 +163,36 @@ async def test_watchers_on_either_node_see_every_event_of_runs_on_both_nodes_onc
             assert seen == [item for item in run if item[0] > after], "no gap, no repeat, the same events"
     assert watchers == 3 * SESSIONS
     assert len(model.chat_requests) == 2 * SESSIONS, "each request sent once"
+
+
+async def test_a_session_runs_on_one_node_at_a_time_and_the_other_continues_it_with_its_history(
+    postgres_url: str, settings_for: Callable[..., ServerSettings]
+) -> None:
+    held = Reply.stream(stream_of("Half an answer", finish=None), stall_after=2, stall_seconds=None)
+    async with ScriptedServer(Reply.stream(stream_of("First answer.")), held) as model:
+        a = settings_for(model.base_url, store=postgres_url, node="node-a")
+        b = settings_for(model.base_url, store=postgres_url, node="node-b")
+        async with (
+            LiveServer(a) as node_a,
+            LiveServer(b) as node_b,
+            node_a.client() as on_a,
+            node_b.client() as on_b,
+        ):
+            sid = (await on_a.post("/sessions", json={})).json()["id"]
+            # Node b loads the session while it is empty, then node a runs it.
+            assert (await on_b.get(f"/sessions/{sid}")).status_code == 200
+            first = await on_b.post(f"/sessions/{sid}/messages", json={"text": "one"})
+            assert first.json()["answer"] == "First answer."
+            going = asyncio.create_task(on_a.post(f"/sessions/{sid}/messages", json={"text": "two"}))
+            await model.wait_for_requests(2)  # node a's run is under way: its request is at the model
+            refused = await on_b.post(f"/sessions/{sid}/messages", json={"text": "three"})
+            assert refused.status_code == 409
+            assert "another node" in refused.json()["error"]["message"]
+            assert (await on_a.post(f"/sessions/{sid}/abort")).status_code < 300
+            await going
+            model.enqueue(Reply.stream(stream_of("Third answer.")))
+            third = await on_b.post(f"/sessions/{sid}/messages", json={"text": "three"})
+            assert third.json()["answer"] == "Third answer."
+    sent = [m["content"] for m in model.chat_requests[-1].json["messages"] if m["role"] == "user"]
+    assert sent[0] == "one" and sent[-1] == "three", "node b sent what node a's run added to the history"
+    assert "two" in sent
