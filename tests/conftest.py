@@ -7,8 +7,12 @@ and downloaded once, then cached outside the clone). Every other test may open l
 from __future__ import annotations
 
 import os
+import shutil
 import socket
-from collections.abc import AsyncIterator
+import subprocess
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -62,3 +66,53 @@ async def _fresh_process_state() -> AsyncIterator[None]:
     yield
     await aclose_clients()
     reset.reset_all()
+
+
+_SCRIPTS = Path(__file__).parent.parent / "scripts"
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """A real PostgreSQL for this test session: ``scripts/pg`` (Debian's package, installed where missing)
+    in a fresh data folder on a free loopback port; stopped and removed after the last test. Yields the URL
+    of its maintenance database; tests take a database of their own from ``postgres_url``."""
+    folder = tempfile.mkdtemp(prefix="slpg-", dir="/tmp")  # every parent must be open to 'postgres'
+    os.chmod(folder, 0o755)
+    data = os.path.join(folder, "d")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = subprocess.run(
+        ["bash", str(_SCRIPTS / "pg"), "start", data, str(port), "postgres"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if started.returncode != 0:
+        shutil.rmtree(folder, ignore_errors=True)
+        pytest.fail(f"scripts/pg could not start PostgreSQL:\n{started.stderr}")
+    try:
+        yield started.stdout.strip()
+    finally:
+        subprocess.run(["bash", str(_SCRIPTS / "pg"), "stop", data], check=False, capture_output=True)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def new_postgres_database(postgres_server: str) -> Callable[[], str]:
+    """Makes a new, empty database on the test session's PostgreSQL and returns its URL."""
+    import psycopg
+
+    def make() -> str:
+        name = f"t_{uuid.uuid4().hex[:16]}"
+        with psycopg.connect(postgres_server, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")  # type: ignore[arg-type]
+        return postgres_server.rsplit("/", 1)[0] + "/" + name
+
+    return make
+
+
+@pytest.fixture
+def postgres_url(new_postgres_database: Callable[[], str]) -> str:
+    """The URL of a new, empty database on the test session's PostgreSQL."""
+    return new_postgres_database()

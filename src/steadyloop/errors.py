@@ -33,6 +33,8 @@
     │       └── RunEndpointRefused       also an EndpointRefused
     │           └── RunContextOverflow   also a ContextOverflow (reason "overflow")
     ├── MCPError                     an MCP server failed (steadyloop.tools.mcp)
+    ├── StoreUnavailable             the session store's database could not be reached
+                                     (steadyloop.sessions)
     └── LocalServerError             the bundled local server could not be installed or started
                                      (steadyloop.local)
 

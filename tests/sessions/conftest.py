@@ -1,4 +1,5 @@
-"""Fixtures for the session tests: every protocol test runs against both stores, on a clock we move."""
+"""Fixtures for the session tests: every protocol test runs against every store (in memory, SQLite and a
+real PostgreSQL), on a clock we move."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from steadyloop.sessions import InMemorySessionStore, SessionConfig, SessionStore, SQLiteSessionStore
+from steadyloop.sessions.postgres import PostgresSessionStore
 
 
 class Clock:
@@ -31,7 +33,7 @@ def clock() -> Clock:
     return Clock()
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 async def make_store(
     request: pytest.FixtureRequest, tmp_path: Path, clock: Clock
 ) -> AsyncIterator[StoreFactory]:
@@ -42,6 +44,11 @@ async def make_store(
         store: SessionStore
         if request.param == "memory":
             store = InMemorySessionStore(config, clock=clock)
+        elif request.param == "postgres":
+            # Each store a database of its own, as each SQLite store gets a file of its own.
+            store = PostgresSessionStore(
+                request.getfixturevalue("new_postgres_database")(), config=config, clock=clock
+            )
         else:
             store = SQLiteSessionStore(tmp_path / f"s{len(made)}" / "sessions.db", config=config, clock=clock)
         made.append(store)

@@ -1,6 +1,6 @@
 """The process ``test_crash.py`` kills: it resumes a session and writes to it as fast as it can, forever.
 
-Usage: ``python crash_writer.py DB_PATH SESSION_ID RUN``. Prints ``ready`` once the run has started, then
+Usage: ``python crash_writer.py STORE SESSION_ID RUN`` (a SQLite path or a PostgreSQL URL). Prints ``ready`` once the run has started, then
 writes turns (a user message, an assistant message with two tool calls, each result on its own, a closing
 answer) with their events through an ``EventRecorder``, until it is killed.
 """
@@ -19,7 +19,7 @@ from steadyloop.events import (
     TurnStart,
 )
 from steadyloop.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
-from steadyloop.sessions import EventRecorder, SessionConfig, SQLiteSessionStore, reconstruct
+from steadyloop.sessions import EventRecorder, SessionConfig, open_store, reconstruct
 from steadyloop.usage import Usage
 
 AGENT = "crash-agent"
@@ -27,8 +27,8 @@ AGENT = "crash-agent"
 CONFIG = SessionConfig(max_history_entries=40)
 
 
-async def main(path: str, sid: str, run: str) -> None:
-    store = SQLiteSessionStore(path, config=CONFIG)
+async def main(target: str, sid: str, run: str) -> None:
+    store = open_store(target, config=CONFIG)
     if await store.get(sid, agent_id=AGENT) is None:
         await store.create(AGENT, session_id=sid)
     reconstruct(await store.load_messages(sid, agent_id=AGENT))  # what a resuming run would send first

@@ -1,6 +1,8 @@
 """Reliability: SIGKILL a process writing a session at random points, many times, and reload each time.
 
-After every kill the store must open, pass ``PRAGMA integrity_check``, give back a transcript that
+The same for a SQLite file and a PostgreSQL database (there the client is killed, mid-transaction, and
+the server must roll its half-written work back). After every kill the store must open (SQLite: pass
+``PRAGMA integrity_check``), give back a transcript that
 reconstructs balanced, and hold an event record numbered 1..n without gaps or duplicates that never lost
 what a previous check saw; the next write must continue at n + 1. ``STEADYLOOP_CRASH_ITERATIONS`` sets the
 count (30 by default) and ``STEADYLOOP_CRASH_SEED`` replays a run; the summary line is printed either way.
@@ -20,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from steadyloop.events import Notice
-from steadyloop.sessions import SessionConfig, SQLiteSessionStore, is_balanced, reconstruct
+from steadyloop.sessions import SessionConfig, SessionStore, is_balanced, open_store, reconstruct
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
 
@@ -48,13 +50,24 @@ def _event_span(path: Path) -> tuple[int, int | None, int]:
         conn.close()
 
 
+def _pg_event_span(url: str) -> tuple[int, int | None, int]:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT COUNT(*), MIN(seq), MAX(seq) FROM steadyloop.events").fetchone()
+    assert row is not None
+    return row[0], row[1], row[2] or 0
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 async def test_sigkill_at_random_points_never_breaks_the_store(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, request: pytest.FixtureRequest
 ) -> None:
     iterations = int(os.environ.get("STEADYLOOP_CRASH_ITERATIONS", "30"))
     seed = int(os.environ.get("STEADYLOOP_CRASH_SEED", str(random.randrange(2**32))))
     rng = random.Random(seed)
     path = tmp_path / "data" / "sessions.db"
+    target = str(path) if kind == "sqlite" else request.getfixturevalue("postgres_url")
     started = time.monotonic()
     last_seq = 0
     checked = before_session = 0
@@ -63,7 +76,7 @@ async def test_sigkill_at_random_points_never_breaks_the_store(
 
     for run in range(1, iterations + 1):
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, str(WRITER), str(path), SID, str(run),
+            sys.executable, str(WRITER), target, SID, str(run),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
         assert proc.stdout is not None
@@ -78,10 +91,12 @@ async def test_sigkill_at_random_points_never_breaks_the_store(
         _, err = await proc.communicate()
         assert proc.returncode == -signal.SIGKILL, f"the writer died on its own: {err.decode()}"
 
-        async with SQLiteSessionStore(path, config=CONFIG) as store:
+        store: SessionStore = open_store(target, config=CONFIG)
+        try:
             info = await store.get(SID, agent_id=AGENT)  # a kill before the file existed must open too
-            integrity, journal = await asyncio.to_thread(_integrity, path)
-            assert (integrity, journal) == ("ok", "wal")
+            if kind == "sqlite":
+                integrity, journal = await asyncio.to_thread(_integrity, path)
+                assert (integrity, journal) == ("ok", "wal")
             if info is None:
                 assert last_seq == 0, "a session that existed is gone"
                 before_session += 1
@@ -93,7 +108,9 @@ async def test_sigkill_at_random_points_never_breaks_the_store(
             kept = reconstruct(stored, replay_reasoning=True)
             mid_turn += bool(stored) and (not kept or kept[-1] is not stored[-1])  # its tail was left out
             # Earlier checks read 1..last_seq; only what this run wrote needs reading again.
-            count, lowest, highest = await asyncio.to_thread(_event_span, path)
+            count, lowest, highest = await asyncio.to_thread(
+                *((_event_span, path) if kind == "sqlite" else (_pg_event_span, target))
+            )
             assert count == highest and lowest in (1, None), "event seqs have a gap or a duplicate"
             assert count >= last_seq, "events a previous check saw were lost"
             events = await store.load_events(SID, agent_id=AGENT, after_seq=last_seq)
@@ -106,12 +123,14 @@ async def test_sigkill_at_random_points_never_breaks_the_store(
             )
             assert last_seq == count + 1
             checked += 1
+        finally:
+            await store.close()
 
     elapsed = time.monotonic() - started
     with capsys.disabled():
         print(
-            f"\ncrash test: {iterations} SIGKILLs (seed {seed}) in {elapsed:.1f}s; store opened and "
-            f"integrity_check ok {iterations}/{iterations}; {checked} reloads balanced with seqs 1..n "
+            f"\ncrash test ({kind}): {iterations} SIGKILLs (seed {seed}) in {elapsed:.1f}s; store opened "
+            f"{'and integrity_check ok ' if kind == 'sqlite' else ''}{iterations}/{iterations}; {checked} reloads balanced with seqs 1..n "
             f"continuing ({before_session} kills before the session existed); {last_seq} events recorded; "
             f"{mid_turn} kills left a turn unfinished; {dropped_messages} stored messages left out by "
             f"reconstruct in all"

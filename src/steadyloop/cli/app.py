@@ -67,6 +67,11 @@ def _agent_options() -> argparse.ArgumentParser:
         "-c", "--continue", dest="resume_latest", action="store_true", help="resume the latest session"
     )
     group.add_argument("--session", metavar="ID", help="resume this session")
+    group.add_argument(
+        "--store",
+        metavar="URL|FILE",
+        help="the session store: postgresql://... or a SQLite file (default $STEADYLOOP_STORE, else the CLI's)",
+    )
     group.add_argument("--no-tools", action="store_true", help="no file or shell tools")
     group.add_argument(
         "--mcp",
@@ -137,6 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
     sessions = sub.add_parser("sessions", help="list, show, export or delete saved sessions")
     sessions.add_argument("action", choices=["list", "show", "export", "delete"], nargs="?", default="list")
     sessions.add_argument("session_id", nargs="?", metavar="ID")
+    sessions.add_argument(
+        "--store", metavar="URL|FILE", help="the session store (default $STEADYLOOP_STORE, else the CLI's)"
+    )
 
     sub.add_parser("models", parents=[endpoint], help="what the endpoint serves")
 
@@ -184,7 +192,15 @@ def _serve_parser(sub: Any, endpoint: argparse.ArgumentParser) -> None:
     serve.add_argument("--workdir", default=".", metavar="DIR", help="the file tools' folder (default .)")
     serve.add_argument("--no-tools", action="store_true", help="offer sessions no tools")
     serve.add_argument("--allow-shell", action="store_true", help="offer the shell tool too")
-    serve.add_argument("--store", metavar="FILE", help="the session store (default: the CLI's)")
+    serve.add_argument(
+        "--store",
+        metavar="URL|FILE",
+        help="the session store: postgresql://... shared by several nodes, or a SQLite file "
+        "(default $STEADYLOOP_STORE, else the CLI's)",
+    )
+    serve.add_argument(
+        "--node", metavar="NAME", help="this node's name among nodes sharing a store (default host:port)"
+    )
     serve.add_argument(
         "--max-runs", type=int, default=16, metavar="N", help="runs one token may have going (16)"
     )
@@ -211,7 +227,8 @@ def _serve(args: argparse.Namespace) -> int:
         workdir=Path(args.workdir).resolve(),
         tools=not args.no_tools,
         allow_shell=args.allow_shell,
-        store=args.store,
+        store=_store_of(args),
+        node=args.node,
         spec=spec,
         max_runs=args.max_runs,
     )
@@ -273,9 +290,15 @@ def _agent_options_of(
         max_turns=args.max_turns,
         session=args.session,
         resume_latest=args.resume_latest,
+        store=_store_of(args),
         response_format=response_format,
         spec=spec,
     )
+
+
+def _store_of(args: argparse.Namespace) -> str | None:
+    """The session store ``--store`` or ``$STEADYLOOP_STORE`` names; ``None`` for the default file."""
+    return getattr(args, "store", None) or os.environ.get("STEADYLOOP_STORE") or None
 
 
 def _run_async(job: Coroutine[Any, Any, int]) -> int:
@@ -321,7 +344,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "sessions":
         from .commands import sessions
 
-        return _run_async(sessions(args.action, args.session_id))
+        return _run_async(sessions(args.action, args.session_id, store=_store_of(args)))
     if args.command == "models":
         from .commands import models
 

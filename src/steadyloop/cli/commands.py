@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInput
 from ..messages import AssistantMessage, Message, SystemMessage, ToolResultMessage, UserMessage, text_of
-from ..sessions import SessionNotFound, SQLiteSessionStore
+from ..sessions import SessionNotFound, SessionStore, open_store
 from ..wire.windows import list_models
 from .chat import session_rows
 from .config import Resolved, local_idle
@@ -41,40 +41,47 @@ def _show(message: Message) -> str:
     return "\n".join(lines)
 
 
-async def sessions(action: str, session_id: str | None) -> int:
+async def sessions(action: str, session_id: str | None, *, store: str | None = None) -> int:
     """``sessions list|show ID|export ID|delete ID``; returns the exit code.
 
     Raises:
         SessionNotFound: the id names no session of the CLI's.
     """
-    async with SQLiteSessionStore() as store:
-        if action == "list":
-            found = await store.list(AGENT_ID)
-            print("\n".join(session_rows(found)) if found else "no sessions yet", flush=True)
-            return 0
-        if session_id is None:
-            raise InvalidInput(f"sessions {action} needs a session id (see: steadyloop sessions list)")
-        if action == "show":
-            info = await store.get(session_id, agent_id=AGENT_ID)
-            if info is None:
-                raise SessionNotFound(f"no session {session_id!r} (see: steadyloop sessions list)")
-            usage = info.usage
-            print(f"session {info.session_id}: {info.title or ''}".rstrip())
-            print(
-                f"{info.message_count} messages, {usage.prompt_tokens:,} prompt + "
-                f"{usage.completion_tokens:,} completion tokens"
-            )
-            for message in await store.load_messages(session_id, agent_id=AGENT_ID):
-                print(_show(message))
-            return 0
-        if action == "export":
-            sys.stdout.write(await store.export_jsonl(session_id, agent_id=AGENT_ID))
-            sys.stdout.flush()
-            return 0
-        if not await store.delete(session_id, agent_id=AGENT_ID):
-            raise SessionNotFound(f"no session {session_id!r} (see: steadyloop sessions list)")
-        print(f"deleted {session_id}")
+    opened = open_store(store)
+    try:
+        return await _sessions(opened, action, session_id)
+    finally:
+        await opened.close()
+
+
+async def _sessions(store: SessionStore, action: str, session_id: str | None) -> int:
+    if action == "list":
+        found = await store.list(AGENT_ID)
+        print("\n".join(session_rows(found)) if found else "no sessions yet", flush=True)
         return 0
+    if session_id is None:
+        raise InvalidInput(f"sessions {action} needs a session id (see: steadyloop sessions list)")
+    if action == "show":
+        info = await store.get(session_id, agent_id=AGENT_ID)
+        if info is None:
+            raise SessionNotFound(f"no session {session_id!r} (see: steadyloop sessions list)")
+        usage = info.usage
+        print(f"session {info.session_id}: {info.title or ''}".rstrip())
+        print(
+            f"{info.message_count} messages, {usage.prompt_tokens:,} prompt + "
+            f"{usage.completion_tokens:,} completion tokens"
+        )
+        for message in await store.load_messages(session_id, agent_id=AGENT_ID):
+            print(_show(message))
+        return 0
+    if action == "export":
+        sys.stdout.write(await store.export_jsonl(session_id, agent_id=AGENT_ID))
+        sys.stdout.flush()
+        return 0
+    if not await store.delete(session_id, agent_id=AGENT_ID):
+        raise SessionNotFound(f"no session {session_id!r} (see: steadyloop sessions list)")
+    print(f"deleted {session_id}")
+    return 0
 
 
 async def models(resolved: Resolved) -> int:

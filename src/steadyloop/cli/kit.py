@@ -22,7 +22,7 @@ from ..errors import InvalidInput
 from ..loop import LoopPolicy
 from ..messages import ImagePart, Turn
 from ..request_body import ModelParams
-from ..sessions import AgentSession, SessionNotFound, SessionUsage, SQLiteSessionStore
+from ..sessions import AgentSession, SessionNotFound, SessionStore, SessionUsage, open_store
 from ..spec import AgentSpec, MCPServer
 from ..tools.approvals import ApprovalBroker, ApprovalPolicy
 from ..tools.definition import Tool
@@ -55,6 +55,8 @@ class AgentOptions:
         max_turns: requests one prompt may make.
         session: resume this session.
         resume_latest: resume the most recently active session.
+        store: the session store (``open_store``: a PostgreSQL URL or a SQLite file); ``None`` for the
+            CLI's default file.
         response_format: hold the answer to a JSON schema.
         tool_routing: ask each step as one tool's call or an answer (``LoopPolicy.tool_routing``).
         spec: the agent document (``--agent``); the flags above are layered over it.
@@ -69,6 +71,7 @@ class AgentOptions:
     max_turns: int | None = None
     session: str | None = None
     resume_latest: bool = False
+    store: str | None = None
     response_format: Mapping[str, Any] | None = None
     tool_routing: bool = False
     cwd: Path = field(default_factory=Path.cwd)
@@ -86,7 +89,7 @@ class Conversation:
     """
 
     def __init__(
-        self, agent: Agent, store: SQLiteSessionStore, session: AgentSession, *, resumed: bool = False
+        self, agent: Agent, store: SessionStore, session: AgentSession, *, resumed: bool = False
     ) -> None:
         self.agent = agent
         self.store = store
@@ -158,7 +161,7 @@ async def open_conversation(
     """
     assert resolved.model is not None, "the model is named before the agent is built"
     async with contextlib.AsyncExitStack() as stack:
-        store = SQLiteSessionStore()
+        store = open_store(options.store)
         stack.push_async_callback(store.close)
         # Context keeping needs the window; asked once here, and left off for a server that will not say.
         window = await context_limit_for(resolved.endpoint, resolved.model, resolved.context_length)
@@ -176,7 +179,9 @@ async def open_conversation(
         elif options.resume_latest:
             latest = await store.latest(AGENT_ID)
             session_id = latest.session_id if latest is not None else None
-        session = await store.session(session_id, agent_id=AGENT_ID, on_failure=_warn_once())
+        session = await AgentSession.open(
+            store, agent_id=AGENT_ID, session_id=session_id, on_failure=_warn_once()
+        )
         if options.spec is not None:
             agent = await _spec_agent(resolved, options, options.spec, approvals, session, stack)
             yield Conversation(agent, store, session, resumed=session_id is not None)

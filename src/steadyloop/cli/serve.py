@@ -9,6 +9,7 @@ answers this machine only and refuses to listen anywhere else. Sessions may use 
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -72,6 +73,7 @@ def serve_command(
     store: str | None,
     spec: AgentSpec | None,
     max_runs: int = 16,
+    node: str | None = None,
 ) -> int:
     """Serve until interrupted; returns the exit code."""
     try:
@@ -84,7 +86,8 @@ def serve_command(
     settings = ServerSettings(
         endpoint=resolved.endpoint,
         model=resolved.model,
-        store_path=Path(store) if store else None,
+        store=store,
+        node=node or f"{socket.gethostname()}:{port}",
         tokens=dict(tokens),
         tools=offered,
         agent=spec,

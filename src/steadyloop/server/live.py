@@ -79,6 +79,8 @@ class LiveSession:
         self.last_end: AgentEnd | None = None
         # A move to another entry of the tree is under way (its summary may take as long as a run).
         self.moving = False
+        self.synced_seq = 0
+        """The record's last seq this session's agent knows of (loaded with, or written by it)."""
         agent.subscribe(self._heard)
 
     @property

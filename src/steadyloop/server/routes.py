@@ -221,6 +221,8 @@ class Api:
         live = await runtime.live(principal, sid)
         await live.settled()
         runtime.check_can_run(live)
+        await runtime.check_not_running_elsewhere(live)
+        runtime.check_can_run(live)  # again: the check above waited on the store
         streaming = "text/event-stream" in request.headers.get("accept", "")
         watcher = live.hub.watch() if streaming else None
         base = live.hub.last_seq
@@ -262,7 +264,11 @@ class Api:
         if follow not in ("run", "session"):
             raise ApiError("invalid_request", "follow must be 'run' or 'session'")
         info = await self.runtime.info(principal, sid)
-        hub = self.runtime.hub(sid, info.last_event_seq)
+        elsewhere = await self.runtime.running_elsewhere(principal, sid)
+        # No await from here to the watch: an idle hub without watchers may be let go meanwhile.
+        hub = self.runtime.hub(sid, info.last_event_seq, principal)
+        if elsewhere:
+            hub.running = True  # a run on another node: follow it to its end, as one here
         watcher = hub.watch()
         if after > max(info.last_event_seq, hub.last_seq):
             hub.unwatch(watcher)

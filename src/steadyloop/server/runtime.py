@@ -6,17 +6,25 @@ stopped (killed, crashed) gets that run closed in its record: an ``agent_end`` w
 interrupted, so every watcher and every listing sees it ended, and how. The assistant message it was
 streaming is closed with the text the record kept of it (the record writes streamed text at least once a
 second), in the transcript as well, as an abort would have closed it.
+
+Several servers (nodes) may share one PostgreSQL store. Each names itself (``ServerSettings.node``) in the
+run state it writes, closes at start-up only the runs it left going itself, and refuses a run on a session
+another node is running. A watcher on any node follows a run on any other: the store announces each
+append (``AppendFeed``), and the node reads the new events from the record, after the last seq its hub
+has, into the session's hub, where they join the replay exactly as local ones do.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import contextlib
 import json
 import logging
+import socket
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from steadyloop import (
@@ -34,7 +42,7 @@ from steadyloop import (
 )
 from steadyloop import context_limit_for as window_of
 from steadyloop.events import AgentEnd, AgentStart, MessageEnd, MessageStart, MessageUpdate
-from steadyloop.sessions import SessionInfo, SQLiteSessionStore
+from steadyloop.sessions import AppendFeed, SessionInfo, open_store
 
 from .agents import build_settings, document_of, layer_of, session_layer
 from .approvals import RemoteApprovals
@@ -85,7 +93,9 @@ class Runtime:
 
     def __init__(self, settings: ServerSettings) -> None:
         self.settings = settings
-        self.store = SQLiteSessionStore(settings.store_path) if settings.store_path else SQLiteSessionStore()
+        target = settings.store or (str(settings.store_path) if settings.store_path else None)
+        self.store = open_store(target)
+        self.node = settings.node or socket.gethostname()
         self.recording = RecordingStore(self.store, self._recorded)
         self.scrub = Scrubber([*settings.tokens, settings.endpoint.api_key or ""])
         self.model: str | None = settings.model
@@ -93,17 +103,28 @@ class Runtime:
         self._live: dict[str, LiveSession] = {}
         self._hubs: dict[str, EventHub] = {}
         self._runs: Counter[str] = Counter()
+        self._owners: dict[str, str] = {}  # session -> principal, for the sessions that have a hub
+        self._reading: dict[str, bool] = {}  # session -> more was announced while its read was going
+        self._readers: set[asyncio.Task[None]] = set()
+        self._unsubscribe: Callable[[], None] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Close the runs a previous process left going."""
+        """Close the runs a previous process of this node left going; hear other nodes' appends."""
+        if isinstance(self.store, AppendFeed):
+            self._unsubscribe = await self.store.subscribe(self._appended)
         for principal in self.settings.principals:
             for info in await self.store.list(principal):
                 with contextlib.suppress(InvalidInput):
                     await self._recover(principal, info)
 
     async def close(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+        for task in list(self._readers):
+            task.cancel()
+        await asyncio.gather(*self._readers, return_exceptions=True)
         for live in list(self._live.values()):
             await live.close()
         self._live.clear()
@@ -113,8 +134,11 @@ class Runtime:
 
     async def _recover(self, principal: str, info: SessionInfo) -> None:
         state = await self.store.load_state(info.session_id, RUN_STATE, agent_id=principal)
-        if state is None or json.loads(state).get("status") != "running":
+        if state is None:
             return
+        run = json.loads(state)
+        if run.get("status") != "running" or run.get("node", self.node) != self.node:
+            return  # not going, or going on another node sharing the store
         events = [e for _, e in await self.store.load_events(info.session_id, agent_id=principal)]
         opened = next((i for i in range(len(events) - 1, -1, -1) if isinstance(events[i], AgentStart)), None)
         start = events[opened] if opened is not None else None
@@ -205,16 +229,73 @@ class Runtime:
             await live.close()
             self._live.pop(session_id, None)
         hub = self._hubs.pop(session_id, None)
+        self._owners.pop(session_id, None)
         if hub is not None:
             hub.close()
         await self.store.delete(session_id, agent_id=principal)
 
-    def hub(self, session_id: str, last_seq: int) -> EventHub:
+    def hub(self, session_id: str, last_seq: int, principal: str) -> EventHub:
         """The session's hub, made on first use with the record's last seq."""
         hub = self._hubs.get(session_id)
         if hub is None:
             hub = self._hubs[session_id] = EventHub(last_seq)
+            self._owners[session_id] = principal
         return hub
+
+    async def running_elsewhere(self, principal: str, session_id: str) -> bool:
+        """Whether another node sharing the store says it is running this session."""
+        state = await self.store.load_state(session_id, RUN_STATE, agent_id=principal)
+        if state is None:
+            return False
+        run = json.loads(state)
+        return bool(run.get("status") == "running" and run.get("node", self.node) != self.node)
+
+    def _appended(self, session_id: str | None, seq: int) -> None:
+        """The store says events were appended (by any node); ``None``: anything may have been."""
+        for sid in list(self._hubs) if session_id is None else [session_id]:
+            hub = self._hubs.get(sid)
+            if hub is None or (session_id is not None and seq <= hub.last_seq):
+                continue
+            live = self._live.get(sid)
+            if live is not None and live.running:
+                continue  # this node writes that record and publishes each event as it writes it
+            if sid in self._reading:
+                self._reading[sid] = True
+                continue
+            self._reading[sid] = False
+            task = asyncio.get_running_loop().create_task(self._read_appended(sid))
+            self._readers.add(task)
+            task.add_done_callback(self._readers.discard)
+
+    async def _read_appended(self, session_id: str) -> None:
+        """Read what another node appended into the session's hub, in seq order, once each."""
+        try:
+            while True:
+                hub, principal = self._hubs.get(session_id), self._owners.get(session_id)
+                if hub is None or principal is None:
+                    return
+                try:
+                    batch = await self.store.load_events(
+                        session_id, agent_id=principal, after_seq=hub.last_seq
+                    )
+                except InvalidInput:
+                    return  # deleted meanwhile
+                except Exception as exc:
+                    log.warning("session %s: could not read another node's events: %s", session_id, exc)
+                    return
+                for seq, event in batch:
+                    if seq <= hub.last_seq:
+                        continue
+                    if isinstance(event, AgentStart):
+                        hub.running = True
+                    elif isinstance(event, AgentEnd):
+                        hub.running = False
+                    self._recorded(session_id, seq, event, here=False)
+                if not self._reading.get(session_id):
+                    return
+                self._reading[session_id] = False
+        finally:
+            self._reading.pop(session_id, None)
 
     async def live(self, principal: str, session_id: str) -> LiveSession:
         """The session loaded, its agent built (once per process)."""
@@ -223,7 +304,15 @@ class Runtime:
             if live.principal != principal:
                 raise ApiError("not_found", f"no session {session_id!r}")
             self._live[session_id] = self._live.pop(session_id)  # most recently used last
-            return live
+            if live.running or not isinstance(self.store, AppendFeed):
+                return live
+            info = await self.info(principal, session_id)
+            if info.last_event_seq <= live.synced_seq and session_id in self._live:
+                return live
+            # Another node sharing the store ran the session since this one loaded it: load it again.
+            self._live.pop(session_id, None)
+            await live.close()
+            self._hubs.pop(session_id, None)
         info = await self.info(principal, session_id)
         await self._let_go()
         document = await self.store.load_state(session_id, AGENT_STATE, agent_id=principal)
@@ -250,8 +339,14 @@ class Runtime:
             await stack.aclose()
             return again
         live = LiveSession(
-            session_id, principal, agent, self.hub(session_id, info.last_event_seq), approvals, stack
+            session_id,
+            principal,
+            agent,
+            self.hub(session_id, info.last_event_seq, principal),
+            approvals,
+            stack,
         )
+        live.synced_seq = info.last_event_seq
         self._live[session_id] = live
         return live
 
@@ -261,18 +356,34 @@ class Runtime:
         for sid in idle[: max(0, len(self._live) - MAX_LOADED + 1)]:
             live = self._live.pop(sid)
             self._hubs.pop(sid, None)
+            self._owners.pop(sid, None)
             await live.close()
         for sid in [sid for sid, hub in self._hubs.items() if sid not in self._live and not hub.watchers]:
             del self._hubs[sid]
+            self._owners.pop(sid, None)
 
-    def _recorded(self, session_id: str, seq: int, event: Event) -> None:
+    def _recorded(self, session_id: str, seq: int, event: Event, *, here: bool = True) -> None:
         live = self._live.get(session_id)
         if live is not None:
+            if here:
+                live.synced_seq = seq
             live.recorded(seq, event)
         elif (hub := self._hubs.get(session_id)) is not None:
             hub.publish_recorded(seq, event)
 
     # -- runs -----------------------------------------------------------------------------------------
+
+    async def check_not_running_elsewhere(self, live: LiveSession) -> None:
+        """Refuse a run on a session another node sharing the store is running."""
+        if isinstance(self.store, AppendFeed) and await self.running_elsewhere(
+            live.principal, live.session_id
+        ):
+            sid = live.session_id
+            raise ApiError(
+                "run_in_progress",
+                "another node is running this session; a session runs one prompt at a time",
+                hint=f"GET /sessions/{sid}/events to watch it, and post again when it has ended",
+            )
 
     def check_can_run(self, live: LiveSession) -> None:
         """Refuse a second run on a session, and a run past the principal's limit."""
@@ -308,7 +419,8 @@ class Runtime:
         self._runs[principal] += 1
 
         async def save(value: str) -> None:
-            await self.store.save_state(sid, RUN_STATE, value, agent_id=principal)
+            state = {**json.loads(value), "node": self.node}
+            await self.store.save_state(sid, RUN_STATE, json.dumps(state), agent_id=principal)
 
         def done() -> None:
             self._runs[principal] -= 1

@@ -68,6 +68,10 @@ class ServerSettings:
         endpoint: where every session's requests go (a session cannot point the server elsewhere).
         model: the model sessions use unless they name one; ``None`` asks the endpoint at start-up.
         store_path: the SQLite session store; ``None`` for the default place.
+        store: the session store as ``open_store`` reads it (``postgresql://...`` for one several servers
+            share, or a SQLite path); takes precedence over ``store_path``.
+        node: this server's name among those sharing a store: at start-up it closes, as interrupted, the
+            runs it left going, never another node's. ``None``: the machine's host name.
         tokens: bearer token -> principal (``[A-Za-z0-9_-]{1,64}``); empty serves loopback only.
         tools: the tools sessions may pick by name.
         mcp_servers: MCP servers sessions may pick by name (connected per session, closed with it).
@@ -81,6 +85,8 @@ class ServerSettings:
     endpoint: Endpoint
     model: str | None = None
     store_path: Path | None = None
+    store: str | None = None
+    node: str | None = None
     tokens: Mapping[str, str] = field(default_factory=dict)
     tools: Sequence[Tool] = ()
     mcp_servers: Sequence[MCPServer] = ()

@@ -1,7 +1,8 @@
 """Sessions: a conversation kept across runs and restarts, with its event record and cumulative usage.
 
 ``SQLiteSessionStore`` is the default store, ``InMemorySessionStore`` the one for tests; both follow the
-``SessionStore`` protocol. ``AgentSession`` (``store.session(...)``) is a session an ``Agent`` lives in:
+``SessionStore`` protocol; ``PostgresSessionStore`` (``steadyloop.sessions.postgres``, the ``postgres``
+extra) is the one several machines share. ``open_store`` picks one from a URL or path. ``AgentSession`` (``store.session(...)``) is a session an ``Agent`` lives in:
 history loaded, every message appended as it ends, events, usage, fold and capability snapshot kept.
 ``reconstruct`` turns stored messages into a transcript a server accepts, ``EventRecorder`` writes a
 run's events into a session and ``follow`` replays and follows them.
@@ -11,19 +12,23 @@ from .bound import AgentSession
 from .history import is_balanced, reconstruct
 from .memory import InMemorySessionStore
 from .recorder import EventRecorder, follow, notify_followers
+from .select import is_shared_store, open_store
 from .sqlite import SQLiteSessionStore, default_session_path
 from .store import (
+    AppendFeed,
     SessionConfig,
     SessionInfo,
     SessionNotFound,
     SessionStore,
     SessionUsage,
+    StoreUnavailable,
     check_id,
     new_session_id,
 )
 
 __all__ = [
     "AgentSession",
+    "AppendFeed",
     "EventRecorder",
     "InMemorySessionStore",
     "SQLiteSessionStore",
@@ -32,11 +37,14 @@ __all__ = [
     "SessionNotFound",
     "SessionStore",
     "SessionUsage",
+    "StoreUnavailable",
     "check_id",
     "default_session_path",
     "follow",
     "is_balanced",
+    "is_shared_store",
     "new_session_id",
     "notify_followers",
+    "open_store",
     "reconstruct",
 ]

@@ -7,13 +7,15 @@ and each step runs in the same transaction as the bump to its number, so a file 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import sqlite3
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pydantic import ValidationError
 
+from ..context.branches import BranchFiles
 from ..errors import InvalidInput
 from .store import SessionInfo, SessionUsage
 
@@ -22,8 +24,11 @@ __all__ = [
     "LEAF_QUERY",
     "MIGRATIONS",
     "PATH_QUERY",
+    "Row",
     "decode",
     "delete_session",
+    "files_from_json",
+    "files_to_json",
     "info_of",
     "migrate",
     "transaction",
@@ -33,6 +38,13 @@ __all__ = [
 
 log = logging.getLogger("steadyloop.sessions.sqlite")
 _T = TypeVar("_T")
+
+
+class Row(Protocol):
+    """A row read by column name: SQLite's ``sqlite3.Row`` or PostgreSQL's dict rows."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
+
 
 #: The schema, one migration per entry, in order; never edit one that shipped, append a new one.
 MIGRATIONS: list[str] = [
@@ -180,7 +192,7 @@ def delete_session(conn: sqlite3.Connection, session_id: str) -> None:
     conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
 
 
-def usage_of(row: sqlite3.Row) -> SessionUsage:
+def usage_of(row: Row) -> SessionUsage:
     """The cumulative usage in a ``sessions`` row."""
     return SessionUsage(
         prompt_tokens=row["prompt_tokens"],
@@ -197,7 +209,7 @@ def usage_values(u: SessionUsage) -> tuple[int, int, int, int, int, int]:
     return (u.prompt_tokens, u.completion_tokens, u.cached_tokens, u.reasoning_tokens, u.turns, u.runs)
 
 
-def info_of(row: sqlite3.Row) -> SessionInfo:
+def info_of(row: Row) -> SessionInfo:
     """The info of an ``INFO_QUERY`` row."""
     return SessionInfo(
         session_id=row["id"],
@@ -221,3 +233,23 @@ def decode(body: str, parse: Callable[[str], _T]) -> _T | None:
     except (ValidationError, InvalidInput) as exc:
         log.warning("skipping a stored session value this steadyloop cannot read: %s", exc)
         return None
+
+
+def files_to_json(files: BranchFiles | None) -> str | None:
+    """The files a branch summary carries as stored (``None`` when it carries none)."""
+    if files is None:
+        return None
+    return json.dumps({"read_files": list(files.read_files), "modified_files": list(files.modified_files)})
+
+
+def files_from_json(text: str | None) -> BranchFiles | None:
+    """Stored files read back; ``None`` when there are none or this version cannot read them."""
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+        read = tuple(str(p) for p in data.get("read_files", ()))
+        modified = tuple(str(p) for p in data.get("modified_files", ()))
+    except (ValueError, AttributeError, TypeError):
+        return None  # a files column this version cannot read: the entry is kept without it
+    return BranchFiles(read, modified)

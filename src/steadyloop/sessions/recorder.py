@@ -14,7 +14,8 @@ Writes never overlap: ``record`` waits for a timed write under way, so whoever h
 
 ``follow`` replays a session's record after any seq and then waits for more. Recorders wake followers of
 the same store in this process, on this event loop; a host that appends events to the store directly calls
-``notify_followers`` itself.
+``notify_followers`` itself. A store that is an ``AppendFeed`` (PostgreSQL) also wakes followers for the
+appends of other processes, on any machine.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from collections.abc import AsyncGenerator
 from typing import Literal
 
 from ..events import AgentEnd, Event, MessageUpdate
-from .store import SessionStore, check_id
+from .store import AppendFeed, SessionStore, check_id
 
 __all__ = ["DEFAULT_FLUSH_AFTER_S", "EventRecorder", "follow", "notify_followers"]
 
@@ -50,14 +51,14 @@ class _Feed:
 _FEEDS: weakref.WeakKeyDictionary[object, dict[str, _Feed]] = weakref.WeakKeyDictionary()
 
 
-def notify_followers(store: SessionStore, session_id: str) -> None:
-    """Wake every ``follow`` of this session on this store, so each reads what was just appended."""
-    feed = _FEEDS.get(store, {}).get(session_id)
-    if feed is None:
-        return
-    for waiter in feed.waiters:
-        if not waiter.done():
-            waiter.set_result(None)
+def notify_followers(store: SessionStore, session_id: str | None) -> None:
+    """Wake every ``follow`` of this session on this store (``None``: of every session), so each reads
+    what was just appended."""
+    feeds = _FEEDS.get(store, {})
+    for feed in feeds.values() if session_id is None else filter(None, [feeds.get(session_id)]):
+        for waiter in feed.waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
 
 class EventRecorder:
@@ -194,7 +195,11 @@ async def follow(
     loop = asyncio.get_running_loop()
     stop = loop.create_task(_until(cancel)) if cancel is not None else None
     last = after_seq
+    unsubscribe = None
     try:
+        if isinstance(store, AppendFeed):
+            # Subscribed before the first read, so an append another process makes meanwhile still wakes us.
+            unsubscribe = await store.subscribe(lambda sid, _seq: notify_followers(store, sid))
         while cancel is None or not cancel.is_set():
             # Registered before reading, so a write that lands between the read and the wait still wakes us.
             waiter: asyncio.Future[None] = loop.create_future()
@@ -214,6 +219,8 @@ async def follow(
                 feed.waiters.discard(waiter)
                 waiter.cancel()
     finally:
+        if unsubscribe is not None:
+            unsubscribe()
         if stop is not None:
             stop.cancel()
         feed.followers -= 1

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
-import json
 import os
 import sqlite3
 import sys
@@ -41,6 +40,8 @@ from ._schema import (
     PATH_QUERY,
     decode,
     delete_session,
+    files_from_json,
+    files_to_json,
     info_of,
     migrate,
     transaction,
@@ -317,7 +318,7 @@ class SQLiteSessionStore:
         _check(session_id, agent_id)
         at = entry_position(parent) if parent is not None else ROOT
         body = message_to_json(message)
-        extra = _files_to_json(files)
+        extra = files_to_json(files)
         now = self._clock()
 
         def job(conn: sqlite3.Connection) -> int:
@@ -348,7 +349,7 @@ class SQLiteSessionStore:
             if message is None:
                 continue
             parent = row["parent"]
-            files = _files_from_json(row["files"])
+            files = files_from_json(row["files"])
             out.append(Entry(str(row["pos"]), str(parent) if parent else None, message, files))
         return out
 
@@ -524,7 +525,7 @@ class SQLiteSessionStore:
                 int(e.id),
                 message_to_json(e.message),
                 int(e.parent_id) if e.parent_id else None,
-                _files_to_json(e.files),
+                files_to_json(e.files),
             )
             for e in kept
         ]
@@ -596,24 +597,6 @@ def _existing(conn: sqlite3.Connection, session_id: str, position: int) -> None:
     ).fetchone()
     if found is None:
         raise InvalidInput(f"session {session_id!r} has no entry {position}")
-
-
-def _files_to_json(files: BranchFiles | None) -> str | None:
-    if files is None:
-        return None
-    return json.dumps({"read_files": list(files.read_files), "modified_files": list(files.modified_files)})
-
-
-def _files_from_json(text: str | None) -> BranchFiles | None:
-    if not text:
-        return None
-    try:
-        data = json.loads(text)
-        read = tuple(str(p) for p in data.get("read_files", ()))
-        modified = tuple(str(p) for p in data.get("modified_files", ()))
-    except (ValueError, AttributeError, TypeError):
-        return None  # a files column this version cannot read: the entry is kept without it
-    return BranchFiles(read, modified)
 
 
 def _info(conn: sqlite3.Connection, session_id: str) -> SessionInfo:

@@ -22,23 +22,25 @@ from __future__ import annotations
 import builtins
 import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from ..context.branches import BranchFiles, Entry
-from ..errors import InvalidInput
+from ..errors import InvalidInput, SteadyloopError
 from ..events import Event
 from ..messages import Message
 from ..usage import Usage
 
 __all__ = [
     "ROOT",
+    "AppendFeed",
     "SessionConfig",
     "SessionInfo",
     "SessionNotFound",
     "SessionStore",
     "SessionUsage",
+    "StoreUnavailable",
     "check_id",
     "entry_position",
     "new_session_id",
@@ -49,6 +51,10 @@ _ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 class SessionNotFound(InvalidInput):
     """No session with this id belongs to the calling agent (it never existed, expired, or is another's)."""
+
+
+class StoreUnavailable(SteadyloopError):
+    """The session store's server could not be reached, or kept refusing a write; nothing was written."""
 
 
 def check_id(value: object, what: str = "id") -> str:
@@ -273,4 +279,18 @@ class SessionStore(Protocol):
 
     async def close(self) -> None:
         """Release what the store holds open."""
+        ...
+
+
+@runtime_checkable
+class AppendFeed(Protocol):
+    """A store whose events other processes also append, and which can say when they do.
+
+    ``follow`` (and the server's attach) subscribe to it before reading the record, so an event another
+    process appends reaches a follower here too.
+    """
+
+    async def subscribe(self, on_appended: Callable[[str | None, int], None]) -> Callable[[], None]:
+        """Call ``on_appended(session_id, last_seq)`` after each committed append of events; ``(None, 0)``
+        when some may have gone unannounced. Returns the function that stops it."""
         ...

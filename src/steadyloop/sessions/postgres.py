@@ -1,0 +1,671 @@
+"""A ``SessionStore`` on PostgreSQL, shared by every node that points at the same database.
+
+Install with ``pip install 'steadyloop[postgres]'`` (psycopg 3 and its pool). The store behaves as the
+SQLite one does, call for call; what it adds is that many processes on many machines can write the same
+sessions at once, and learn of each other's writes.
+
+Concurrent writers: every write that numbers something (an event's seq, an entry's position) first locks
+its session's row (``SELECT ... FOR UPDATE``), then reads the tail and inserts after it in the same
+transaction. Two nodes appending to one session therefore take turns: seqs come out strictly increasing
+and unique, and one write's messages are never interleaved with another's. A transaction that still loses
+a race (a deadlock, a serialization failure, two creates of one id) is retried from the start, a few
+times, before ``StoreUnavailable`` is raised; the caller never sees the race itself.
+
+The live feed: each ``append_events`` sends ``NOTIFY`` on the store's channel with ``"<session> <seq>"``
+(the last seq it wrote) in the same transaction, so the notice goes out when, and only if, the events are
+committed. ``subscribe`` listens on one connection of its own and calls back with (session, seq); a reader
+then takes the events from the table, after the last seq it has, so a notice lost or merged never loses an
+event. After the listening connection drops, it reconnects and calls back with ``(None, 0)``: anything may
+have been missed, and every reader reads again from its last seq. ``follow`` uses this by itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import logging
+import random
+import re
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+from ..context.branches import BranchFiles, Entry
+from ..errors import InvalidInput
+from ..events import Event, event_from_json, event_to_json
+from ..messages import Message, message_from_json, message_to_json
+from ..usage import Usage
+from ._jsonl import SessionSnapshot, dump_snapshot, load_snapshot
+from ._schema import decode, files_from_json, files_to_json, info_of, usage_of, usage_values
+from .store import (
+    ROOT,
+    SessionConfig,
+    SessionInfo,
+    SessionNotFound,
+    SessionUsage,
+    StoreUnavailable,
+    check_id,
+    entry_position,
+    new_session_id,
+)
+
+try:
+    import psycopg
+    from psycopg import AsyncConnection, errors, sql
+    from psycopg.rows import DictRow, dict_row
+    from psycopg_pool import AsyncConnectionPool, PoolTimeout
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "the PostgreSQL session store needs psycopg: pip install 'steadyloop[postgres]'"
+    ) from exc
+
+from ._pg_schema import INFO_QUERY, LEAF_QUERY, PATH_QUERY, migrate
+
+__all__ = ["PostgresSessionStore"]
+
+log = logging.getLogger("steadyloop.sessions.postgres")
+_T = TypeVar("_T")
+Conn = AsyncConnection[DictRow]
+#: Called with (session id, last seq written), or (None, 0) when notices may have been missed.
+Appended = Callable[[str | None, int], None]
+
+#: How many times a transaction that lost a race is run again before the store gives up.
+RACE_RETRIES = 8
+_CHANNEL = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_LOST_RACE = (errors.SerializationFailure, errors.DeadlockDetected, errors.UniqueViolation)
+
+
+class PostgresSessionStore:
+    """A ``SessionStore`` in a PostgreSQL database (schema ``steadyloop``, created on first use).
+
+    Nothing reaches the server until the first call; close the store (or use ``async with``) to release
+    its connections.
+
+    Args:
+        url: a libpq URL or conninfo, ``postgresql://user:password@host:5432/dbname``.
+        config: lifecycle limits.
+        clock: seconds since the epoch; injectable so tests can move time.
+        pool_size: connections kept at most (the listener's own connection is extra).
+        channel: the ``NOTIFY`` channel appends are announced on.
+        connect_timeout: seconds to wait for a connection before ``StoreUnavailable``.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        config: SessionConfig | None = None,
+        clock: Callable[[], float] = time.time,
+        pool_size: int = 10,
+        channel: str = "steadyloop_events",
+        connect_timeout: float = 30.0,
+    ) -> None:
+        if _CHANNEL.fullmatch(channel) is None:
+            raise InvalidInput(f"channel must be a lower-case SQL identifier, got {channel!r}")
+        if pool_size < 1:
+            raise InvalidInput(f"pool_size must be at least 1, got {pool_size!r}")
+        self.url = url
+        self._config = config or SessionConfig()
+        self._clock = clock
+        self._pool_size = pool_size
+        self._channel = channel
+        self._timeout = connect_timeout
+        self._pool: AsyncConnectionPool[Conn] | None = None
+        self._opening: asyncio.Lock | None = None
+        self._closed = False
+        self._subscribers: dict[int, Appended] = {}
+        self._listener: asyncio.Task[None] | None = None
+        self._listening: asyncio.Event | None = None
+
+    async def __aenter__(self) -> PostgresSessionStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- connections ---------------------------------------------------------------------------------
+
+    async def _open(self) -> AsyncConnectionPool[Conn]:
+        if self._closed:
+            raise InvalidInput("the session store is closed")
+        if self._pool is not None:
+            return self._pool
+        self._opening = self._opening or asyncio.Lock()
+        async with self._opening:
+            if self._pool is None:
+                pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
+                    self.url,
+                    min_size=1,
+                    max_size=self._pool_size,
+                    kwargs={"autocommit": True, "row_factory": dict_row},
+                    open=False,
+                    timeout=self._timeout,
+                )
+                try:
+                    await pool.open(wait=True, timeout=self._timeout)
+                    async with pool.connection() as conn:
+                        await migrate(conn)
+                except (psycopg.Error, PoolTimeout) as exc:
+                    await pool.close()
+                    raise StoreUnavailable(
+                        f"the session database at {self.url} is unavailable: {exc}"
+                    ) from None
+                except BaseException:
+                    await pool.close()
+                    raise
+                self._pool = pool
+        return self._pool
+
+    async def _tx(self, job: Callable[[Conn], Awaitable[_T]]) -> _T:
+        """``job`` in one transaction, run again from the start when it loses a race."""
+        pool = await self._open()
+        for attempt in range(1, RACE_RETRIES + 1):
+            try:
+                async with pool.connection() as conn, conn.transaction():
+                    return await job(conn)
+            except _LOST_RACE as exc:
+                if attempt == RACE_RETRIES:
+                    raise StoreUnavailable(
+                        f"a session write kept losing races after {attempt} tries: {exc}"
+                    ) from None
+                await asyncio.sleep(random.uniform(0, 0.005 * attempt))  # let the winner finish
+            except (psycopg.OperationalError, PoolTimeout) as exc:
+                raise StoreUnavailable(f"the session database at {self.url} is unavailable: {exc}") from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- inside a transaction ----------------------------------------------------------------------
+
+    async def _find(
+        self, conn: Conn, session_id: str, agent_id: str, now: float, *, lock: bool = False
+    ) -> DictRow | None:
+        query = "SELECT * FROM steadyloop.sessions WHERE id = %s" + (" FOR UPDATE" if lock else "")
+        row = await (await conn.execute(query, (session_id,))).fetchone()
+        if row is None or row["agent_id"] != agent_id:
+            return None
+        if self._config.expired(row["created_at"], row["updated_at"], now):
+            await conn.execute("DELETE FROM steadyloop.sessions WHERE id = %s", (session_id,))
+            return None
+        return row
+
+    async def _owned(
+        self, conn: Conn, session_id: str, agent_id: str, now: float, *, lock: bool = False
+    ) -> DictRow:
+        row = await self._find(conn, session_id, agent_id, now, lock=lock)
+        if row is None:
+            raise SessionNotFound(f"no session {session_id!r} for agent {agent_id!r}")
+        return row
+
+    async def _insert(
+        self, conn: Conn, session_id: str, rows: Sequence[tuple[str, str | None]], parent: int
+    ) -> int:
+        """Insert (body, files) rows as a chain under ``parent`` (``ROOT``: none), the leaf moved to the
+        last, then trim; returns the last position. The caller holds the session's row lock."""
+        last = await _scalar(
+            conn,
+            "SELECT COALESCE(MAX(pos), 0) AS n FROM steadyloop.messages WHERE session_id = %s",
+            session_id,
+        )
+        values = []
+        for i, (body, files) in enumerate(rows, 1):
+            values.append((session_id, last + i, body, parent or None, files))
+            parent = last + i
+        if values:
+            async with conn.cursor() as cur:
+                await cur.executemany(
+                    "INSERT INTO steadyloop.messages (session_id, pos, body, parent, files) "
+                    "VALUES (%s, %s, %s, %s, %s)",
+                    values,
+                )
+            await conn.execute("UPDATE steadyloop.sessions SET leaf = %s WHERE id = %s", (parent, session_id))
+        cap = self._config.max_history_entries
+        if cap is not None:
+            await conn.execute(
+                "DELETE FROM steadyloop.messages WHERE session_id = %s AND pos <= %s",
+                (session_id, last + len(rows) - cap),
+            )
+        return parent
+
+    # -- the protocol ------------------------------------------------------------------------------
+
+    async def create(
+        self, agent_id: str, *, title: str | None = None, session_id: str | None = None
+    ) -> SessionInfo:
+        check_id(agent_id, "agent_id")
+        sid = check_id(session_id, "session_id") if session_id is not None else new_session_id()
+        now = self._clock()
+
+        async def job(conn: Conn) -> SessionInfo:
+            if await (
+                await conn.execute("SELECT 1 FROM steadyloop.sessions WHERE id = %s", (sid,))
+            ).fetchone():
+                raise InvalidInput(f"session id {sid!r} is already in use")
+            await conn.execute(
+                "INSERT INTO steadyloop.sessions (id, agent_id, title, created_at, updated_at) "
+                "VALUES (%s, %s, %s, %s, %s)",
+                (sid, agent_id, title, now, now),
+            )
+            return await _info(conn, sid)
+
+        return await self._tx(job)
+
+    async def get(self, session_id: str, *, agent_id: str) -> SessionInfo | None:
+        _check(session_id, agent_id)
+        now = self._clock()
+
+        async def job(conn: Conn) -> SessionInfo | None:
+            row = await self._find(conn, session_id, agent_id, now)
+            return None if row is None else await _info(conn, session_id)
+
+        return await self._tx(job)
+
+    async def list(self, agent_id: str) -> builtins.list[SessionInfo]:
+        check_id(agent_id, "agent_id")
+        now = self._clock()
+
+        async def job(conn: Conn) -> builtins.list[SessionInfo]:
+            cursor = await conn.execute(
+                INFO_QUERY + " WHERE s.agent_id = %s ORDER BY s.updated_at DESC, s.created_at DESC",
+                (agent_id,),
+            )
+            live = []
+            for row in await cursor.fetchall():
+                if self._config.expired(row["created_at"], row["updated_at"], now):
+                    await conn.execute("DELETE FROM steadyloop.sessions WHERE id = %s", (row["id"],))
+                else:
+                    live.append(info_of(row))
+            return live
+
+        return await self._tx(job)
+
+    async def latest(self, agent_id: str) -> SessionInfo | None:
+        infos = await self.list(agent_id)
+        return infos[0] if infos else None
+
+    async def append_messages(self, session_id: str, messages: Sequence[Message], *, agent_id: str) -> None:
+        _check(session_id, agent_id)
+        bodies = [message_to_json(m) for m in messages]  # serialised here: a bad value fails before any write
+        now = self._clock()
+
+        async def job(conn: Conn) -> None:
+            await self._owned(conn, session_id, agent_id, now, lock=True)
+            await self._insert(
+                conn, session_id, [(body, None) for body in bodies], await _leaf(conn, session_id)
+            )
+            await conn.execute(
+                "UPDATE steadyloop.sessions SET updated_at = %s WHERE id = %s", (now, session_id)
+            )
+
+        await self._tx(job)
+
+    async def load_messages(
+        self, session_id: str, *, agent_id: str, limit: int | None = None
+    ) -> builtins.list[Message]:
+        _check(session_id, agent_id)
+        now = self._clock()
+
+        async def job(conn: Conn) -> builtins.list[str]:
+            await self._owned(conn, session_id, agent_id, now)
+            leaf = await _leaf(conn, session_id)
+            if (limit is not None and limit <= 0) or leaf == ROOT:
+                return []
+            depth = limit if limit is not None else 1 << 62
+            cursor = await conn.execute(PATH_QUERY, {"sid": session_id, "leaf": leaf, "depth": depth})
+            return [row["body"] for row in await cursor.fetchall()]
+
+        return [m for body in await self._tx(job) if (m := decode(body, message_from_json)) is not None]
+
+    async def append_entry(
+        self,
+        session_id: str,
+        message: Message,
+        *,
+        agent_id: str,
+        parent: str | None,
+        files: BranchFiles | None = None,
+    ) -> str:
+        _check(session_id, agent_id)
+        at = entry_position(parent) if parent is not None else ROOT
+        body = message_to_json(message)
+        extra = files_to_json(files)
+        now = self._clock()
+
+        async def job(conn: Conn) -> int:
+            await self._owned(conn, session_id, agent_id, now, lock=True)
+            await _existing(conn, session_id, at)
+            position = await self._insert(conn, session_id, [(body, extra)], at)
+            await conn.execute(
+                "UPDATE steadyloop.sessions SET updated_at = %s WHERE id = %s", (now, session_id)
+            )
+            return position
+
+        return str(await self._tx(job))
+
+    async def load_entries(self, session_id: str, *, agent_id: str) -> builtins.list[Entry]:
+        _check(session_id, agent_id)
+        now = self._clock()
+
+        async def job(conn: Conn) -> builtins.list[DictRow]:
+            await self._owned(conn, session_id, agent_id, now)
+            cursor = await conn.execute(
+                "SELECT pos, parent, body, files FROM steadyloop.messages WHERE session_id = %s ORDER BY pos",
+                (session_id,),
+            )
+            return await cursor.fetchall()
+
+        out: builtins.list[Entry] = []
+        for row in await self._tx(job):
+            message = decode(row["body"], message_from_json)
+            if message is None:
+                continue
+            parent = row["parent"]
+            out.append(
+                Entry(
+                    str(row["pos"]), str(parent) if parent else None, message, files_from_json(row["files"])
+                )
+            )
+        return out
+
+    async def set_leaf(self, session_id: str, entry_id: str | None, *, agent_id: str) -> None:
+        _check(session_id, agent_id)
+        at = entry_position(entry_id) if entry_id is not None else ROOT
+        now = self._clock()
+
+        async def job(conn: Conn) -> None:
+            await self._owned(conn, session_id, agent_id, now, lock=True)
+            await _existing(conn, session_id, at)
+            await conn.execute(
+                "UPDATE steadyloop.sessions SET leaf = %s, updated_at = %s WHERE id = %s",
+                (at, now, session_id),
+            )
+
+        await self._tx(job)
+
+    async def append_events(self, session_id: str, events: Sequence[Event], *, agent_id: str) -> int:
+        _check(session_id, agent_id)
+        bodies = [event_to_json(e) for e in events]
+        now = self._clock()
+
+        async def job(conn: Conn) -> int:
+            await self._owned(conn, session_id, agent_id, now, lock=True)
+            last = await _scalar(
+                conn,
+                "SELECT COALESCE(MAX(seq), 0) AS n FROM steadyloop.events WHERE session_id = %s",
+                session_id,
+            )
+            if not bodies:
+                return last
+            async with conn.cursor() as cur:
+                await cur.executemany(
+                    "INSERT INTO steadyloop.events (session_id, seq, body) VALUES (%s, %s, %s)",
+                    [(session_id, last + i, body) for i, body in enumerate(bodies, 1)],
+                )
+            await conn.execute(
+                "UPDATE steadyloop.sessions SET updated_at = %s WHERE id = %s", (now, session_id)
+            )
+            # Delivered at commit, in commit order; a rolled-back write announces nothing.
+            await conn.execute(
+                "SELECT pg_notify(%s, %s)", (self._channel, f"{session_id} {last + len(bodies)}")
+            )
+            return last + len(bodies)
+
+        return await self._tx(job)
+
+    async def load_events(
+        self, session_id: str, *, agent_id: str, after_seq: int = 0
+    ) -> builtins.list[tuple[int, Event]]:
+        _check(session_id, agent_id)
+        now = self._clock()
+
+        async def job(conn: Conn) -> builtins.list[tuple[int, str]]:
+            await self._owned(conn, session_id, agent_id, now)
+            cursor = await conn.execute(
+                "SELECT seq, body FROM steadyloop.events WHERE session_id = %s AND seq > %s ORDER BY seq",
+                (session_id, after_seq),
+            )
+            return [(int(row["seq"]), row["body"]) for row in await cursor.fetchall()]
+
+        out: builtins.list[tuple[int, Event]] = []
+        for seq, body in await self._tx(job):
+            event = decode(body, event_from_json)
+            if event is not None:
+                out.append((seq, event))
+        return out
+
+    async def record_usage(
+        self, session_id: str, usage: Usage, *, agent_id: str, turns: int = 0
+    ) -> SessionUsage:
+        _check(session_id, agent_id)
+        now = self._clock()
+
+        async def job(conn: Conn) -> SessionUsage:
+            row = await self._owned(conn, session_id, agent_id, now, lock=True)
+            total = usage_of(row).add(usage, turns=turns)
+            await conn.execute(
+                "UPDATE steadyloop.sessions SET prompt_tokens = %s, completion_tokens = %s, cached_tokens = %s, "
+                "reasoning_tokens = %s, turns = %s, runs = %s, updated_at = %s WHERE id = %s",
+                (*usage_values(total), now, session_id),
+            )
+            return total
+
+        return await self._tx(job)
+
+    async def save_state(self, session_id: str, name: str, value: str, *, agent_id: str) -> None:
+        _check(session_id, agent_id)
+        now = self._clock()
+
+        async def job(conn: Conn) -> None:
+            await self._owned(conn, session_id, agent_id, now)
+            await conn.execute(
+                "INSERT INTO steadyloop.state (session_id, name, body) VALUES (%s, %s, %s) "
+                "ON CONFLICT (session_id, name) DO UPDATE SET body = excluded.body",
+                (session_id, name, value),
+            )
+
+        await self._tx(job)
+
+    async def load_state(self, session_id: str, name: str, *, agent_id: str) -> str | None:
+        _check(session_id, agent_id)
+        now = self._clock()
+
+        async def job(conn: Conn) -> str | None:
+            await self._owned(conn, session_id, agent_id, now)
+            cursor = await conn.execute(
+                "SELECT body FROM steadyloop.state WHERE session_id = %s AND name = %s", (session_id, name)
+            )
+            row = await cursor.fetchone()
+            return None if row is None else str(row["body"])
+
+        return await self._tx(job)
+
+    async def _all_state(self, session_id: str) -> dict[str, str]:
+        async def job(conn: Conn) -> dict[str, str]:
+            cursor = await conn.execute(
+                "SELECT name, body FROM steadyloop.state WHERE session_id = %s", (session_id,)
+            )
+            return {str(row["name"]): str(row["body"]) for row in await cursor.fetchall()}
+
+        return await self._tx(job)
+
+    async def delete(self, session_id: str, *, agent_id: str) -> bool:
+        _check(session_id, agent_id)
+        now = self._clock()
+
+        async def job(conn: Conn) -> bool:
+            if await self._find(conn, session_id, agent_id, now, lock=True) is None:
+                return False
+            await conn.execute("DELETE FROM steadyloop.sessions WHERE id = %s", (session_id,))
+            return True
+
+        return await self._tx(job)
+
+    async def export_jsonl(self, session_id: str, *, agent_id: str) -> str:
+        info = await self.get(session_id, agent_id=agent_id)
+        if info is None:
+            raise SessionNotFound(f"no session {session_id!r} for agent {agent_id!r}")
+        entries = await self.load_entries(session_id, agent_id=agent_id)
+        events = await self.load_events(session_id, agent_id=agent_id)
+        state = await self._all_state(session_id)
+        return dump_snapshot(SessionSnapshot(info, entries, events, state))
+
+    async def import_jsonl(self, text: str, *, agent_id: str, session_id: str | None = None) -> SessionInfo:
+        check_id(agent_id, "agent_id")
+        snapshot = load_snapshot(text)
+        sid = check_id(session_id or snapshot.info.session_id, "session_id")
+        info = snapshot.info
+        cap = self._config.max_history_entries
+        kept = snapshot.entries[-cap:] if cap is not None else snapshot.entries
+        messages = [
+            (
+                sid,
+                int(e.id),
+                message_to_json(e.message),
+                int(e.parent_id) if e.parent_id else None,
+                files_to_json(e.files),
+            )
+            for e in kept
+        ]
+        leaf = entry_position(info.leaf) if info.leaf is not None else ROOT
+        events = [(sid, seq, event_to_json(e)) for seq, e in snapshot.events]
+        state = [(sid, name, value) for name, value in snapshot.state.items()]
+
+        async def job(conn: Conn) -> SessionInfo:
+            if await (
+                await conn.execute("SELECT 1 FROM steadyloop.sessions WHERE id = %s", (sid,))
+            ).fetchone():
+                raise InvalidInput(f"session id {sid!r} is already in use")
+            await conn.execute(
+                "INSERT INTO steadyloop.sessions (id, agent_id, title, created_at, updated_at, prompt_tokens, "
+                "completion_tokens, cached_tokens, reasoning_tokens, turns, runs, leaf) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (
+                    sid,
+                    agent_id,
+                    info.title,
+                    info.created_at,
+                    info.updated_at,
+                    *usage_values(info.usage),
+                    leaf,
+                ),
+            )
+            async with conn.cursor() as cur:
+                if messages:
+                    await cur.executemany(
+                        "INSERT INTO steadyloop.messages (session_id, pos, body, parent, files) "
+                        "VALUES (%s, %s, %s, %s, %s)",
+                        messages,
+                    )
+                if events:
+                    await cur.executemany(
+                        "INSERT INTO steadyloop.events (session_id, seq, body) VALUES (%s, %s, %s)", events
+                    )
+                if state:
+                    await cur.executemany(
+                        "INSERT INTO steadyloop.state (session_id, name, body) VALUES (%s, %s, %s)", state
+                    )
+            return await _info(conn, sid)
+
+        return await self._tx(job)
+
+    # -- the live feed -------------------------------------------------------------------------------
+
+    async def subscribe(self, on_appended: Appended) -> Callable[[], None]:
+        """Call ``on_appended(session_id, last_seq)`` after each committed ``append_events``, from any
+        process on this database; returns the function that stops it.
+
+        Returns once the store is listening, so a reader that subscribes first and reads the record second
+        misses nothing. ``on_appended(None, 0)`` means notices may have been missed (the listening
+        connection was lost and is back): read again from the last seq you have.
+
+        Raises:
+            StoreUnavailable: the database could not be reached to listen.
+        """
+        await self._open()
+        key = id(on_appended)
+        while key in self._subscribers:
+            key += 1
+        self._subscribers[key] = on_appended
+        if self._listener is None:
+            self._listening = asyncio.Event()
+            self._listener = asyncio.get_running_loop().create_task(self._listen())
+        listening = self._listening
+        assert listening is not None
+        try:
+            await asyncio.wait_for(listening.wait(), self._timeout)
+        except TimeoutError:
+            self._subscribers.pop(key, None)
+            raise StoreUnavailable(f"could not listen for appends at {self.url}") from None
+        return lambda: self._subscribers.pop(key, None) and None
+
+    async def _listen(self) -> None:
+        listening = self._listening
+        assert listening is not None
+        pause = 0.05
+        while not self._closed:
+            try:
+                conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+                async with conn:
+                    await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
+                    if listening.is_set():  # back after a drop: whatever was announced meanwhile is unknown
+                        self._tell(None, 0)
+                    listening.set()
+                    pause = 0.05
+                    async for notice in conn.notifies():
+                        session_id, _, seq = notice.payload.rpartition(" ")
+                        if session_id and seq.isdigit():
+                            self._tell(session_id, int(seq))
+            except psycopg.Error as exc:
+                log.warning("the session store's listener lost its connection (%s); reconnecting", exc)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 2.0)
+
+    def _tell(self, session_id: str | None, seq: int) -> None:
+        for callback in list(self._subscribers.values()):
+            try:
+                callback(session_id, seq)
+            except Exception:
+                log.exception("a subscriber to the session store's appends failed")
+
+    async def close(self) -> None:
+        """Stop listening and close every connection; calls after this raise ``InvalidInput``."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._listener is not None:
+            self._listener.cancel()
+            await asyncio.gather(self._listener, return_exceptions=True)
+            self._listener = None
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+
+def _check(session_id: str, agent_id: str) -> None:
+    check_id(session_id, "session_id")
+    check_id(agent_id, "agent_id")
+
+
+async def _scalar(conn: Conn, query: Any, *params: object) -> int:
+    row = await (await conn.execute(query, params)).fetchone()
+    return int(row["n"]) if row is not None else 0
+
+
+async def _leaf(conn: Conn, session_id: str) -> int:
+    """The position the session continues from (``ROOT`` before any entry)."""
+    row = await (await conn.execute(LEAF_QUERY, {"sid": session_id})).fetchone()
+    return int(row["leaf"]) if row is not None else ROOT
+
+
+async def _existing(conn: Conn, session_id: str, position: int) -> None:
+    if position == ROOT:
+        return
+    cursor = await conn.execute(
+        "SELECT 1 FROM steadyloop.messages WHERE session_id = %s AND pos = %s", (session_id, position)
+    )
+    if await cursor.fetchone() is None:
+        raise InvalidInput(f"session {session_id!r} has no entry {position}")
+
+
+async def _info(conn: Conn, session_id: str) -> SessionInfo:
+    row = await (await conn.execute(INFO_QUERY + " WHERE s.id = %s", (session_id,))).fetchone()
+    assert row is not None
+    return info_of(row)
