@@ -89,11 +89,11 @@ def resolve_for_agent(
         inherited_base_url=env.get("OPENAI_BASE_URL"),
         inherited_api_key=env.get("OPENAI_API_KEY"),
     )
-    given = {
-        "request_timeout": spec.endpoint.request_timeout,
-        "first_token_timeout": spec.endpoint.first_token_timeout,
-    }
-    endpoint = Endpoint(url, api_key=key, **{k: v for k, v in given.items() if v is not None})
+    endpoint = Endpoint(url, api_key=key)
+    if spec.endpoint.request_timeout is not None:
+        endpoint = replace(endpoint, request_timeout=spec.endpoint.request_timeout)
+    if spec.endpoint.first_token_timeout is not None:
+        endpoint = replace(endpoint, first_token_timeout=spec.endpoint.first_token_timeout)
     model = choice.model or env.get("STEADYLOOP_MODEL") or None
     return Resolved(endpoint, model, label=endpoint.shown_url, context_length=spec.endpoint.context_length)
 

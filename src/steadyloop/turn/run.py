@@ -1,9 +1,10 @@
 """``run_turn``: one turn with the retry loop around the negotiation around the stream.
 
 Layering, outside in: the sizing guard (once: a body that cannot fit is refused before it is sent), the
-retry loop (transient failures, a model still loading), negotiation (refusals the request can do
-without), and the streamed request under its watchdog. Nothing is ever re-sent once output was produced:
-torn output cannot be redone.
+retry loop (transient failures, a model still loading), the failover chain (an endpoint's ``fallbacks``,
+tried in order within one attempt), negotiation (refusals the request can do without), and the streamed
+request under its watchdog. Nothing is ever re-sent once output was produced: torn output cannot be
+redone, and another model's answer is never stitched onto it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from ..wire.liveness import endpoint_answers
 from .assembly import Produced, TextCallback
 from .body import apply_latches
 from .capabilities import EndpointCapabilities, ModelCapabilities, capabilities_for
+from .failover import failover_event, hops
 from .fences import DEFAULT_FENCES, Fence
 from .negotiate import Downgraded, negotiate
 from .stream import stream_turn
@@ -146,10 +148,16 @@ async def run_turn(
         droppable: extra-body fields that may be dropped when the endpoint refuses them.
         on_output: answer text as it streams.
         on_thinking: reasoning as it streams.
-        on_event: ``Retry``, ``Downgrade`` and ``Notice`` events.
+        on_event: ``Retry``, ``Failover``, ``Downgrade`` and ``Notice`` events.
         fences: thinking fences to take out of content.
         start_in_reasoning: the template opened a thinking block in the prompt.
         step: the step number stamped on events.
+
+    An endpoint with ``fallbacks`` is a failover chain: a failure before anything was shown that says
+    nothing about the request itself (auth, rate limit, not found, network, silence, overloaded, a model
+    loading) hands the turn to the next candidate at once, with a ``Failover`` event; when the last one
+    fails too, the retry loop treats its failure as it would a single endpoint's and starts again from
+    the first. Sizing and the context window are the first candidate's.
 
     Raises:
         ContextOverflow: the body does not fit (before sending, or as the endpoint said).
@@ -193,7 +201,26 @@ async def run_turn(
         endpoint, builder, caps, policy, on_output, on_thinking, on_event, fences, start_in_reasoning, step
     )
     sender.first = asked
+    sender.model = name
     emit = sender.emit
+    chain = [sender]
+    for target in endpoint.fallbacks:
+        fallback_model = target.model or name
+        chain.append(
+            _Sender(
+                target.endpoint,
+                _for_model(builder, fallback_model),
+                capabilities_for(target.endpoint),
+                policy,
+                on_output,
+                on_thinking,
+                on_event,
+                fences,
+                start_in_reasoning,
+                step,
+            )
+        )
+        chain[-1].model = fallback_model
 
     started = time.perf_counter()
     retries = 0
@@ -205,19 +232,11 @@ async def run_turn(
     while True:
         produced = Produced()
         if budget is not None:
-            sender.probe_after = budget - silent_s
+            for candidate in chain:
+                candidate.probe_after = budget - silent_s
         attempt_started = time.monotonic()
         try:
-            turn = await negotiate(
-                caps,
-                sender.send,
-                model=name,
-                effort=effort,
-                droppable=droppable,
-                sent_fields=sender.fields_sent,
-                on_downgrade=sender.downgraded,
-                produced=produced,
-            )
+            turn, answered = await _through_chain(chain, produced, effort, droppable, step)
             break
         except EndpointError as error:
             if produced.value or isinstance(error, ContextOverflow):
@@ -261,7 +280,9 @@ async def run_turn(
                 )
             )
         else:
-            calibrate(endpoint, name or "", chars, prompt, has_image=has_image)
+            if answered is not sender:  # a fallback's request differs in its model and latches
+                chars = body_chars(answered.sent)
+            calibrate(answered.endpoint, answered.model or "", chars, prompt, has_image=has_image)
     return Turn(
         content=turn.content,
         reasoning=turn.reasoning,
@@ -269,6 +290,52 @@ async def run_turn(
         usage=usage,
         finish_reason=turn.finish_reason,
     )
+
+
+async def _through_chain(
+    chain: Sequence[_Sender], produced: Produced, effort: str | None, droppable: Collection[str], step: int
+) -> tuple[Turn, _Sender]:
+    """One attempt: each candidate in order until one answers, or one fails in a way that must not hop."""
+    last = len(chain) - 1
+    for index, candidate in enumerate(chain):
+        try:
+            turn = await negotiate(
+                candidate.caps,
+                candidate.send,
+                model=candidate.model,
+                effort=effort,
+                droppable=droppable,
+                sent_fields=candidate.fields_sent,
+                on_downgrade=candidate.downgraded,
+                produced=produced,
+            )
+        except EndpointError as error:
+            if index == last or produced.value or isinstance(error, ContextOverflow) or not hops(error):
+                raise
+            following = chain[index + 1]
+            candidate.emit(
+                failover_event(
+                    candidate.endpoint, candidate.model, following.endpoint, following.model, error, step
+                )
+            )
+            continue
+        return turn, candidate
+    raise AssertionError("a chain has at least one candidate")  # pragma: no cover
+
+
+def _for_model(builder: BodyBuilder, model: str | None) -> BodyBuilder:
+    """The builder of a fallback: the same request, naming the fallback's model."""
+    if isinstance(builder, _Latched):
+        requested = dict(builder.requested)
+        if model is not None:
+            requested["model"] = model
+        return _Latched(requested)
+
+    def build(c: EndpointCapabilities, m: ModelCapabilities) -> Mapping[str, Any]:
+        body = builder(c, m)
+        return {**body, "model": model} if model is not None else body
+
+    return build
 
 
 class _Latched:
@@ -297,6 +364,7 @@ class _Sender:
         "endpoint",
         "fences",
         "first",
+        "model",
         "on_event",
         "on_output",
         "on_thinking",
@@ -331,6 +399,7 @@ class _Sender:
         self.start_in_reasoning = start_in_reasoning
         self.step = step
         self.sent: dict[str, Any] = {}
+        self.model: str | None = None  # the model this candidate asks for, for its latches
         # The body built for sizing, sent as it is by the first attempt: nothing can move the latches
         # between the two, and building a body costs as much as reading a short reply.
         self.first: Mapping[str, Any] | None = None

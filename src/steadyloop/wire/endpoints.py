@@ -3,6 +3,10 @@
 The key is part of an endpoint's identity, not only of how it is paid for: a router may send two keys to
 two different backends, so what one of them refused says nothing about the other. An absent and an empty
 key read the same (``NO_KEY``), so a local server with no key is one endpoint however its caller spells it.
+
+An endpoint may name fallbacks (``Endpoint.fallbacks``): where a turn goes when this endpoint fails before
+answering. They are not part of its identity: the latches, the calibration and the context window of a run
+are the first endpoint's, and each fallback keeps its own under its own (endpoint, model).
 """
 
 from __future__ import annotations
@@ -10,7 +14,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 
 from ..errors import InvalidInput, redact_url
 
@@ -18,6 +23,7 @@ __all__ = [
     "DEFAULT_REQUEST_TIMEOUT",
     "NO_KEY",
     "Endpoint",
+    "Target",
     "endpoint_id",
     "endpoint_key",
 ]
@@ -45,12 +51,16 @@ class Endpoint:
             also bounds the silence over all of a turn's attempts (``RetryPolicy.first_token_budget_s``,
             100 s by default), so a dead endpoint fails within two minutes rather than once per attempt;
             raise both for a model that is silent for longer before it answers.
+        fallbacks: where a turn goes, in order, when this endpoint fails before its first event (see
+            ``steadyloop.failover``); a fallback without a model asks for the run's model. Empty by
+            default.
     """
 
     base_url: str
     api_key: str | None = None
     request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT
     first_token_timeout: float | None = None
+    fallbacks: tuple[Target, ...] = ()
     # endpoint_key, worked out once: every request looks its endpoint's state up by it several times.
     _key: str = field(init=False, repr=False, compare=False)
 
@@ -67,14 +77,29 @@ class Endpoint:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int | float) or value < 0):
                 raise InvalidInput(f"{name} must be a number of seconds >= 0 or None, got {value!r}")
+        fallbacks = tuple(self.fallbacks) if isinstance(self.fallbacks, Iterable) else None
+        if fallbacks is None or not all(isinstance(t, Target) for t in fallbacks):
+            raise InvalidInput("fallbacks must be a sequence of Target(endpoint, model)")
+        if any(t.endpoint.fallbacks for t in fallbacks):
+            raise InvalidInput(
+                "a fallback cannot have fallbacks of its own: list every candidate in one chain"
+            )
+        object.__setattr__(self, "fallbacks", fallbacks)
         object.__setattr__(self, "_key", _key_of(url, self.api_key or NO_KEY))
 
     def __repr__(self) -> str:
         key = "'***'" if self.api_key else "None"
+        chain = f", fallbacks={len(self.fallbacks)}" if self.fallbacks else ""
         return (
             f"Endpoint(base_url={self.shown_url!r}, api_key={key}, request_timeout={self.request_timeout!r}, "
-            f"first_token_timeout={self.first_token_timeout!r})"
+            f"first_token_timeout={self.first_token_timeout!r}{chain})"
         )
+
+    def with_fallbacks(self, *fallbacks: Target | Endpoint) -> Endpoint:
+        """This endpoint with ``fallbacks`` to hand a turn to, in order (an ``Endpoint`` alone asks for the
+        run's model)."""
+        targets = tuple(f if isinstance(f, Target) else Target(f) for f in fallbacks)
+        return replace(self, fallbacks=targets)
 
     @property
     def shown_url(self) -> str:
@@ -104,6 +129,26 @@ class Endpoint:
         url = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         return cls(base_url=url, api_key=key)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a turn can go: an endpoint and the model to ask for there.
+
+    Attributes:
+        endpoint: the endpoint (its own ``fallbacks`` are those of a chain it heads).
+        model: the model; ``None`` asks for the run's model (right for a chain within one provider:
+            model names rarely carry across providers).
+    """
+
+    endpoint: Endpoint
+    model: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.endpoint, Endpoint):
+            raise InvalidInput(f"a target needs an Endpoint, got {type(self.endpoint).__name__}")
+        if self.model is not None and (not isinstance(self.model, str) or not self.model.strip()):
+            raise InvalidInput(f"a target's model must be a non-empty name or None, got {self.model!r}")
 
 
 def endpoint_key(endpoint: Endpoint | str, api_key: str | None = None) -> str:
