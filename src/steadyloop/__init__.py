@@ -105,6 +105,7 @@ from .messages import (
     to_openai,
 )
 from .metrics import RunMetrics, run_metrics
+from .providers import PROVIDERS, ProviderPreset, UnknownProvider, failover, provider, provider_from_env
 from .request_body import ModelParams, RequestMetadata, build_body, order_tools
 from .reset import reset_all
 from .sessions.bound import AgentSession
@@ -148,6 +149,7 @@ from .tools.schema_compat import is_grammar_error, relax_tools, sanitize_tools
 from .turn.assembly import Produced, StreamAssembler
 from .turn.capabilities import (
     EFFORT_LADDER,
+    LatchPriors,
     capabilities_for,
     effort_for,
     expire_capabilities,
@@ -155,6 +157,7 @@ from .turn.capabilities import (
     import_capabilities,
     model_capabilities_for,
     reset_capabilities,
+    seed_capabilities,
 )
 from .turn.continuation import continue_turn
 from .turn.fences import ALL_FENCES, DEFAULT_FENCES, Fence, FenceSplitter, Split, strip_thinking
@@ -167,7 +170,7 @@ from .turn.thinking_budgets import DEFAULT_THINKING_BUDGETS
 from .untrusted import UNTRUSTED_PREFACE, untrusted
 from .usage import Usage
 from .wire.clients import aclose_clients, configure_clients, get_client
-from .wire.endpoints import NO_KEY, Endpoint, endpoint_id, endpoint_key
+from .wire.endpoints import NO_KEY, Endpoint, Target, endpoint_id, endpoint_key
 from .wire.failures import Failure, classify_failure
 from .wire.windows import context_limit_for, list_models
 
@@ -181,6 +184,7 @@ __all__ = [
     "EFFORT_LADDER",
     "HOOK_CONTEXT_TOKENS",
     "NO_KEY",
+    "PROVIDERS",
     "SPEC_VERSION",
     "SUMMARY_LEAD",
     "SUMMARY_PROMPT",
@@ -232,6 +236,7 @@ __all__ = [
     "ImagePart",
     "InMemoryApprovalBroker",
     "InvalidInput",
+    "LatchPriors",
     "LifecycleHooks",
     "LoopDetectorConfig",
     "LoopPolicy",
@@ -249,6 +254,7 @@ __all__ = [
     "ParsedSpec",
     "Produced",
     "PromptSection",
+    "ProviderPreset",
     "RecoveredCalls",
     "RequestMetadata",
     "ResourceClaim",
@@ -274,6 +280,7 @@ __all__ = [
     "SteadyloopError",
     "StreamAssembler",
     "SystemMessage",
+    "Target",
     "Telemetry",
     "TextPart",
     "Tool",
@@ -291,6 +298,7 @@ __all__ = [
     "TranscriptError",
     "TranscriptRewritten",
     "Turn",
+    "UnknownProvider",
     "Usage",
     "UserMessage",
     "__version__",
@@ -327,6 +335,7 @@ __all__ = [
     "expire_capabilities",
     "export_capabilities",
     "export_spec",
+    "failover",
     "find_harmony_leak",
     "fold",
     "from_openai",
@@ -354,6 +363,8 @@ __all__ = [
     "prepare_branch",
     "preselect",
     "preselect_by_keywords",
+    "provider",
+    "provider_from_env",
     "prune_tool_results",
     "read_structured",
     "recover_tool_calls",
@@ -372,6 +383,7 @@ __all__ = [
     "run_tool_calls",
     "run_turn",
     "sanitize_tools",
+    "seed_capabilities",
     "set_telemetry",
     "spec_hook_runner",
     "stream_agent_loop",

@@ -5,7 +5,8 @@
     SteadyloopError
     ├── InvalidInput                 bad values from the caller (also a ValueError)
     │   ├── TranscriptError          a transcript no server would accept
-    │   └── SpecError                an agent document was refused, every reason listed (steadyloop.spec)
+    │   ├── SpecError                an agent document was refused, every reason listed (steadyloop.spec)
+    │   └── UnknownProvider          a provider name steadyloop does not know (steadyloop.providers)
     ├── ToolArgumentsError           a tool call's arguments are not an object (kind: truncated | malformed)
     ├── EndpointError                a request to an endpoint failed (endpoint, model, status, words)
     │   ├── EndpointSilent           the stream went quiet past the watchdog's allowance

@@ -16,6 +16,7 @@ import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from ..errors import InvalidInput, redact_url
 
@@ -51,6 +52,8 @@ class Endpoint:
             also bounds the silence over all of a turn's attempts (``RetryPolicy.first_token_budget_s``,
             100 s by default), so a dead endpoint fails within two minutes rather than once per attempt;
             raise both for a model that is silent for longer before it answers.
+        api: the wire format the endpoint speaks: ``"openai"`` (chat completions), ``"anthropic"``
+            (Messages) or ``"gemini"`` (generateContent).
         fallbacks: where a turn goes, in order, when this endpoint fails before its first event (see
             ``steadyloop.failover``); a fallback without a model asks for the run's model. Empty by
             default.
@@ -60,6 +63,7 @@ class Endpoint:
     api_key: str | None = None
     request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT
     first_token_timeout: float | None = None
+    api: Literal["openai", "anthropic", "gemini"] = "openai"
     fallbacks: tuple[Target, ...] = ()
     # endpoint_key, worked out once: every request looks its endpoint's state up by it several times.
     _key: str = field(init=False, repr=False, compare=False)
