@@ -2,16 +2,20 @@
 
 The first of these that names an endpoint wins:
 
-1. ``--base-url URL`` (key from ``--api-key`` or ``OPENAI_API_KEY``);
-2. ``-e NAME`` / ``--local-preset NAME``: an endpoint of the config file by that name, else a local preset
+1. ``--provider NAME[:MODEL][,NAME[:MODEL]...]``: a named provider (``steadyloop.PROVIDERS``), or a
+   failover chain of them, each at ``<NAME>_BASE_URL`` with ``<NAME>_API_KEY``; ``--base-url`` and
+   ``--api-key`` then override the first one's URL and key;
+2. ``--base-url URL`` (key from ``--api-key`` or ``OPENAI_API_KEY``);
+3. ``-e NAME`` / ``--local-preset NAME``: an endpoint of the config file by that name, else a local preset
    (``llamacpp`` 8080, ``vllm`` 8000, ``sglang`` 30000, ``ollama`` 11434, ``lmstudio`` 1234);
-3. ``OPENAI_BASE_URL`` (key from ``OPENAI_API_KEY``);
-4. the config file's ``default`` endpoint;
-5. the bundled local model, started on first use and left running for the next command; it stops by
+4. ``STEADYLOOP_FAILOVER`` or ``STEADYLOOP_PROVIDER`` (``steadyloop.provider_from_env``);
+5. ``OPENAI_BASE_URL`` (key from ``OPENAI_API_KEY``);
+6. the config file's ``default`` endpoint;
+7. the bundled local model, started on first use and left running for the next command; it stops by
    itself after ``STEADYLOOP_LOCAL_IDLE`` seconds without a request (15 minutes; ``0`` never).
 
-The model is ``-m``, else ``STEADYLOOP_MODEL``, else the endpoint's configured one, else the only (or first)
-model the endpoint lists at ``/v1/models``.
+The model is ``-m``, else the first model a ``--provider`` chain names, else ``STEADYLOOP_MODEL``, else the
+endpoint's configured one, else the only (or first) model the endpoint lists at ``/v1/models``.
 
 The config file is ``$XDG_CONFIG_HOME/steadyloop/config.toml`` (``~/.config/steadyloop/config.toml``)::
 
@@ -33,8 +37,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidInput
-from ..wire.endpoints import Endpoint
+from .. import Endpoint, InvalidInput, failover, provider_from_env
 from ..wire.windows import list_models
 
 __all__ = [
@@ -76,12 +79,14 @@ class EndpointChoice:
         base_url: ``--base-url``.
         api_key: ``--api-key``.
         model: ``-m``.
+        provider: ``--provider``: a provider name or a failover chain of them.
     """
 
     name: str | None = None
     base_url: str | None = None
     api_key: str | None = None
     model: str | None = None
+    provider: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,9 +207,23 @@ def resolve(
     model = choice.model or env.get("STEADYLOOP_MODEL") or None
     window: int | None = None
     configured: str | None = None
-    name = choice.name or (None if choice.base_url or env.get("OPENAI_BASE_URL") else config.get("default"))
+    named_elsewhere = (
+        choice.base_url
+        or env.get("STEADYLOOP_FAILOVER")
+        or env.get("STEADYLOOP_PROVIDER")
+        or env.get("OPENAI_BASE_URL")
+    )
+    name = choice.name or (None if named_elsewhere else config.get("default"))
 
-    if choice.base_url:
+    if choice.provider:
+        chain = failover(choice.provider, env=env)
+        endpoint, label = chain.endpoint, choice.provider
+        if choice.base_url:
+            endpoint = replace(endpoint, base_url=choice.base_url)
+        if choice.api_key:
+            endpoint = replace(endpoint, api_key=choice.api_key)
+        model = choice.model or chain.model or model
+    elif choice.base_url:
         endpoint = Endpoint(choice.base_url, api_key=choice.api_key or env.get("OPENAI_API_KEY"))
         label = endpoint.shown_url
     elif name is not None and name in endpoints:
@@ -215,6 +234,12 @@ def resolve(
     elif name is not None and name != BUNDLED:
         known = sorted({*endpoints, *PRESETS, BUNDLED})
         raise InvalidInput(f"no endpoint named {name!r}; known: {', '.join(known)}")
+    elif name is None and (env.get("STEADYLOOP_FAILOVER") or env.get("STEADYLOOP_PROVIDER")):
+        chosen = provider_from_env(env)
+        endpoint, model = chosen.endpoint, choice.model or chosen.model
+        if choice.api_key:
+            endpoint = replace(endpoint, api_key=choice.api_key)
+        label = env.get("STEADYLOOP_FAILOVER") or env.get("STEADYLOOP_PROVIDER") or ""
     elif name is None and env.get("OPENAI_BASE_URL"):
         endpoint = Endpoint(env["OPENAI_BASE_URL"], api_key=choice.api_key or env.get("OPENAI_API_KEY"))
         label = "OPENAI_BASE_URL"
