@@ -25,6 +25,15 @@ from .context.compaction import (
     plan_compaction,
     request_index,
 )
+from .context.counting import (
+    EstimateCounter,
+    TiktokenCounter,
+    TokenCount,
+    TokenCounter,
+    TokenizerUnavailable,
+    count_tokens,
+    token_counter_for,
+)
 from .context.folding import SUMMARY_PROMPT, compact_transcript, memory_flush, run_compaction, summariser
 from .context.integrity import check_transcript
 from .context.keeper import ContextPolicy, ContextState
@@ -222,6 +231,7 @@ __all__ = [
     "EndpointSpec",
     "EndpointUnavailable",
     "EndpointUnreadable",
+    "EstimateCounter",
     "Event",
     "Failure",
     "Fence",
@@ -283,6 +293,10 @@ __all__ = [
     "Target",
     "Telemetry",
     "TextPart",
+    "TiktokenCounter",
+    "TokenCount",
+    "TokenCounter",
+    "TokenizerUnavailable",
     "Tool",
     "ToolArgumentsError",
     "ToolCall",
@@ -324,6 +338,7 @@ __all__ = [
     "context_limit_for",
     "context_tokens",
     "continue_turn",
+    "count_tokens",
     "effort_for",
     "emit",
     "end_run",
@@ -394,6 +409,7 @@ __all__ = [
     "summariser",
     "text_of",
     "to_openai",
+    "token_counter_for",
     "tool",
     "trace_run",
     "trace_side_tasks",

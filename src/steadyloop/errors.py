@@ -29,6 +29,7 @@
     │       └── RunEndpointRefused       also an EndpointRefused
     │           └── RunContextOverflow   also a ContextOverflow (reason "overflow")
     ├── MCPError                     an MCP server failed (steadyloop.tools.mcp)
+    ├── TokenizerUnavailable         a token counter cannot count (steadyloop.context.counting)
     └── LocalServerError             the bundled local server could not be installed or started
                                      (steadyloop.local)
 

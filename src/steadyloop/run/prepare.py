@@ -17,6 +17,7 @@ from typing import Any
 
 from ..context.calibration import chars_per_token_for
 from ..context.compaction import transcript_tokens
+from ..context.counting import measure_before_sending, measured
 from ..context.integrity import check_transcript
 from ..context.tokens import reply_ceiling, request_tokens
 from ..errors import ModelCallDenied
@@ -147,6 +148,10 @@ async def prepare_request(run: RunState) -> Request:
     keeper = run.keeper
     folded = False
     if keeper is not None:
+        if not measured(endpoint, config.params.model):
+            caps = capabilities_for(endpoint)
+            planned = request(caps, caps.model(config.params.model))
+            await measure_before_sending(endpoint, config.params.model, planned)
         ratio = chars_per_token_for(endpoint, config.params.model)
         folded = await keeper.before_request(
             request.view, request.index, used=_used(run, request, ratio), chars_per_token=ratio, step=step

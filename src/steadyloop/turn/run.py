@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..context.calibration import body_chars, body_has_image, calibrate, chars_per_token_for
+from ..context.counting import measure_before_sending
 from ..context.tokens import request_tokens
 from ..errors import ContextOverflow, EndpointError, EndpointSilent
 from ..events import Downgrade, Event, Notice, Retry
@@ -184,6 +185,8 @@ async def run_turn(
     # Sized once: a downgraded request is never larger, and the transcript does not change on retry.
     chars = body_chars(asked)
     has_image = body_has_image(asked)
+    # Before the endpoint has reported a count, the model's tokenizer (where there is one) calibrates.
+    await measure_before_sending(endpoint, name, asked)
     if context_limit:
         need = request_tokens(asked, chars_per_token=chars_per_token_for(endpoint, name or ""))
         if need > context_limit:
