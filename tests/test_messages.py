@@ -76,8 +76,10 @@ def test_any_transcript_round_trips_through_the_openai_shape(transcript: list[Me
                 ),  # type: ignore[union-attr]
             )
         elif isinstance(original, ToolResultMessage):
-            # The chat-completions shape has no error flag on a tool message; the text is what survives.
-            assert again == ToolResultMessage(call_id=original.call_id, content=original.content)
+            # The error flag travels as our own field (native providers read it; the chat wire drops it).
+            assert again == ToolResultMessage(
+                call_id=original.call_id, content=original.content, is_error=original.is_error
+            )
         else:
             assert again == original
 

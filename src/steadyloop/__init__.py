@@ -99,6 +99,7 @@ from .messages import (
     Disposition,
     ImagePart,
     Message,
+    SignedThinking,
     SystemMessage,
     TextPart,
     ToolCall,
@@ -181,6 +182,7 @@ from .usage import Usage
 from .wire.clients import aclose_clients, configure_clients, get_client
 from .wire.endpoints import NO_KEY, Endpoint, Target, endpoint_id, endpoint_key
 from .wire.failures import Failure, classify_failure
+from .wire.provider import Provider, ProviderStream, provider_for
 from .wire.windows import context_limit_for, list_models
 
 __version__ = "0.1.0"
@@ -264,7 +266,9 @@ __all__ = [
     "ParsedSpec",
     "Produced",
     "PromptSection",
+    "Provider",
     "ProviderPreset",
+    "ProviderStream",
     "RecoveredCalls",
     "RequestMetadata",
     "ResourceClaim",
@@ -283,6 +287,7 @@ __all__ = [
     "RunMetrics",
     "RunQueues",
     "RunTimedOut",
+    "SignedThinking",
     "SpecError",
     "SpecProblem",
     "Split",
@@ -379,6 +384,7 @@ __all__ = [
     "preselect",
     "preselect_by_keywords",
     "provider",
+    "provider_for",
     "provider_from_env",
     "prune_tool_results",
     "read_structured",

@@ -24,6 +24,7 @@ __all__ = [
     "Disposition",
     "ImagePart",
     "Message",
+    "SignedThinking",
     "SystemMessage",
     "TextPart",
     "ToolCall",
@@ -59,6 +60,55 @@ class ToolCall:
     name: str
     arguments: dict[str, Any]
     raw_arguments: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SignedThinking:
+    """Reasoning a provider signed, kept so it can be sent back to that provider unchanged.
+
+    Anthropic refuses a tool-use turn whose thinking was altered or dropped, and Gemini 3 wants a call's
+    thought signature back on that call; both check the bytes, so these are kept exactly as they came.
+
+    Attributes:
+        provider: whose signature it is (``"anthropic"``, ``"gemini"``); only that provider is sent it.
+        signature: the signature, as the provider sent it.
+        text: the thinking it signs (Anthropic); ``""`` for a redacted block or a bare signature.
+        redacted: a redacted block's opaque data (Anthropic's ``redacted_thinking``).
+        call_id: the call whose part carried the signature (Gemini); ``""`` when it came with text.
+    """
+
+    provider: str
+    signature: str = ""
+    text: str = ""
+    redacted: str = ""
+    call_id: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        """The block as the ``thinking_blocks`` entry a chat-completions-shaped message carries."""
+        out = {"provider": self.provider}
+        for name in ("signature", "text", "redacted", "call_id"):
+            value = getattr(self, name)
+            if value:
+                out[name] = value
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: object) -> SignedThinking | None:
+        """A block back from ``to_dict``'s shape; ``None`` for anything that is not one."""
+        if not isinstance(raw, Mapping) or not isinstance(raw.get("provider"), str):
+            return None
+
+        def text(name: str) -> str:
+            value = raw.get(name)
+            return value if isinstance(value, str) else ""
+
+        return cls(
+            provider=raw["provider"],
+            signature=text("signature"),
+            text=text("text"),
+            redacted=text("redacted"),
+            call_id=text("call_id"),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,11 +161,16 @@ class UserMessage:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AssistantMessage:
-    """What the model answered: its text, its scratchpad and the calls it asked for."""
+    """What the model answered: its text, its scratchpad, the calls it asked for, and signed thinking.
+
+    ``thinking`` is the reasoning a provider signed (Anthropic, Gemini), kept whole to be replayed; it
+    is sent back whatever the reasoning setting, because those providers refuse a transcript without it.
+    """
 
     content: str = ""
     reasoning: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
+    thinking: tuple[SignedThinking, ...] = ()
     role: Literal["assistant"] = "assistant"
 
 
@@ -156,6 +211,7 @@ class Turn:
         tool_calls: the calls the model asked for, in order.
         usage: tokens and timings.
         finish_reason: as the server said it; ``""`` when it never said.
+        thinking: reasoning the provider signed, in the order it came (see ``SignedThinking``).
     """
 
     content: str = ""
@@ -163,6 +219,7 @@ class Turn:
     tool_calls: list[ToolCall] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     finish_reason: str = ""
+    thinking: tuple[SignedThinking, ...] = ()
 
     def to_message(self, *, keep_reasoning: bool = True) -> AssistantMessage:
         """The turn as the assistant message a transcript keeps."""
@@ -170,6 +227,7 @@ class Turn:
             content=self.content,
             reasoning=self.reasoning if keep_reasoning else "",
             tool_calls=tuple(self.tool_calls),
+            thinking=self.thinking,
         )
 
 
@@ -267,14 +325,20 @@ def to_openai(message: Message, *, reasoning_field: str | None = None) -> dict[s
                 out["content"] = None
         if reasoning_field and message.reasoning:
             out[reasoning_field] = message.reasoning
+        if message.thinking:
+            out["thinking_blocks"] = [block.to_dict() for block in message.thinking]
         return out
     if isinstance(message, ToolResultMessage):
         content = message.content
-        return {
+        result: dict[str, Any] = {
             "role": "tool",
             "tool_call_id": message.call_id,
             "content": content if isinstance(content, str) else _parts_to_openai(content),
         }
+        if message.is_error:
+            # Not a chat-completions field: native providers read it, the chat-completions wire drops it.
+            result["is_error"] = True
+        return result
     raise InvalidInput(f"not a message: {type(message).__name__}")
 
 
@@ -347,14 +411,21 @@ def from_openai(raw: Mapping[str, Any]) -> Message:
                 )
             )
         reasoning = raw.get("reasoning_content") or raw.get("reasoning") or ""
+        blocks = raw.get("thinking_blocks")
+        signed = [SignedThinking.from_dict(b) for b in blocks] if isinstance(blocks, list) else []
         return AssistantMessage(
             content=text_of(_content_from_openai(raw.get("content"), where)),
             reasoning=reasoning if isinstance(reasoning, str) else "",
             tool_calls=tuple(calls),
+            thinking=tuple(b for b in signed if b is not None),
         )
     if role == "tool":
         call_id = raw.get("tool_call_id")
         if not isinstance(call_id, str) or not call_id:
             raise InvalidInput(f"{where}: tool_call_id is required")
-        return ToolResultMessage(call_id=call_id, content=_content_from_openai(raw.get("content"), where))
+        return ToolResultMessage(
+            call_id=call_id,
+            content=_content_from_openai(raw.get("content"), where),
+            is_error=raw.get("is_error") is True,
+        )
     raise InvalidInput(f"unknown message role {role!r} (system, developer, user, assistant, tool)")

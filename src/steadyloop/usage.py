@@ -10,6 +10,7 @@ __all__ = ["Usage"]
 # Measured fields are None when nothing measured them; adding two Usages keeps None only when both are.
 _SUMMED_OPTIONAL = (
     "uncached_tokens",
+    "cache_write_tokens",
     "reasoning_tokens",
     "prompt_ms",
     "predicted_ms",
@@ -28,6 +29,10 @@ class Usage:
 
     The four counts are always present and 0 when the server said nothing. Every other field is ``None``
     unless something measured it, so "a cold cache" and "no cache report" read differently.
+
+    ``prompt_tokens`` counts the whole prompt, whatever the provider calls its parts: ``cached_tokens``
+    of it were read from the prompt cache and ``cache_write_tokens`` written to it (Anthropic bills both
+    apart from the rest).
     """
 
     prompt_tokens: int = 0
@@ -35,6 +40,7 @@ class Usage:
     total_tokens: int = 0
     cached_tokens: int = 0
     uncached_tokens: int | None = None
+    cache_write_tokens: int | None = None
     reasoning_tokens: int | None = None
     prompt_ms: float | None = None
     prompt_tokens_per_second: float | None = None

@@ -146,7 +146,9 @@ async def _silent_turn(config: RunConfig, wire: list[Message], offered: Sequence
     turn = await run_turn(
         config.endpoint, build, model=params.model, policy=policy.retry, fences=policy.fences
     )
-    message = AssistantMessage(content=turn.content, tool_calls=tuple(turn.tool_calls))
+    message = AssistantMessage(
+        content=turn.content, tool_calls=tuple(turn.tool_calls), thinking=turn.thinking
+    )
     if not turn.tool_calls:
         return [message]
     batch = await run_tool_calls(turn.tool_calls, {t.name: t for t in tools}, policy=policy.tools)

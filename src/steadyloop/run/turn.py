@@ -39,7 +39,9 @@ async def stream_turn(run: RunState, request: Request) -> Turn:
     if not decided:  # a decided answer is no call
         turn = _recover_calls(run, request, turn)
     calls = unique_call_ids(turn.tool_calls, run.taken_ids)
-    message = AssistantMessage(content=turn.content, reasoning=turn.reasoning, tool_calls=tuple(calls))
+    message = AssistantMessage(
+        content=turn.content, reasoning=turn.reasoning, tool_calls=tuple(calls), thinking=turn.thinking
+    )
     run.transcript.append(message)
     events.close_message(message)
     run.totals = run.totals + turn.usage

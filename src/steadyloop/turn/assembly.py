@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import ToolArgumentsError
-from ..messages import ToolCall, Turn
+from ..messages import SignedThinking, ToolCall, Turn
 from ..tools.arguments import parse_tool_arguments
 from ..usage import Usage
 from .fences import DEFAULT_FENCES, Fence, FenceSplitter
@@ -100,6 +100,7 @@ class StreamAssembler:
         )
         self._guessed = guessed_reasoning_start and not start_in_reasoning
         self._field_reasoning: list[str] = []
+        self._signed: list[SignedThinking] = []
         self._calls: list[_CallBuffer] = []
         self.finish_reason = ""
         self._usage: Mapping[str, Any] | None = None
@@ -223,6 +224,15 @@ class StreamAssembler:
                 self._tool_calls(calls)
             else:
                 self._skip("tool_calls that are not a list")
+        blocks = delta.get("thinking_blocks")
+        if blocks:
+            signed = [SignedThinking.from_dict(b) for b in blocks] if isinstance(blocks, list) else [None]
+            for block in signed:
+                if block is None:
+                    self._skip("thinking blocks of the wrong shape")
+                else:
+                    self.active = True
+                    self._signed.append(block)
 
     def _take_timings(self, timings: Any) -> None:
         if isinstance(timings, Mapping):
@@ -359,6 +369,7 @@ class StreamAssembler:
             tool_calls=calls,
             usage=usage,
             finish_reason=self.finish_reason,
+            thinking=tuple(self._signed),
         )
 
     def skipped_notice(self) -> str:
@@ -473,6 +484,7 @@ def usage_from(
         cached = _int(u.get("cache_read_input_tokens"))
     if cached is None:
         cached = cache_n
+    written = _int(u.get("cache_creation_input_tokens"))
     completion_details = u.get("completion_tokens_details") or u.get("output_tokens_details") or {}
     reasoning = (
         _int(completion_details.get("reasoning_tokens")) if isinstance(completion_details, Mapping) else None
@@ -486,6 +498,7 @@ def usage_from(
         total_tokens=total if total is not None else prompt + completion,
         cached_tokens=cached or 0,
         uncached_tokens=max(prompt - cached, 0) if cached is not None else None,
+        cache_write_tokens=written,
         reasoning_tokens=reasoning,
         prompt_ms=_float(t.get("prompt_ms")),
         prompt_tokens_per_second=_float(t.get("prompt_per_second")),

@@ -45,6 +45,7 @@ def join_turns(first: Turn, rest: Sequence[Turn]) -> Turn:
         tool_calls=list(rest[-1].tool_calls) if rest else list(first.tool_calls),
         usage=usage,
         finish_reason=rest[-1].finish_reason if rest else first.finish_reason,
+        thinking=first.thinking + tuple(b for p in rest for b in p.thinking),
     )
 
 

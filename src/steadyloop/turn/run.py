@@ -23,10 +23,10 @@ from ..errors import ContextOverflow, EndpointError, EndpointSilent
 from ..events import Downgrade, Event, Notice, Retry
 from ..messages import Turn
 from ..tools.schema_compat import relax_tools
-from ..wire.clients import get_chat_client
 from ..wire.endpoints import Endpoint
 from ..wire.failures import prompt_truncated
 from ..wire.liveness import endpoint_answers
+from ..wire.provider import provider_for
 from .assembly import Produced, TextCallback
 from .body import apply_latches
 from .capabilities import EndpointCapabilities, ModelCapabilities, capabilities_for
@@ -292,6 +292,7 @@ async def run_turn(
         tool_calls=turn.tool_calls,
         usage=usage,
         finish_reason=turn.finish_reason,
+        thinking=turn.thinking,
     )
 
 
@@ -392,7 +393,7 @@ class _Sender:
         step: int,
     ) -> None:
         self.endpoint = endpoint
-        self.client = get_chat_client(endpoint)
+        self.client = provider_for(endpoint)
         self.builder = builder
         self.caps = caps
         self.on_output = on_output

@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any
 from ..errors import EndpointError, EndpointSilent, EndpointUnavailable
 from ..events import Event, Notice
 from ..messages import Turn
-from ..wire.chat_client import ChatClient, ChatStream, chat_client_for
+from ..wire.chat_client import ChatClient, chat_client_for
 from ..wire.failures import classify_failure
-from ..wire.openai_chat import DONE, SSEDecoder, error_for_failure
+from ..wire.openai_chat import DONE, error_for_failure
+from ..wire.provider import OpenAIChatProvider, Provider, ProviderStream
 from .assembly import Produced, StreamAssembler, TextCallback
 from .capabilities import ModelCapabilities
 from .fences import DEFAULT_FENCES, Fence
@@ -157,7 +158,7 @@ class _Watchdog:
 
 
 async def stream_turn(
-    client: AsyncOpenAI | ChatClient,
+    client: AsyncOpenAI | ChatClient | Provider,
     body: Mapping[str, Any],
     *,
     on_output: TextCallback | None = None,
@@ -177,8 +178,8 @@ async def stream_turn(
     """Send one streamed chat-completions request and read the answer into a ``Turn``.
 
     Args:
-        client: what sends the request: ``get_chat_client(endpoint)``, or an SDK client
-            (``get_client(endpoint)``, or one of the caller's own).
+        client: what sends the request: a provider (``provider_for(endpoint)``, or one of the caller's
+            own), ``get_chat_client(endpoint)``, or an SDK client (``get_client(endpoint)``).
         body: the request body; ``stream`` is set here.
         on_output: told each piece of answer text as soon as it is known to be answer.
         on_thinking: told each piece of reasoning.
@@ -213,7 +214,7 @@ async def stream_turn(
     else:
         request.pop("stream_options", None)
     model = request.get("model") if isinstance(request.get("model"), str) else None
-    sender = chat_client_for(client)
+    sender = _provider_of(client)
     endpoint = sender.endpoint
     idle = idle_timeout or None
     first = first_token_timeout or (idle * 5 if idle else None)
@@ -233,15 +234,13 @@ async def stream_turn(
     watchdog = _Watchdog(task, idle, first, probe, probe_after)
     started = time.perf_counter()
     first_token_ms: float | None = None
-    response: ChatStream | None = None
-    decoder = SSEDecoder()
+    response: ProviderStream | None = None
     saw_done = False
     watchdog.start()
     loop = asyncio.get_running_loop()
     try:
-        response = await sender.open_stream(request, connect_timeout=min(idle, 30.0) if idle else 30.0)
-        async for data in response.aiter_bytes():
-            events = decoder.feed(data)
+        response = await sender.open_turn(request, connect_timeout=min(idle, 30.0) if idle else 30.0)
+        async for events in response.batches():
             if not events:
                 continue
             watchdog.last = loop.time()
@@ -258,13 +257,6 @@ async def stream_turn(
             if not watchdog.talking and assembler.active:
                 first_token_ms = (time.perf_counter() - started) * 1000
                 watchdog.begin_talking()
-        for event in decoder.flush():
-            if event is DONE:
-                saw_done = True
-            else:
-                assembler.feed(event)
-        if assembler.error is not None:
-            raise _stream_error(assembler.error, endpoint, model)
         if not saw_done and not assembler.finish_reason:
             raise EndpointUnavailable(
                 "the stream ended before the endpoint said it was finished",
@@ -295,7 +287,7 @@ async def stream_turn(
             if closing is not None:
                 await asyncio.shield(closing)
     turn = assembler.finish(first_token_ms=first_token_ms)
-    for notice in _notices(assembler, decoder, latches):
+    for notice in _notices(assembler, response.skipped() if response is not None else "", latches):
         if on_event is not None:
             on_event(Notice(text=notice[1], name=notice[0], step=step))
     return turn
@@ -310,16 +302,20 @@ def _free_reply(request: Mapping[str, Any]) -> bool:
     return not (isinstance(last, Mapping) and last.get("role") == "assistant")
 
 
+def _provider_of(client: AsyncOpenAI | ChatClient | Provider) -> Provider:
+    if isinstance(client, Provider):
+        return client
+    return OpenAIChatProvider(chat_client_for(client))
+
+
 def _notices(
-    assembler: StreamAssembler, decoder: SSEDecoder, latches: ModelCapabilities | None
+    assembler: StreamAssembler, unread: str, latches: ModelCapabilities | None
 ) -> list[tuple[str, str]]:
     """What a finished stream has to say, as (name, text): what was skipped, and what was latched."""
     notices: list[tuple[str, str]] = []
     skipped = []
-    if decoder.unreadable:
-        skipped.append(
-            f"{decoder.unreadable} event(s) that were not JSON (first: {decoder.first_unreadable!r})"
-        )
+    if unread:
+        skipped.append(unread)
     shapes = assembler.skipped_notice()
     if shapes:
         skipped.append(shapes.removeprefix("skipped "))

@@ -16,11 +16,16 @@ import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, TypeAlias, get_args
 
 from ..errors import InvalidInput, redact_url
 
+if TYPE_CHECKING:
+    from .provider import Provider
+
 __all__ = [
+    "API",
+    "APIS",
     "DEFAULT_REQUEST_TIMEOUT",
     "NO_KEY",
     "Endpoint",
@@ -32,13 +37,18 @@ __all__ = [
 #: The key sent to an endpoint that needs none; the SDK insists on some bearer token.
 NO_KEY = "no-key"
 
+API: TypeAlias = Literal["openai", "anthropic", "gemini"]
+"""The wire format an endpoint speaks: OpenAI chat completions, Anthropic Messages, Gemini generateContent."""
+
+APIS: tuple[str, ...] = get_args(API)
+
 #: Seconds of silence a streamed request may spend before it is called silent.
 DEFAULT_REQUEST_TIMEOUT = 120.0
 
 
 @dataclass(frozen=True, slots=True, repr=False)
 class Endpoint:
-    """An OpenAI-compatible endpoint.
+    """An endpoint: where requests go, with which key, in which wire format.
 
     Its ``repr`` shows neither the key nor a password in the URL (``shown_url`` is the URL to print).
 
@@ -52,8 +62,12 @@ class Endpoint:
             also bounds the silence over all of a turn's attempts (``RetryPolicy.first_token_budget_s``,
             100 s by default), so a dead endpoint fails within two minutes rather than once per attempt;
             raise both for a model that is silent for longer before it answers.
-        api: the wire format the endpoint speaks: ``"openai"`` (chat completions), ``"anthropic"``
-            (Messages) or ``"gemini"`` (generateContent).
+        api: the wire format: ``"openai"`` (chat completions, what every local server speaks),
+            ``"anthropic"`` (Messages, ``pip install 'steadyloop[anthropic]'``) or ``"gemini"``
+            (``streamGenerateContent``, ``pip install 'steadyloop[gemini]'``).
+        transport: a provider of the caller's own that sends every request to this endpoint instead of
+            the one ``api`` names (a proxy, a recorder, an in-process model); see
+            ``steadyloop.wire.provider.Provider``. Not part of the endpoint's identity or repr.
         fallbacks: where a turn goes, in order, when this endpoint fails before its first event (see
             ``steadyloop.failover``); a fallback without a model asks for the run's model. Empty by
             default.
@@ -63,7 +77,8 @@ class Endpoint:
     api_key: str | None = None
     request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT
     first_token_timeout: float | None = None
-    api: Literal["openai", "anthropic", "gemini"] = "openai"
+    api: API = "openai"
+    transport: Provider | None = field(default=None, compare=False)
     fallbacks: tuple[Target, ...] = ()
     # endpoint_key, worked out once: every request looks its endpoint's state up by it several times.
     _key: str = field(init=False, repr=False, compare=False)
@@ -81,6 +96,12 @@ class Endpoint:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int | float) or value < 0):
                 raise InvalidInput(f"{name} must be a number of seconds >= 0 or None, got {value!r}")
+        if self.api not in APIS:
+            raise InvalidInput(f"api must be one of {', '.join(APIS)}, got {self.api!r}")
+        if self.transport is not None and not callable(getattr(self.transport, "open_turn", None)):
+            raise InvalidInput(
+                f"transport must be a steadyloop Provider (with open_turn), got {type(self.transport).__name__}"
+            )
         fallbacks = tuple(self.fallbacks) if isinstance(self.fallbacks, Iterable) else None
         if fallbacks is None or not all(isinstance(t, Target) for t in fallbacks):
             raise InvalidInput("fallbacks must be a sequence of Target(endpoint, model)")
@@ -89,14 +110,14 @@ class Endpoint:
                 "a fallback cannot have fallbacks of its own: list every candidate in one chain"
             )
         object.__setattr__(self, "fallbacks", fallbacks)
-        object.__setattr__(self, "_key", _key_of(url, self.api_key or NO_KEY))
+        object.__setattr__(self, "_key", _key_of(url, self.api_key or NO_KEY, self.api))
 
     def __repr__(self) -> str:
         key = "'***'" if self.api_key else "None"
         chain = f", fallbacks={len(self.fallbacks)}" if self.fallbacks else ""
         return (
             f"Endpoint(base_url={self.shown_url!r}, api_key={key}, request_timeout={self.request_timeout!r}, "
-            f"first_token_timeout={self.first_token_timeout!r}{chain})"
+            f"first_token_timeout={self.first_token_timeout!r}, api={self.api!r}{chain})"
         )
 
     def with_fallbacks(self, *fallbacks: Target | Endpoint) -> Endpoint:
@@ -155,20 +176,22 @@ class Target:
             raise InvalidInput(f"a target's model must be a non-empty name or None, got {self.model!r}")
 
 
-def endpoint_key(endpoint: Endpoint | str, api_key: str | None = None) -> str:
-    """The in-process identity of an endpoint: its URL and key, the key in the clear.
+def endpoint_key(endpoint: Endpoint | str, api_key: str | None = None, api: str = "openai") -> str:
+    """The in-process identity of an endpoint: its URL, key (in the clear) and wire format.
 
     Use it to key per-endpoint state of your own; write ``endpoint_id`` instead anywhere it is stored.
     """
     if isinstance(endpoint, Endpoint):
         return endpoint._key
-    return _key_of(endpoint.strip().rstrip("/"), api_key or NO_KEY)
+    return _key_of(endpoint.strip().rstrip("/"), api_key or NO_KEY, api)
 
 
-def _key_of(url: str, key: str) -> str:
-    return json.dumps([url, key], separators=(",", ":"))
+def _key_of(url: str, key: str, api: str) -> str:
+    # The OpenAI key keeps its old two-part shape: stored endpoint ids stay what they were.
+    parts = [url, key] if api == "openai" else [url, key, api]
+    return json.dumps(parts, separators=(",", ":"))
 
 
-def endpoint_id(endpoint: Endpoint | str, api_key: str | None = None) -> str:
+def endpoint_id(endpoint: Endpoint | str, api_key: str | None = None, api: str = "openai") -> str:
     """A SHA-256 digest of ``endpoint_key``: names the endpoint without carrying its key."""
-    return hashlib.sha256(endpoint_key(endpoint, api_key).encode()).hexdigest()
+    return hashlib.sha256(endpoint_key(endpoint, api_key, api).encode()).hexdigest()
