@@ -180,3 +180,22 @@ def test_a_chain_is_flat() -> None:
     with pytest.raises(ValueError, match="fallbacks of its own"):
         Endpoint("http://127.0.0.1:3/v1").with_fallbacks(inner)
     assert "fallbacks=1" in repr(inner) and inner.fallbacks[0].model is None
+
+
+async def test_a_cut_answer_is_carried_on_by_the_model_that_wrote_it() -> None:
+    import steadyloop as sl
+
+    cut = Reply.stream(text_chunks(["The answer begins here and"], finish="length"))
+    rest = Reply.stream(text_chunks([" ends here."]))
+    async with (
+        ScriptedServer(error("Bad gateway", 502)) as first,
+        ScriptedServer(cut, rest) as second,
+    ):
+        endpoint = chain(first, second)
+        agent = sl.Agent(endpoint, "primary-model", policy=sl.LoopPolicy(max_continuations=1, retry=FAST))
+        await agent.prompt("hi")
+        assert len(first.chat_requests) == 1  # the continuation never went back to the primary
+        carried_on = second.chat_requests[1].json
+    assert carried_on["model"] == "backup-model"
+    assert carried_on["messages"][-1] == {"role": "assistant", "content": "The answer begins here and"}
+    assert agent.state.messages[-1].content == "The answer begins here and ends here."

@@ -27,7 +27,7 @@ from ..request_body import ModelParams, ToolBlock, build_body, order_tools
 from ..tools.batch import HookDecision
 from ..tools.definition import Tool
 from ..turn.capabilities import EndpointCapabilities, ModelCapabilities, capabilities_for
-from ..wire.endpoints import Endpoint
+from ..wire.endpoints import Endpoint, Target
 from .config import BeforeLlmCall, ModelCall, ToolChoiceFn
 from .prefix import admit, dress
 from .state import LLM_TYPES, Cancelled, RunState, cancellable
@@ -43,6 +43,7 @@ class Request:
     """
 
     __slots__ = (
+        "answered",
         "block",
         "declared",
         "endpoint",
@@ -67,6 +68,8 @@ class Request:
         tool_choice: ToolChoiceFn | None,
     ) -> None:
         self.endpoint = endpoint
+        # Which endpoint and model answered, once one did (a failover chain may hand the step on).
+        self.answered: Target | None = None
         self.params = params
         self.prompt = prompt
         self.declared = declared
@@ -77,6 +80,10 @@ class Request:
         self.index: int | None = None
         self.messages: list[Message] = []
         self.last: dict[str, Any] = {}
+
+    def answer_from(self, target: Target) -> None:
+        """Note which endpoint and model answered the request."""
+        self.answered = target
 
     def __call__(self, c: EndpointCapabilities, m: ModelCapabilities) -> dict[str, Any]:
         asked = self.params

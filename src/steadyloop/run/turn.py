@@ -74,6 +74,7 @@ async def _send(run: RunState, request: Request) -> tuple[Turn, bool]:
                     fences=config.policy.fences,
                     start_in_reasoning=config.policy.start_in_reasoning,
                     step=events.step,
+                    on_answered=request.answer_from,
                 ),
                 run.cancel,
             )
@@ -98,10 +99,17 @@ async def _continue(run: RunState, request: Request, turn: Turn) -> Turn:
     policy, events = run.config.policy, run.events
     if policy.max_continuations <= 0 or not can_continue(turn):
         return turn
+    # The model that wrote the answer carries it on, at its own endpoint and with no fallback: another
+    # model's continuation would be a stitched answer.
+    answered = request.answered
+    endpoint = answered.endpoint if answered is not None else request.endpoint
+    body = request.last  # the body as last sent, latches applied
+    if answered is not None and answered.model is not None:
+        body = {**body, "model": answered.model}
     return await cancellable(
         continue_turn(
-            request.endpoint,
-            request.last,  # the body as last sent, latches applied
+            endpoint,
+            body,
             turn,
             max_continuations=policy.max_continuations,
             policy=policy.retry,

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..events import Event, Notice
 from ..messages import ToolCall, Turn
-from ..wire.endpoints import Endpoint
+from ..wire.endpoints import Endpoint, Target
 from .assembly import TextCallback
 from .capabilities import EndpointCapabilities, ModelCapabilities, capabilities_for
 from .fences import DEFAULT_FENCES, Fence
@@ -214,6 +214,7 @@ async def plain_turn(
     fences: Sequence[Fence] = DEFAULT_FENCES,
     start_in_reasoning: bool = False,
     step: int = 0,
+    on_answered: Callable[[Target], object] | None = None,
 ) -> RoutedTurn:
     """One step sent as usual (``run_turn``), in the shape :func:`routed_turn` answers with."""
     turn = await run_turn(
@@ -229,6 +230,7 @@ async def plain_turn(
         fences=fences,
         start_in_reasoning=start_in_reasoning,
         step=step,
+        on_answered=on_answered,
     )
     return RoutedTurn(turn)
 
@@ -247,6 +249,7 @@ async def routed_turn(
     fences: Sequence[Fence] = DEFAULT_FENCES,
     start_in_reasoning: bool = False,
     step: int = 0,
+    on_answered: Callable[[Target], object] | None = None,
 ) -> RoutedTurn:
     """One step, routed where the endpoint and model allow it, else sent as usual (see the module docstring).
 
@@ -269,6 +272,7 @@ async def routed_turn(
             fences=fences,
             start_in_reasoning=start_in_reasoning,
             step=step,
+            on_answered=on_answered,
         )
 
     def routable(c: EndpointCapabilities, m: ModelCapabilities) -> bool:
@@ -296,6 +300,7 @@ async def routed_turn(
         fences=fences,
         start_in_reasoning=start_in_reasoning,
         step=step,
+        on_answered=on_answered,
     )
     if decided.tool_calls:  # a server that answered with a native call: that is a decision too
         return RoutedTurn(decided, decided=True)
@@ -344,6 +349,7 @@ async def routed_turn(
         fences=fences,
         start_in_reasoning=start_in_reasoning,
         step=step,
+        on_answered=on_answered,
     )
     # One read of the prompt (the decision's; the answer found it all cached) and both replies: the step's
     # usage then reads like any step's, so the cache watch compares prompt with prompt.

@@ -13,7 +13,7 @@ import asyncio
 import random
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..context.calibration import body_chars, body_has_image, calibrate, chars_per_token_for
@@ -23,7 +23,7 @@ from ..errors import ContextOverflow, EndpointError, EndpointSilent
 from ..events import Downgrade, Event, Notice, Retry
 from ..messages import Turn
 from ..tools.schema_compat import relax_tools
-from ..wire.endpoints import Endpoint
+from ..wire.endpoints import Endpoint, Target
 from ..wire.failures import prompt_truncated
 from ..wire.liveness import endpoint_answers
 from ..wire.provider import provider_for
@@ -135,6 +135,7 @@ async def run_turn(
     fences: Sequence[Fence] = DEFAULT_FENCES,
     start_in_reasoning: bool = False,
     step: int = 0,
+    on_answered: Callable[[Target], object] | None = None,
 ) -> Turn:
     """Send one turn reliably: sized, negotiated, retried, watched.
 
@@ -153,6 +154,8 @@ async def run_turn(
         fences: thinking fences to take out of content.
         start_in_reasoning: the template opened a thinking block in the prompt.
         step: the step number stamped on events.
+        on_answered: told which endpoint and model answered, without fallbacks: where anything that
+            carries this answer on (a continuation) must go, so that no other model adds to it.
 
     An endpoint with ``fallbacks`` is a failover chain: a failure before anything was shown that says
     nothing about the request itself (auth, rate limit, not found, network, silence, overloaded, a model
@@ -270,6 +273,11 @@ async def run_turn(
     usage = turn.usage.with_(
         wall_ms=(time.perf_counter() - started) * 1000, retries=retries, timeouts=timeouts
     )
+    if on_answered is not None:
+        pinned = (
+            replace(answered.endpoint, fallbacks=()) if answered.endpoint.fallbacks else answered.endpoint
+        )
+        on_answered(Target(pinned, answered.model))
     prompt = usage.prompt_tokens
     if prompt > 0 and chars > 0:
         if prompt_truncated(-(-chars // 8), prompt):
