@@ -49,6 +49,7 @@ from .errors import (
     EndpointUnreadable,
     InvalidInput,
     ModelCallDenied,
+    ModelRefusal,
     OutputInvalid,
     RunCancelled,
     RunContextOverflow,
@@ -182,7 +183,7 @@ from .usage import Usage
 from .wire.clients import aclose_clients, configure_clients, get_client
 from .wire.endpoints import NO_KEY, Endpoint, Target, endpoint_id, endpoint_key
 from .wire.failures import Failure, classify_failure
-from .wire.provider import Provider, ProviderStream, provider_for
+from .wire.provider import Provider, ProviderStream, StreamFunction, provider_for, provider_from
 from .wire.windows import context_limit_for, list_models
 
 __version__ = "0.1.0"
@@ -260,6 +261,7 @@ __all__ = [
     "ModelCall",
     "ModelCallDenied",
     "ModelParams",
+    "ModelRefusal",
     "ModelSpec",
     "OutputInvalid",
     "OutputMismatch",
@@ -294,6 +296,7 @@ __all__ = [
     "StablePrefix",
     "SteadyloopError",
     "StreamAssembler",
+    "StreamFunction",
     "SystemMessage",
     "Target",
     "Telemetry",
@@ -385,6 +388,7 @@ __all__ = [
     "preselect_by_keywords",
     "provider",
     "provider_for",
+    "provider_from",
     "provider_from_env",
     "prune_tool_results",
     "read_structured",

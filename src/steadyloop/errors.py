@@ -13,7 +13,8 @@
     │   ├── EndpointUnavailable      transport failure or a transient status, retries spent
     │   ├── EndpointUnreadable       a success whose body is no event stream and no completion
     │   └── EndpointRefused          the endpoint refused the request as it stands
-    │       └── ContextOverflow      the request does not fit the model's window
+    │       ├── ContextOverflow      the request does not fit the model's window
+    │       └── ModelRefusal         the model declined to answer (kind "refusal", with a category)
     ├── RunError                     a run stopped early; carries the transcript so far
     │   ├── RunCancelled             the caller cancelled it (reason "cancelled")
     │   │   └── RunTimedOut          it outlived its run_timeout (reason "timeout")
@@ -65,6 +66,7 @@ __all__ = [
     "EndpointUnreadable",
     "InvalidInput",
     "ModelCallDenied",
+    "ModelRefusal",
     "OutputInvalid",
     "RunCancelled",
     "RunContextOverflow",
@@ -216,6 +218,24 @@ class EndpointUnreadable(EndpointError):
 
 class EndpointRefused(EndpointError):
     """The endpoint refused the request as it stands; re-sending it unchanged will not help."""
+
+
+class ModelRefusal(EndpointRefused):
+    """The model declined to answer: a provider's safety or recitation stop, not a blank reply.
+
+    Anthropic ends such a reply with ``stop_reason: refusal``; Gemini with a ``SAFETY``, ``RECITATION``
+    (or similar) finish reason. Sending the same request again gets the same answer. ``kind`` is
+    ``"refusal"``.
+
+    Attributes:
+        category: what the provider named as the reason (``"cyber"``, ``"SAFETY"``, ``"RECITATION"``),
+            ``None`` when it named none.
+    """
+
+    def __init__(self, message: str, *, category: str | None = None, **kw: object) -> None:
+        kw.setdefault("kind", "refusal")
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        self.category = category
 
 
 class ContextOverflow(EndpointRefused):

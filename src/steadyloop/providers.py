@@ -73,7 +73,7 @@ PROVIDERS: Mapping[str, ProviderPreset] = {
         ProviderPreset("anthropic", "https://api.anthropic.com", api="anthropic", env_prefix="ANTHROPIC"),
         ProviderPreset(
             "gemini",
-            "https://generativelanguage.googleapis.com",
+            "https://generativelanguage.googleapis.com/v1beta",
             api="gemini",
             env_prefix="GEMINI",
             key_env=("GOOGLE_API_KEY",),

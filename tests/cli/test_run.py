@@ -240,3 +240,23 @@ def test_a_short_listing_is_shown_whole_on_the_tool_line() -> None:
     assert result_summary("     1  one\n     2  two\n") == "2 lines"  # a file's lines are no listing
     assert result_summary("\n".join(f"file{i}.txt" for i in range(40))) == "40 lines"
     assert result_summary("") == "done" and result_summary("wrote 5 bytes") == "wrote 5 bytes"
+
+
+def test_api_anthropic_runs_against_a_messages_endpoint(piped: Callable[..., Any]) -> None:
+    from steadyloop.testing.provider_streams import sse_reply
+
+    capture = Path(__file__).parent.parent / "data" / "providers" / "anthropic" / "01-text.sse"
+    with ScriptedServer.in_thread(sse_reply(capture.read_bytes())) as server:
+        done = piped(
+            "run", "--api", "anthropic", "--base-url", server.base_url, "-m", "claude-sonnet-4-5", "hi"
+        )
+        assert done.returncode == 0, done.stderr
+        request = server.chat_requests[0]
+    assert request.path == "/v1/messages"
+    assert request.json["messages"][-1]["content"][0]["text"] == "hi"
+    text = "".join(
+        json.loads(line[6:])["delta"]["text"]
+        for line in capture.read_text().splitlines()
+        if line.startswith("data: ") and '"text_delta"' in line
+    )
+    assert done.stdout.strip() == text.strip()

@@ -112,3 +112,37 @@ async def test_an_agent_runs_tools_through_a_callers_transport() -> None:
     second = backend.requests[1]["messages"]
     assert second[-1]["role"] == "tool"
     assert second[-1]["content"] == "HEY"
+
+
+async def test_a_generator_function_is_a_whole_back_end() -> None:
+    seen: list[Mapping[str, Any]] = []
+
+    async def backend(body: Mapping[str, Any]) -> AsyncIterator[Any]:
+        seen.append(body)
+        for chunk in text_chunks("from a generator"):
+            yield chunk
+
+    agent = sl.Agent(Endpoint("http://127.0.0.1:9/v1", transport=sl.provider_from(backend)), "m")
+    turn = await agent.prompt("hi")
+    assert turn.content == "from a generator"
+    assert seen[0]["messages"][-1] == {"role": "user", "content": "hi"}
+
+
+async def test_a_generator_that_loses_its_connection_is_retried() -> None:
+    calls = 0
+
+    async def flaky(body: Mapping[str, Any]) -> AsyncIterator[Any]:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise ConnectionResetError("proxy dropped")
+        for chunk in text_chunks("second time"):
+            yield chunk
+
+    endpoint = Endpoint("http://127.0.0.1:9/v1", transport=sl.provider_from(flaky, name="proxy"))
+    policy = RetryPolicy(max_retries=1, base_delay_s=0.0)
+    turn = await run_turn(
+        endpoint, {"model": "m", "messages": [{"role": "user", "content": "hi"}]}, policy=policy
+    )
+    assert turn.content == "second time"
+    assert calls == 2

@@ -81,7 +81,7 @@ def resolve_for_agent(
     if choice.model is None and spec.model.name:
         choice = replace(choice, model=spec.model.name)
     url = spec.endpoint.base_url
-    if url is None or choice.base_url or choice.name or choice.provider:
+    if url is None or choice.base_url or choice.name or choice.provider or choice.api not in (None, "openai"):
         return resolve(choice, env=env, start_local=start_local)
     key = resolve_api_key(
         url,

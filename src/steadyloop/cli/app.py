@@ -53,6 +53,12 @@ def _endpoint_options() -> argparse.ArgumentParser:
     )
     group.add_argument("--api-key", metavar="KEY", help="the API key (default: $OPENAI_API_KEY)")
     group.add_argument(
+        "--api",
+        choices=("openai", "anthropic", "gemini"),
+        help="the wire format: chat completions (default), Anthropic Messages or Gemini; without "
+        "--base-url, the provider's own service (key from $ANTHROPIC_API_KEY / $GEMINI_API_KEY)",
+    )
+    group.add_argument(
         "-m", "--model", metavar="MODEL", help="the model (default: $STEADYLOOP_MODEL, or ask)"
     )
     return parent
@@ -234,6 +240,7 @@ def _resolve(args: argparse.Namespace, spec: AgentSpec | None = None) -> Resolve
         api_key=args.api_key,
         model=args.model,
         provider=args.provider,
+        api=getattr(args, "api", None),
     )
     idle = getattr(args, "idle", None)
     if idle is not None and not 0 <= idle < float("inf"):

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import Endpoint, InvalidInput, failover, provider_from_env
+from ..wire.endpoints import API
 from ..wire.windows import list_models
 
 __all__ = [
@@ -66,6 +67,12 @@ PRESETS: Mapping[str, int] = {
 #: The label of the bundled local model, the endpoint used when nothing else is named.
 BUNDLED = "bundled"
 
+#: A native wire's own service and the variable its key is read from, for ``--api`` without a URL.
+NATIVE_DEFAULTS: Mapping[str, tuple[str, str]] = {
+    "anthropic": ("https://api.anthropic.com/v1", "ANTHROPIC_API_KEY"),
+    "gemini": ("https://generativelanguage.googleapis.com/v1beta", "GEMINI_API_KEY"),
+}
+
 #: Seconds without a request after which the bundled server the CLI started stops by itself.
 DEFAULT_LOCAL_IDLE = 15 * 60.0
 
@@ -80,6 +87,8 @@ class EndpointChoice:
         api_key: ``--api-key``.
         model: ``-m``.
         provider: ``--provider``: a provider name or a failover chain of them.
+        api: ``--api``: the wire format of ``--base-url`` (or of the provider's own URL when no URL is
+            given); ``None`` is chat completions.
     """
 
     name: str | None = None
@@ -87,6 +96,7 @@ class EndpointChoice:
     api_key: str | None = None
     model: str | None = None
     provider: str | None = None
+    api: API | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +225,7 @@ def resolve(
     )
     name = choice.name or (None if named_elsewhere else config.get("default"))
 
+    label: str
     if choice.provider:
         chain = failover(choice.provider, env=env)
         endpoint, label = chain.endpoint, choice.provider
@@ -223,8 +234,22 @@ def resolve(
         if choice.api_key:
             endpoint = replace(endpoint, api_key=choice.api_key)
         model = choice.model or chain.model or model
+    elif (
+        choice.api is not None
+        and choice.api in NATIVE_DEFAULTS
+        and not choice.base_url
+        and choice.name is None
+    ):
+        # A native wire with no URL: the provider's own service.
+        url, key_name = NATIVE_DEFAULTS[choice.api]
+        endpoint = Endpoint(url, api_key=choice.api_key or env.get(key_name), api=choice.api)
+        label = str(choice.api)
     elif choice.base_url:
-        endpoint = Endpoint(choice.base_url, api_key=choice.api_key or env.get("OPENAI_API_KEY"))
+        native = NATIVE_DEFAULTS.get(choice.api or "openai")
+        key_name = native[1] if native is not None else "OPENAI_API_KEY"
+        endpoint = Endpoint(
+            choice.base_url, api_key=choice.api_key or env.get(key_name), api=choice.api or "openai"
+        )
         label = endpoint.shown_url
     elif name is not None and name in endpoints:
         endpoint, configured, window = _from_entry(name, endpoints[name], env, choice.api_key)

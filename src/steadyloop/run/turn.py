@@ -8,12 +8,15 @@ then enters the transcript, and its usage is reported.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
+
 from ..context.calibration import chars_per_token_for
 from ..context.integrity import unique_call_ids
 from ..context.tokens import tool_schema_tokens
 from ..errors import ContextOverflow
 from ..events import Notice, UsageReport
-from ..messages import AssistantMessage, Turn
+from ..messages import AssistantMessage, SignedThinking, ToolCall, Turn
 from ..tools.recovery import recover_tool_calls
 from ..turn.continuation import can_continue, continue_turn
 from ..turn.harmony import mend_harmony
@@ -39,8 +42,9 @@ async def stream_turn(run: RunState, request: Request) -> Turn:
     if not decided:  # a decided answer is no call
         turn = _recover_calls(run, request, turn)
     calls = unique_call_ids(turn.tool_calls, run.taken_ids)
+    thinking = _follow_renames(turn.thinking, turn.tool_calls, calls)
     message = AssistantMessage(
-        content=turn.content, reasoning=turn.reasoning, tool_calls=tuple(calls), thinking=turn.thinking
+        content=turn.content, reasoning=turn.reasoning, tool_calls=tuple(calls), thinking=thinking
     )
     run.transcript.append(message)
     events.close_message(message)
@@ -48,8 +52,21 @@ async def stream_turn(run: RunState, request: Request) -> Turn:
     if run.keeper is not None:
         run.context.reported = (turn.usage.prompt_tokens, turn.usage.completion_tokens, len(run.transcript))
     _report_usage(run, request, turn)
-    run.last_turn = Turn(turn.content, turn.reasoning, calls, turn.usage, turn.finish_reason)
+    run.last_turn = Turn(turn.content, turn.reasoning, calls, turn.usage, turn.finish_reason, thinking)
     return run.last_turn
+
+
+def _follow_renames(
+    thinking: tuple[SignedThinking, ...], before: Sequence[ToolCall], after: Sequence[ToolCall]
+) -> tuple[SignedThinking, ...]:
+    """Signed thinking that names a call, naming it by the id it was renamed to."""
+    renamed = {old.id: new.id for old, new in zip(before, after, strict=True) if old.id != new.id}
+    if not renamed or not any(block.call_id in renamed for block in thinking):
+        return thinking
+    return tuple(
+        replace(block, call_id=renamed[block.call_id]) if block.call_id in renamed else block
+        for block in thinking
+    )
 
 
 async def _send(run: RunState, request: Request) -> tuple[Turn, bool]:

@@ -1,5 +1,6 @@
-"""Test doubles for steadyloop's users and its own tests: a scripted OpenAI-compatible HTTP server, and a
-fault-injecting proxy to put in front of it (or of any server).
+"""Test doubles for steadyloop's users and its own tests: a scripted HTTP server that speaks chat completions,
+Anthropic Messages and Gemini's streamed calls, and a fault-injecting proxy to put in front of it (or of any
+server).
 
 Names are loaded on first use, so ``python -m steadyloop.testing.server`` does not import the server twice.
 """
@@ -19,9 +20,14 @@ __all__ = [
     "ScriptedServer",
     "StallReply",
     "StreamReply",
+    "anthropic_events",
+    "anthropic_stream",
     "finish_chunk",
+    "gemini_chunks",
+    "gemini_stream",
     "llamacpp_timings",
     "reasoning_chunks",
+    "sse_reply",
     "stream_of",
     "text_chunks",
     "tool_call_chunks",
@@ -45,6 +51,11 @@ _WHERE = {
     "text_chunks": "chunks",
     "tool_call_chunks": "chunks",
     "usage_chunk": "chunks",
+    "anthropic_events": "provider_streams",
+    "anthropic_stream": "provider_streams",
+    "gemini_chunks": "provider_streams",
+    "gemini_stream": "provider_streams",
+    "sse_reply": "provider_streams",
 }
 
 

@@ -1,8 +1,10 @@
-"""A scripted OpenAI-compatible HTTP server on loopback, for testing code that talks to LLM endpoints.
+"""A scripted HTTP server on loopback, for testing code that talks to LLM endpoints.
 
-It listens on a real socket (127.0.0.1, a free port) and answers each ``POST /v1/chat/completions`` with the
-next scripted reply (see ``replies``), so a client's HTTP stack, SSE parsing, timeouts and retries all run for
-real. It also answers ``GET /v1/models``, ``/props`` and ``/health``, and records every request::
+It listens on a real socket (127.0.0.1, a free port) and answers each model call (``POST
+/v1/chat/completions``, Anthropic's ``POST /v1/messages``, Gemini's ``POST
+/v1beta/models/{model}:streamGenerateContent``) with the next scripted reply (see ``replies``, and
+``provider_streams`` for the other wires' framing), so a client's HTTP stack, SSE parsing, timeouts and
+retries all run for real. It also answers ``GET /v1/models``, ``/props`` and ``/health``, and records every request::
 
     async with ScriptedServer(Reply.stream(text_chunks("Hello!"))) as server:
         client = AsyncOpenAI(base_url=server.base_url, api_key="x", max_retries=0)
@@ -39,6 +41,17 @@ from .replies import BodyReply, Reply, ScriptedReply, StallReply, StreamReply, r
 __all__ = ["RecordedRequest", "ScriptedServer", "main"]
 
 _CHAT_PATH = "/v1/chat/completions"
+# The other wires' model calls, answered from the same script: Anthropic Messages, Gemini's streamed call.
+_ANTHROPIC_PATH = "/v1/messages"
+_GEMINI_STREAM = ":streamGenerateContent"
+
+
+def _is_model_call(path: str) -> bool:
+    return path in (_CHAT_PATH, _ANTHROPIC_PATH) or (
+        path.startswith("/v1beta/models/") and path.endswith(_GEMINI_STREAM)
+    )
+
+
 _HOST = "127.0.0.1"
 # Room for a load test's thousand connections arriving at once.
 _BACKLOG = 2048
@@ -189,7 +202,7 @@ class ScriptedServer:
     def _record(self, request: RecordedRequest) -> None:
         with self._lock:
             self.requests.append(request)
-            if request.path != _CHAT_PATH:
+            if not _is_model_call(request.path):
                 return
             self._chat_count += 1
             ready = [waiter for waiter in self._waiters if waiter[0] <= self._chat_count]
@@ -199,8 +212,8 @@ class ScriptedServer:
 
     @property
     def chat_requests(self) -> list[RecordedRequest]:
-        """The recorded chat-completions requests only."""
-        return [request for request in self.requests if request.path == _CHAT_PATH]
+        """The recorded model calls only: chat completions, Anthropic messages, Gemini streamed calls."""
+        return [request for request in self.requests if _is_model_call(request.path)]
 
     @property
     def port(self) -> int:
@@ -258,7 +271,7 @@ class ScriptedServer:
             await exchange.finish()
 
     def _route(self, method: str, path: str, request: RecordedRequest) -> ScriptedReply:
-        if method == "POST" and path == _CHAT_PATH:
+        if method == "POST" and _is_model_call(path):
             answered = self.respond(request) if self.respond is not None else None
             return answered if answered is not None else self._next_reply()
         if method == "GET" and path in ("/v1/models", "/models"):

@@ -106,6 +106,8 @@ class StreamAssembler:
         self._usage: Mapping[str, Any] | None = None
         self._timings: Mapping[str, Any] | None = None
         self.error: Mapping[str, Any] | None = None
+        # What the model said in declining (OpenAI's ``delta.refusal``), kept apart from the answer.
+        self.refusal: list[str] = []
         self.active = False
         self.skipped: Counter[str] = Counter()
         self.opened_before_reply = False
@@ -218,6 +220,10 @@ class StreamAssembler:
                 self._skip("reasoning that is not text")
             elif text:
                 self._reasoning(text)
+        refusal = delta.get("refusal")
+        if isinstance(refusal, str) and refusal:
+            self.active = True
+            self.refusal.append(refusal)
         calls = delta.get("tool_calls")
         if calls:
             if isinstance(calls, list):

@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import EndpointError, EndpointSilent, EndpointUnavailable
+from ..errors import EndpointError, EndpointSilent, EndpointUnavailable, ModelRefusal
 from ..events import Event, Notice
 from ..messages import Turn
 from ..wire.chat_client import ChatClient, chat_client_for
@@ -290,7 +290,33 @@ async def stream_turn(
     for notice in _notices(assembler, response.skipped() if response is not None else "", latches):
         if on_event is not None:
             on_event(Notice(text=notice[1], name=notice[0], step=step))
+    declined = _declined(turn, assembler.refusal, endpoint, model)
+    if declined is not None:
+        raise declined
     return turn
+
+
+def _declined(turn: Turn, refusal: list[str], endpoint: str, model: str | None) -> ModelRefusal | None:
+    """A reply that only declined (a refusal field, a content filter) as the typed refusal it is, rather
+    than a blank answer."""
+    if turn.content.strip() or turn.tool_calls:
+        return None
+    said = "".join(refusal).strip()
+    if said:
+        return ModelRefusal(
+            f"the model declined to answer (refusal, category not given): {said}",
+            endpoint=endpoint,
+            model=model,
+            body=said,
+        )
+    if turn.finish_reason == "content_filter":
+        return ModelRefusal(
+            "the model declined to answer (finish reason content_filter, category content_filter)",
+            category="content_filter",
+            endpoint=endpoint,
+            model=model,
+        )
+    return None
 
 
 def _free_reply(request: Mapping[str, Any]) -> bool:

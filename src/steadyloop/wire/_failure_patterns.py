@@ -33,6 +33,7 @@ FailureKind = Literal[
     "auth",
     "not_found",
     "invalid_request",
+    "refusal",
     "other",
 ]
 

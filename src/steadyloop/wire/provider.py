@@ -16,22 +16,29 @@ kept whole so they can be replayed unchanged) and, on a request's messages, ``th
 tool result's ``is_error``; the chat-completions provider drops both before sending.
 
 A caller's own provider (a proxy back end, a recorder) goes on the endpoint, ``Endpoint(...,
-transport=provider)``, and is used for every request to it.
+transport=provider)``, and is used for every request to it, by ``run_turn``, the loop and the Agent
+alike. ``provider_from`` makes one from a plain async generator of chat-completions chunks.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
-from ..errors import InvalidInput
-from .openai_chat import SSEDecoder
+from .openai_chat import DONE, SSEDecoder, unreachable_error
 
 if TYPE_CHECKING:
     from .chat_client import ChatClient, ChatStream
     from .endpoints import Endpoint
 
-__all__ = ["OpenAIChatProvider", "Provider", "ProviderStream", "provider_for"]
+__all__ = [
+    "OpenAIChatProvider",
+    "Provider",
+    "ProviderStream",
+    "StreamFunction",
+    "provider_for",
+    "provider_from",
+]
 
 
 class ProviderStream(Protocol):
@@ -148,8 +155,79 @@ def provider_for(endpoint: Endpoint) -> Provider:
     """
     if endpoint.transport is not None:
         return endpoint.transport
-    if endpoint.api != "openai":
-        raise InvalidInput(f"the {endpoint.api} wire is not available in this build")
+    if endpoint.api == "anthropic":
+        from .anthropic_messages import AnthropicProvider
+
+        return AnthropicProvider(endpoint)
+    if endpoint.api == "gemini":
+        from .gemini_content import GeminiProvider
+
+        return GeminiProvider(endpoint)
     from .clients import get_chat_client
 
     return OpenAIChatProvider(get_chat_client(endpoint))
+
+
+StreamFunction: TypeAlias = Callable[[Mapping[str, Any]], AsyncIterator[Any]]
+"""An async generator function: given the chat-completions body, it yields chat-completions chunks."""
+
+
+def provider_from(stream: StreamFunction, *, name: str = "custom") -> Provider:
+    """A provider made of an async generator function, for a back end of the caller's own::
+
+        async def backend(body):
+            async for chunk in my_proxy.stream(body):
+                yield chunk  # {"choices": [{"delta": {"content": "..."}}]} and so on
+
+        agent = sl.Agent(sl.Endpoint("http://proxy.invalid", transport=sl.provider_from(backend)), "model")
+
+    The reply is complete when the generator returns. It raises ``EndpointError`` for failures the runtime
+    should read (retry, overflow recovery); an ``OSError`` or ``TimeoutError`` reads as a dropped connection;
+    anything else is the caller's bug and goes through unchanged.
+
+    Args:
+        stream: the generator function.
+        name: what errors and events call the endpoint.
+    """
+    return _FunctionProvider(stream, name)
+
+
+class _FunctionProvider:
+    __slots__ = ("_name", "_stream")
+
+    def __init__(self, stream: StreamFunction, name: str) -> None:
+        self._stream = stream
+        self._name = name
+
+    @property
+    def endpoint(self) -> str:
+        return self._name
+
+    async def open_turn(self, body: Mapping[str, Any], *, connect_timeout: float | None) -> ProviderStream:
+        return _FunctionStream(self._stream(body), self._name, body)
+
+
+class _FunctionStream:
+    __slots__ = ("_chunks", "_model", "_name")
+
+    def __init__(self, chunks: AsyncIterator[Any], name: str, body: Mapping[str, Any]) -> None:
+        self._chunks = chunks
+        self._name = name
+        model = body.get("model")
+        self._model = model if isinstance(model, str) else None
+
+    async def batches(self) -> AsyncIterator[Sequence[Any]]:
+        try:
+            async for chunk in self._chunks:
+                yield [chunk]
+        except (OSError, TimeoutError) as exc:
+            raise unreachable_error(exc, endpoint=self._name, model=self._model) from exc
+        yield [DONE]
+
+    def skipped(self) -> str:
+        return ""
+
+    def close(self) -> Awaitable[None] | None:
+        closing = getattr(self._chunks, "aclose", None)
+        result: Awaitable[None] | None = closing() if closing is not None else None
+        return result
