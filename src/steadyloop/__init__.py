@@ -26,6 +26,7 @@ from .context.compaction import (
     request_index,
 )
 from .context.counting import (
+    AnthropicCounter,
     EstimateCounter,
     TiktokenCounter,
     TokenCount,
@@ -208,6 +209,7 @@ __all__ = [
     "AgentSpec",
     "AgentState",
     "AgentStream",
+    "AnthropicCounter",
     "ApprovalBroker",
     "ApprovalDecision",
     "ApprovalPolicy",

@@ -10,8 +10,9 @@ Three counters, each honest about what it measures against:
   plus the framing OpenAI documents for chat models (three tokens a message and three to start the
   reply). Exact for the text of OpenAI models; tool schemas are counted as their JSON, which is not how
   the server renders them, so a body with tools is approximate. For other models it is only a proxy.
-- A provider's own count endpoint (Anthropic ``count_tokens``): the provider's count of the same
-  request, exact by definition, at the price of a round trip.
+- ``AnthropicCounter``: the provider's own count endpoint (Anthropic ``count_tokens``), the provider's
+  count of the same request, exact by definition, at the price of a round trip (``COUNT_TIMEOUT_S`` at
+  most).
 
 ``token_counter_for`` picks one for an (endpoint, model). ``run_turn`` asks it once per (endpoint, model),
 before the first request, when the endpoint has reported nothing yet: its count becomes a calibration
@@ -33,6 +34,8 @@ from .calibration import body_chars, body_has_image, calibrate, chars_per_token_
 from .tokens import IMAGE_TOKENS, context_chars, reply_ceiling, request_tokens
 
 __all__ = [
+    "COUNT_TIMEOUT_S",
+    "AnthropicCounter",
     "EstimateCounter",
     "TiktokenCounter",
     "TokenCount",
@@ -44,6 +47,15 @@ __all__ = [
     "measured",
     "token_counter_for",
 ]
+
+#: Seconds a provider's count endpoint has to answer: a count that takes longer is worth less than the
+#: estimate, and a dead endpoint must not hold the request (or a failover) back for long.
+COUNT_TIMEOUT_S = 10.0
+
+# What Anthropic's count endpoint takes of a Messages request.
+_COUNTED_FIELDS = frozenset(
+    {"model", "messages", "system", "tools", "tool_choice", "thinking", "output_config"}
+)
 
 # OpenAI's documented framing of a chat prompt: tokens per message, per name, and to start the reply.
 _PER_MESSAGE = 3
@@ -214,9 +226,69 @@ def _texts(body: Mapping[str, Any]) -> Iterator[str]:
         yield json.dumps(tools, ensure_ascii=False, default=str)
 
 
+class AnthropicCounter:
+    """Anthropic's own count of a request (``POST /v1/messages/count_tokens``): exact for that model,
+    system prompt, tools and images included, for one round trip.
+
+    Args:
+        endpoint: an ``api="anthropic"`` endpoint.
+        model: the model to count for (default: the body's).
+
+    Raises:
+        TokenizerUnavailable: the anthropic SDK is not installed.
+    """
+
+    def __init__(self, endpoint: Endpoint, model: str | None) -> None:
+        try:
+            import anthropic  # noqa: F401
+        except ImportError as error:
+            raise TokenizerUnavailable(
+                "counting with Anthropic needs its SDK: pip install 'steadyloop[anthropic]'"
+            ) from error
+        self.endpoint = endpoint
+        self.model = model
+
+    @property
+    def name(self) -> str:
+        return "anthropic:count_tokens"
+
+    async def count(self, body: Mapping[str, Any]) -> int:
+        import anthropic
+        import httpx2
+
+        from ..wire.anthropic_shape import anthropic_request
+
+        request = anthropic_request({**body, "model": self.model or body.get("model")})
+        fields = {name: value for name, value in request.items() if name in _COUNTED_FIELDS}
+        client = anthropic.AsyncAnthropic(
+            api_key=self.endpoint.key,
+            base_url=self.endpoint.base_url.removesuffix("/v1"),
+            timeout=httpx2.Timeout(COUNT_TIMEOUT_S),
+            max_retries=0,
+        )
+        try:
+            counted = await client.messages.count_tokens(**fields)
+        except anthropic.AnthropicError as error:
+            raise TokenizerUnavailable(
+                f"{self.endpoint.shown_url} did not count the request: {str(error)[:200]}"
+            ) from error
+        finally:
+            await client.close()
+        tokens = getattr(counted, "input_tokens", None)
+        if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
+            raise TokenizerUnavailable(f"{self.endpoint.shown_url} answered a count without input_tokens")
+        return tokens
+
+
 def token_counter_for(endpoint: Endpoint, model: str | None) -> TokenCounter:
-    """The best counter there is for a model on an endpoint: tiktoken for an OpenAI model on an
-    OpenAI-shaped endpoint when tiktoken is installed and knows the model, else the estimate."""
+    """The best counter there is for a model on an endpoint: Anthropic's count endpoint for an
+    Anthropic endpoint (with the SDK installed); tiktoken for an OpenAI model on an OpenAI-shaped
+    endpoint when tiktoken is installed and knows the model; else the estimate."""
+    if endpoint.api == "anthropic":
+        try:
+            return AnthropicCounter(endpoint, model)
+        except TokenizerUnavailable:
+            pass
     if endpoint.api == "openai" and model:
         try:
             return TiktokenCounter(model)
