@@ -59,3 +59,21 @@ def test_resolution_order() -> None:
     assert (moved.endpoint.base_url, moved.model) == ("http://gpu.test:8000/v1", "m")
     named = resolve(EndpointChoice(name="ollama"), env=env, config={})
     assert named.endpoint.base_url.endswith(":11434/v1")  # -e wins over the environment's provider
+
+
+def test_run_with_the_anthropic_provider(piped: Callable[..., Any], env: dict[str, str]) -> None:
+    from steadyloop.testing.provider_streams import anthropic_events, anthropic_stream
+
+    message = {
+        "model": "claude-sonnet-4-5",
+        "content": [{"type": "text", "text": "Hello from the Messages wire."}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 12, "output_tokens": 7},
+    }
+    with ScriptedServer.in_thread(anthropic_stream(anthropic_events(message))) as server:
+        env.update(ANTHROPIC_BASE_URL=server.base_url, ANTHROPIC_API_KEY="sk-ant-test")
+        done = piped("run", "--provider", "anthropic:claude-sonnet-4-5", "hi")
+        assert done.returncode == 0, done.stderr
+        (request,) = server.chat_requests
+    assert done.stdout.strip() == "Hello from the Messages wire."
+    assert request.path == "/v1/messages" and request.json["model"] == "claude-sonnet-4-5"
