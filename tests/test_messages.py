@@ -174,3 +174,25 @@ def test_usage_adds_counts_and_keeps_unmeasured_fields_absent() -> None:
     assert total.uncached_tokens == 6 and total.retries == 1 and total.reasoning_tokens is None
     assert total.prompt_tokens_per_second == pytest.approx((10 + 15) / 0.4)
     assert "reasoning_tokens" not in total.to_dict()
+
+
+def test_signed_thinking_survives_json_and_the_openai_shape_unchanged() -> None:
+    from steadyloop.messages import SignedThinking
+
+    blocks = (
+        SignedThinking(provider="anthropic", text="Let me think.\n", signature="EqsDCp+/=="),
+        SignedThinking(provider="anthropic", redacted="EmwKAhgBEgy3va3p"),
+        SignedThinking(provider="gemini", signature="CiQB", call_id="fc_1"),
+    )
+    message = AssistantMessage(content="", tool_calls=(ToolCall("fc_1", "f", {}),), thinking=blocks)
+    assert message_from_json(message_to_json(message)) == message
+    shaped = to_openai(message)
+    assert shaped["thinking_blocks"][0] == {
+        "provider": "anthropic",
+        "signature": "EqsDCp+/==",
+        "text": "Let me think.\n",
+    }
+    back = from_openai(shaped)
+    assert isinstance(back, AssistantMessage) and back.thinking == blocks
+    assert "thinking_blocks" not in to_openai(AssistantMessage(content="plain"))
+    assert SignedThinking.from_dict({"signature": "x"}) is None  # no provider: not a block

@@ -15,7 +15,8 @@ from steadyloop.errors import EndpointError, ModelRefusal
 from steadyloop.testing.provider_streams import anthropic_events, anthropic_stream, sse_reply
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.turn.run import run_turn
-from steadyloop.wire.anthropic_shape import AnthropicEvents, anthropic_request, claude_generation
+from steadyloop.wire.anthropic_events import AnthropicEvents
+from steadyloop.wire.anthropic_shape import anthropic_request, claude_generation
 from steadyloop.wire.endpoints import Endpoint
 
 from .provider_doubles import DATA

@@ -1,6 +1,6 @@
 """The Anthropic Messages provider: sends through the official ``anthropic`` SDK, reads its stream events.
 
-The request and the events are translated in ``anthropic_shape`` (sans I/O); here is only the sending:
+The request and the events are translated in ``anthropic_shape`` and ``anthropic_events`` (sans I/O); here is only the sending:
 one SDK client per request (closed with its stream), no SDK retries (``run_turn`` retries), failures read
 into the same kinds as every other wire's. A reply that stops with ``pause_turn`` is continued at once
 with what it said so far, into the same turn.
@@ -14,7 +14,8 @@ from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import EndpointError, InvalidInput
-from .anthropic_shape import AnthropicEvents, anthropic_request
+from .anthropic_events import AnthropicEvents
+from .anthropic_shape import anthropic_request
 from .failures import classify_failure
 from .openai_chat import error_for_failure, unreachable_error
 
