@@ -3,6 +3,8 @@ what is asked of it, what its answer feeds, and what happens when it has none.""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import steadyloop as sl
@@ -16,11 +18,13 @@ from steadyloop.context.counting import (
 from steadyloop.context.tokens import request_tokens
 from steadyloop.testing.server import ScriptedServer
 
-from .provider_doubles import DOUBLES
+from .provider_doubles import DATA, DOUBLES
 
 pytestmark = pytest.mark.timeout(60)
 
 MODEL = "claude-sonnet-4-5"
+# A recorded count_tokens answer (tests/data/providers/README.md says where it came from).
+RECORDED_COUNT = json.loads((DATA / "anthropic" / "count-tokens.json").read_text())
 
 
 def body(text: str = "hi") -> dict[str, object]:
@@ -34,13 +38,13 @@ def body(text: str = "hi") -> dict[str, object]:
 
 async def test_the_count_asks_what_the_request_would_send_and_reads_input_tokens() -> None:
     async with ScriptedServer() as server:
-        server.count_tokens = {"input_tokens": 4321}
+        server.count_tokens = RECORDED_COUNT
         endpoint = sl.Endpoint(server.base_url, "test-key", api="anthropic")
         counter = token_counter_for(endpoint, MODEL)
         assert isinstance(counter, AnthropicCounter) and counter.name == "anthropic:count_tokens"
         counted = await count_tokens(endpoint, MODEL, body())
         (asked,) = [r for r in server.requests if r.path == "/v1/messages/count_tokens"]
-    assert counted == sl.TokenCount(4321, "anthropic:count_tokens")
+    assert counted == sl.TokenCount(RECORDED_COUNT["input_tokens"], "anthropic:count_tokens")
     sent = asked.json
     assert sent["model"] == MODEL and sent["system"][0]["text"] == "Be brief."
     assert sent["messages"][0]["role"] == "user" and sent["tools"][0]["name"] == "look"
