@@ -26,6 +26,16 @@ from .context.compaction import (
     plan_compaction,
     request_index,
 )
+from .context.counting import (
+    AnthropicCounter,
+    EstimateCounter,
+    TiktokenCounter,
+    TokenCount,
+    TokenCounter,
+    TokenizerUnavailable,
+    count_tokens,
+    token_counter_for,
+)
 from .context.folding import SUMMARY_PROMPT, compact_transcript, memory_flush, run_compaction, summariser
 from .context.integrity import check_transcript
 from .context.keeper import ContextPolicy, ContextState
@@ -112,6 +122,7 @@ from .messages import (
     to_openai,
 )
 from .metrics import RunMetrics, run_metrics
+from .providers import PROVIDERS, ProviderPreset, UnknownProvider, failover, provider, provider_from_env
 from .request_body import ModelParams, RequestMetadata, build_body, order_tools
 from .reset import reset_all
 from .sessions.bound import AgentSession
@@ -155,6 +166,7 @@ from .tools.schema_compat import is_grammar_error, relax_tools, sanitize_tools
 from .turn.assembly import Produced, StreamAssembler
 from .turn.capabilities import (
     EFFORT_LADDER,
+    LatchPriors,
     capabilities_for,
     effort_for,
     expire_capabilities,
@@ -162,6 +174,7 @@ from .turn.capabilities import (
     import_capabilities,
     model_capabilities_for,
     reset_capabilities,
+    seed_capabilities,
 )
 from .turn.continuation import continue_turn
 from .turn.fences import ALL_FENCES, DEFAULT_FENCES, Fence, FenceSplitter, Split, strip_thinking
@@ -174,7 +187,7 @@ from .turn.thinking_budgets import DEFAULT_THINKING_BUDGETS
 from .untrusted import UNTRUSTED_PREFACE, untrusted
 from .usage import Usage
 from .wire.clients import aclose_clients, configure_clients, get_client
-from .wire.endpoints import NO_KEY, Endpoint, endpoint_id, endpoint_key
+from .wire.endpoints import NO_KEY, Endpoint, Target, endpoint_id, endpoint_key
 from .wire.failures import Failure, classify_failure
 from .wire.interceptors import (
     DROP,
@@ -200,6 +213,7 @@ __all__ = [
     "EFFORT_LADDER",
     "HOOK_CONTEXT_TOKENS",
     "NO_KEY",
+    "PROVIDERS",
     "SPEC_VERSION",
     "SUMMARY_LEAD",
     "SUMMARY_PROMPT",
@@ -211,6 +225,7 @@ __all__ = [
     "AgentSpec",
     "AgentState",
     "AgentStream",
+    "AnthropicCounter",
     "ApprovalBroker",
     "ApprovalDecision",
     "ApprovalPolicy",
@@ -239,6 +254,7 @@ __all__ = [
     "EndpointUnavailable",
     "EndpointUnreadable",
     "Entry",
+    "EstimateCounter",
     "Event",
     "Failure",
     "Fence",
@@ -255,6 +271,7 @@ __all__ = [
     "InterceptorFailed",
     "Interceptors",
     "InvalidInput",
+    "LatchPriors",
     "LifecycleHooks",
     "LoopDetectorConfig",
     "LoopPolicy",
@@ -275,6 +292,7 @@ __all__ = [
     "Produced",
     "PromptSection",
     "Provider",
+    "ProviderPreset",
     "ProviderStream",
     "RecoveredCalls",
     "RequestMetadata",
@@ -310,8 +328,13 @@ __all__ = [
     "StreamAssembler",
     "StreamFunction",
     "SystemMessage",
+    "Target",
     "Telemetry",
     "TextPart",
+    "TiktokenCounter",
+    "TokenCount",
+    "TokenCounter",
+    "TokenizerUnavailable",
     "Tool",
     "ToolArgumentsError",
     "ToolCall",
@@ -327,6 +350,7 @@ __all__ = [
     "TranscriptError",
     "TranscriptRewritten",
     "Turn",
+    "UnknownProvider",
     "Usage",
     "UserMessage",
     "__version__",
@@ -352,6 +376,7 @@ __all__ = [
     "context_limit_for",
     "context_tokens",
     "continue_turn",
+    "count_tokens",
     "effort_for",
     "emit",
     "end_run",
@@ -363,6 +388,7 @@ __all__ = [
     "expire_capabilities",
     "export_capabilities",
     "export_spec",
+    "failover",
     "find_harmony_leak",
     "fold",
     "from_openai",
@@ -390,8 +416,10 @@ __all__ = [
     "prepare_branch",
     "preselect",
     "preselect_by_keywords",
+    "provider",
     "provider_for",
     "provider_from",
+    "provider_from_env",
     "prune_tool_results",
     "read_structured",
     "recover_tool_calls",
@@ -410,6 +438,7 @@ __all__ = [
     "run_tool_calls",
     "run_turn",
     "sanitize_tools",
+    "seed_capabilities",
     "set_telemetry",
     "spec_hook_runner",
     "stream_agent_loop",
@@ -420,6 +449,7 @@ __all__ = [
     "summariser",
     "text_of",
     "to_openai",
+    "token_counter_for",
     "tool",
     "trace_run",
     "trace_side_tasks",

@@ -5,7 +5,8 @@
     SteadyloopError
     ├── InvalidInput                 bad values from the caller (also a ValueError)
     │   ├── TranscriptError          a transcript no server would accept
-    │   └── SpecError                an agent document was refused, every reason listed (steadyloop.spec)
+    │   ├── SpecError                an agent document was refused, every reason listed (steadyloop.spec)
+    │   └── UnknownProvider          a provider name steadyloop does not know (steadyloop.providers)
     ├── ToolArgumentsError           a tool call's arguments are not an object (kind: truncated | malformed)
     ├── InterceptorFailed            a host's interceptor raised (``interceptor`` names which)
     ├── EndpointError                a request to an endpoint failed (endpoint, model, status, words)
@@ -35,6 +36,7 @@
     ├── MCPError                     an MCP server failed (steadyloop.tools.mcp)
     ├── StoreUnavailable             the session store's database could not be reached
                                      (steadyloop.sessions)
+    ├── TokenizerUnavailable         a token counter cannot count (steadyloop.context.counting)
     └── LocalServerError             the bundled local server could not be installed or started
                                      (steadyloop.local)
 

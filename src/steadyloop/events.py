@@ -37,6 +37,7 @@ __all__ = [
     "Disposition",
     "Downgrade",
     "Event",
+    "Failover",
     "HookDenied",
     "LateSettlement",
     "LoopDetected",
@@ -292,6 +293,35 @@ class Retry:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Failover:
+    """A turn was handed to the next endpoint of a failover chain: the one before failed before it
+    produced anything, so nothing of its answer is kept.
+
+    Attributes:
+        from_endpoint: the base URL that failed (credentials written ``***``).
+        from_model: the model asked for there.
+        to_endpoint: the base URL the turn goes to now.
+        to_model: the model asked for there.
+        cause: the failure, in the endpoint's words.
+        kind: what the failure was (``auth``, ``rate_limited``, ``not_found``, ``transient``,
+            ``model_loading``, ``silent``, ``network``, ...).
+        status: the HTTP status, when there was one.
+    """
+
+    from_endpoint: str
+    from_model: str
+    to_endpoint: str
+    to_model: str
+    cause: str
+    kind: str = ""
+    status: int | None = None
+    step: int = 0
+    run_id: str = ""
+    seq: int = 0
+    type: Literal["failover"] = "failover"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Downgrade:
     """A request field was dropped or changed because the endpoint refused it."""
 
@@ -441,6 +471,7 @@ Event: TypeAlias = Annotated[
     | Notice
     | UsageReport
     | Retry
+    | Failover
     | Downgrade
     | SideTask
     | LoopDetected

@@ -1,13 +1,14 @@
 """``reset_all``: drop every cache and latch steadyloop keeps for the life of the process.
 
 Each seam also has its own reset, for a test that wants only one: ``reset_clients``,
-``reset_capabilities``, ``reset_calibration``, ``reset_windows``, ``reset_events``, ``reset_hooks``.
+``reset_capabilities``, ``reset_calibration``, ``forget_measurements``, ``reset_windows``, ``reset_events``, ``reset_hooks``.
 """
 
 from __future__ import annotations
 
 from .bus import reset_events
 from .context.calibration import reset_calibration
+from .context.counting import forget_measurements
 from .hooks import reset_hooks
 from .turn.capabilities import reset_capabilities
 from .wire.clients import reset_clients
@@ -17,10 +18,12 @@ __all__ = ["reset_all"]
 
 
 def reset_all() -> None:
-    """Drop the client pool, capability latches, calibration, window caches, the event bus and hook settings."""
+    """Drop the client pool, capability latches, calibration (and which models were measured), window
+    caches, the event bus and hook settings."""
     reset_clients()
     reset_capabilities()
     reset_calibration()
+    forget_measurements()
     reset_windows()
     reset_events()
     reset_hooks()

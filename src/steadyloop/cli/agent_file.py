@@ -19,7 +19,6 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from .. import (
     AgentSettings,
@@ -82,7 +81,7 @@ def resolve_for_agent(
     if choice.model is None and spec.model.name:
         choice = replace(choice, model=spec.model.name)
     url = spec.endpoint.base_url
-    if url is None or choice.base_url or choice.name or choice.api not in (None, "openai"):
+    if url is None or choice.base_url or choice.name or choice.provider or choice.api not in (None, "openai"):
         return resolve(choice, env=env, start_local=start_local)
     key = resolve_api_key(
         url,
@@ -90,11 +89,11 @@ def resolve_for_agent(
         inherited_base_url=env.get("OPENAI_BASE_URL"),
         inherited_api_key=env.get("OPENAI_API_KEY"),
     )
-    given: dict[str, Any] = {
-        "request_timeout": spec.endpoint.request_timeout,
-        "first_token_timeout": spec.endpoint.first_token_timeout,
-    }
-    endpoint = Endpoint(url, api_key=key, **{k: v for k, v in given.items() if v is not None})
+    endpoint = Endpoint(url, api_key=key)
+    if spec.endpoint.request_timeout is not None:
+        endpoint = replace(endpoint, request_timeout=spec.endpoint.request_timeout)
+    if spec.endpoint.first_token_timeout is not None:
+        endpoint = replace(endpoint, first_token_timeout=spec.endpoint.first_token_timeout)
     model = choice.model or env.get("STEADYLOOP_MODEL") or None
     return Resolved(endpoint, model, label=endpoint.shown_url, context_length=spec.endpoint.context_length)
 

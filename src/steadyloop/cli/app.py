@@ -14,7 +14,7 @@ import sys
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
-from .. import AgentSpec, __version__
+from .. import PROVIDERS, AgentSpec, __version__
 from ..errors import EndpointUnavailable, InvalidInput, RunCancelled, SteadyloopError
 from .config import BUNDLED, PRESETS, EndpointChoice, Resolved, config_path, resolve, with_model
 from .kit import AgentOptions
@@ -26,9 +26,10 @@ COMMANDS = ("run", "chat", "sessions", "models", "local", "serve")
 _STDERR_LINES = 20
 
 _EPILOG = """\
-Endpoints, first match wins: --base-url; -e NAME (an endpoint of the config file, or a preset:
-{presets}); OPENAI_BASE_URL; the config file's default; else the bundled local model
-(started on first use). Config file: {config}. Keys: --api-key, OPENAI_API_KEY, or api_key_env.
+Endpoints, first match wins: --provider NAME[:MODEL][,...] (a provider, or a failover chain);
+--base-url; -e NAME (an endpoint of the config file, or a preset: {presets});
+STEADYLOOP_FAILOVER or STEADYLOOP_PROVIDER; OPENAI_BASE_URL; the config file's default; else the
+bundled local model (started on first use). Config file: {config}. Keys: --api-key, OPENAI_API_KEY, or api_key_env.
 --api anthropic|gemini speaks that provider's own wire (its service unless --base-url names another).
 The model: -m, STEADYLOOP_MODEL, the endpoint's configured model, or the first it lists.
 
@@ -44,6 +45,12 @@ def _endpoint_options() -> argparse.ArgumentParser:
     group.add_argument("--local-preset", choices=sorted(PRESETS), help="a local server on its default port")
     group.add_argument(
         "--base-url", metavar="URL", help="an OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1"
+    )
+    group.add_argument(
+        "--provider",
+        metavar="NAME[:MODEL][,...]",
+        help=f"a provider ({', '.join(sorted(PROVIDERS))}) at its default URL with <NAME>_API_KEY, "
+        "or a failover chain of them",
     )
     group.add_argument("--api-key", metavar="KEY", help="the API key (default: $OPENAI_API_KEY)")
     group.add_argument(
@@ -250,6 +257,7 @@ def _resolve(args: argparse.Namespace, spec: AgentSpec | None = None) -> Resolve
         base_url=args.base_url,
         api_key=args.api_key,
         model=args.model,
+        provider=args.provider,
         api=getattr(args, "api", None),
     )
     idle = getattr(args, "idle", None)

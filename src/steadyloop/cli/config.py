@@ -2,19 +2,23 @@
 
 The first of these that names an endpoint wins:
 
-0. ``--api anthropic|gemini`` without a URL: that provider's own service (key from ``--api-key``, else
+0. ``--provider NAME[:MODEL][,NAME[:MODEL]...]``: a named provider (``steadyloop.PROVIDERS``), or a
+   failover chain of them, each at ``<NAME>_BASE_URL`` with ``<NAME>_API_KEY``; ``--base-url`` and
+   ``--api-key`` then override the first one's URL and key;
+1. ``--api anthropic|gemini`` without a URL: that provider's own service (key from ``--api-key``, else
    ``ANTHROPIC_API_KEY`` / ``GEMINI_API_KEY``);
-1. ``--base-url URL`` (key from ``--api-key`` or ``OPENAI_API_KEY``; with ``--api anthropic|gemini`` the URL
+2. ``--base-url URL`` (key from ``--api-key`` or ``OPENAI_API_KEY``; with ``--api anthropic|gemini`` the URL
    speaks that wire and the key comes from that provider's variable);
-2. ``-e NAME`` / ``--local-preset NAME``: an endpoint of the config file by that name, else a local preset
+3. ``-e NAME`` / ``--local-preset NAME``: an endpoint of the config file by that name, else a local preset
    (``llamacpp`` 8080, ``vllm`` 8000, ``sglang`` 30000, ``ollama`` 11434, ``lmstudio`` 1234);
-3. ``OPENAI_BASE_URL`` (key from ``OPENAI_API_KEY``);
-4. the config file's ``default`` endpoint;
-5. the bundled local model, started on first use and left running for the next command; it stops by
+4. ``STEADYLOOP_FAILOVER`` or ``STEADYLOOP_PROVIDER`` (``steadyloop.provider_from_env``);
+5. ``OPENAI_BASE_URL`` (key from ``OPENAI_API_KEY``);
+6. the config file's ``default`` endpoint;
+7. the bundled local model, started on first use and left running for the next command; it stops by
    itself after ``STEADYLOOP_LOCAL_IDLE`` seconds without a request (15 minutes; ``0`` never).
 
-The model is ``-m``, else ``STEADYLOOP_MODEL``, else the endpoint's configured one, else the only (or first)
-model the endpoint lists at ``/v1/models``.
+The model is ``-m``, else the first model a ``--provider`` chain names, else ``STEADYLOOP_MODEL``, else the
+endpoint's configured one, else the only (or first) model the endpoint lists at ``/v1/models``.
 
 The config file is ``$XDG_CONFIG_HOME/steadyloop/config.toml`` (``~/.config/steadyloop/config.toml``)::
 
@@ -36,8 +40,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidInput
-from ..wire.endpoints import API, Endpoint
+from .. import Endpoint, InvalidInput, failover, provider_from_env
+from ..wire.endpoints import API
 from ..wire.windows import list_models
 
 __all__ = [
@@ -85,6 +89,7 @@ class EndpointChoice:
         base_url: ``--base-url``.
         api_key: ``--api-key``.
         model: ``-m``.
+        provider: ``--provider``: a provider name or a failover chain of them.
         api: ``--api``: the wire format of ``--base-url`` (or of the provider's own URL when no URL is
             given); ``None`` is chat completions.
     """
@@ -93,6 +98,7 @@ class EndpointChoice:
     base_url: str | None = None
     api_key: str | None = None
     model: str | None = None
+    provider: str | None = None
     api: API | None = None
 
 
@@ -214,10 +220,24 @@ def resolve(
     model = choice.model or env.get("STEADYLOOP_MODEL") or None
     window: int | None = None
     configured: str | None = None
-    name = choice.name or (None if choice.base_url or env.get("OPENAI_BASE_URL") else config.get("default"))
+    named_elsewhere = (
+        choice.base_url
+        or env.get("STEADYLOOP_FAILOVER")
+        or env.get("STEADYLOOP_PROVIDER")
+        or env.get("OPENAI_BASE_URL")
+    )
+    name = choice.name or (None if named_elsewhere else config.get("default"))
 
     label: str
-    if (
+    if choice.provider:
+        chain = failover(choice.provider, env=env)
+        endpoint, label = chain.endpoint, choice.provider
+        if choice.base_url:
+            endpoint = replace(endpoint, base_url=choice.base_url)
+        if choice.api_key:
+            endpoint = replace(endpoint, api_key=choice.api_key)
+        model = choice.model or chain.model or model
+    elif (
         choice.api is not None
         and choice.api in NATIVE_DEFAULTS
         and not choice.base_url
@@ -242,6 +262,12 @@ def resolve(
     elif name is not None and name != BUNDLED:
         known = sorted({*endpoints, *PRESETS, BUNDLED})
         raise InvalidInput(f"no endpoint named {name!r}; known: {', '.join(known)}")
+    elif name is None and (env.get("STEADYLOOP_FAILOVER") or env.get("STEADYLOOP_PROVIDER")):
+        chosen = provider_from_env(env)
+        endpoint, model = chosen.endpoint, choice.model or chosen.model
+        if choice.api_key:
+            endpoint = replace(endpoint, api_key=choice.api_key)
+        label = env.get("STEADYLOOP_FAILOVER") or env.get("STEADYLOOP_PROVIDER") or ""
     elif name is None and env.get("OPENAI_BASE_URL"):
         endpoint = Endpoint(env["OPENAI_BASE_URL"], api_key=choice.api_key or env.get("OPENAI_API_KEY"))
         label = "OPENAI_BASE_URL"

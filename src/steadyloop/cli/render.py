@@ -22,6 +22,7 @@ from ..events import (
     ApprovalDecided,
     ApprovalRequired,
     Event,
+    Failover,
     MessageEnd,
     MessageStart,
     MessageUpdate,
@@ -204,8 +205,10 @@ class TextRenderer:
             self._hold = CallHoldback()
             return
         output = isinstance(event, MessageEnd) and isinstance(event.message, AssistantMessage)
-        if output or isinstance(event, MessageUpdate | ToolExecutionStart | Notice | Retry | AgentEnd):
-            self._stop_waiting(keep=isinstance(event, Notice | Retry))
+        if output or isinstance(
+            event, MessageUpdate | ToolExecutionStart | Notice | Retry | Failover | AgentEnd
+        ):
+            self._stop_waiting(keep=isinstance(event, Notice | Retry | Failover))
         if isinstance(event, ToolExecutionStart | AgentEnd):
             self._text(self._hold.finish())  # whatever is still held was no call: nothing is lost
         if isinstance(event, MessageUpdate):
@@ -226,6 +229,11 @@ class TextRenderer:
             self._tool_end(event)
         elif isinstance(event, Retry):
             self._notice(f"retrying in {event.delay_s:.1f}s: {event.reason}")
+        elif isinstance(event, Failover):
+            where = f"{event.to_model} at {event.to_endpoint}" if event.to_model else event.to_endpoint
+            self._notice(
+                f"{event.from_endpoint} failed ({event.kind or 'error'}): trying {where}: {event.cause}"
+            )
         elif isinstance(event, Notice):
             self._notice(event.text)
         elif isinstance(event, AgentEnd):

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..context.calibration import chars_per_token_for
 from ..context.compaction import transcript_tokens
+from ..context.counting import measure_before_sending, measured
 from ..context.integrity import check_transcript
 from ..context.tokens import reply_ceiling, request_tokens
 from ..errors import ModelCallDenied
@@ -26,7 +27,7 @@ from ..request_body import ModelParams, ToolBlock, build_body, order_tools
 from ..tools.batch import HookDecision
 from ..tools.definition import Tool
 from ..turn.capabilities import EndpointCapabilities, ModelCapabilities, capabilities_for
-from ..wire.endpoints import Endpoint, with_resolved_key
+from ..wire.endpoints import Endpoint, Target, with_resolved_key
 from .config import BeforeLlmCall, ModelCall, ToolChoiceFn
 from .prefix import admit, dress
 from .state import LLM_TYPES, Cancelled, RunState, cancellable
@@ -42,6 +43,7 @@ class Request:
     """
 
     __slots__ = (
+        "answered",
         "block",
         "declared",
         "endpoint",
@@ -66,6 +68,8 @@ class Request:
         tool_choice: ToolChoiceFn | None,
     ) -> None:
         self.endpoint = endpoint
+        # Which endpoint and model answered, once one did (a failover chain may hand the step on).
+        self.answered: Target | None = None
         self.params = params
         self.prompt = prompt
         self.declared = declared
@@ -76,6 +80,10 @@ class Request:
         self.index: int | None = None
         self.messages: list[Message] = []
         self.last: dict[str, Any] = {}
+
+    def answer_from(self, target: Target) -> None:
+        """Note which endpoint and model answered the request."""
+        self.answered = target
 
     def __call__(self, c: EndpointCapabilities, m: ModelCapabilities) -> dict[str, Any]:
         asked = self.params
@@ -136,6 +144,10 @@ async def prepare_request(run: RunState) -> Request:
     keeper = run.keeper
     folded = False
     if keeper is not None:
+        if not measured(endpoint, config.params.model):
+            caps = capabilities_for(endpoint)
+            planned = request(caps, caps.model(config.params.model))
+            await measure_before_sending(endpoint, config.params.model, planned)
         ratio = chars_per_token_for(endpoint, config.params.model)
         folded = await keeper.before_request(
             request.view, request.index, used=_used(run, request, ratio), chars_per_token=ratio, step=step

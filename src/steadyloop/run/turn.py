@@ -92,6 +92,7 @@ async def _send(run: RunState, request: Request) -> tuple[Turn, bool]:
                     start_in_reasoning=config.policy.start_in_reasoning,
                     step=events.step,
                     interceptors=config.wire_interceptors,
+                    on_answered=request.answer_from,
                 ),
                 run.cancel,
             )
@@ -116,10 +117,17 @@ async def _continue(run: RunState, request: Request, turn: Turn) -> Turn:
     policy, events = run.config.policy, run.events
     if policy.max_continuations <= 0 or not can_continue(turn):
         return turn
+    # The model that wrote the answer carries it on, at its own endpoint and with no fallback: another
+    # model's continuation would be a stitched answer.
+    answered = request.answered
+    endpoint = answered.endpoint if answered is not None else request.endpoint
+    body = request.last  # the body as last sent, latches applied
+    if answered is not None and answered.model is not None:
+        body = {**body, "model": answered.model}
     return await cancellable(
         continue_turn(
-            request.endpoint,
-            request.last,  # the body as last sent, latches applied
+            endpoint,
+            body,
             turn,
             max_continuations=policy.max_continuations,
             policy=policy.retry,

@@ -14,7 +14,7 @@ import json
 from dataclasses import replace
 
 from steadyloop import Event, event_to_json
-from steadyloop.events import AgentEnd, Retry, SideTask, TurnEnd
+from steadyloop.events import AgentEnd, Failover, Retry, SideTask, TurnEnd
 
 from .errors import Scrubber
 from .hub import Item
@@ -30,6 +30,8 @@ def event_json(event: Event, scrub: Scrubber) -> str:
         event = replace(event, error=scrub(event.error))
     elif isinstance(event, Retry):
         event = replace(event, reason=scrub(event.reason))
+    elif isinstance(event, Failover):
+        event = replace(event, cause=scrub(event.cause))
     return scrub.secrets_only(event_to_json(event))
 
 

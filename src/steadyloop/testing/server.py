@@ -112,6 +112,8 @@ class ScriptedServer:
             None answers 404; a reply (e.g. 503 "Loading model") is played instead.
         props: served by ``GET /props`` (llama.cpp's server properties); None answers 404.
         health: served by ``GET /health`` and ``/v1/health``; None answers 404.
+        count_tokens: served by ``POST /v1/messages/count_tokens`` (Anthropic's count), e.g.
+            ``{"input_tokens": 1234}``; None (the default) answers 404.
         requests: every request received, in order (the script's own and the metadata ones).
         disconnects: replies that ended because the client went away while the server was waiting
             (a stall, a delay): what a client that closes a stream early should cause.
@@ -136,6 +138,7 @@ class ScriptedServer:
         self.models = models
         self.props = props
         self.health = health
+        self.count_tokens: Document = None
         self.requests: list[RecordedRequest] = []
         self.disconnects = 0
         self._chat_count = 0
@@ -283,6 +286,8 @@ class ScriptedServer:
             return _static(self.props)
         if method == "GET" and path in ("/health", "/v1/health"):  # llama.cpp serves both
             return _static(self.health)
+        if method == "POST" and path == "/v1/messages/count_tokens":
+            return _static(self.count_tokens)
         error = {"message": f"no route for {method} {path}", "type": "not_found_error", "code": 404}
         return Reply.json({"error": error}, 404)
 

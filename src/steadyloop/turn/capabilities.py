@@ -9,6 +9,11 @@ caller says so (``reset_capabilities``, ``expire_capabilities``). Two model latc
 rather than a field: that replies start as answer (a model whose template opens a thinking block in the
 prompt shows otherwise), and that the server takes tools natively (vLLM without a tool parser does not:
 the tools are then described in the prompt and calls recovered from text).
+
+What a provider is known to refuse can be set before its first request (``seed_capabilities``, which the
+provider presets use): a prior is the same latch a refusal would have set, held until the endpoint is
+first met, and forgotten like any other by ``reset_capabilities``, after which a real refusal teaches it
+again.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ __all__ = [
     "EFFORT_LADDER",
     "SNAPSHOT_VERSION",
     "EndpointCapabilities",
+    "LatchPriors",
     "ModelCapabilities",
     "capabilities_for",
     "effort_for",
@@ -34,6 +40,7 @@ __all__ = [
     "import_capabilities",
     "model_capabilities_for",
     "reset_capabilities",
+    "seed_capabilities",
 ]
 
 #: Reasoning-effort rungs from cheapest to dearest; refusals walk it upward only.
@@ -119,6 +126,29 @@ _MODEL_FLAGS = (
 _MODEL_LISTS = ("refused_efforts", "supported_efforts", "refused_fields")
 
 
+@dataclass(frozen=True, slots=True)
+class LatchPriors:
+    """What an endpoint is known to refuse before it has refused anything: latches set in advance.
+
+    Attributes:
+        usage_in_stream: ``False``: ``stream_options`` is refused.
+        strict_schemas: ``False``: tool schemas go relaxed.
+        legacy_token_limit: ``False``: every model wants ``max_completion_tokens``.
+        refused_fields: fields every model on the endpoint refuses (``prompt_cache_key``, ``top_k``, ...).
+    """
+
+    usage_in_stream: bool = True
+    strict_schemas: bool = True
+    legacy_token_limit: bool = True
+    refused_fields: frozenset[str] = frozenset()
+
+    def apply(self, model: ModelCapabilities) -> None:
+        """Set the model-level priors on a model met for the first time."""
+        if not self.legacy_token_limit:
+            model.legacy_token_limit = False
+        model.refused_fields |= self.refused_fields
+
+
 @dataclass(slots=True)
 class EndpointCapabilities:
     """What one endpoint refused, with its models' refusals under it.
@@ -128,12 +158,14 @@ class EndpointCapabilities:
         usage_in_stream: ``stream_options.include_usage`` is accepted.
         first_met: when this endpoint was first met (epoch seconds), for expiry.
         models: per-model latches, under the name the endpoint knows the model by.
+        priors: what every model met here starts with (see ``seed_capabilities``).
     """
 
     strict_schemas: bool = True
     usage_in_stream: bool = True
     first_met: float = field(default_factory=time.time)
     models: dict[str, ModelCapabilities] = field(default_factory=dict)
+    priors: LatchPriors | None = None
 
     def model(self, name: str | None) -> ModelCapabilities:
         """The latches of one model (created on first use); ``None`` reads as a model nobody named."""
@@ -141,6 +173,8 @@ class EndpointCapabilities:
         found = self.models.get(key)
         if found is None:
             found = self.models[key] = ModelCapabilities()
+            if self.priors is not None:
+                self.priors.apply(found)
         return found
 
 
@@ -155,10 +189,35 @@ def capabilities_for(endpoint: Endpoint) -> EndpointCapabilities:
     if found is None:
         found = _by_key[key] = EndpointCapabilities()
         _ids[endpoint_id(endpoint)] = key
+        priors = _priors.pop(key, None)
+        if priors is not None:
+            found.priors = priors
+            found.strict_schemas = priors.strict_schemas
+            found.usage_in_stream = priors.usage_in_stream
         pending = _pending.pop(endpoint_id(endpoint), None)
         if pending is not None:
             _merge_endpoint(found, pending)
     return found
+
+
+_priors: dict[str, LatchPriors] = {}  # endpoint_key -> priors waiting for the endpoint to be met
+
+
+def seed_capabilities(endpoint: Endpoint, priors: LatchPriors) -> bool:
+    """Set what ``endpoint`` is known to refuse before its first request.
+
+    Priors take effect when the endpoint is first met; an endpoint already met keeps what it learned.
+    They are latches like any other: exported, merged with refusals, and forgotten by
+    ``reset_capabilities``.
+
+    Returns:
+        whether they will take effect (``False`` for an endpoint already met).
+    """
+    key = endpoint_key(endpoint)
+    if key in _by_key:
+        return False
+    _priors[key] = priors
+    return True
 
 
 def model_capabilities_for(endpoint: Endpoint, model: str | None) -> ModelCapabilities:
@@ -333,14 +392,16 @@ def reset_capabilities(endpoint: Endpoint | None = None) -> bool:
         whether there was anything to forget.
     """
     if endpoint is None:
-        had = bool(_by_key or _pending)
+        had = bool(_by_key or _pending or _priors)
         _by_key.clear()
         _ids.clear()
         _pending.clear()
+        _priors.clear()
         return had
     key = endpoint_key(endpoint)
     eid = endpoint_id(endpoint)
     had = _by_key.pop(key, None) is not None
+    had = _priors.pop(key, None) is not None or had
     _ids.pop(eid, None)
     return _pending.pop(eid, None) is not None or had
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..events import Event, Notice
 from ..messages import ToolCall, Turn
-from ..wire.endpoints import Endpoint
+from ..wire.endpoints import Endpoint, Target
 from ..wire.interceptors import Interceptors
 from .assembly import TextCallback
 from .capabilities import EndpointCapabilities, ModelCapabilities, capabilities_for
@@ -216,6 +216,7 @@ async def plain_turn(
     start_in_reasoning: bool = False,
     step: int = 0,
     interceptors: Interceptors | None = None,
+    on_answered: Callable[[Target], object] | None = None,
 ) -> RoutedTurn:
     """One step sent as usual (``run_turn``), in the shape :func:`routed_turn` answers with."""
     turn = await run_turn(
@@ -232,6 +233,7 @@ async def plain_turn(
         start_in_reasoning=start_in_reasoning,
         step=step,
         interceptors=interceptors,
+        on_answered=on_answered,
     )
     return RoutedTurn(turn)
 
@@ -251,6 +253,7 @@ async def routed_turn(
     start_in_reasoning: bool = False,
     step: int = 0,
     interceptors: Interceptors | None = None,
+    on_answered: Callable[[Target], object] | None = None,
 ) -> RoutedTurn:
     """One step, routed where the endpoint and model allow it, else sent as usual (see the module docstring).
 
@@ -274,6 +277,7 @@ async def routed_turn(
             start_in_reasoning=start_in_reasoning,
             step=step,
             interceptors=interceptors,
+            on_answered=on_answered,
         )
 
     def routable(c: EndpointCapabilities, m: ModelCapabilities) -> bool:
@@ -302,6 +306,7 @@ async def routed_turn(
         start_in_reasoning=start_in_reasoning,
         step=step,
         interceptors=interceptors,
+        on_answered=on_answered,
     )
     if decided.tool_calls:  # a server that answered with a native call: that is a decision too
         return RoutedTurn(decided, decided=True)
@@ -351,6 +356,7 @@ async def routed_turn(
         start_in_reasoning=start_in_reasoning,
         step=step,
         interceptors=interceptors,
+        on_answered=on_answered,
     )
     # One read of the prompt (the decision's; the answer found it all cached) and both replies: the step's
     # usage then reads like any step's, so the cache watch compares prompt with prompt.

@@ -1,9 +1,10 @@
 """``run_turn``: one turn with the retry loop around the negotiation around the stream.
 
 Layering, outside in: the sizing guard (once: a body that cannot fit is refused before it is sent), the
-retry loop (transient failures, a model still loading), negotiation (refusals the request can do
-without), and the streamed request under its watchdog. Nothing is ever re-sent once output was produced:
-torn output cannot be redone.
+retry loop (transient failures, a model still loading), the failover chain (an endpoint's ``fallbacks``,
+tried in order within one attempt), negotiation (refusals the request can do without), and the streamed
+request under its watchdog. Nothing is ever re-sent once output was produced: torn output cannot be
+redone, and another model's answer is never stitched onto it.
 """
 
 from __future__ import annotations
@@ -12,16 +13,17 @@ import asyncio
 import random
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..context.calibration import body_chars, body_has_image, calibrate, chars_per_token_for
+from ..context.counting import measure_before_sending
 from ..context.tokens import request_tokens
 from ..errors import ContextOverflow, EndpointError, EndpointSilent, RetryDelayTooLong
 from ..events import Downgrade, Event, Notice, Retry
 from ..messages import Turn
 from ..tools.schema_compat import relax_tools
-from ..wire.endpoints import Endpoint
+from ..wire.endpoints import Endpoint, Target
 from ..wire.failures import prompt_truncated
 from ..wire.interceptors import Interceptors
 from ..wire.liveness import endpoint_answers
@@ -29,6 +31,7 @@ from ..wire.provider import provider_for
 from .assembly import Produced, TextCallback
 from .body import apply_latches
 from .capabilities import EndpointCapabilities, ModelCapabilities, capabilities_for
+from .failover import failover_event, hops
 from .fences import DEFAULT_FENCES, Fence
 from .negotiate import Downgraded, negotiate
 from .stream import stream_turn
@@ -158,6 +161,7 @@ async def run_turn(
     start_in_reasoning: bool = False,
     step: int = 0,
     interceptors: Interceptors | None = None,
+    on_answered: Callable[[Target], object] | None = None,
 ) -> Turn:
     """Send one turn reliably: sized, negotiated, retried, watched.
 
@@ -172,13 +176,21 @@ async def run_turn(
         droppable: extra-body fields that may be dropped when the endpoint refuses them.
         on_output: answer text as it streams.
         on_thinking: reasoning as it streams.
-        on_event: ``Retry``, ``Downgrade`` and ``Notice`` events.
+        on_event: ``Retry``, ``Failover``, ``Downgrade`` and ``Notice`` events.
         fences: thinking fences to take out of content.
         start_in_reasoning: the template opened a thinking block in the prompt.
         step: the step number stamped on events.
         interceptors: the host's code at the edges of every attempt (``on_payload``, ``on_response``,
             ``on_sse_event`` are called once per attempt); ``on_assistant_event`` sees each text and
             reasoning piece, as a ``MessageUpdate``, before ``on_output``/``on_thinking``.
+        on_answered: told which endpoint and model answered, without fallbacks: where anything that
+            carries this answer on (a continuation) must go, so that no other model adds to it.
+
+    An endpoint with ``fallbacks`` is a failover chain: a failure before anything was shown that says
+    nothing about the request itself (auth, rate limit, not found, network, silence, overloaded, a model
+    loading) hands the turn to the next candidate at once, with a ``Failover`` event; when the last one
+    fails too, the retry loop treats its failure as it would a single endpoint's and starts again from
+    the first. Sizing and the context window are the first candidate's.
 
     Raises:
         ContextOverflow: the body does not fit (before sending, or as the endpoint said).
@@ -207,6 +219,8 @@ async def run_turn(
     # Sized once: a downgraded request is never larger, and the transcript does not change on retry.
     chars = body_chars(asked)
     has_image = body_has_image(asked)
+    # Before the endpoint has reported a count, the model's tokenizer (where there is one) calibrates.
+    await measure_before_sending(endpoint, name, asked)
     if context_limit:
         need = request_tokens(asked, chars_per_token=chars_per_token_for(endpoint, name or ""))
         if need > context_limit:
@@ -225,7 +239,27 @@ async def run_turn(
     )
     sender.interceptors = interceptors
     sender.first = asked
+    sender.model = name
     emit = sender.emit
+    chain = [sender]
+    for target in endpoint.fallbacks:
+        fallback_model = target.model or name
+        chain.append(
+            _Sender(
+                target.endpoint,
+                _for_model(builder, fallback_model),
+                capabilities_for(target.endpoint),
+                policy,
+                on_output,
+                on_thinking,
+                on_event,
+                fences,
+                start_in_reasoning,
+                step,
+            )
+        )
+        chain[-1].model = fallback_model
+        chain[-1].interceptors = interceptors
 
     started = time.perf_counter()
     retries = 0
@@ -237,19 +271,11 @@ async def run_turn(
     while True:
         produced = Produced()
         if budget is not None:
-            sender.probe_after = budget - silent_s
+            for candidate in chain:
+                candidate.probe_after = budget - silent_s
         attempt_started = time.monotonic()
         try:
-            turn = await negotiate(
-                caps,
-                sender.send,
-                model=name,
-                effort=effort,
-                droppable=droppable,
-                sent_fields=sender.fields_sent,
-                on_downgrade=sender.downgraded,
-                produced=produced,
-            )
+            turn, answered = await _through_chain(chain, produced, effort, droppable, step)
             break
         except EndpointError as error:
             if produced.value or isinstance(error, ContextOverflow):
@@ -281,6 +307,11 @@ async def run_turn(
     usage = turn.usage.with_(
         wall_ms=(time.perf_counter() - started) * 1000, retries=retries, timeouts=timeouts
     )
+    if on_answered is not None:
+        pinned = (
+            replace(answered.endpoint, fallbacks=()) if answered.endpoint.fallbacks else answered.endpoint
+        )
+        on_answered(Target(pinned, answered.model))
     prompt = usage.prompt_tokens
     if prompt > 0 and chars > 0:
         if prompt_truncated(-(-chars // 8), prompt):
@@ -294,7 +325,9 @@ async def run_turn(
                 )
             )
         else:
-            calibrate(endpoint, name or "", chars, prompt, has_image=has_image)
+            if answered is not sender:  # a fallback's request differs in its model and latches
+                chars = body_chars(answered.sent)
+            calibrate(answered.endpoint, answered.model or "", chars, prompt, has_image=has_image)
     return Turn(
         content=turn.content,
         reasoning=turn.reasoning,
@@ -303,6 +336,52 @@ async def run_turn(
         finish_reason=turn.finish_reason,
         thinking=turn.thinking,
     )
+
+
+async def _through_chain(
+    chain: Sequence[_Sender], produced: Produced, effort: str | None, droppable: Collection[str], step: int
+) -> tuple[Turn, _Sender]:
+    """One attempt: each candidate in order until one answers, or one fails in a way that must not hop."""
+    last = len(chain) - 1
+    for index, candidate in enumerate(chain):
+        try:
+            turn = await negotiate(
+                candidate.caps,
+                candidate.send,
+                model=candidate.model,
+                effort=effort,
+                droppable=droppable,
+                sent_fields=candidate.fields_sent,
+                on_downgrade=candidate.downgraded,
+                produced=produced,
+            )
+        except EndpointError as error:
+            if index == last or produced.value or isinstance(error, ContextOverflow) or not hops(error):
+                raise
+            following = chain[index + 1]
+            candidate.emit(
+                failover_event(
+                    candidate.endpoint, candidate.model, following.endpoint, following.model, error, step
+                )
+            )
+            continue
+        return turn, candidate
+    raise AssertionError("a chain has at least one candidate")  # pragma: no cover
+
+
+def _for_model(builder: BodyBuilder, model: str | None) -> BodyBuilder:
+    """The builder of a fallback: the same request, naming the fallback's model."""
+    if isinstance(builder, _Latched):
+        requested = dict(builder.requested)
+        if model is not None:
+            requested["model"] = model
+        return _Latched(requested)
+
+    def build(c: EndpointCapabilities, m: ModelCapabilities) -> Mapping[str, Any]:
+        body = builder(c, m)
+        return {**body, "model": model} if model is not None else body
+
+    return build
 
 
 class _Latched:
@@ -332,6 +411,7 @@ class _Sender:
         "fences",
         "first",
         "interceptors",
+        "model",
         "on_event",
         "on_output",
         "on_thinking",
@@ -366,6 +446,7 @@ class _Sender:
         self.start_in_reasoning = start_in_reasoning
         self.step = step
         self.sent: dict[str, Any] = {}
+        self.model: str | None = None  # the model this candidate asks for, for its latches
         # The body built for sizing, sent as it is by the first attempt: nothing can move the latches
         # between the two, and building a body costs as much as reading a short reply.
         self.first: Mapping[str, Any] | None = None

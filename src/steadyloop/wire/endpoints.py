@@ -3,6 +3,10 @@
 The key is part of an endpoint's identity, not only of how it is paid for: a router may send two keys to
 two different backends, so what one of them refused says nothing about the other. An absent and an empty
 key read the same (``NO_KEY``), so a local server with no key is one endpoint however its caller spells it.
+
+An endpoint may name fallbacks (``Endpoint.fallbacks``): where a turn goes when this endpoint fails before
+answering. They are not part of its identity: the latches, the calibration and the context window of a run
+are the first endpoint's, and each fallback keeps its own under its own (endpoint, model).
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import hashlib
 import inspect
 import json
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal, TypeAlias, get_args
 
@@ -27,6 +31,7 @@ __all__ = [
     "NO_KEY",
     "ApiKeyResolver",
     "Endpoint",
+    "Target",
     "endpoint_id",
     "endpoint_key",
     "with_resolved_key",
@@ -69,6 +74,9 @@ class Endpoint:
         transport: a provider of the caller's own that sends every request to this endpoint instead of
             the one ``api`` names (a proxy, a recorder, an in-process model); see
             ``steadyloop.wire.provider.Provider``. Not part of the endpoint's identity or repr.
+        fallbacks: where a turn goes, in order, when this endpoint fails before its first event (see
+            ``steadyloop.failover``); a fallback without a model asks for the run's model. Empty by
+            default.
     """
 
     base_url: str
@@ -77,6 +85,7 @@ class Endpoint:
     first_token_timeout: float | None = None
     api: API = "openai"
     transport: Provider | None = field(default=None, compare=False)
+    fallbacks: tuple[Target, ...] = ()
     # endpoint_key, worked out once: every request looks its endpoint's state up by it several times.
     _key: str = field(init=False, repr=False, compare=False)
 
@@ -99,14 +108,29 @@ class Endpoint:
             raise InvalidInput(
                 f"transport must be a steadyloop Provider (with open_turn), got {type(self.transport).__name__}"
             )
+        fallbacks = tuple(self.fallbacks) if isinstance(self.fallbacks, Iterable) else None
+        if fallbacks is None or not all(isinstance(t, Target) for t in fallbacks):
+            raise InvalidInput("fallbacks must be a sequence of Target(endpoint, model)")
+        if any(t.endpoint.fallbacks for t in fallbacks):
+            raise InvalidInput(
+                "a fallback cannot have fallbacks of its own: list every candidate in one chain"
+            )
+        object.__setattr__(self, "fallbacks", fallbacks)
         object.__setattr__(self, "_key", _key_of(url, self.api_key or NO_KEY, self.api))
 
     def __repr__(self) -> str:
         key = "'***'" if self.api_key else "None"
+        chain = f", fallbacks={len(self.fallbacks)}" if self.fallbacks else ""
         return (
             f"Endpoint(base_url={self.shown_url!r}, api_key={key}, request_timeout={self.request_timeout!r}, "
-            f"first_token_timeout={self.first_token_timeout!r}, api={self.api!r})"
+            f"first_token_timeout={self.first_token_timeout!r}, api={self.api!r}{chain})"
         )
+
+    def with_fallbacks(self, *fallbacks: Target | Endpoint) -> Endpoint:
+        """This endpoint with ``fallbacks`` to hand a turn to, in order (an ``Endpoint`` alone asks for the
+        run's model)."""
+        targets = tuple(f if isinstance(f, Target) else Target(f) for f in fallbacks)
+        return replace(self, fallbacks=targets)
 
     @property
     def shown_url(self) -> str:
@@ -136,6 +160,26 @@ class Endpoint:
         url = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         return cls(base_url=url, api_key=key)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a turn can go: an endpoint and the model to ask for there.
+
+    Attributes:
+        endpoint: the endpoint (its own ``fallbacks`` are those of a chain it heads).
+        model: the model; ``None`` asks for the run's model (right for a chain within one provider:
+            model names rarely carry across providers).
+    """
+
+    endpoint: Endpoint
+    model: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.endpoint, Endpoint):
+            raise InvalidInput(f"a target needs an Endpoint, got {type(self.endpoint).__name__}")
+        if self.model is not None and (not isinstance(self.model, str) or not self.model.strip()):
+            raise InvalidInput(f"a target's model must be a non-empty name or None, got {self.model!r}")
 
 
 def endpoint_key(endpoint: Endpoint | str, api_key: str | None = None, api: str = "openai") -> str:
