@@ -166,8 +166,8 @@ async def test_an_answer_the_gate_chose_is_asked_for_without_a_decision() -> Non
         "json_schema": {"name": "gate", "schema": GATE_SCHEMA},
     }
     assert "tools" not in gate and gate["messages"][-1] == {"role": "user", "content": "List three colors."}
-    # the answer: the step's own prompt, no call allowed, never opening like one
-    assert answer["tool_choice"] == "none" and answer["grammar"] == ANSWER_GRAMMAR
+    # the answer: the step's own messages without the tools, never opening like a call
+    assert "tools" not in answer and "tool_choice" not in answer and answer["grammar"] == ANSWER_GRAMMAR
     assert answer["messages"][-1] == {"role": "user", "content": "List three colors."}
     assert [e.kind for e in events if isinstance(e, SideTask)] == ["tool_gate"]
 
@@ -194,7 +194,7 @@ async def test_a_tool_the_gate_chose_makes_the_decision_a_call_and_the_gate_is_a
     assert second_gate["temperature"] == 0
     assert second_gate["messages"][-1]["content"].startswith("Request: What is in this folder?\nDone so far:")
     assert "list_dir returned: notes.txt docs/" in second_gate["messages"][-1]["content"]
-    assert answer["tool_choice"] == "none"
+    assert "tools" not in answer and answer["messages"][-1]["role"] == "tool"
 
 
 async def test_a_gate_reply_without_a_choice_latches_the_gate_off_and_the_step_is_routed() -> None:

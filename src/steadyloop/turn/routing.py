@@ -362,11 +362,20 @@ async def routed_turn(
             body["grammar"] = ANSWER_GRAMMAR
         return body
 
+    def answering_bare(c: EndpointCapabilities, m: ModelCapabilities) -> Mapping[str, Any]:
+        # The gate chose to answer: tools left in the prompt only invite a small model to write about them
+        # ("use the list_dir function ...") or to write a call's JSON as its answer.
+        body = dict(answering(c, m))
+        body.pop("tools", None)
+        body.pop("tool_choice", None)
+        body.pop("parallel_tool_calls", None)
+        return body
+
     async def answer_after(decided: Turn | None) -> RoutedTurn:
         """The answer, asked for once the model chose it (by the gate, or by a decision ``decided``)."""
         answer = await run_turn(
             endpoint,
-            answering,
+            answering if decided is not None else answering_bare,
             model=model,
             policy=policy,
             context_limit=context_limit,
