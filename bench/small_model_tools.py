@@ -12,7 +12,8 @@ Each prompt is graded by checks in code, never by a model: tool selection (the c
 ones, and none at all on a no-tool prompt), argument correctness, and answer correctness (the final answer,
 or the folder afterwards, says what the files or tools said). A prompt is correct when all three hold.
 
-Run: ``.venv/bin/python bench/small_model_tools.py [--base-url URL] [--routing on|off] [--json FILE]``.
+Run: ``.venv/bin/python bench/small_model_tools.py [--base-url URL] [--routing on|off] [--gate on|off]
+[--json FILE]``.
 Without ``--base-url`` it starts the bundled local server on a free port and stops it at the end.
 """
 
@@ -526,6 +527,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="on",
         help="LoopPolicy.tool_routing (the CLI's default: on)",
     )
+    ap.add_argument(
+        "--gate",
+        choices=["on", "off"],
+        default="on",
+        help="LoopPolicy.tool_gate: ask tool-or-answer first on routed steps (default: on)",
+    )
     ap.add_argument("--only", action="append", choices=CATEGORIES, help="run only these categories")
     ap.add_argument("--concurrency", type=int, default=1, help="prompts in flight at once")
     ap.add_argument("--label", default=None, help="the name of this run in the report")
@@ -533,8 +540,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--quiet", action="store_true", help="do not list the prompts that failed")
     args = ap.parse_args(argv)
     cases = [c for c in CASES if not args.only or c.category in args.only]
-    policy = sl.LoopPolicy(**policy_fields(args.routing))
-    label = args.label or f"routing={args.routing}"
+    policy = sl.LoopPolicy(**policy_fields(args.routing, args.gate))
+    label = args.label or f"routing={args.routing} gate={args.gate}"
 
     def go(base_url: str, window: int | None) -> list[Outcome]:
         return asyncio.run(run_all(base_url, args.model, policy, cases, args.concurrency, window))
@@ -563,13 +570,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def policy_fields(routing: str) -> dict[str, Any]:
-    """The LoopPolicy fields a ``--routing`` choice sets (none on a steadyloop from before routing)."""
-    if "tool_routing" not in sl.LoopPolicy.__dataclass_fields__:
+def policy_fields(routing: str, gate: str = "off") -> dict[str, Any]:
+    """The LoopPolicy fields ``--routing`` and ``--gate`` set (none on a steadyloop from before them)."""
+    fields = sl.LoopPolicy.__dataclass_fields__
+    if "tool_routing" not in fields:
         if routing == "on":
             raise SystemExit("this steadyloop has no tool routing: use --routing off")
         return {}
-    return {"tool_routing": routing == "on"}
+    out: dict[str, Any] = {"tool_routing": routing == "on"}
+    if "tool_gate" in fields:
+        out["tool_gate"] = gate == "on"
+    elif gate == "on" and routing == "on":
+        raise SystemExit("this steadyloop has no tool gate: use --gate off")
+    return out
 
 
 def stop_with(pid: int) -> dict[str, Any]:

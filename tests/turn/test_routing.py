@@ -22,7 +22,7 @@ from steadyloop.turn.routing import ANSWER, ANSWER_GRAMMAR, decision_body, decis
 from steadyloop.turn.run import RetryPolicy
 from steadyloop.wire.endpoints import Endpoint
 
-ROUTED = LoopPolicy(tool_routing=True, retry=RetryPolicy(base_delay_s=0.01, max_retries=1))
+ROUTED = LoopPolicy(tool_routing=True, tool_gate=False, retry=RetryPolicy(base_delay_s=0.01, max_retries=1))
 
 
 @tool

@@ -77,3 +77,22 @@ def test_read_json_is_lenient() -> None:
     assert read_json('<think>x</think>\n{"a": 1,}') == {"a": 1}
     assert read_json("[1, 2]") == [1, 2]
     assert read_json("no json here") is None
+
+
+async def test_side_tasks_ask_at_temperature_zero_unless_told_or_refused() -> None:
+    refused = Reply.json({"error": {"message": "Unsupported parameter: 'temperature'"}}, 400)
+    async with ScriptedServer(
+        Reply.stream(text_chunks("Yes.")),
+        Reply.stream(text_chunks('{"tools": []}')),
+        Reply.stream(text_chunks("Warm.")),
+        refused,
+        Reply.stream(text_chunks("No.")),
+    ) as server:
+        endpoint = Endpoint(server.base_url)
+        await ask(endpoint, "m", "Be brief.", "Yes?")
+        await ask_json(endpoint, "m", "Pick tools.", "None", SCHEMA)
+        await ask(endpoint, "m", "Be brief.", "Warm?", temperature=0.7)
+        await ask(endpoint, "o", "Be brief.", "No?", policy=QUICK)
+        sent = [r.json for r in server.chat_requests]
+    assert [b.get("temperature") for b in sent] == [0, 0, 0.7, 0, None]
+    assert not model_capabilities_for(endpoint, "o").chosen_temperature

@@ -95,6 +95,12 @@ def _agent_options() -> argparse.ArgumentParser:
         "model, whose 0.5B size chooses badly otherwise)",
     )
     group.add_argument(
+        "--tool-gate",
+        choices=["on", "off"],
+        default="on",
+        help="with tool routing, ask 'tool or answer?' first as a short question of its own (default: on)",
+    )
+    group.add_argument(
         "--idle",
         type=float,
         metavar="SECONDS",
@@ -289,6 +295,7 @@ def _agent_options_of(
     routing = {"on": True, "off": False}.get(args.tool_routing, resolved.label == BUNDLED)
     return AgentOptions(
         tool_routing=routing,
+        tool_gate=args.tool_gate == "on",
         system=args.system,
         tools=not args.no_tools,
         mcp=tuple(args.mcp),

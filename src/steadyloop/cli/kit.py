@@ -59,6 +59,7 @@ class AgentOptions:
             CLI's default file.
         response_format: hold the answer to a JSON schema.
         tool_routing: ask each step as one tool's call or an answer (``LoopPolicy.tool_routing``).
+        tool_gate: with routing, ask tool-or-answer first (``LoopPolicy.tool_gate``).
         spec: the agent document (``--agent``); the flags above are layered over it.
     """
 
@@ -74,6 +75,7 @@ class AgentOptions:
     store: str | None = None
     response_format: Mapping[str, Any] | None = None
     tool_routing: bool = False
+    tool_gate: bool = True
     cwd: Path = field(default_factory=Path.cwd)
     spec: AgentSpec | None = None
 
@@ -197,6 +199,7 @@ async def open_conversation(
             context_limit=window,
             context=ContextPolicy() if window else None,
             tool_routing=options.tool_routing,
+            tool_gate=options.tool_gate,
         )
         system = options.system
         if system is None:

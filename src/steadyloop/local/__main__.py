@@ -61,12 +61,12 @@ def _parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", parents=[common], help="install if needed, start a server, print its base URL")
     up.add_argument("--port", type=int, default=None, help="loopback port (default: a free one)")
     up.add_argument("--engine", choices=["llama-server", "xllamacpp"], default="llama-server")
-    up.add_argument("--model", choices=["qwen", "smollm"], default="qwen")
+    up.add_argument("--model", choices=["qwen", "qwen-1.5b", "smollm"], default="qwen")
     up.add_argument(
         "--template",
         choices=["jsonblock", "think", "stock"],
         default=None,
-        help="chat template (default: the model's: jsonblock for qwen, stock for smollm)",
+        help="chat template (default: the model's: jsonblock for the qwen models, stock for smollm)",
     )
     up.add_argument("--ctx", type=int, default=4096, help="context size in tokens (default: %(default)s)")
     up.add_argument("--threads", type=int, default=None, help="CPU threads (default: every core)")

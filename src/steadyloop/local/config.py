@@ -70,7 +70,7 @@ XLLAMACPP_VERSION = "2026.10.11549"
 """PyPI ``xllamacpp`` wheel: llama.cpp b11549's server code, prebuilt for generic AVX2."""
 
 Engine = Literal["llama-server", "xllamacpp"]
-ModelName = Literal["qwen", "smollm"]
+ModelName = Literal["qwen", "qwen-1.5b", "smollm"]
 TemplateName = Literal["jsonblock", "think", "stock"]
 
 Progress = Callable[[str, int | None, int | None], None]
@@ -123,10 +123,11 @@ class LocalServerConfig:
         home: the cache directory (see :func:`default_home`).
         engine: ``"llama-server"`` builds llama.cpp's own server from source once (about 5.5 min on 2 cores);
             ``"xllamacpp"`` installs a prebuilt wheel running the same server code (about 10 s, no compiler).
-        model: ``"qwen"`` (Qwen2.5-Coder-0.5B-Instruct Q4_K_M, tool calls work) or ``"smollm"``
+        model: ``"qwen"`` (Qwen2.5-Coder-0.5B-Instruct Q4_K_M, tool calls work), ``"qwen-1.5b"``
+            (Qwen2.5-Coder-1.5B-Instruct Q4_K_M: 1.1 GB, about three times slower on a CPU) or ``"smollm"``
             (SmolLM2-135M-Instruct, faster, no tools).
-        template: the chat template; ``None`` picks the model's default (``"jsonblock"`` for qwen, under which
-            its tool calls parse into real ``tool_calls``; ``"stock"`` for smollm).
+        template: the chat template; ``None`` picks the model's default (``"jsonblock"`` for the qwen models,
+            under which their tool calls parse into real ``tool_calls``; ``"stock"`` for smollm).
         ctx: context size in tokens, shared by the server's slots.
         threads: CPU threads; defaults to every core.
         extra_args: more ``llama-server`` arguments, e.g. ``("--metrics",)``; not supported by xllamacpp.
@@ -164,7 +165,7 @@ class LocalServerConfig:
         """The template actually used: ``template``, or the model's default when it is ``None``."""
         if self.template is not None:
             return self.template
-        return "jsonblock" if self.model == "qwen" else "stock"
+        return "stock" if self.model == "smollm" else "jsonblock"
 
 
 def cpu_key() -> str:

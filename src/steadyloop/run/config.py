@@ -82,6 +82,9 @@ class LoopPolicy:
         tool_routing: ask each step that declares tools as a decision the server holds the model to (one
             tool's call, or an answer), for small models that choose badly (see ``turn/routing.py``);
             latched off per (endpoint, model) where the server does not hold it.
+        tool_gate: with ``tool_routing``, ask each routed step "tool or answer?" first, as a short question
+            of its own at temperature 0 (``turn/tool_gate.py``); latched off per (endpoint, model) where
+            the reply holds no choice.
         output_retries: when ``params.response_format`` asks for a schema, how many times a final answer
             that does not meet it is sent back with the problem before the run stops (``OutputInvalid``).
         run_timeout: seconds the whole run may take; past it the run is cancelled (``RunTimedOut``).
@@ -102,6 +105,7 @@ class LoopPolicy:
     context: ContextPolicy | None = None
     on_harmony_leak: HarmonyLeakCallback | None = None
     tool_routing: bool = False
+    tool_gate: bool = True
     output_retries: int = 2
     run_timeout: float | None = None
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
 
 from ..context.calibration import chars_per_token_for
 from ..context.integrity import unique_call_ids
@@ -73,7 +74,7 @@ async def _send(run: RunState, request: Request) -> tuple[Turn, bool]:
     """The request, sent (routed where the policy asks); after a refusal as too big, pruned and folded and
     sent once more. Also says whether a routing decision stood behind the turn."""
     config, events = run.config, run.events
-    send = routed_turn if config.policy.tool_routing else plain_turn
+    send = partial(routed_turn, gate=config.policy.tool_gate) if config.policy.tool_routing else plain_turn
     recovered = False
     while True:
         try:

@@ -71,6 +71,8 @@ class ModelCapabilities:
             and reads calls back from the text.
         tool_routing: a step may be asked as a decision held to a schema (``turn/routing.py``); off once
             the endpoint showed it does not hold the model to one.
+        tool_gate: a routed step may first ask the tool gate (``turn/tool_gate.py``); off once a gate reply
+            held no choice.
     """
 
     legacy_token_limit: bool = True
@@ -84,6 +86,7 @@ class ModelCapabilities:
     supported_efforts: tuple[str, ...] = ()
     refused_fields: set[str] = field(default_factory=set)
     tool_routing: bool = True
+    tool_gate: bool = True
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -98,6 +101,7 @@ class ModelCapabilities:
             "supported_efforts": list(self.supported_efforts),
             "refused_fields": sorted(self.refused_fields),
             "tool_routing": self.tool_routing,
+            "tool_gate": self.tool_gate,
         }
 
     def merge(self, raw: Mapping[str, Any]) -> None:
@@ -122,6 +126,7 @@ _MODEL_FLAGS = (
     "answer_first",
     "native_tools",
     "tool_routing",
+    "tool_gate",
 )
 _MODEL_LISTS = ("refused_efforts", "supported_efforts", "refused_fields")
 

@@ -20,19 +20,24 @@ that (endpoint, model) with a notice, and the step is sent as usual.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..events import Event, Notice
+from ..errors import EndpointError
+from ..events import Event, Notice, Retry, SideTask
 from ..messages import ToolCall, Turn
+from ..usage import Usage
 from ..wire.endpoints import Endpoint, Target
 from ..wire.interceptors import Interceptors
 from .assembly import TextCallback
+from .body import apply_latches
 from .capabilities import EndpointCapabilities, ModelCapabilities, capabilities_for
-from .fences import DEFAULT_FENCES, Fence
+from .fences import ALL_FENCES, DEFAULT_FENCES, Fence
 from .run import BodyBuilder, RetryPolicy, run_turn
 from .side_tasks import read_json
+from .tool_gate import GATE_SCHEMA, GateChoice, gate_messages, read_gate
 
 __all__ = [
     "ANSWER",
@@ -130,13 +135,18 @@ def _asked_choice(choice: Any, names: Collection[str]) -> tuple[bool, str | None
     return None  # "none", or a choice we cannot read: the step goes as it is
 
 
-def decision_body(body: Mapping[str, Any], model: ModelCapabilities) -> dict[str, Any] | None:
+def decision_body(
+    body: Mapping[str, Any], model: ModelCapabilities, *, call: bool = False
+) -> dict[str, Any] | None:
     """``body`` asked as a decision; ``None`` when there is nothing to decide.
 
     Nothing to decide: no tools declared, or ``tool_choice`` is ``"none"``. ``"required"`` leaves out the
     answer; a named function leaves only that tool. The messages and tools stay as they are, so the
     server's prompt cache serves the request; the reply is held to :func:`decision_schema` and sampled at
     temperature 0 where the model lets us pick it.
+
+    Args:
+        call: a call it must be (the tool gate said so): the answer is left out.
     """
     tools = body.get("tools")
     if not isinstance(tools, list) or not tools:
@@ -145,6 +155,7 @@ def decision_body(body: Mapping[str, Any], model: ModelCapabilities) -> dict[str
     if asked is None:
         return None
     answer, only = asked
+    answer = answer and not call
     out = dict(body)
     out["tool_choice"] = "none"
     out["response_format"] = {
@@ -201,6 +212,80 @@ def _just_made(body: Mapping[str, Any], decision: Decision) -> bool:
     return False
 
 
+def gate_body(body: Mapping[str, Any], model: ModelCapabilities) -> dict[str, Any] | None:
+    """The tool gate's request for a step's ``body`` (see ``turn/tool_gate.py``); ``None``: nothing to ask."""
+    messages = gate_messages(body)
+    if messages is None:
+        return None
+    out: dict[str, Any] = {"messages": messages, "max_tokens": 16}
+    if "model" in body:
+        out["model"] = body["model"]
+    out["response_format"] = {"type": "json_schema", "json_schema": {"name": "gate", "schema": GATE_SCHEMA}}
+    if model.chosen_temperature:
+        out["temperature"] = 0
+    return out
+
+
+async def _ask_gate(
+    endpoint: Endpoint,
+    asked: Mapping[str, Any],
+    *,
+    model: str | None,
+    policy: RetryPolicy | None,
+    on_event: Callable[[Event], object] | None,
+    step: int,
+    interceptors: Interceptors | None = None,
+) -> tuple[GateChoice | None, str | None]:
+    """The gate's choice and its reply text; ``(None, None)`` when the request failed (the step goes on)."""
+    started = time.perf_counter()
+    retries = 0
+
+    def relay(event: Event) -> None:
+        nonlocal retries
+        if isinstance(event, Retry):
+            retries += 1
+        if on_event is not None:
+            on_event(event)
+
+    def build(c: EndpointCapabilities, m: ModelCapabilities) -> Mapping[str, Any]:
+        return apply_latches(asked, c, m)
+
+    try:
+        turn = await run_turn(
+            endpoint,
+            build,
+            model=model,
+            policy=policy,
+            on_event=relay,
+            fences=ALL_FENCES,
+            interceptors=interceptors,
+        )
+    except EndpointError as error:
+        if on_event is not None:
+            wall = (time.perf_counter() - started) * 1000
+            on_event(
+                SideTask(
+                    kind="tool_gate",
+                    model=model or "",
+                    usage=Usage(wall_ms=wall, retries=retries),
+                    error=str(error),
+                    step=step,
+                )
+            )
+        return None, None
+    if on_event is not None:
+        on_event(
+            SideTask(
+                kind="tool_gate",
+                model=model or "",
+                usage=turn.usage,
+                finish_reason=turn.finish_reason,
+                step=step,
+            )
+        )
+    return read_gate(turn.content), turn.content
+
+
 async def plain_turn(
     endpoint: Endpoint,
     build: BodyBuilder,
@@ -254,10 +339,15 @@ async def routed_turn(
     step: int = 0,
     interceptors: Interceptors | None = None,
     on_answered: Callable[[Target], object] | None = None,
+    gate: bool = True,
 ) -> RoutedTurn:
     """One step, routed where the endpoint and model allow it, else sent as usual (see the module docstring).
 
-    Arguments are :func:`~steadyloop.turn.run.run_turn`'s.
+    Arguments are :func:`~steadyloop.turn.run.run_turn`'s, and:
+
+    Args:
+        gate: ask the tool gate first (``turn/tool_gate.py``) where the model has not latched it off: an
+            answer it chooses is asked for without a decision, a tool makes the decision a call.
     """
     caps = capabilities_for(endpoint)
     latches = caps.model(model)
@@ -283,14 +373,96 @@ async def routed_turn(
     def routable(c: EndpointCapabilities, m: ModelCapabilities) -> bool:
         return m.tool_routing and m.structured_output
 
+    def answering(c: EndpointCapabilities, m: ModelCapabilities) -> Mapping[str, Any]:
+        body = dict(build(c, m))
+        body["tool_choice"] = "none"
+        if "grammar" not in m.refused_fields:
+            body["grammar"] = ANSWER_GRAMMAR
+        return body
+
+    def answering_bare(c: EndpointCapabilities, m: ModelCapabilities) -> Mapping[str, Any]:
+        # The gate chose to answer: tools left in the prompt only invite a small model to write about them
+        # ("use the list_dir function ...") or to write a call's JSON as its answer.
+        body = dict(answering(c, m))
+        body.pop("tools", None)
+        body.pop("tool_choice", None)
+        body.pop("parallel_tool_calls", None)
+        return body
+
+    async def answer_after(decided: Turn | None) -> RoutedTurn:
+        """The answer, asked for once the model chose it (by the gate, or by a decision ``decided``)."""
+        answer = await run_turn(
+            endpoint,
+            answering if decided is not None else answering_bare,
+            model=model,
+            policy=policy,
+            context_limit=context_limit,
+            droppable=(*droppable, "grammar"),
+            on_output=on_output,
+            on_thinking=on_thinking,
+            on_event=on_event,
+            fences=fences,
+            start_in_reasoning=start_in_reasoning,
+            step=step,
+            interceptors=interceptors,
+            on_answered=on_answered,
+        )
+        if decided is None:
+            return RoutedTurn(answer, decided=True)
+        # One read of the prompt (the decision's; the answer found it all cached) and both replies: the
+        # step's usage then reads like any step's, so the cache watch compares prompt with prompt.
+        both = decided.usage + answer.usage
+        usage = both.with_(
+            prompt_tokens=decided.usage.prompt_tokens,
+            cached_tokens=decided.usage.cached_tokens,
+            uncached_tokens=decided.usage.uncached_tokens,
+            total_tokens=decided.usage.prompt_tokens + both.completion_tokens,
+        )
+        return RoutedTurn(
+            Turn(
+                answer.content,
+                answer.reasoning or decided.reasoning,
+                answer.tool_calls,
+                usage,
+                answer.finish_reason,
+            ),
+            decided=True,
+        )
+
     planned = build(caps, latches)
     if not routable(caps, latches) or decision_body(planned, latches) is None:
         return RoutedTurn(await as_usual())
     tools: list[Mapping[str, Any]] = list(planned["tools"])
 
+    choice: GateChoice | None = None
+    asked_gate = gate_body(planned, latches) if gate and latches.tool_gate else None
+    if asked_gate is not None:
+        choice, said = await _ask_gate(
+            endpoint,
+            asked_gate,
+            model=model,
+            policy=policy,
+            on_event=on_event,
+            step=step,
+            interceptors=interceptors,
+        )
+        if choice is None and said is not None:
+            latches.tool_gate = False
+            if on_event is not None:
+                on_event(
+                    Notice(
+                        text=f"the tool gate is off for {model or 'this model'}: its reply held no choice "
+                        f"({' '.join(said.split())[:120]!r}); steps are routed without it",
+                        name="tool_gate",
+                        step=step,
+                    )
+                )
+    if choice == "answer":
+        return await answer_after(None)
+
     def deciding(c: EndpointCapabilities, m: ModelCapabilities) -> Mapping[str, Any]:
         body = build(c, m)
-        asked = decision_body(body, m) if routable(c, m) else None
+        asked = decision_body(body, m, call=choice == "tool") if routable(c, m) else None
         return asked if asked is not None else body
 
     decided = await run_turn(
@@ -335,45 +507,4 @@ async def routed_turn(
             decided=True,
         )
 
-    def answering(c: EndpointCapabilities, m: ModelCapabilities) -> Mapping[str, Any]:
-        body = dict(build(c, m))
-        body["tool_choice"] = "none"
-        if "grammar" not in m.refused_fields:
-            body["grammar"] = ANSWER_GRAMMAR
-        return body
-
-    answer = await run_turn(
-        endpoint,
-        answering,
-        model=model,
-        policy=policy,
-        context_limit=context_limit,
-        droppable=(*droppable, "grammar"),
-        on_output=on_output,
-        on_thinking=on_thinking,
-        on_event=on_event,
-        fences=fences,
-        start_in_reasoning=start_in_reasoning,
-        step=step,
-        interceptors=interceptors,
-        on_answered=on_answered,
-    )
-    # One read of the prompt (the decision's; the answer found it all cached) and both replies: the step's
-    # usage then reads like any step's, so the cache watch compares prompt with prompt.
-    both = decided.usage + answer.usage
-    usage = both.with_(
-        prompt_tokens=decided.usage.prompt_tokens,
-        cached_tokens=decided.usage.cached_tokens,
-        uncached_tokens=decided.usage.uncached_tokens,
-        total_tokens=decided.usage.prompt_tokens + both.completion_tokens,
-    )
-    return RoutedTurn(
-        Turn(
-            answer.content,
-            answer.reasoning or decided.reasoning,
-            answer.tool_calls,
-            usage,
-            answer.finish_reason,
-        ),
-        decided=True,
-    )
+    return await answer_after(decided)

@@ -80,7 +80,7 @@ async def ask(
     user: SideTaskInput,
     *,
     max_tokens: int | None = 512,
-    temperature: float | None = None,
+    temperature: float | None = 0.0,
     reasoning_effort: str | None = None,
     policy: RetryPolicy | None = None,
     on_event: Callable[[Event], object] | None = None,
@@ -95,7 +95,8 @@ async def ask(
         system: the instructions.
         user: the question: text, or content parts (images reach the server as ``image_url`` parts).
         max_tokens: the reply ceiling.
-        temperature: sent when given.
+        temperature: sent unless ``None`` or the model picks its own; 0 by default: a side task is the
+            runtime's own question, and sampled, a small model's answer to it flips from call to call.
         reasoning_effort: the effort to ask for, moved by this model's latches like a run's: a rung it
             refused is never sent, and nothing is sent to a model that takes no effort.
         policy: retries.
@@ -171,6 +172,7 @@ async def ask_json(
     name: str = "answer",
     strict: bool = True,
     max_tokens: int | None = 1024,
+    temperature: float | None = 0.0,
     reasoning_effort: str | None = None,
     policy: RetryPolicy | None = None,
     on_event: Callable[[Event], object] | None = None,
@@ -187,6 +189,7 @@ async def ask_json(
         name: the schema's name in ``response_format``.
         strict: ask for strict adherence (OpenAI then wants every property required and no extras).
         max_tokens: the reply ceiling.
+        temperature: as in ``ask`` (0 by default).
         reasoning_effort: the effort to ask for, through this model's latches (see ``ask``).
         policy: retries.
         on_event: notices about downgrades and failures, and a ``SideTask`` event when it is over.
@@ -204,6 +207,8 @@ async def ask_json(
     }
     if max_tokens:
         base["max_tokens"] = max_tokens
+    if temperature is not None:
+        base["temperature"] = temperature
     if reasoning_effort:
         base["reasoning_effort"] = reasoning_effort
 
@@ -251,6 +256,7 @@ async def ask_json(
                     name=name,
                     strict=strict,
                     max_tokens=max_tokens,
+                    temperature=temperature,
                     reasoning_effort=reasoning_effort,
                     policy=policy,
                     on_event=on_event,

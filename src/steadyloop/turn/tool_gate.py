@@ -1,0 +1,190 @@
+"""The tool gate: tool or answer, asked as a question of its own before a routed step picks a call.
+
+Asked with the tools in its prompt, a 0.5B model calls one for nearly every question ("List three colors."
+lists the folder); asked to pick between the tools and an answer under a schema, it still picks a tool.
+The same model sorts requests well when the question is a different one: a short prompt of its own that
+names the tools in a line each, says what needs a tool and what does not, and shows a few worked
+examples as earlier turns, then the user's request; the reply is held to ``{"choice": "tool"|"answer"}``
+and sampled at temperature 0. After tool results the question changes to "does the request still need a
+tool?", with what the tools returned so far, so a two-step task takes its second step and a one-step task
+answers.
+
+The examples use requests and tools of their own (none of the benchmark's), in both directions for each
+kind: the model copies the balance of its examples, so a new example goes in with its opposite.
+
+All of it is sans I/O: :func:`gate_messages` builds the question, :func:`read_gate` reads the reply;
+``turn/routing.py`` sends it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from .side_tasks import read_json
+
+__all__ = ["GATE_SCHEMA", "GateChoice", "gate_messages", "read_gate"]
+
+GateChoice = Literal["tool", "answer"]
+
+#: The gate's reply: one of two words, which a grammar server holds the model to.
+GATE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"choice": {"enum": ["tool", "answer"]}},
+    "required": ["choice"],
+}
+
+_FIRST_RULES = (
+    "Say tool when the request needs information or an action only a tool gives (the user's files, live "
+    "data, doing something). Say answer for general knowledge, maths, writing, translation and programming "
+    "help, even when they mention files or lists."
+)
+_LATER_RULES = (
+    "Say tool when the request still needs information or an action only a tool gives (the user's files, "
+    "live data, doing something). Say answer for general knowledge, maths, writing, translation and "
+    "programming help, even when they mention files or lists, and when what was done so far is enough to "
+    "answer."
+)
+
+# Before any tool ran: the request alone.
+_FIRST_EXAMPLES: tuple[tuple[str, GateChoice], ...] = (
+    ("What does setup.py contain?", "tool"),
+    ("Name four fruits.", "answer"),
+    ("Show me the files in src.", "tool"),
+    ("How do I delete a folder in Linux?", "answer"),
+    ("Which file defines the main function?", "tool"),
+    ("What is a CSV file?", "answer"),
+    ("Add a file todo.md with the text: ship it", "tool"),
+    ("List four animals.", "answer"),
+    ("What's the stock price of ACME right now?", "tool"),
+    ("Explain what a stock is.", "answer"),
+)
+
+# After tool results: the request and what the tools returned.
+_LATER_EXAMPLES: tuple[tuple[str, str | None, GateChoice], ...] = (
+    ("What does setup.py contain?", None, "tool"),
+    ("Name four fruits.", None, "answer"),
+    ("Show me the files in src.", None, "tool"),
+    ("How do I delete a folder in Linux?", None, "answer"),
+    ("How do I parse JSON in JavaScript?", None, "answer"),
+    ("Which file defines the main function?", None, "tool"),
+    ("What is a CSV file?", None, "answer"),
+    ("Add a file todo.md with the text: ship it", None, "tool"),
+    ("What does the grep command do?", None, "answer"),
+    ("List four animals.", None, "answer"),
+    ("What's the stock price of ACME right now?", None, "tool"),
+    ("What version does setup.py declare?", "read_file returned: version='2.1'", "answer"),
+    ("Read name.txt, then greet the person named in it by email.", "read_file returned: Dana", "tool"),
+    ("Which files are in src?", "list_dir returned: main.py util.py", "answer"),
+    (
+        "Find the file that mentions Redis, then read it.",
+        "search_text returned: cache.md:3: use Redis",
+        "tool",
+    ),
+)
+
+_DESCRIPTION_CHARS = 120  # a tool's line: the first line of its description, cut here
+_RESULT_CHARS = 300  # of each tool result the gate sees
+_RESULTS_CHARS = 1200  # of all of them
+
+
+def _tool_lines(tools: Sequence[Mapping[str, Any]]) -> str:
+    lines = []
+    for tool in tools:
+        function = tool.get("function") if isinstance(tool, Mapping) else None
+        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+            continue
+        description = function.get("description")
+        first = description.strip().split("\n", 1)[0] if isinstance(description, str) else ""
+        first = first[:_DESCRIPTION_CHARS]
+        lines.append(f"- {function['name']}: {first}" if first else f"- {function['name']}")
+    return "\n".join(lines)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, Mapping) and part.get("type") == "text"
+        )
+    return ""
+
+
+def _request_and_results(messages: Sequence[Any]) -> tuple[str, list[str]] | None:
+    """The last user request, and what tools returned after it (``name returned: text``)."""
+    last = None
+    for i in range(len(messages) - 1, -1, -1):
+        message = messages[i]
+        if isinstance(message, Mapping) and message.get("role") == "user":
+            last = i
+            break
+    if last is None:
+        return None
+    request = " ".join(_text(messages[last].get("content")).split())
+    if not request:
+        return None
+    names: dict[str, str] = {}
+    results: list[str] = []
+    for message in messages[last + 1 :]:
+        if not isinstance(message, Mapping):
+            continue
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") if isinstance(call, Mapping) else None
+            if isinstance(function, Mapping) and isinstance(call.get("id"), str):
+                names[call["id"]] = str(function.get("name", "a tool"))
+        if message.get("role") == "tool":
+            name = names.get(str(message.get("tool_call_id")), "a tool")
+            shown = " ".join(_text(message.get("content")).split())[:_RESULT_CHARS]
+            results.append(f"{name} returned: {shown}")
+    return request, results
+
+
+def _choice(choice: GateChoice) -> str:
+    return json.dumps({"choice": choice})
+
+
+def gate_messages(body: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The gate's question for a step's request ``body``; ``None`` when there is nothing to ask.
+
+    Nothing to ask: no tools declared, ``tool_choice`` other than ``"auto"`` (the caller already said),
+    or no user request to read.
+    """
+    tools = body.get("tools")
+    if not isinstance(tools, list) or not tools or body.get("tool_choice") not in (None, "auto"):
+        return None
+    messages = body.get("messages")
+    found = _request_and_results(messages) if isinstance(messages, list) else None
+    lines = _tool_lines(tools)
+    if found is None or not lines:
+        return None
+    request, results = found
+    head = f"You are a router. An assistant can answer from its own knowledge, or use these tools:\n{lines}\n"
+    out: list[dict[str, Any]] = []
+    if not results:
+        out.append({"role": "system", "content": head + _FIRST_RULES})
+        for text, choice in _FIRST_EXAMPLES:
+            out += [{"role": "user", "content": text}, {"role": "assistant", "content": _choice(choice)}]
+        out.append({"role": "user", "content": request})
+        return out
+    out.append({"role": "system", "content": head + _LATER_RULES})
+    for text, done, choice in _LATER_EXAMPLES:
+        shown = f"Request: {text}" + (f"\nDone so far: {done}" if done else "")
+        out += [{"role": "user", "content": shown}, {"role": "assistant", "content": _choice(choice)}]
+    done = "; ".join(results)[:_RESULTS_CHARS]
+    out.append({"role": "user", "content": f"Request: {request}\nDone so far: {done}"})
+    return out
+
+
+def read_gate(text: str) -> GateChoice | None:
+    """The gate's choice in a reply; ``None`` when the reply holds none."""
+    value = read_json(text)
+    choice = value.get("choice") if isinstance(value, dict) else None
+    if choice == "tool":
+        return "tool"
+    if choice == "answer":
+        return "answer"
+    return None

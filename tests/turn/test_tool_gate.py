@@ -1,0 +1,237 @@
+"""The tool gate: its question, its reading, and a routed step that asks it first."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from steadyloop.events import Event, Notice, SideTask
+from steadyloop.loop import LoopPolicy, run_agent_loop
+from steadyloop.messages import UserMessage
+from steadyloop.request_body import ModelParams
+from steadyloop.testing.chunks import stream_of
+from steadyloop.testing.replies import Reply
+from steadyloop.testing.server import ScriptedServer
+from steadyloop.tools.definition import tool
+from steadyloop.turn.capabilities import model_capabilities_for, reset_capabilities
+from steadyloop.turn.routing import ANSWER_GRAMMAR
+from steadyloop.turn.run import RetryPolicy
+from steadyloop.turn.tool_gate import GATE_SCHEMA, gate_messages, read_gate
+from steadyloop.wire.endpoints import Endpoint
+
+GATED = LoopPolicy(tool_routing=True, retry=RetryPolicy(base_delay_s=0.01, max_retries=1))
+
+
+@tool
+def list_dir(path: str = ".") -> str:
+    """List a folder.
+
+    Args:
+        path: the folder.
+    """
+    return "notes.txt\ndocs/"
+
+
+@tool
+def read_file(path: str) -> str:
+    """Read a text file."""
+    return "Lisbon"
+
+
+TOOLS = [list_dir.definition(), read_file.definition()]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_latches() -> Any:
+    reset_capabilities()
+    yield
+    reset_capabilities()
+
+
+def text(content: str) -> Any:
+    return Reply.stream(stream_of(content))
+
+
+def choose(choice: str) -> Any:
+    return text(json.dumps({"choice": choice}))
+
+
+async def run(server: ScriptedServer, question: str, policy: LoopPolicy = GATED) -> tuple[Any, list[Event]]:
+    events: list[Event] = []
+    result = await run_agent_loop(
+        Endpoint(server.base_url),
+        ModelParams(model="m"),
+        messages=[UserMessage(content=question)],
+        tools=[list_dir, read_file],
+        policy=policy,
+        on_event=events.append,
+    )
+    return result, events
+
+
+def test_the_first_question_names_each_tool_in_a_line_and_ends_with_the_request() -> None:
+    body = {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi?"}]}
+    asked = gate_messages({**body, "tools": TOOLS})
+    assert asked is not None
+    system = asked[0]["content"]
+    assert "- list_dir: List a folder." in system and "- read_file: Read a text file." in system
+    assert "Args" not in system  # the first line of a description, not its argument docs
+    assert asked[-1] == {"role": "user", "content": "Hi?"}
+    # worked examples as earlier turns, each answered with the shape the schema holds the reply to
+    shots = asked[1:-1]
+    assert shots and [m["role"] for m in shots] == ["user", "assistant"] * (len(shots) // 2)
+    choices = {json.loads(m["content"])["choice"] for m in shots if m["role"] == "assistant"}
+    assert choices == {"tool", "answer"}
+    assert "Be brief." not in json.dumps(asked)  # the gate has its own instructions
+
+
+def test_after_tool_results_the_question_carries_what_they_returned() -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+    messages = [
+        {"role": "user", "content": "Weather in the city in city.txt?"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "Lisbon\n"},
+    ]
+    asked = gate_messages({"messages": messages, "tools": TOOLS})
+    assert asked is not None
+    assert asked[-1]["content"] == (
+        "Request: Weather in the city in city.txt?\nDone so far: read_file returned: Lisbon"
+    )
+    assert "what was done so far is enough" in asked[0]["content"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"messages": [{"role": "user", "content": "hi"}]},  # no tools
+        {"messages": [{"role": "user", "content": "hi"}], "tools": TOOLS, "tool_choice": "required"},
+        {"messages": [{"role": "user", "content": "hi"}], "tools": TOOLS, "tool_choice": "none"},
+        {"messages": [{"role": "system", "content": "only this"}], "tools": TOOLS},  # no request
+        {"messages": "not a list", "tools": TOOLS},
+        {"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]},
+    ],
+)
+def test_nothing_to_ask(body: dict[str, Any]) -> None:
+    assert gate_messages(body) is None
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ('{"choice": "tool"}', "tool"),
+        ('{"choice": "answer"}', "answer"),
+        ('```json\n{"choice": "answer"}\n```', "answer"),
+        ('{"choice": "maybe"}', None),
+        ("tool", None),
+        ("", None),
+        ("[1, 2]", None),
+    ],
+)
+def test_reading_the_gate(reply: str, expected: str | None) -> None:
+    assert read_gate(reply) == expected
+
+
+@given(st.text(max_size=300))
+def test_reading_any_reply_is_total(reply: str) -> None:
+    assert read_gate(reply) in (None, "tool", "answer")
+
+
+@given(
+    st.lists(
+        st.dictionaries(
+            st.sampled_from(["role", "content", "tool_calls", "tool_call_id", "id"]),
+            st.one_of(st.none(), st.text(max_size=20), st.integers(), st.lists(st.text(max_size=5))),
+        ),
+        max_size=6,
+    )
+)
+def test_building_the_question_is_total(messages: list[dict[str, Any]]) -> None:
+    asked = gate_messages({"messages": messages, "tools": TOOLS})
+    assert asked is None or asked[-1]["role"] == "user"
+
+
+async def test_an_answer_the_gate_chose_is_asked_for_without_a_decision() -> None:
+    async with ScriptedServer(choose("answer"), text("Red, blue and green.")) as server:
+        result, events = await run(server, "List three colors.")
+        gate, answer = (r.json for r in server.chat_requests)
+    assert result.turn.content == "Red, blue and green." and not result.turn.tool_calls
+    # the gate: a question of its own, at temperature 0, held to the two choices
+    assert gate["temperature"] == 0
+    assert gate["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "gate", "schema": GATE_SCHEMA},
+    }
+    assert "tools" not in gate and gate["messages"][-1] == {"role": "user", "content": "List three colors."}
+    # the answer: the step's own messages without the tools, never opening like a call
+    assert "tools" not in answer and "tool_choice" not in answer and answer["grammar"] == ANSWER_GRAMMAR
+    assert answer["messages"][-1] == {"role": "user", "content": "List three colors."}
+    assert [e.kind for e in events if isinstance(e, SideTask)] == ["tool_gate"]
+
+
+async def test_a_tool_the_gate_chose_makes_the_decision_a_call_and_the_gate_is_asked_again() -> None:
+    async with ScriptedServer(
+        choose("tool"),
+        text('{"name": "list_dir", "arguments": {"path": "."}}'),
+        choose("answer"),
+        text("It holds notes.txt and docs/."),
+    ) as server:
+        result, _ = await run(server, "What is in this folder?")
+        first_gate, decision, second_gate, answer = (r.json for r in server.chat_requests)
+    calls = [c for m in result.messages for c in getattr(m, "tool_calls", ())]
+    assert [(c.name, c.arguments) for c in calls] == [("list_dir", {"path": "."})]
+    assert result.turn.content == "It holds notes.txt and docs/."
+    names = [
+        b["properties"]["name"]["const"]
+        for b in decision["response_format"]["json_schema"]["schema"]["anyOf"]
+    ]
+    assert names == ["list_dir", "read_file"]  # a call it must be: no answer branch
+    assert decision["temperature"] == 0
+    assert first_gate["messages"][-1]["content"] == "What is in this folder?"
+    assert second_gate["temperature"] == 0
+    assert second_gate["messages"][-1]["content"].startswith("Request: What is in this folder?\nDone so far:")
+    assert "list_dir returned: notes.txt docs/" in second_gate["messages"][-1]["content"]
+    assert "tools" not in answer and answer["messages"][-1]["role"] == "tool"
+
+
+async def test_a_gate_reply_without_a_choice_latches_the_gate_off_and_the_step_is_routed() -> None:
+    async with ScriptedServer(
+        text("I think you should use a tool."),
+        text('{"name": "answer"}'),
+        text("Hello."),
+    ) as server:
+        result, events = await run(server, "Say hello.")
+        endpoint = Endpoint(server.base_url)
+        bodies = [r.json for r in server.chat_requests]
+    assert result.turn.content == "Hello."
+    assert not model_capabilities_for(endpoint, "m").tool_gate
+    assert model_capabilities_for(endpoint, "m").tool_routing  # routing itself stays on
+    assert any(isinstance(e, Notice) and e.name == "tool_gate" for e in events)
+    assert "tools" in bodies[1]  # the decision, answer allowed
+    assert any(
+        b["properties"]["name"]["const"] == "answer"
+        for b in bodies[1]["response_format"]["json_schema"]["schema"]["anyOf"]
+    )
+
+
+async def test_a_failed_gate_request_leaves_the_gate_on_and_the_step_goes_on() -> None:
+    down = Reply.json({"error": {"message": "overloaded"}}, status=503)
+    policy = LoopPolicy(tool_routing=True, retry=RetryPolicy(base_delay_s=0.01, max_retries=0))
+    async with ScriptedServer(down, text('{"name": "answer"}'), text("Hello.")) as server:
+        result, events = await run(server, "Say hello.", policy)
+        endpoint = Endpoint(server.base_url)
+    assert result.turn.content == "Hello."
+    assert model_capabilities_for(endpoint, "m").tool_gate
+    [gate] = [e for e in events if isinstance(e, SideTask)]
+    assert gate.kind == "tool_gate" and gate.error
+
+
+async def test_the_gate_off_in_the_policy_sends_no_gate_question() -> None:
+    policy = LoopPolicy(tool_routing=True, tool_gate=False)
+    async with ScriptedServer(text('{"name": "answer"}'), text("Hello.")) as server:
+        result, _ = await run(server, "Say hello.", policy)
+        bodies = [r.json for r in server.chat_requests]
+    assert result.turn.content == "Hello." and len(bodies) == 2 and "tools" in bodies[0]
