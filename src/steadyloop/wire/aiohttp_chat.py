@@ -120,25 +120,6 @@ class _AiohttpStream:
         self._response.release()
 
 
-#: How many times a request that met a connection the server had closed is sent again at once.
-_STALE_RESENDS = 2
-
-
-def _stale(exc: aiohttp.ClientError) -> bool:
-    """Whether the request failed on a pooled connection the server had already closed, before any answer.
-
-    A refused or reset connect is not this: it says the server is not there, which the retry policy
-    handles with its backoff and the person is told of.
-    """
-    if isinstance(exc, aiohttp.ServerDisconnectedError):
-        return True
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        return False
-    return "closing transport" in str(exc) or isinstance(
-        exc.__cause__, ConnectionResetError | BrokenPipeError
-    )
-
-
 class AiohttpChatClient:
     """One endpoint's streamed requests over one aiohttp session (its own connection pool).
 
@@ -205,25 +186,17 @@ class AiohttpChatClient:
             timeout = self._timeouts[connect_timeout] = aiohttp.ClientTimeout(
                 total=None, sock_connect=connect_timeout
             )
-        for resend in range(_STALE_RESENDS + 1):
-            try:
-                response = await self._session.post(
-                    self._url,
-                    data=data,
-                    headers=self._headers,
-                    timeout=timeout,
-                    proxy=self._proxy,
-                    proxy_headers=self._proxy_headers,
-                )
-                break
-            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-                # A kept-alive connection the server closed while it sat in the pool (llama-server drops
-                # idle ones after 5 s): nothing was answered, so the request goes again at once on a fresh
-                # connection, as the SDK's client does, rather than as a retry the person is told about.
-                if resend == _STALE_RESENDS or not _stale(exc):
-                    raise unreachable_error(exc, endpoint=self._endpoint, model=model) from exc
-            except (aiohttp.ClientError, OSError) as exc:  # a connect timeout is an OSError too
-                raise unreachable_error(exc, endpoint=self._endpoint, model=model) from exc
+        try:
+            response = await self._session.post(
+                self._url,
+                data=data,
+                headers=self._headers,
+                timeout=timeout,
+                proxy=self._proxy,
+                proxy_headers=self._proxy_headers,
+            )
+        except (aiohttp.ClientError, OSError) as exc:  # a connect timeout is an OSError too
+            raise unreachable_error(exc, endpoint=self._endpoint, model=model) from exc
         if on_response is not None:
             info = ResponseInfo(response.status, dict(response.headers), self._endpoint, model)
             try:
