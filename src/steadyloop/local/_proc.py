@@ -108,11 +108,16 @@ class _PipProgress:
         self.current = ""
         self.total: int | None = None
         self.counted = False  # pip is counting bytes itself
+        # The scratch folder keeps what earlier downloads of the same pip run left there, so one file's
+        # progress is the growth since its "Downloading" line, not the folder's size.
+        self.folder_size = 0
+        self.folder_base = 0
 
     def on_line(self, line: str) -> None:
         if m := _DOWNLOADING.match(line):
             self.current = m.group(1).rsplit("/", 1)[-1]
             self.total = _size_of(line)
+            self.folder_base = self.folder_size
             self.progress(f"download {self.current}", 0, self.total)
         elif (m := _PROGRESS.match(line)) and self.current:
             self.counted = True
@@ -120,8 +125,12 @@ class _PipProgress:
             self.progress(f"download {self.current}", done, whole or self.total)
 
     def on_growth(self, size: int) -> None:
+        self.folder_size = size
         if self.current and not self.counted:
-            self.progress(f"download {self.current}", size, self.total)
+            done = max(0, size - self.folder_base)
+            if self.total is not None:
+                done = min(done, self.total)
+            self.progress(f"download {self.current}", done, self.total)
 
 
 def _pip(
