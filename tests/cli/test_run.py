@@ -235,8 +235,8 @@ def test_a_short_listing_is_shown_whole_on_the_tool_line() -> None:
     from steadyloop.cli.render import result_summary
 
     assert result_summary("README.md\ndocs/\nnotes.txt\n") == "README.md, docs/, notes.txt"
-    hidden = "docs/\nREADME.md\n[2 hidden, named with a leading dot]"
-    assert result_summary(hidden) == "docs/, README.md [2 hidden, named with a leading dot]"
+    hidden = "- docs/ (folder)\n- README.md\n(and 2 hidden, named with a leading dot)"
+    assert result_summary(hidden) == "docs/, README.md (and 2 hidden, named with a leading dot)"
     assert result_summary("     1  one\n     2  two\n") == "2 lines"  # a file's lines are no listing
     assert result_summary("\n".join(f"file{i}.txt" for i in range(40))) == "40 lines"
     assert result_summary("") == "done" and result_summary("wrote 5 bytes") == "wrote 5 bytes"

@@ -127,8 +127,8 @@ def result_summary(text: str) -> str:
     if len(lines) == 1:
         line = lines[0]
         return line if len(line) <= _SUMMARY_CHARS else line[: _SUMMARY_CHARS - 1] + "…"
-    names = [line for line in lines if not line.startswith("[")]
-    notes = [line for line in lines if line.startswith("[")]  # "[3 hidden, ...]", "[12 more]"
+    notes = [line for line in lines if line.startswith(("[", "("))]  # "(and 3 hidden, ...)", "[12 more]"
+    names = [_bullet_name(line) for line in lines if not line.startswith(("[", "("))]
     joined = ", ".join(names) + "".join(f" {note}" for note in notes)
     # Names, one a line (a listing, a glob): shown whole, so what the tool found is on screen whatever the
     # model makes of it.
@@ -136,6 +136,15 @@ def result_summary(text: str) -> str:
     if listing and len(names) <= _LISTED and len(joined) <= _LISTED_CHARS:
         return joined
     return f"{len(lines)} lines"
+
+
+def _bullet_name(line: str) -> str:
+    """``- docs/ (folder)`` as ``docs/``: a listing's entry as a person reads it."""
+    if line.startswith("- "):
+        line = line[2:]
+        if line.endswith("/ (folder)"):
+            line = line[: -len(" (folder)")]
+    return line
 
 
 class TextRenderer:
