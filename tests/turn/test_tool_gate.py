@@ -235,3 +235,104 @@ async def test_the_gate_off_in_the_policy_sends_no_gate_question() -> None:
         result, _ = await run(server, "Say hello.", policy)
         bodies = [r.json for r in server.chat_requests]
     assert result.turn.content == "Hello." and len(bodies) == 2 and "tools" in bodies[0]
+
+
+def _listing_tools(*paths: str) -> list[dict[str, Any]]:
+    schema = {"type": "object", "properties": {"path": {"type": "string", "enum": list(paths)}}}
+    return [{"type": "function", "function": {"name": "read_file", "parameters": schema}}]
+
+
+@pytest.mark.parametrize(
+    ("request_text", "named"),
+    [
+        ("What port does config.ini set?", True),
+        ("Is Falcon free? The answer is in docs/faq.md.", True),
+        ("Summarise 'notes.txt', please", True),
+        ("What is an .ini file?", False),  # a kind of file, not one of the user's
+        ("How do I read a text file in Python?", False),
+        ("What does the docs folder hold?", False),  # a bare word: the gate's question to answer
+        ("config.ini.bak is what I meant", False),  # a longer name is another file
+    ],
+)
+def test_a_request_naming_a_listed_path_needs_no_gate_question(request_text: str, named: bool) -> None:
+    from steadyloop.turn.tool_gate import names_a_listed_path
+
+    tools = _listing_tools(".", "docs", "config.ini", "docs/faq.md", "notes.txt")
+    body = {"tools": tools, "messages": [{"role": "user", "content": request_text}]}
+    assert names_a_listed_path(body) is named
+
+
+def test_after_tool_results_naming_a_path_is_the_gate_question_again() -> None:
+    from steadyloop.turn.tool_gate import names_a_listed_path
+
+    messages = [
+        {"role": "user", "content": "What port does config.ini set?"},
+        {
+            "role": "assistant",
+            "tool_calls": [{"id": "c1", "function": {"name": "read_file", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "port = 8042"},
+    ]
+    assert not names_a_listed_path({"tools": _listing_tools("config.ini"), "messages": messages})
+
+
+@given(
+    st.text(max_size=400),
+    st.lists(st.one_of(st.text(max_size=30), st.integers(), st.none(), st.floats()), max_size=30),
+)
+def test_reading_a_request_for_listed_paths_is_total(request_text: str, values: list[Any]) -> None:
+    from steadyloop.turn.tool_gate import names_a_listed_path
+
+    schema = {"type": "object", "properties": {"path": {"enum": values}, "n": "not a schema"}}
+    tools: list[Any] = [{"function": {"name": "t", "parameters": schema}}, "junk", {"function": None}]
+    body = {"tools": tools, "messages": [{"role": "user", "content": request_text}]}
+    assert names_a_listed_path(body) in (True, False)
+
+
+def test_reading_a_huge_request_for_listed_paths_is_linear() -> None:
+    import time
+
+    from steadyloop.turn.tool_gate import names_a_listed_path
+
+    tools = _listing_tools(*(f"dir{i}/file{i}.txt" for i in range(3000)))
+
+    def cost(n: int) -> float:
+        body = {"tools": tools, "messages": [{"role": "user", "content": "a.b/c " * n}]}
+        start = time.perf_counter()
+        assert not names_a_listed_path(body)
+        return time.perf_counter() - start
+
+    cost(1000)  # warm
+    small, big = min(cost(20_000) for _ in range(3)), min(cost(160_000) for _ in range(3))
+    assert big / small < 8 * 4  # 8x the input: about 8x the time, never the square
+
+
+async def test_a_request_naming_a_listed_file_goes_straight_to_the_call() -> None:
+    @tool
+    def read_file(path: str) -> str:
+        """Read a text file."""
+        return "port = 8042"
+
+    from dataclasses import replace
+
+    parameters = json.loads(json.dumps(read_file.parameters))
+    parameters["properties"]["path"]["enum"] = ["config.ini", "notes.txt"]
+    read_listed = replace(read_file, parameters=parameters)
+    async with ScriptedServer(
+        text('{"name": "read_file", "arguments": {"path": "config.ini"}}'),
+        choose("answer"),
+        text("It sets port 8042."),
+    ) as server:
+        events: list[Event] = []
+        result = await run_agent_loop(
+            Endpoint(server.base_url),
+            ModelParams(model="m"),
+            messages=[UserMessage(content="What port does config.ini set?")],
+            tools=[read_listed],
+            policy=GATED,
+            on_event=events.append,
+        )
+        decision = server.chat_requests[0].json
+    assert result.turn.content == "It sets port 8042."
+    assert "gate" not in json.dumps(decision["response_format"]["json_schema"]["name"])
+    assert [e.kind for e in events if isinstance(e, SideTask)] == ["tool_gate"]  # only after the result

@@ -37,7 +37,7 @@ from .capabilities import EndpointCapabilities, ModelCapabilities, capabilities_
 from .fences import ALL_FENCES, DEFAULT_FENCES, Fence
 from .run import BodyBuilder, RetryPolicy, run_turn
 from .side_tasks import read_json
-from .tool_gate import GATE_SCHEMA, GateChoice, gate_messages, read_gate
+from .tool_gate import GATE_SCHEMA, GateChoice, gate_messages, names_a_listed_path, read_gate
 
 __all__ = [
     "ANSWER",
@@ -436,7 +436,9 @@ async def routed_turn(
 
     choice: GateChoice | None = None
     asked_gate = gate_body(planned, latches) if gate and latches.tool_gate else None
-    if asked_gate is not None:
+    if asked_gate is not None and names_a_listed_path(planned):
+        choice = "tool"  # the request names one of the user's files: nothing to ask
+    elif asked_gate is not None:
         choice, said = await _ask_gate(
             endpoint,
             asked_gate,

@@ -12,6 +12,11 @@ answers.
 The examples use requests and tools of their own (none of the benchmark's), in both directions for each
 kind: the model copies the balance of its examples, so a new example goes in with its opposite.
 
+Some requests need no question: one that names a path a tool's schema lists (``config.ini``,
+``docs/faq.md``: a small-model tool set names the folder's files in its schemas) is about the user's
+files, and the gate of the 1.5B model still answered "What port does config.ini set?" from its own
+knowledge. :func:`names_a_listed_path` sees that before anything is asked.
+
 All of it is sans I/O: :func:`gate_messages` builds the question, :func:`read_gate` reads the reply;
 ``turn/routing.py`` sends it.
 """
@@ -19,12 +24,13 @@ All of it is sans I/O: :func:`gate_messages` builds the question, :func:`read_ga
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from .side_tasks import read_json
 
-__all__ = ["GATE_SCHEMA", "GateChoice", "gate_messages", "read_gate"]
+__all__ = ["GATE_SCHEMA", "GateChoice", "gate_messages", "names_a_listed_path", "read_gate"]
 
 GateChoice = Literal["tool", "answer"]
 
@@ -80,6 +86,14 @@ _LATER_EXAMPLES: tuple[tuple[str, str | None, GateChoice], ...] = (
     (
         "Find the file that mentions Redis, then read it.",
         "search_text returned: cache.md:3: use Redis",
+        "tool",
+    ),
+    # A write that was asked for is done once it is written: without these the 0.5B model wrote the same
+    # file again and again, each time with more made-up lines, until the run's limit.
+    ("Add a file todo.md with the text: ship it", "write_file returned: wrote 7 bytes to todo.md", "answer"),
+    (
+        "Create a.txt saying hi, then create b.txt saying bye.",
+        "write_file returned: wrote 2 bytes to a.txt",
         "tool",
     ),
 )
@@ -141,6 +155,52 @@ def _request_and_results(messages: Sequence[Any]) -> tuple[str, list[str]] | Non
             shown = " ".join(_text(message.get("content")).split())[:_RESULT_CHARS]
             results.append(f"{name} returned: {shown}")
     return request, results
+
+
+# A path-like word of a request: letters, digits and the characters file names are made of. Read once,
+# left to right, so the check is linear in the request whatever the schemas list.
+_WORD = re.compile(r"[\w./\\-]+")
+_WORD_EDGES = ".,:;!?'\"()"
+_LISTED_CAP = 2000  # enum values looked at, over all tools
+
+
+def _listed_paths(tools: Sequence[Any]) -> set[str]:
+    """String enum values of the tools' arguments that look like paths: a dot or a slash inside a name."""
+    found: set[str] = set()
+    for tool in tools:
+        function = tool.get("function") if isinstance(tool, Mapping) else None
+        parameters = function.get("parameters") if isinstance(function, Mapping) else None
+        properties = parameters.get("properties") if isinstance(parameters, Mapping) else None
+        if not isinstance(properties, Mapping):
+            continue
+        for schema in properties.values():
+            values = schema.get("enum") if isinstance(schema, Mapping) else None
+            if not isinstance(values, list):
+                continue
+            for value in values[:_LISTED_CAP]:
+                if isinstance(value, str) and len(value) >= 3 and ("." in value.strip(".") or "/" in value):
+                    found.add(value)
+                if len(found) >= _LISTED_CAP:
+                    return found
+    return found
+
+
+def names_a_listed_path(body: Mapping[str, Any]) -> bool:
+    """Whether a step's request names, as a word of its own, a path one of its tools lists in its schema.
+
+    Only before any tool ran for the request: after results, whether more is needed is the gate's question.
+    """
+    tools = body.get("tools")
+    messages = body.get("messages")
+    if not isinstance(tools, list) or not isinstance(messages, list):
+        return False
+    found = _request_and_results(messages)
+    if found is None or found[1]:
+        return False
+    listed = _listed_paths(tools)
+    if not listed:
+        return False
+    return any(word.strip(_WORD_EDGES) in listed for word in _WORD.findall(found[0]))
 
 
 def _choice(choice: GateChoice) -> str:
