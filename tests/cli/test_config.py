@@ -123,6 +123,8 @@ def test_a_small_models_file_tools_name_the_paths_that_exist(tmp_path: Path) -> 
     tools = {t.name: t for t in default_tools(tmp_path, compact=True)}
     assert tools["list_dir"].parameters["properties"]["path"]["enum"] == [".", "docs"]
     assert tools["read_file"].parameters["properties"]["path"]["enum"] == ["docs/faq.md", "notes.txt"]
+    searched = tools["search_text"].parameters["properties"]
+    assert searched["path"]["enum"] == [".", "docs", "docs/faq.md", "notes.txt"] and "glob" not in searched
     assert "enum" not in tools["write_file"].parameters["properties"]["path"]
     for name in ("a", "b", "c"):
         (tmp_path / name).mkdir()

@@ -296,6 +296,15 @@ def _no_default(tool: Tool, name: str) -> Tool:
     return replace(tool, parameters=parameters)
 
 
+def _without(tool: Tool, name: str) -> Tool:
+    """``tool`` with its schema leaving out the optional argument ``name``."""
+    parameters = dict(tool.parameters)
+    parameters["properties"] = {k: v for k, v in parameters.get("properties", {}).items() if k != name}
+    if "required" in parameters:
+        parameters["required"] = [r for r in parameters["required"] if r != name]
+    return replace(tool, parameters=parameters)
+
+
 def _choices(tool: Tool, name: str, values: list[str], description: str | None = None) -> Tool:
     """``tool`` with its schema holding ``name`` to ``values``, so a grammar server keeps the model to them."""
     parameters = dict(tool.parameters)
@@ -329,8 +338,9 @@ def default_tools(root: Path, *, compact: bool = False) -> list[Tool]:
 
     Args:
         compact: for a small model (see :data:`COMPACT_WINDOW`): only ``read_file``, ``list_dir``,
-            ``search_text`` and ``write_file``, and, in a small folder, the paths ``list_dir`` and
-            ``read_file`` take are the ones that exist, listed in their schemas. A grammar server then holds
+            ``search_text`` and ``write_file``; ``search_text`` without a file-name pattern; and, in a
+            small folder, the paths ``list_dir``, ``read_file`` and ``search_text`` take are the ones that
+            exist, listed in their schemas. A grammar server then holds
             the model to a real path: asked about "this folder", the 0.5B model otherwise writes
             '/path/to/folder', '".".' or an example it saw. The lists are taken when the tools are made.
     """
@@ -346,6 +356,15 @@ def default_tools(root: Path, *, compact: bool = False) -> list[Tool]:
             each = _choices(each, "path", folders, "the folder; . is the working directory itself.")
         elif each.name == "read_file" and files:
             each = _choices(each, "path", files)
+        elif each.name == "search_text":
+            # The 0.5B model filled the optional pattern with the description's own example, period and
+            # all ('*.py.'), and the path with '.".' from its default: it searched nothing. The whole
+            # folder, or one of its folders or files, and no name pattern.
+            each = _without(each, "glob")
+            if folders is not None and files:
+                each = _choices(
+                    each, "path", sorted({*folders, *files}), "the folder or file; . is all of them."
+                )
         out.append(each)
     return out
 
