@@ -136,3 +136,24 @@ def test_a_small_models_file_tools_name_the_paths_that_exist(tmp_path: Path) -> 
     assert "enum" not in tools["read_file"].parameters["properties"]["path"]  # too many to name
     assert tools["list_dir"].parameters["properties"]["path"]["enum"] == [".", "a", "b", "c", "docs", "many"]
     assert all("enum" not in t.parameters["properties"].get("path", {}) for t in default_tools(tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("argv", "label", "model", "expected"),
+    [
+        (["run", "hi"], "bundled", "qwen2.5-coder-0.5b-instruct", 0.2),  # the bundled model's own
+        (["run", "--temperature", "0.9", "hi"], "bundled", "qwen2.5-coder-0.5b-instruct", 0.9),
+        (["run", "hi"], "bundled", "smollm2-135m-instruct", None),  # a model with none of its own
+        (["run", "hi"], "--base-url", "qwen2.5-coder-0.5b-instruct", None),  # a server the user runs
+    ],
+)
+def test_the_bundled_model_is_asked_at_its_own_temperature_unless_told(
+    argv: list[str], label: str, model: str, expected: float | None
+) -> None:
+    from steadyloop.cli.app import _agent_options_of, build_parser
+    from steadyloop.cli.config import Resolved
+    from steadyloop.wire.endpoints import Endpoint
+
+    args = build_parser().parse_args(argv)
+    resolved = Resolved(Endpoint("http://127.0.0.1:1/v1"), model, label)
+    assert _agent_options_of(args, resolved).temperature == expected

@@ -293,6 +293,11 @@ def _agent_options_of(
     spec: AgentSpec | None = None,
 ) -> AgentOptions:
     routing = {"on": True, "off": False}.get(args.tool_routing, resolved.label == BUNDLED)
+    temperature = args.temperature
+    if temperature is None and resolved.label == BUNDLED:
+        from ..local.models import temperature_for
+
+        temperature = temperature_for(resolved.model)
     return AgentOptions(
         tool_routing=routing,
         tool_gate=args.tool_gate == "on",
@@ -301,7 +306,7 @@ def _agent_options_of(
         mcp=tuple(args.mcp),
         think=args.think,
         max_tokens=args.max_tokens,
-        temperature=args.temperature,
+        temperature=temperature,
         max_turns=args.max_turns,
         session=args.session,
         resume_latest=args.resume_latest,
