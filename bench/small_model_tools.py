@@ -377,7 +377,13 @@ def toolset(case: Case, root: Path, compact: bool) -> list[sl.Tool]:
 
 
 async def run_case(
-    endpoint: sl.Endpoint, model: str, case: Case, policy: sl.LoopPolicy, root: Path, compact: bool
+    endpoint: sl.Endpoint,
+    model: str,
+    case: Case,
+    policy: sl.LoopPolicy,
+    root: Path,
+    compact: bool,
+    temperature: float | None = None,
 ) -> Outcome:
     outcome = Outcome(case)
     # The same folder path for every case: the working directory is in the system prompt, and a path that
@@ -385,8 +391,9 @@ async def run_case(
     shutil.rmtree(root, ignore_errors=True)
     make_folder(root)
     system = system_prompt(root) if case.toolset != "custom" else ""
+    params = sl.ModelParams(model=model, temperature=temperature)
     agent = sl.Agent(
-        endpoint, model, system=system, tools=toolset(case, root, compact), policy=policy, max_turns=6
+        endpoint, params, system=system, tools=toolset(case, root, compact), policy=policy, max_turns=6
     )
 
     def watch(event: sl.Event) -> None:
@@ -488,6 +495,7 @@ async def run_all(
     cases: Sequence[Case],
     concurrency: int,
     window: int | None,
+    temperature: str = "cli",
 ) -> list[Outcome]:
     endpoint = sl.Endpoint(base_url, request_timeout=900.0)
     if model is None:
@@ -495,6 +503,13 @@ async def run_all(
     # The tool set the CLI gives a model with this window.
     window = window or await sl.context_limit_for(endpoint, model)
     compact = window is not None and window <= COMPACT_WINDOW
+    sampled = (
+        cli_temperature(model)
+        if temperature == "cli"
+        else None
+        if temperature == "server"
+        else float(temperature)
+    )
     base = Path(tempfile.mkdtemp(prefix="steadyloop-bench-"))
     folders: asyncio.Queue[Path] = asyncio.Queue()
     for i in range(max(1, concurrency)):
@@ -503,7 +518,7 @@ async def run_all(
     async def one(case: Case) -> Outcome:
         root = await folders.get()
         try:
-            outcome = await run_case(endpoint, model, case, policy, root, compact)
+            outcome = await run_case(endpoint, model, case, policy, root, compact, sampled)
         finally:
             folders.put_nowait(root)
         mark = "ok " if outcome.correct else "BAD"
@@ -533,6 +548,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="on",
         help="LoopPolicy.tool_gate: ask tool-or-answer first on routed steps (default: on)",
     )
+    ap.add_argument(
+        "--temperature",
+        default="cli",
+        help="the answer's sampling: cli (what the steadyloop command asks of this model), server (the "
+        "server's default) or a number (default: cli)",
+    )
     ap.add_argument("--only", action="append", choices=CATEGORIES, help="run only these categories")
     ap.add_argument("--concurrency", type=int, default=1, help="prompts in flight at once")
     ap.add_argument("--label", default=None, help="the name of this run in the report")
@@ -541,10 +562,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     cases = [c for c in CASES if not args.only or c.category in args.only]
     policy = sl.LoopPolicy(**policy_fields(args.routing, args.gate))
-    label = args.label or f"routing={args.routing} gate={args.gate}"
+    label = args.label or f"routing={args.routing} gate={args.gate} temperature={args.temperature}"
 
     def go(base_url: str, window: int | None) -> list[Outcome]:
-        return asyncio.run(run_all(base_url, args.model, policy, cases, args.concurrency, window))
+        return asyncio.run(
+            run_all(base_url, args.model, policy, cases, args.concurrency, window, args.temperature)
+        )
 
     if args.base_url:
         outcomes = go(args.base_url, None)
@@ -583,6 +606,15 @@ def policy_fields(routing: str, gate: str = "off") -> dict[str, Any]:
     elif gate == "on" and routing == "on":
         raise SystemExit("this steadyloop has no tool gate: use --gate off")
     return out
+
+
+def cli_temperature(model: str) -> float | None:
+    """The temperature the steadyloop command asks of the bundled ``model`` (none before it had one)."""
+    try:
+        from steadyloop.local.models import temperature_for
+    except ImportError:
+        return None
+    return temperature_for(model)
 
 
 def stop_with(pid: int) -> dict[str, Any]:
