@@ -157,3 +157,24 @@ def test_the_bundled_model_is_asked_at_its_own_temperature_unless_told(
     args = build_parser().parse_args(argv)
     resolved = Resolved(Endpoint("http://127.0.0.1:1/v1"), model, label)
     assert _agent_options_of(args, resolved).temperature == expected
+
+
+def test_the_bundled_model_is_chosen_by_name_and_a_wrong_name_is_refused() -> None:
+    from steadyloop.cli.config import DEFAULT_LOCAL_MODEL, local_model
+    from steadyloop.errors import InvalidInput
+
+    assert local_model({}) == DEFAULT_LOCAL_MODEL
+    assert local_model({"STEADYLOOP_LOCAL_MODEL": " qwen-1.5b "}) == "qwen-1.5b"
+    with pytest.raises(InvalidInput, match="llama-70b"):
+        local_model({"STEADYLOOP_LOCAL_MODEL": "llama-70b"})
+
+
+def test_the_local_server_config_takes_the_chosen_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    from steadyloop.cli.commands import LocalChoice, _config, local_command
+    from steadyloop.errors import InvalidInput
+
+    monkeypatch.setenv("STEADYLOOP_LOCAL_MODEL", "qwen-1.5b")
+    assert _config(LocalChoice()).model == "qwen-1.5b"
+    assert _config(LocalChoice(model="qwen")).model == "qwen"  # the flag over the environment
+    with pytest.raises(InvalidInput, match="--model goes with"):
+        local_command("status", model="qwen")

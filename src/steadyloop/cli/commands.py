@@ -14,7 +14,7 @@ from ..messages import AssistantMessage, Message, SystemMessage, ToolResultMessa
 from ..sessions import SessionNotFound, SessionStore, open_store
 from ..wire.windows import list_models
 from .chat import session_rows
-from .config import Resolved, local_idle
+from .config import Resolved, local_idle, local_model
 from .kit import AGENT_ID
 from .render import TerminalProgress, call_text
 
@@ -104,12 +104,14 @@ class LocalChoice:
         ctx: the context size in tokens.
         template: the chat template (``jsonblock``, ``think``, ``stock``).
         idle: stop after this many seconds without a request (0 = never; default: ``local_idle()``).
+        model: which of ``steadyloop.local.models.MODELS`` (default: ``local_model()``).
     """
 
     port: int | None = None
     ctx: int | None = None
     template: str | None = None
     idle: float | None = None
+    model: str | None = None
 
 
 def _say(text: str, quiet: bool) -> None:
@@ -120,7 +122,7 @@ def _say(text: str, quiet: bool) -> None:
 def _config(choice: LocalChoice) -> LocalServerConfig:
     from ..local import LocalServerConfig
 
-    settings: dict[str, Any] = {}
+    settings: dict[str, Any] = {"model": choice.model or local_model()}
     if choice.ctx is not None:
         settings["ctx"] = choice.ctx
     if choice.template is not None:
@@ -199,6 +201,7 @@ def local_command(
     ctx: int | None = None,
     template: str | None = None,
     quiet: bool = False,
+    model: str | None = None,
 ) -> int:
     """``local up [--port N] [--ctx N] [--template T] [--idle S]|down [--port N|--all]|status``.
 
@@ -213,18 +216,18 @@ def local_command(
     if port is not None and action == "status":
         raise InvalidInput("--port goes with `steadyloop local up` or `down`")
     if action != "up":
-        for given, flag in ((idle, "--idle"), (ctx, "--ctx"), (template, "--template")):
+        for given, flag in ((idle, "--idle"), (ctx, "--ctx"), (template, "--template"), (model, "--model")):
             if given is not None:
                 raise InvalidInput(f"{flag} goes with `steadyloop local up`")
     if idle is not None and not 0 <= idle < float("inf"):
         raise InvalidInput(f"--idle must be seconds (0 = never stop), not {idle}")
     if action == "up":
         before = {s.base_url for s in status()}
-        url, model = bundled_server(LocalChoice(port, ctx, template, idle), quiet=quiet)
+        url, served = bundled_server(LocalChoice(port, ctx, template, idle, model), quiet=quiet)
         if url in before and idle is not None:
             reused = next(s for s in status() if s.base_url == url)
             start_reaper(reused.port, idle, reused.home)  # re-armed with the idle time asked for now
-        print(f"{url}\t{model}")
+        print(f"{url}\t{served}")
         return 0
     running = status()
     if action == "status":

@@ -47,6 +47,7 @@ from ..wire.windows import list_models
 __all__ = [
     "BUNDLED",
     "DEFAULT_LOCAL_IDLE",
+    "DEFAULT_LOCAL_MODEL",
     "PRESETS",
     "EndpointChoice",
     "Resolved",
@@ -54,6 +55,7 @@ __all__ = [
     "discover_model",
     "load_config",
     "local_idle",
+    "local_model",
     "resolve",
     "with_model",
 ]
@@ -78,6 +80,9 @@ NATIVE_DEFAULTS: Mapping[str, tuple[str, str]] = {
 
 #: Seconds without a request after which the bundled server the CLI started stops by itself.
 DEFAULT_LOCAL_IDLE = 15 * 60.0
+#: The model the steadyloop command serves when no endpoint is named (``STEADYLOOP_LOCAL_MODEL`` or
+#: ``local up --model`` pick another of ``steadyloop.local.models.MODELS``).
+DEFAULT_LOCAL_MODEL = "qwen"
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +148,21 @@ def local_idle(env: Mapping[str, str] | None = None) -> float:
     if not 0 <= seconds < float("inf"):
         raise InvalidInput(f"STEADYLOOP_LOCAL_IDLE must be seconds (0 = never stop), not {text!r}")
     return seconds
+
+
+def local_model(env: Mapping[str, str] | None = None) -> str:
+    """The bundled model to serve: ``STEADYLOOP_LOCAL_MODEL``, else :data:`DEFAULT_LOCAL_MODEL`.
+
+    Raises:
+        InvalidInput: the variable names no model steadyloop can install.
+    """
+    from ..local.models import MODELS
+
+    env = os.environ if env is None else env
+    name = env.get("STEADYLOOP_LOCAL_MODEL", "").strip() or DEFAULT_LOCAL_MODEL
+    if name not in MODELS:
+        raise InvalidInput(f"STEADYLOOP_LOCAL_MODEL must be one of {', '.join(sorted(MODELS))}, not {name!r}")
+    return name
 
 
 def load_config(path: Path) -> dict[str, Any]:
