@@ -186,13 +186,14 @@ http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
 
 @pytest.fixture
 def fake_home(tmp_path: Path) -> Iterator[Path]:
-    """A cache holding a fake llama-server and a sparse file the size of the qwen model."""
+    """A cache holding a fake llama-server and sparse files the size of each model."""
     cache = Cache(tmp_path)
     cache.make_dirs()
     cache.binary.write_text(_FAKE_ENGINE.format(python=sys.executable))
     cache.binary.chmod(0o755)
-    with open(model_path(tmp_path, MODELS["qwen"]), "wb") as f:
-        f.truncate(MODELS["qwen"].size)
+    for spec in MODELS.values():
+        with open(model_path(tmp_path, spec), "wb") as f:
+            f.truncate(spec.size)
     yield tmp_path
     for server in status(tmp_path):
         stop(server.port, tmp_path)

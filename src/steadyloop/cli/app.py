@@ -92,7 +92,7 @@ def _agent_options() -> argparse.ArgumentParser:
         choices=["auto", "on", "off"],
         default="auto",
         help="ask each step as one tool's call or an answer, held to a schema (auto: on for the bundled "
-        "model, whose 0.5B size chooses badly otherwise)",
+        "models, too small to choose well otherwise)",
     )
     group.add_argument(
         "--tool-gate",
@@ -189,8 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
     local.add_argument(
         "--model",
         choices=sorted(MODELS),
-        help="up: the model (default: $STEADYLOOP_LOCAL_MODEL, else qwen, the 0.5B one; qwen-1.5b is "
-        "1.1 GB and about half as fast, and uses tools better)",
+        help="up: the model (default: $STEADYLOOP_LOCAL_MODEL, else qwen-1.5b; qwen, the 0.5B one, is "
+        "0.5 GB and twice as fast, and uses tools worse)",
     )
     local.add_argument("-q", "--quiet", action="store_true", help="up: no progress on stderr")
     _serve_parser(sub, endpoint)
