@@ -327,14 +327,21 @@ def _sdk_client(endpoint: Endpoint, transport: str) -> AsyncOpenAI:
     # Imported here: the SDK takes about a third of a second to load, and a process that streams over
     # the aiohttp transport never needs it.
     import httpx2
-    from openai import AsyncOpenAI, DefaultAioHttpClient
+    from openai import AsyncOpenAI, DefaultAioHttpClient, DefaultAsyncHttpxClient
+
+    from .sdk_chat import trace_connections
 
     timeout = (
         httpx2.Timeout(endpoint.request_timeout, connect=min(endpoint.request_timeout, 30.0))
         if endpoint.request_timeout
         else httpx2.Timeout(None, connect=30.0)
     )
-    http_client = DefaultAioHttpClient(timeout=timeout) if transport == "aiohttp" else None
+    http_client = (
+        DefaultAioHttpClient(timeout=timeout)
+        if transport == "aiohttp"
+        # The hook lets a streamed turn tell a kept-alive connection the server closed from a new one.
+        else DefaultAsyncHttpxClient(timeout=timeout, event_hooks={"request": [trace_connections]})
+    )
     return AsyncOpenAI(
         base_url=endpoint.base_url,
         api_key=endpoint.key,
