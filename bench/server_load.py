@@ -122,7 +122,11 @@ def start_api(
 
 async def load(base: str, sessions: int) -> tuple[float, list[int]]:
     """One pass: ``sessions`` concurrent sessions against one API server; its wall time and event counts."""
-    limits = httpx.Limits(max_connections=sessions * 3, max_keepalive_connections=sessions)
+    # Idle connections are dropped well before the API server's keep-alive timeout (uvicorn's 5 s), so a
+    # request never lands on one the server is closing: a slow pass on a busy machine met that otherwise.
+    limits = httpx.Limits(
+        max_connections=sessions * 3, max_keepalive_connections=sessions, keepalive_expiry=1.0
+    )
     async with httpx.AsyncClient(base_url=base, timeout=300, limits=limits) as http:
         started = time.perf_counter()
         counts = await asyncio.gather(*(session(http, i) for i in range(sessions)))
