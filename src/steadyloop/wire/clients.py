@@ -327,21 +327,23 @@ def _sdk_client(endpoint: Endpoint, transport: str) -> AsyncOpenAI:
     # Imported here: the SDK takes about a third of a second to load, and a process that streams over
     # the aiohttp transport never needs it.
     import httpx2
-    from openai import AsyncOpenAI, DefaultAioHttpClient, DefaultAsyncHttpxClient
-
-    from .sdk_chat import trace_connections
+    from openai import AsyncOpenAI, DefaultAioHttpClient
 
     timeout = (
         httpx2.Timeout(endpoint.request_timeout, connect=min(endpoint.request_timeout, 30.0))
         if endpoint.request_timeout
         else httpx2.Timeout(None, connect=30.0)
     )
-    http_client = (
-        DefaultAioHttpClient(timeout=timeout)
-        if transport == "aiohttp"
+    http_client: httpx2.AsyncClient
+    if transport == "aiohttp":
+        http_client = DefaultAioHttpClient(timeout=timeout)
+    else:
+        from openai import DefaultAsyncHttpxClient
+
+        from .sdk_chat import trace_connections
+
         # The hook lets a streamed turn tell a kept-alive connection the server closed from a new one.
-        else DefaultAsyncHttpxClient(timeout=timeout, event_hooks={"request": [trace_connections]})
-    )
+        http_client = DefaultAsyncHttpxClient(timeout=timeout, event_hooks={"request": [trace_connections]})
     return AsyncOpenAI(
         base_url=endpoint.base_url,
         api_key=endpoint.key,
