@@ -1,14 +1,18 @@
-"""Many concurrent sessions through ``steadyloop serve``'s HTTP API: wall time and the server's memory.
+"""Many concurrent sessions through ``steadyloop serve``'s HTTP API, on its default transport beside the other.
 
-Three processes: the scripted model server (every request answered with the same 40-piece stream), the
-API server (``python -m steadyloop.cli serve``, its own store in a temporary folder), and this one, the
-clients. Each session is created, then its first message is streamed as SSE; every third session also
-gets two watchers attaching from the middle of its stream (``Last-Event-ID``). Reported: the wall time
-from the first create to the last stream's end, per session, and the API server's resident memory before
-and at its peak (``VmHWM``), per session. Nothing is asserted: the test with the same shape is
-``tests/server/test_load.py``.
+Four processes: the scripted model server (every request answered with the same 40-piece stream), two API
+servers on it (``python -m steadyloop.cli serve``, each with its own store in a temporary folder), one with
+the default ``--transport`` and one with the other, and this one, the clients. In a pass, each session is
+created, then its first message is streamed as SSE; every third session also gets two watchers attaching
+from the middle of its stream (``Last-Event-ID``). Passes alternate between the two servers, which go
+first in turn, so load on a shared machine moves both alike; the ratio is taken pass by pass.
 
-Run: ``.venv/bin/python bench/server_load.py [sessions]`` (default 200).
+Reported per transport: the median wall time of a pass (first create to last stream's end) and per
+session, and the API server's resident memory at rest and at its peak (``VmHWM``) over all its passes;
+then the other transport's wall time over the default's. Nothing is asserted: the test with the same shape
+is ``tests/server/test_load.py``.
+
+Run: ``.venv/bin/python bench/server_load.py [sessions] [passes]`` (default 200 sessions, 4 passes each).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import asyncio
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -24,6 +29,9 @@ import time
 from pathlib import Path
 
 import httpx2 as httpx
+
+# What ``steadyloop serve`` reads its model's streams with when no ``--transport`` is given.
+DEFAULT_TRANSPORT = "aiohttp"
 
 WORDS = " ".join(f"word{i}" for i in range(40))
 
@@ -81,11 +89,60 @@ async def session(http: httpx.AsyncClient, index: int) -> int:
     return events
 
 
-async def main(sessions: int) -> None:
+def start_api(
+    folder: Path, name: str, model_port: int, sessions: int, transport: str
+) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "steadyloop.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--base-url",
+            f"http://127.0.0.1:{model_port}/v1",
+            "-m",
+            "scripted",
+            "--no-tools",
+            "--store",
+            str(folder / f"{name}.db"),
+            "--max-runs",
+            str(sessions),
+            "--transport",
+            transport,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "STEADYLOOP_SERVER_TOKENS": ""},
+    )
+    return process, f"http://127.0.0.1:{port}"
+
+
+async def load(base: str, sessions: int) -> tuple[float, list[int]]:
+    """One pass: ``sessions`` concurrent sessions against one API server; its wall time and event counts."""
+    # Idle connections are dropped well before the API server's keep-alive timeout (uvicorn's 5 s), so a
+    # request never lands on one the server is closing: a slow pass on a busy machine met that otherwise.
+    limits = httpx.Limits(
+        max_connections=sessions * 3, max_keepalive_connections=sessions, keepalive_expiry=1.0
+    )
+    async with httpx.AsyncClient(base_url=base, timeout=300, limits=limits) as http:
+        started = time.perf_counter()
+        counts = await asyncio.gather(*(session(http, i) for i in range(sessions)))
+        wall = time.perf_counter() - started
+    if min(counts) == 0:
+        raise SystemExit(f"{counts.count(0)} sessions streamed nothing: the server refused them")
+    return wall, counts
+
+
+async def main(sessions: int, rounds: int) -> None:
+    # The server's own default first (what ``steadyloop serve`` does unconfigured), then the other.
+    transports = (DEFAULT_TRANSPORT, "httpx" if DEFAULT_TRANSPORT == "aiohttp" else "aiohttp")
     with tempfile.TemporaryDirectory() as folder:
         script = Path(folder) / "script.json"
         script.write_text(json.dumps({"default": {"type": "stream", "text": WORDS}}))
-        model_port, api_port = free_port(), free_port()
+        model_port = free_port()
         model = subprocess.Popen(  # noqa: ASYNC220 - started once, before anything is timed
             [
                 sys.executable,
@@ -98,55 +155,53 @@ async def main(sessions: int) -> None:
             ],
             stdout=subprocess.DEVNULL,
         )
-        api = subprocess.Popen(  # noqa: ASYNC220 - started once, before anything is timed
-            [
-                sys.executable,
-                "-m",
-                "steadyloop.cli",
-                "serve",
-                "--port",
-                str(api_port),
-                "--base-url",
-                f"http://127.0.0.1:{model_port}/v1",
-                "-m",
-                "scripted",
-                "--no-tools",
-                "--store",
-                str(Path(folder) / "sessions.db"),
-                "--max-runs",
-                str(sessions),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env={**os.environ, "STEADYLOOP_SERVER_TOKENS": ""},
-        )
+        apis = {name: start_api(Path(folder), name, model_port, sessions, name) for name in transports}
+        walls: dict[str, list[float]] = {name: [] for name in transports}
         try:
             await wait_up(f"http://127.0.0.1:{model_port}/v1/models")
-            base = f"http://127.0.0.1:{api_port}"
-            await wait_up(f"{base}/health")
-            before = memory_kb(api.pid)
-            limits = httpx.Limits(max_connections=sessions * 3, max_keepalive_connections=sessions)
-            async with httpx.AsyncClient(base_url=base, timeout=300, limits=limits) as http:
-                started = time.perf_counter()
-                counts = await asyncio.gather(*(session(http, i) for i in range(sessions)))
-                wall = time.perf_counter() - started
-            after = memory_kb(api.pid)
+            for _process, base in apis.values():
+                await wait_up(f"{base}/health")
+            at_rest = {name: memory_kb(process.pid) for name, (process, _base) in apis.items()}
+            for _process, base in apis.values():
+                await load(base, 10)  # first requests: imports and pools, not measured
+            counts: list[int] = []
+            for round_index in range(rounds):
+                # Alternating which goes first, so a machine that gets busier or quieter favours neither.
+                order = transports if round_index % 2 == 0 else transports[::-1]
+                for name in order:
+                    wall, counts = await load(apis[name][1], sessions)
+                    walls[name].append(wall)
+            peak = {name: memory_kb(process.pid) for name, (process, _base) in apis.items()}
         finally:
-            for process in (api, model):
+            for process, _base in apis.values():
                 process.terminate()
                 process.wait(10)
-    if min(counts) == 0:
-        raise SystemExit(f"{counts.count(0)} sessions streamed nothing: the server refused them")
-    grown = after["VmHWM"] - before["VmRSS"]
+            model.terminate()
+            model.wait(10)
+    default, other = transports
     print(
-        f"sessions: {sessions}, recorded events per run: {counts[0]}, watchers from the middle: {2 * len(range(0, sessions, 3))}"
+        f"sessions: {sessions} concurrent per pass, {rounds} passes per transport, recorded events per run: "
+        f"{counts[0]}, watchers from the middle per pass: {2 * len(range(0, sessions, 3))}"
     )
-    print(f"wall time: {wall:.2f} s ({1000 * wall / sessions:.1f} ms per session, all concurrent)")
+    for name in transports:
+        wall = statistics.median(walls[name])
+        grown = peak[name]["VmHWM"] - at_rest[name]["VmRSS"]
+        label = f"{name}, the default" if name == default else f"{name}, opt-in"
+        print(
+            f"[{label}] wall time: median {wall:.2f} s ({1000 * wall / sessions:.1f} ms per session); "
+            f"per pass {', '.join(f'{w:.2f}' for w in walls[name])}"
+        )
+        print(
+            f"[{label}] API server memory: {at_rest[name]['VmRSS'] / 1024:.1f} MB at rest, peak "
+            f"{peak[name]['VmHWM'] / 1024:.1f} MB (+{grown / 1024:.1f} MB, {grown / sessions:.0f} KB per session)"
+        )
+    ratios = sorted(o / d for o, d in zip(walls[other], walls[default], strict=True))
     print(
-        f"API server memory: {before['VmRSS'] / 1024:.1f} MB at rest, peak {after['VmHWM'] / 1024:.1f} MB "
-        f"(+{grown / 1024:.1f} MB, {grown / sessions:.0f} KB per session)"
+        f"{other} / {default} wall time, pass by pass: {', '.join(f'{r:.2f}' for r in ratios)}; "
+        f"median {statistics.median(ratios):.2f}x"
     )
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 200))
+    numbers = [int(a) for a in sys.argv[1:]]
+    asyncio.run(main(numbers[0] if numbers else 200, numbers[1] if len(numbers) > 1 else 4))

@@ -226,6 +226,13 @@ def _serve_parser(sub: Any, endpoint: argparse.ArgumentParser) -> None:
         "--max-runs", type=int, default=16, metavar="N", help="runs one token may have going (16)"
     )
     serve.add_argument("--agent", metavar="FILE", help="an agent document under every session's settings")
+    serve.add_argument(
+        "--transport",
+        choices=("aiohttp", "httpx"),
+        default="aiohttp",
+        help="how the model's streams are read: aiohttp (default; the fastest with many runs at once) "
+        "or httpx (through the official SDK's httpx2 client); both raise the same errors",
+    )
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -252,6 +259,7 @@ def _serve(args: argparse.Namespace) -> int:
         node=args.node,
         spec=spec,
         max_runs=args.max_runs,
+        transport="httpx2" if args.transport == "httpx" else "aiohttp",
     )
 
 

@@ -4,6 +4,7 @@ Tokens come from ``--token NAME=TOKEN`` (repeatable) and ``STEADYLOOP_SERVER_TOK
 pairs separated by commas); a token given without a name belongs to ``default``. With none, the server
 answers this machine only and refuses to listen anywhere else. Sessions may use the file tools of
 ``--workdir`` (writes wait for an approval on the page or over the API); ``--no-tools`` offers none.
+``--transport httpx`` reads the model's streams through the SDK's httpx2 client instead of aiohttp.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import os
 import socket
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Literal
 
+from .. import configure_clients
 from ..errors import InvalidInput
 from ..spec import AgentSpec
 from .config import Resolved
@@ -74,12 +77,18 @@ def serve_command(
     spec: AgentSpec | None,
     max_runs: int = 16,
     node: str | None = None,
+    transport: Literal["aiohttp", "httpx2"] = "aiohttp",
 ) -> int:
-    """Serve until interrupted; returns the exit code."""
+    """Serve until interrupted; returns the exit code.
+
+    ``transport`` is the pool's for this process (``configure_clients``): every session's streams go
+    through it.
+    """
     try:
         from ..server import ServerLimits, ServerSettings, serve
     except ImportError as exc:
         raise InvalidInput("steadyloop serve needs its extra: pip install 'steadyloop[server]'") from exc
+    configure_clients(transport=transport)
     offered = [*file_tools(workdir)] if tools else []
     if tools and allow_shell:
         offered.append(shell_tool(workdir))

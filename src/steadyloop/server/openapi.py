@@ -48,6 +48,9 @@ _MODELS: list[type[BaseModel]] = [
     TreeOut,
 ]
 
+# What a route that queues into a running session can answer beside its success.
+_QUEUE_ERRORS = ("not_found", "no_run_in_progress", "unavailable")
+
 _SESSION_ID = {
     "name": "session_id",
     "in": "path",
@@ -61,28 +64,52 @@ def _ref(model: type[BaseModel]) -> dict[str, Any]:
     return {"$ref": f"#/components/schemas/{model.__name__}"}
 
 
-def _json_body(model: type[BaseModel]) -> dict[str, Any]:
-    return {"required": True, "content": {"application/json": {"schema": _ref(model)}}}
+def _json(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"application/json": {"schema": schema}}
 
 
-def _ok(status: int, description: str, model: type[BaseModel] | None = None) -> dict[str, Any]:
-    if model is None:
+def _ok(
+    status: int, description: str, content: type[BaseModel] | dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The success response: no body, a model's JSON, or the media types given."""
+    if content is None:
         return {str(status): {"description": description}}
-    return {
-        str(status): {"description": description, "content": {"application/json": {"schema": _ref(model)}}}
-    }
+    if isinstance(content, dict):
+        return {str(status): {"description": description, "content": content}}
+    return {str(status): {"description": description, "content": _json(_ref(content))}}
 
 
 def _errors(*codes: str) -> dict[str, Any]:
+    """One response per status the codes (and those every route may answer) map to, each an ``ErrorOut``."""
     out: dict[str, Any] = {}
     statuses = sorted({CODES[c] for c in ("unauthorized", "forbidden", "internal", *codes)})
     for status in statuses:
         named = ", ".join(sorted(c for c, s in CODES.items() if s == status))
-        out[str(status)] = {
-            "description": f"error ({named})",
-            "content": {"application/json": {"schema": _ref(ErrorOut)}},
-        }
+        out[str(status)] = {"description": f"error ({named})", "content": _json(_ref(ErrorOut))}
     return out
+
+
+def _operation(
+    operation_id: str,
+    summary: str,
+    ok: dict[str, Any],
+    *errors: str,
+    description: str | None = None,
+    parameters: list[dict[str, Any]] | None = None,
+    body: type[BaseModel] | None = None,
+) -> dict[str, Any]:
+    """One operation: its success response ``ok`` and its errors; a JSON body adds the errors of one
+    (``invalid_request``, ``payload_too_large``)."""
+    operation: dict[str, Any] = {"operationId": operation_id, "summary": summary}
+    if description is not None:
+        operation["description"] = description
+    if parameters is not None:
+        operation["parameters"] = parameters
+    if body is not None:
+        operation["requestBody"] = {"required": True, "content": _json(_ref(body))}
+        errors = ("invalid_request", "payload_too_large", *errors)
+    operation["responses"] = {**ok, **_errors(*errors)}
+    return operation
 
 
 _SSE = {
@@ -102,93 +129,81 @@ def openapi_document() -> dict[str, Any]:
     on_session = [_SESSION_ID]
     paths: dict[str, Any] = {
         "/info": {
-            "get": {
-                "operationId": "info",
-                "summary": "What the server offers: its model, tools, MCP servers and limits",
-                "responses": {**_ok(200, "the server", InfoOut), **_errors()},
-            }
+            "get": _operation(
+                "info",
+                "What the server offers: its model, tools, MCP servers and limits",
+                _ok(200, "the server", InfoOut),
+            )
         },
         "/sessions": {
-            "get": {
-                "operationId": "listSessions",
-                "summary": "The caller's sessions, most recently active first",
-                "responses": {**_ok(200, "the sessions", SessionList), **_errors()},
-            },
-            "post": {
-                "operationId": "createSession",
-                "summary": "Create a session from agent settings or an agent document",
-                "requestBody": _json_body(CreateSession),
-                "responses": {
-                    **_ok(201, "the new session", SessionOut),
-                    **_errors("invalid_request", "payload_too_large", "unavailable"),
-                },
-            },
+            "get": _operation(
+                "listSessions",
+                "The caller's sessions, most recently active first",
+                _ok(200, "the sessions", SessionList),
+            ),
+            "post": _operation(
+                "createSession",
+                "Create a session from agent settings or an agent document",
+                _ok(201, "the new session", SessionOut),
+                "unavailable",
+                body=CreateSession,
+            ),
         },
         "/sessions/{session_id}": {
             "parameters": on_session,
-            "get": {
-                "operationId": "getSession",
-                "summary": "The session: its transcript, usage, status and pending approvals",
-                "responses": {
-                    **_ok(200, "the session", SessionDetail),
-                    **_errors("not_found", "unavailable"),
-                },
-            },
-            "delete": {
-                "operationId": "deleteSession",
-                "summary": "Delete the session with its transcript and record",
-                "responses": {**_ok(204, "deleted"), **_errors("not_found", "run_in_progress")},
-            },
+            "get": _operation(
+                "getSession",
+                "The session: its transcript, usage, status and pending approvals",
+                _ok(200, "the session", SessionDetail),
+                "not_found",
+                "unavailable",
+            ),
+            "delete": _operation(
+                "deleteSession",
+                "Delete the session with its transcript and record",
+                _ok(204, "deleted"),
+                "not_found",
+                "run_in_progress",
+            ),
         },
         "/sessions/{session_id}/export": {
             "parameters": on_session,
-            "get": {
-                "operationId": "exportSession",
-                "summary": "The whole session as JSONL: a header, its messages, its events",
-                "responses": {
-                    "200": {
-                        "description": "JSONL",
-                        "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
-                    },
-                    **_errors("not_found"),
-                },
-            },
+            "get": _operation(
+                "exportSession",
+                "The whole session as JSONL: a header, its messages, its events",
+                _ok(200, "JSONL", {"application/x-ndjson": {"schema": {"type": "string"}}}),
+                "not_found",
+            ),
         },
         "/sessions/{session_id}/messages": {
             "parameters": on_session,
-            "post": {
-                "operationId": "postMessage",
-                "summary": "Run the agent on a new user message",
-                "description": "With `Accept: text/event-stream` every event of the run streams as SSE "
+            "post": _operation(
+                "postMessage",
+                "Run the agent on a new user message",
+                _ok(200, "the run's end (JSON) or its events (SSE)", {**_json(_ref(RunOut)), **_SSE}),
+                "not_found",
+                "run_in_progress",
+                "too_many_runs",
+                "unavailable",
+                description="With `Accept: text/event-stream` every event of the run streams as SSE "
                 "(`id:` is the event's seq in the session's record; live deltas come as `event: delta` "
                 "without an id). Otherwise the answer comes back as JSON when the run ends. A second "
                 "message while a run is going gets 409 `run_in_progress`: steer, follow up, or abort.",
-                "requestBody": _json_body(PostMessage),
-                "responses": {
-                    "200": {
-                        "description": "the run's end (JSON) or its events (SSE)",
-                        "content": {"application/json": {"schema": _ref(RunOut)}, **_SSE},
-                    },
-                    **_errors(
-                        "invalid_request",
-                        "not_found",
-                        "run_in_progress",
-                        "payload_too_large",
-                        "too_many_runs",
-                        "unavailable",
-                    ),
-                },
-            },
+                body=PostMessage,
+            ),
         },
         "/sessions/{session_id}/events": {
             "parameters": on_session,
-            "get": {
-                "operationId": "sessionEvents",
-                "summary": "Replay the session's event record after a seq, then follow it live",
-                "description": "Each recorded event once, in seq order, with no gap between the replay "
+            "get": _operation(
+                "sessionEvents",
+                "Replay the session's event record after a seq, then follow it live",
+                _ok(200, "the events as SSE", _SSE),
+                "invalid_request",
+                "not_found",
+                description="Each recorded event once, in seq order, with no gap between the replay "
                 "and the live feed. `follow=run` (default) ends at the end of the run going when it "
                 "attached (at once when none was); `follow=session` stays until the client leaves.",
-                "parameters": [
+                parameters=[
                     {
                         "name": "after",
                         "in": "query",
@@ -203,121 +218,88 @@ def openapi_document() -> dict[str, Any]:
                         "schema": {"type": "string", "enum": ["run", "session"]},
                     },
                 ],
-                "responses": {
-                    "200": {"description": "the events as SSE", "content": _SSE},
-                    **_errors("invalid_request", "not_found"),
-                },
-            },
+            ),
         },
         "/sessions/{session_id}/steer": {
             "parameters": on_session,
-            "post": {
-                "operationId": "steer",
-                "summary": "Queue a message the running model reads after its current step",
-                "requestBody": _json_body(QueueMessage),
-                "responses": {
-                    **_ok(202, "queued", QueuedOut),
-                    **_errors(
-                        "invalid_request",
-                        "not_found",
-                        "no_run_in_progress",
-                        "payload_too_large",
-                        "unavailable",
-                    ),
-                },
-            },
+            "post": _operation(
+                "steer",
+                "Queue a message the running model reads after its current step",
+                _ok(202, "queued", QueuedOut),
+                *_QUEUE_ERRORS,
+                body=QueueMessage,
+            ),
         },
         "/sessions/{session_id}/follow_up": {
             "parameters": on_session,
-            "post": {
-                "operationId": "followUp",
-                "summary": "Queue a message for when the running model would otherwise stop",
-                "requestBody": _json_body(QueueMessage),
-                "responses": {
-                    **_ok(202, "queued", QueuedOut),
-                    **_errors(
-                        "invalid_request",
-                        "not_found",
-                        "no_run_in_progress",
-                        "payload_too_large",
-                        "unavailable",
-                    ),
-                },
-            },
+            "post": _operation(
+                "followUp",
+                "Queue a message for when the running model would otherwise stop",
+                _ok(202, "queued", QueuedOut),
+                *_QUEUE_ERRORS,
+                body=QueueMessage,
+            ),
         },
         "/sessions/{session_id}/abort": {
             "parameters": on_session,
-            "post": {
-                "operationId": "abort",
-                "summary": "Stop the running run",
-                "responses": {
-                    **_ok(202, "stopping"),
-                    **_errors("not_found", "no_run_in_progress", "unavailable"),
-                },
-            },
+            "post": _operation(
+                "abort",
+                "Stop the running run",
+                _ok(202, "stopping"),
+                *_QUEUE_ERRORS,
+            ),
         },
         "/sessions/{session_id}/tree": {
             "parameters": on_session,
-            "get": {
-                "operationId": "sessionTree",
-                "summary": "Every entry of the session's tree, with its parent, and the entry it continues from",
-                "responses": {**_ok(200, "the tree", TreeOut), **_errors("not_found")},
-            },
+            "get": _operation(
+                "sessionTree",
+                "Every entry of the session's tree, with its parent, and the entry it continues from",
+                _ok(200, "the tree", TreeOut),
+                "not_found",
+            ),
         },
         "/sessions/{session_id}/branch": {
             "parameters": on_session,
-            "post": {
-                "operationId": "branch",
-                "summary": "Continue the session from an entry of its tree",
-                "description": "The branch left behind stays in the tree. With `summarise` (the default) "
+            "post": _operation(
+                "branch",
+                "Continue the session from an entry of its tree",
+                _ok(200, "the move", BranchOut),
+                "not_found",
+                "run_in_progress",
+                "unknown_entry",
+                "unavailable",
+                description="The branch left behind stays in the tree. With `summarise` (the default) "
                 "it is summarised by the session's model into an entry under the target, listing the files "
                 "it read and changed, and the session continues from that entry. A summary that fails or "
                 "is aborted (`POST /sessions/{id}/abort`) moves nothing: `moved` is false and `summary` "
                 "says why. Refused with 409 while a run or another move is going.",
-                "requestBody": _json_body(BranchIn),
-                "responses": {
-                    **_ok(200, "the move", BranchOut),
-                    **_errors(
-                        "invalid_request",
-                        "not_found",
-                        "run_in_progress",
-                        "unknown_entry",
-                        "payload_too_large",
-                        "unavailable",
-                    ),
-                },
-            },
+                body=BranchIn,
+            ),
         },
         "/sessions/{session_id}/approvals": {
             "parameters": on_session,
-            "get": {
-                "operationId": "pendingApprovals",
-                "summary": "The gated calls waiting for a decision",
-                "responses": {
-                    "200": {
-                        "description": "the waiting approvals",
-                        "content": {"application/json": {"schema": {"type": "object"}}},
-                    },
-                    **_errors("not_found", "unavailable"),
-                },
-            },
+            "get": _operation(
+                "pendingApprovals",
+                "The gated calls waiting for a decision",
+                _ok(200, "the waiting approvals", _json({"type": "object"})),
+                "not_found",
+                "unavailable",
+            ),
         },
         "/sessions/{session_id}/approvals/{approval_id}": {
             "parameters": [
                 _SESSION_ID,
                 {"name": "approval_id", "in": "path", "required": True, "schema": {"type": "string"}},
             ],
-            "post": {
-                "operationId": "decide",
-                "summary": "Allow or deny a gated call; the decision is an event every watcher sees",
-                "requestBody": _json_body(Decision),
-                "responses": {
-                    **_ok(200, "decided", DecisionOut),
-                    **_errors(
-                        "invalid_request", "not_found", "already_decided", "payload_too_large", "unavailable"
-                    ),
-                },
-            },
+            "post": _operation(
+                "decide",
+                "Allow or deny a gated call; the decision is an event every watcher sees",
+                _ok(200, "decided", DecisionOut),
+                "not_found",
+                "already_decided",
+                "unavailable",
+                body=Decision,
+            ),
         },
     }
     return {

@@ -120,6 +120,39 @@ class _AiohttpStream:
         self._response.release()
 
 
+class _RequestTrace:
+    """What aiohttp's trace tells of one request: whether its connection came from the pool."""
+
+    __slots__ = ("reused",)
+
+    def __init__(self) -> None:
+        self.reused = False
+
+
+async def _note_reused(_session: aiohttp.ClientSession, context: Any, _params: object) -> None:
+    context.trace_request_ctx.reused = True
+
+
+def _reuse_trace() -> aiohttp.TraceConfig:
+    trace = aiohttp.TraceConfig()
+    trace.on_connection_reuseconn.append(_note_reused)
+    return trace
+
+
+def _closed_unanswered(exc: BaseException) -> bool:
+    """Whether a request failed because its connection was closed under it before any answer came.
+
+    On a connection taken from the pool this is the server having dropped it while it sat idle
+    (llama-server closes idle keep-alive connections after a few seconds), not a server in trouble.
+    A connect that failed, or a disconnect after part of an answer, is something else.
+    """
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return isinstance(exc.message, str)  # otherwise it carries the part of a response it read
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return False
+    return isinstance(exc, aiohttp.ClientOSError | aiohttp.ClientConnectionResetError)
+
+
 class AiohttpChatClient:
     """One endpoint's streamed requests over one aiohttp session (its own connection pool).
 
@@ -128,6 +161,7 @@ class AiohttpChatClient:
 
     __slots__ = (
         "_endpoint",
+        "_fresh_session",
         "_headers",
         "_key",
         "_proxy",
@@ -163,7 +197,10 @@ class AiohttpChatClient:
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=_MAX_CONNECTIONS, ssl=_tls_context(self._url)),
             timeout=aiohttp.ClientTimeout(total=None),
+            trace_configs=[_reuse_trace()],
         )
+        # Built on the first request that met a pooled connection the server had closed; see open_stream.
+        self._fresh_session: aiohttp.ClientSession | None = None
 
     @property
     def endpoint(self) -> str:
@@ -186,17 +223,20 @@ class AiohttpChatClient:
             timeout = self._timeouts[connect_timeout] = aiohttp.ClientTimeout(
                 total=None, sock_connect=connect_timeout
             )
+        request = _RequestTrace()
         try:
-            response = await self._session.post(
-                self._url,
-                data=data,
-                headers=self._headers,
-                timeout=timeout,
-                proxy=self._proxy,
-                proxy_headers=self._proxy_headers,
-            )
+            response = await self._post(self._session, data, timeout, request)
         except (aiohttp.ClientError, OSError) as exc:  # a connect timeout is an OSError too
-            raise unreachable_error(exc, endpoint=self._endpoint, model=model) from exc
+            if not (request.reused and _closed_unanswered(exc)):
+                raise unreachable_error(exc, endpoint=self._endpoint, model=model) from exc
+            # The server closed this kept-alive connection while it sat in the pool and nothing was
+            # answered: the request goes again at once, once, on a connection opened for it. It is not a
+            # retry (no backoff, no notice): the server was never asked. A fresh connection that fails is
+            # a real failure and is raised as one, for the retry policy or the next candidate.
+            try:
+                response = await self._post(self._fresh(), data, timeout, _RequestTrace())
+            except (aiohttp.ClientError, OSError) as again:
+                raise unreachable_error(again, endpoint=self._endpoint, model=model) from again
         if on_response is not None:
             info = ResponseInfo(response.status, dict(response.headers), self._endpoint, model)
             try:
@@ -215,5 +255,33 @@ class AiohttpChatClient:
         failure = classify_failure(response.status, text, dict(response.headers))
         raise error_for_failure(failure, endpoint=self._endpoint, model=model)
 
+    async def _post(
+        self,
+        session: aiohttp.ClientSession,
+        data: bytes,
+        limits: aiohttp.ClientTimeout,
+        request: _RequestTrace,
+    ) -> aiohttp.ClientResponse:
+        return await session.post(
+            self._url,
+            data=data,
+            headers=self._headers,
+            timeout=limits,
+            proxy=self._proxy,
+            proxy_headers=self._proxy_headers,
+            trace_request_ctx=request,
+        )
+
+    def _fresh(self) -> aiohttp.ClientSession:
+        """A session whose every request opens its own connection: another pooled one may be stale too."""
+        if self._fresh_session is None:
+            self._fresh_session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(force_close=True, ssl=_tls_context(self._url)),
+                timeout=aiohttp.ClientTimeout(total=None),
+            )
+        return self._fresh_session
+
     async def aclose(self) -> None:
         await self._session.close()
+        if self._fresh_session is not None:
+            await self._fresh_session.close()

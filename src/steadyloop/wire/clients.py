@@ -334,7 +334,16 @@ def _sdk_client(endpoint: Endpoint, transport: str) -> AsyncOpenAI:
         if endpoint.request_timeout
         else httpx2.Timeout(None, connect=30.0)
     )
-    http_client = DefaultAioHttpClient(timeout=timeout) if transport == "aiohttp" else None
+    http_client: httpx2.AsyncClient
+    if transport == "aiohttp":
+        http_client = DefaultAioHttpClient(timeout=timeout)
+    else:
+        from openai import DefaultAsyncHttpxClient
+
+        from .sdk_chat import trace_connections
+
+        # The hook lets a streamed turn tell a kept-alive connection the server closed from a new one.
+        http_client = DefaultAsyncHttpxClient(timeout=timeout, event_hooks={"request": [trace_connections]})
     return AsyncOpenAI(
         base_url=endpoint.base_url,
         api_key=endpoint.key,

@@ -6,7 +6,8 @@ Imported only when something sends through the SDK: loading it takes about a thi
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Mapping
-from typing import Any
+from contextvars import ContextVar
+from typing import Any, NoReturn
 
 import httpx2
 import openai
@@ -18,7 +19,49 @@ from .interceptors import ResponseInfo, ResponseInterceptor, observe
 from .openai_chat import error_from_exception
 from .stream_body import settle
 
-__all__ = ["SdkChatClient", "open_chat_stream"]
+__all__ = ["SdkChatClient", "open_chat_stream", "trace_connections"]
+
+
+class _ConnectionTrace:
+    """httpx2's trace of one request (its ``trace`` extension): whether a connection was opened for it."""
+
+    __slots__ = ("connected", "traced")
+
+    def __init__(self) -> None:
+        self.traced = False
+        self.connected = False
+
+    @property
+    def reused(self) -> bool:
+        """Whether the request went on a connection taken from the pool."""
+        return self.traced and not self.connected
+
+    async def __call__(self, name: str, _info: Mapping[str, Any]) -> None:
+        self.traced = True
+        if ".connect_" in name:  # connect_tcp, connect_unix_socket
+            self.connected = True
+
+
+# The trace of the request ``open_stream`` is sending in this task, for the client's request hook to attach.
+_current_trace: ContextVar[_ConnectionTrace | None] = ContextVar("steadyloop_connection_trace", default=None)
+
+
+async def trace_connections(request: httpx2.Request) -> None:
+    """An httpx2 ``request`` event hook that lets ``SdkChatClient`` tell a pooled connection from a new one.
+
+    The pool's SDK clients carry it; a client built without it never has a request sent again.
+    """
+    trace = _current_trace.get()
+    if trace is not None:
+        request.extensions["trace"] = trace
+
+
+def _closed_unanswered(exc: BaseException) -> bool:
+    """Whether the connection was closed under the request before any answer came (see aiohttp_chat)."""
+    cause = exc.__cause__ if isinstance(exc, openai.APIConnectionError) else exc
+    if isinstance(cause, httpx2.RemoteProtocolError):
+        return "without sending a response" in str(cause)  # not a response cut or malformed
+    return isinstance(cause, httpx2.WriteError | httpx2.ReadError)
 
 
 async def open_chat_stream(
@@ -103,16 +146,22 @@ class SdkChatClient:
         on_response: ResponseInterceptor | None = None,
     ) -> ChatStream:
         model = body.get("model") if isinstance(body.get("model"), str) else None
+        trace = _ConnectionTrace()
         try:
-            response = await open_chat_stream(self.sdk, body, connect_timeout=connect_timeout)
+            response = await self._send(body, connect_timeout, trace)
         except EndpointError:
             raise
         except (openai.OpenAIError, httpx2.HTTPError, OSError) as exc:
-            error = error_from_exception(exc, endpoint=self._endpoint, model=model)
-            if on_response is not None and isinstance(exc, openai.APIStatusError):
-                # The SDK raised for the status: the response it raised for is still the response.
-                await self._tell(on_response, exc.response, model)
-            raise error from exc
+            if not (trace.reused and _closed_unanswered(exc)):
+                await self._fail(exc, model, on_response)
+            # A kept-alive connection the server closed in the pool, nothing answered: sent again at once,
+            # once, as the aiohttp transport does (see there). A new connection that fails is a failure.
+            try:
+                response = await self._send(body, connect_timeout, _ConnectionTrace())
+            except EndpointError:
+                raise
+            except (openai.OpenAIError, httpx2.HTTPError, OSError) as again:
+                await self._fail(again, model, on_response)
         if on_response is not None:
             try:
                 await self._tell(on_response, response, model)
@@ -120,6 +169,27 @@ class SdkChatClient:
                 await response.aclose()
                 raise
         return _SdkStream(response, self._endpoint, model, self.sdk.api_key)
+
+    async def _send(
+        self, body: Mapping[str, Any], connect_timeout: float | None, trace: _ConnectionTrace
+    ) -> httpx2.Response:
+        token = _current_trace.set(trace)
+        try:
+            return await open_chat_stream(self.sdk, body, connect_timeout=connect_timeout)
+        finally:
+            _current_trace.reset(token)
+
+    async def _fail(
+        self,
+        exc: openai.OpenAIError | httpx2.HTTPError | OSError,
+        model: str | None,
+        on_response: ResponseInterceptor | None,
+    ) -> NoReturn:
+        error = error_from_exception(exc, endpoint=self._endpoint, model=model)
+        if on_response is not None and isinstance(exc, openai.APIStatusError):
+            # The SDK raised for the status: the response it raised for is still the response.
+            await self._tell(on_response, exc.response, model)
+        raise error from exc
 
     async def _tell(self, hook: ResponseInterceptor, response: httpx2.Response, model: str | None) -> None:
         info = ResponseInfo(response.status_code, dict(response.headers), self._endpoint, model)
