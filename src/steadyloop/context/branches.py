@@ -13,10 +13,10 @@ the move is then the host's to call off. ``branch_summary_message`` is the messa
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from .._cancel import CANCELLED, unless_cancelled
 from ..errors import InvalidInput, SteadyloopError
 from ..events import Event, SideTask
 from ..messages import AssistantMessage, Message, UserMessage
@@ -367,21 +367,8 @@ async def _race(work: Summarise, text: str, cancel: asyncio.Event | None) -> tup
         return await work(text), False
     if cancel.is_set():
         return None, True
-    task = asyncio.ensure_future(work(text))
-    waiter = asyncio.ensure_future(cancel.wait())
-    try:
-        done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-    except asyncio.CancelledError:
-        task.cancel()
-        waiter.cancel()
-        raise
-    if task in done:
-        waiter.cancel()
-        return task.result(), False
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await task
-    return None, True
+    reply = await unless_cancelled(work(text), cancel, ignore=(Exception,))
+    return (None, True) if reply is CANCELLED else (reply, False)
 
 
 async def summarise_branch(

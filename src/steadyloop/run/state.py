@@ -10,11 +10,11 @@ and open turn, so whichever way a run ends, what it opened is closed (see ``stea
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import fields
 from typing import Any, TypeVar
 
+from .._cancel import CANCELLED, unless_cancelled
 from ..context.cache_watch import CacheWatch
 from ..context.keeper import ContextKeeper, ContextState
 from ..errors import InterceptorFailed, InvalidInput, SteadyloopError
@@ -401,18 +401,7 @@ async def cancellable(work: Awaitable[T], cancel: asyncio.Event | None) -> T:
         if asyncio.iscoroutine(work):
             work.close()
         raise Cancelled
-    task = asyncio.ensure_future(work)
-    waiter = asyncio.ensure_future(cancel.wait())
-    try:
-        done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-    except asyncio.CancelledError:
-        task.cancel()
-        waiter.cancel()
-        raise
-    if task in done:
-        waiter.cancel()
-        return task.result()
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError, SteadyloopError):
-        await task
-    raise Cancelled
+    result = await unless_cancelled(work, cancel, ignore=(SteadyloopError,))
+    if result is CANCELLED:
+        raise Cancelled
+    return result

@@ -15,18 +15,9 @@ from ..errors import InvalidInput
 from ..events import Event
 from ..messages import Message
 from ..usage import Usage
-from ._jsonl import SessionSnapshot, dump_snapshot, load_snapshot
-from .bound import DEFAULT_HISTORY_LIMIT, AgentSession
-from .store import (
-    ROOT,
-    SessionConfig,
-    SessionInfo,
-    SessionNotFound,
-    SessionUsage,
-    check_id,
-    entry_position,
-    new_session_id,
-)
+from ._common import StoreShortcuts, check_ids, not_found, path_depth, position_of, read_import
+from ._jsonl import SessionSnapshot, dump_snapshot
+from .store import ROOT, SessionConfig, SessionInfo, SessionUsage, check_id, new_session_id
 
 __all__ = ["InMemorySessionStore"]
 
@@ -63,7 +54,7 @@ class _Session:
         return self.last
 
 
-class InMemorySessionStore:
+class InMemorySessionStore(StoreShortcuts):
     """A ``SessionStore`` in a dict: for tests, and for hosts that want nothing on disk.
 
     Args:
@@ -94,8 +85,7 @@ class InMemorySessionStore:
             del session.entries[next(iter(session.entries))]
 
     def _find(self, session_id: str, agent_id: str) -> _Session | None:
-        check_id(session_id, "session_id")
-        check_id(agent_id, "agent_id")
+        check_ids(session_id, agent_id)
         session = self._sessions.get(session_id)
         if session is None or session.info.agent_id != agent_id:
             return None
@@ -107,7 +97,7 @@ class InMemorySessionStore:
     def _owned(self, session_id: str, agent_id: str) -> _Session:
         session = self._find(session_id, agent_id)
         if session is None:
-            raise SessionNotFound(f"no session {session_id!r} for agent {agent_id!r}")
+            raise not_found(session_id, agent_id)
         return session
 
     def _touch(self, session: _Session) -> None:
@@ -138,10 +128,6 @@ class InMemorySessionStore:
         infos = [self._info(s) for s in live]
         return sorted(infos, key=lambda i: (i.updated_at, i.created_at), reverse=True)
 
-    async def latest(self, agent_id: str) -> SessionInfo | None:
-        infos = await self.list(agent_id)
-        return infos[0] if infos else None
-
     async def append_messages(self, session_id: str, messages: Sequence[Message], *, agent_id: str) -> None:
         session = self._owned(session_id, agent_id)
         parent = session.leaf_position()
@@ -154,9 +140,8 @@ class InMemorySessionStore:
         self, session_id: str, *, agent_id: str, limit: int | None = None
     ) -> builtins.list[Message]:
         path = self._owned(session_id, agent_id).path()
-        if limit is None:
-            return path
-        return path[-limit:] if limit > 0 else []
+        depth = path_depth(limit)
+        return path[-depth:] if depth else []
 
     async def append_entry(
         self,
@@ -183,7 +168,7 @@ class InMemorySessionStore:
         self._touch(session)
 
     def _existing(self, session: _Session, entry_id: str | None) -> int:
-        at = entry_position(entry_id) if entry_id is not None else ROOT
+        at = position_of(entry_id)
         if at != ROOT and at not in session.entries:
             raise InvalidInput(f"session {session.info.session_id!r} has no entry {at}")
         return at
@@ -220,30 +205,6 @@ class InMemorySessionStore:
     async def load_state(self, session_id: str, name: str, *, agent_id: str) -> str | None:
         return self._owned(session_id, agent_id).state.get(name)
 
-    async def session(
-        self,
-        session_id: str | None = None,
-        *,
-        agent_id: str,
-        title: str | None = None,
-        history_limit: int | None = DEFAULT_HISTORY_LIMIT,
-        on_failure: Callable[[str], object] | None = None,
-    ) -> AgentSession:
-        """A session for an ``Agent`` to live in (``Agent(..., session=...)``), loaded; a new one when
-        ``session_id`` is ``None``. See ``AgentSession``.
-
-        Raises:
-            SessionNotFound: the agent has no session ``session_id``.
-        """
-        return await AgentSession.open(
-            self,
-            agent_id=agent_id,
-            session_id=session_id,
-            title=title,
-            history_limit=history_limit,
-            on_failure=on_failure,
-        )
-
     async def delete(self, session_id: str, *, agent_id: str) -> bool:
         if self._find(session_id, agent_id) is None:
             return False
@@ -262,9 +223,7 @@ class InMemorySessionStore:
         )
 
     async def import_jsonl(self, text: str, *, agent_id: str, session_id: str | None = None) -> SessionInfo:
-        check_id(agent_id, "agent_id")
-        snapshot = load_snapshot(text)
-        sid = check_id(session_id or snapshot.info.session_id, "session_id")
+        sid, snapshot = read_import(text, agent_id, session_id)
         if sid in self._sessions:
             raise InvalidInput(f"session id {sid!r} is already in use")
         info = replace(snapshot.info, session_id=sid, agent_id=agent_id)
@@ -272,7 +231,7 @@ class InMemorySessionStore:
         for entry in snapshot.entries:
             session.entries[int(entry.id)] = entry
         session.last = int(snapshot.entries[-1].id) if snapshot.entries else 0
-        session.leaf = entry_position(info.leaf) if info.leaf is not None else ROOT
+        session.leaf = position_of(info.leaf)
         self._trim(session)
         self._sessions[sid] = session
         return self._info(session)

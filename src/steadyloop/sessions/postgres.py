@@ -32,20 +32,29 @@ from typing import Any, TypeVar
 
 from ..context.branches import BranchFiles, Entry
 from ..errors import InvalidInput
-from ..events import Event, event_from_json, event_to_json
-from ..messages import Message, message_from_json, message_to_json
+from ..events import Event, event_to_json
+from ..messages import Message, message_to_json
 from ..usage import Usage
-from ._jsonl import SessionSnapshot, dump_snapshot, load_snapshot
-from ._schema import decode, files_from_json, files_to_json, info_of, usage_of, usage_values
+from ._common import (
+    chain,
+    entries_of,
+    events_of,
+    export_session,
+    import_rows,
+    messages_of,
+    not_found,
+    path_depth,
+    position_of,
+)
+from ._common import check_ids as _check
+from ._schema import files_to_json, info_of, usage_of, usage_values
 from .store import (
     ROOT,
     SessionConfig,
     SessionInfo,
-    SessionNotFound,
     SessionUsage,
     StoreUnavailable,
     check_id,
-    entry_position,
     new_session_id,
 )
 
@@ -192,7 +201,7 @@ class PostgresSessionStore:
     ) -> DictRow:
         row = await self._find(conn, session_id, agent_id, now, lock=lock)
         if row is None:
-            raise SessionNotFound(f"no session {session_id!r} for agent {agent_id!r}")
+            raise not_found(session_id, agent_id)
         return row
 
     async def _insert(
@@ -205,17 +214,15 @@ class PostgresSessionStore:
             "SELECT COALESCE(MAX(pos), 0) AS n FROM steadyloop.messages WHERE session_id = %s",
             session_id,
         )
-        values = []
-        for i, (body, files) in enumerate(rows, 1):
-            values.append((session_id, last + i, body, parent or None, files))
-            parent = last + i
-        if values:
+        chained = chain(rows, last, parent)
+        if chained:
             async with conn.cursor() as cur:
                 await cur.executemany(
                     "INSERT INTO steadyloop.messages (session_id, pos, body, parent, files) "
                     "VALUES (%s, %s, %s, %s, %s)",
-                    values,
+                    [(session_id, pos, body, up, files) for pos, up, (body, files) in chained],
                 )
+            parent = chained[-1][0]
             await conn.execute("UPDATE steadyloop.sessions SET leaf = %s WHERE id = %s", (parent, session_id))
         cap = self._config.max_history_entries
         if cap is not None:
@@ -306,13 +313,13 @@ class PostgresSessionStore:
         async def job(conn: Conn) -> builtins.list[str]:
             await self._owned(conn, session_id, agent_id, now)
             leaf = await _leaf(conn, session_id)
-            if (limit is not None and limit <= 0) or leaf == ROOT:
+            depth = path_depth(limit)
+            if depth == 0 or leaf == ROOT:
                 return []
-            depth = limit if limit is not None else 1 << 62
             cursor = await conn.execute(PATH_QUERY, {"sid": session_id, "leaf": leaf, "depth": depth})
             return [row["body"] for row in await cursor.fetchall()]
 
-        return [m for body in await self._tx(job) if (m := decode(body, message_from_json)) is not None]
+        return messages_of(await self._tx(job))
 
     async def append_entry(
         self,
@@ -324,7 +331,7 @@ class PostgresSessionStore:
         files: BranchFiles | None = None,
     ) -> str:
         _check(session_id, agent_id)
-        at = entry_position(parent) if parent is not None else ROOT
+        at = position_of(parent)
         body = message_to_json(message)
         extra = files_to_json(files)
         now = self._clock()
@@ -352,22 +359,11 @@ class PostgresSessionStore:
             )
             return await cursor.fetchall()
 
-        out: builtins.list[Entry] = []
-        for row in await self._tx(job):
-            message = decode(row["body"], message_from_json)
-            if message is None:
-                continue
-            parent = row["parent"]
-            out.append(
-                Entry(
-                    str(row["pos"]), str(parent) if parent else None, message, files_from_json(row["files"])
-                )
-            )
-        return out
+        return entries_of(await self._tx(job))
 
     async def set_leaf(self, session_id: str, entry_id: str | None, *, agent_id: str) -> None:
         _check(session_id, agent_id)
-        at = entry_position(entry_id) if entry_id is not None else ROOT
+        at = position_of(entry_id)
         now = self._clock()
 
         async def job(conn: Conn) -> None:
@@ -424,12 +420,7 @@ class PostgresSessionStore:
             )
             return [(int(row["seq"]), row["body"]) for row in await cursor.fetchall()]
 
-        out: builtins.list[tuple[int, Event]] = []
-        for seq, body in await self._tx(job):
-            event = decode(body, event_from_json)
-            if event is not None:
-                out.append((seq, event))
-        return out
+        return events_of(await self._tx(job))
 
     async def record_usage(
         self, session_id: str, usage: Usage, *, agent_id: str, turns: int = 0
@@ -499,34 +490,13 @@ class PostgresSessionStore:
         return await self._tx(job)
 
     async def export_jsonl(self, session_id: str, *, agent_id: str) -> str:
-        info = await self.get(session_id, agent_id=agent_id)
-        if info is None:
-            raise SessionNotFound(f"no session {session_id!r} for agent {agent_id!r}")
-        entries = await self.load_entries(session_id, agent_id=agent_id)
-        events = await self.load_events(session_id, agent_id=agent_id)
-        state = await self._all_state(session_id)
-        return dump_snapshot(SessionSnapshot(info, entries, events, state))
+        return await export_session(self, session_id, agent_id=agent_id, all_state=self._all_state)
 
     async def import_jsonl(self, text: str, *, agent_id: str, session_id: str | None = None) -> SessionInfo:
-        check_id(agent_id, "agent_id")
-        snapshot = load_snapshot(text)
-        sid = check_id(session_id or snapshot.info.session_id, "session_id")
-        info = snapshot.info
-        cap = self._config.max_history_entries
-        kept = snapshot.entries[-cap:] if cap is not None else snapshot.entries
-        messages = [
-            (
-                sid,
-                int(e.id),
-                message_to_json(e.message),
-                int(e.parent_id) if e.parent_id else None,
-                files_to_json(e.files),
-            )
-            for e in kept
-        ]
-        leaf = entry_position(info.leaf) if info.leaf is not None else ROOT
-        events = [(sid, seq, event_to_json(e)) for seq, e in snapshot.events]
-        state = [(sid, name, value) for name, value in snapshot.state.items()]
+        rows = import_rows(
+            text, agent_id=agent_id, session_id=session_id, cap=self._config.max_history_entries
+        )
+        sid = rows.session_id
 
         async def job(conn: Conn) -> SessionInfo:
             if await (
@@ -537,30 +507,24 @@ class PostgresSessionStore:
                 "INSERT INTO steadyloop.sessions (id, agent_id, title, created_at, updated_at, prompt_tokens, "
                 "completion_tokens, cached_tokens, reasoning_tokens, turns, runs, leaf) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (
-                    sid,
-                    agent_id,
-                    info.title,
-                    info.created_at,
-                    info.updated_at,
-                    *usage_values(info.usage),
-                    leaf,
-                ),
+                rows.session,
             )
             async with conn.cursor() as cur:
-                if messages:
+                if rows.messages:
                     await cur.executemany(
                         "INSERT INTO steadyloop.messages (session_id, pos, body, parent, files) "
                         "VALUES (%s, %s, %s, %s, %s)",
-                        messages,
+                        rows.messages,
                     )
-                if events:
+                if rows.events:
                     await cur.executemany(
-                        "INSERT INTO steadyloop.events (session_id, seq, body) VALUES (%s, %s, %s)", events
+                        "INSERT INTO steadyloop.events (session_id, seq, body) VALUES (%s, %s, %s)",
+                        rows.events,
                     )
-                if state:
+                if rows.state:
                     await cur.executemany(
-                        "INSERT INTO steadyloop.state (session_id, name, body) VALUES (%s, %s, %s)", state
+                        "INSERT INTO steadyloop.state (session_id, name, body) VALUES (%s, %s, %s)",
+                        rows.state,
                     )
             return await _info(conn, sid)
 
@@ -637,11 +601,6 @@ class PostgresSessionStore:
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
-
-
-def _check(session_id: str, agent_id: str) -> None:
-    check_id(session_id, "session_id")
-    check_id(agent_id, "agent_id")
 
 
 async def _scalar(conn: Conn, query: Any, *params: object) -> int:

@@ -30,17 +30,27 @@ from typing import Literal, TypeVar
 
 from ..context.branches import BranchFiles, Entry
 from ..errors import InvalidInput
-from ..events import Event, event_from_json, event_to_json
-from ..messages import Message, message_from_json, message_to_json
+from ..events import Event, event_to_json
+from ..messages import Message, message_to_json
 from ..usage import Usage
-from ._jsonl import SessionSnapshot, dump_snapshot, load_snapshot
+from ._common import (
+    StoreShortcuts,
+    chain,
+    check_ids,
+    entries_of,
+    events_of,
+    export_session,
+    import_rows,
+    messages_of,
+    not_found,
+    path_depth,
+    position_of,
+)
 from ._schema import (
     INFO_QUERY,
     LEAF_QUERY,
     PATH_QUERY,
-    decode,
     delete_session,
-    files_from_json,
     files_to_json,
     info_of,
     migrate,
@@ -48,17 +58,7 @@ from ._schema import (
     usage_of,
     usage_values,
 )
-from .bound import DEFAULT_HISTORY_LIMIT, AgentSession
-from .store import (
-    ROOT,
-    SessionConfig,
-    SessionInfo,
-    SessionNotFound,
-    SessionUsage,
-    check_id,
-    entry_position,
-    new_session_id,
-)
+from .store import ROOT, SessionConfig, SessionInfo, SessionUsage, check_id, new_session_id
 
 __all__ = ["SQLiteSessionStore", "default_session_path"]
 
@@ -86,7 +86,7 @@ def default_session_path() -> Path:
     return base / "steadyloop" / "sessions.db"
 
 
-class SQLiteSessionStore:
+class SQLiteSessionStore(StoreShortcuts):
     """A ``SessionStore`` in one SQLite file (WAL).
 
     The file (and SQLite's -wal and -shm beside it) is 0600, and any folder the store creates for it is
@@ -180,7 +180,7 @@ class SQLiteSessionStore:
     def _owned(self, conn: sqlite3.Connection, session_id: str, agent_id: str, now: float) -> sqlite3.Row:
         row = self._find(conn, session_id, agent_id, now)
         if row is None:
-            raise SessionNotFound(f"no session {session_id!r} for agent {agent_id!r}")
+            raise not_found(session_id, agent_id)
         return row
 
     def _trim(self, conn: sqlite3.Connection, session_id: str) -> None:
@@ -215,7 +215,7 @@ class SQLiteSessionStore:
         return await self._call(job)
 
     async def get(self, session_id: str, *, agent_id: str) -> SessionInfo | None:
-        _check(session_id, agent_id)
+        check_ids(session_id, agent_id)
         now = self._clock()
 
         def job(conn: sqlite3.Connection) -> SessionInfo | None:
@@ -245,12 +245,8 @@ class SQLiteSessionStore:
 
         return await self._call(job)
 
-    async def latest(self, agent_id: str) -> SessionInfo | None:
-        infos = await self.list(agent_id)
-        return infos[0] if infos else None
-
     async def append_messages(self, session_id: str, messages: Sequence[Message], *, agent_id: str) -> None:
-        _check(session_id, agent_id)
+        check_ids(session_id, agent_id)
         bodies = [
             message_to_json(m) for m in messages
         ]  # serialised here, so a bad value fails before any write
@@ -276,14 +272,13 @@ class SQLiteSessionStore:
         (last,) = conn.execute(
             "SELECT COALESCE(MAX(pos), 0) FROM messages WHERE session_id = ?", (session_id,)
         ).fetchone()
-        values = []
-        for i, (body, files) in enumerate(rows, 1):
-            values.append((session_id, last + i, body, parent or None, files))
-            parent = last + i
+        chained = chain(rows, last, parent)
         conn.executemany(
-            "INSERT INTO messages (session_id, pos, body, parent, files) VALUES (?, ?, ?, ?, ?)", values
+            "INSERT INTO messages (session_id, pos, body, parent, files) VALUES (?, ?, ?, ?, ?)",
+            [(session_id, pos, body, up, files) for pos, up, (body, files) in chained],
         )
-        if rows:
+        if chained:
+            parent = chained[-1][0]
             conn.execute("UPDATE sessions SET leaf = ? WHERE id = ?", (parent, session_id))
         self._trim(conn, session_id)
         return parent
@@ -291,20 +286,20 @@ class SQLiteSessionStore:
     async def load_messages(
         self, session_id: str, *, agent_id: str, limit: int | None = None
     ) -> builtins.list[Message]:
-        _check(session_id, agent_id)
+        check_ids(session_id, agent_id)
         now = self._clock()
 
         def job(conn: sqlite3.Connection) -> builtins.list[str]:
             with transaction(conn):
                 self._owned(conn, session_id, agent_id, now)
                 leaf = _leaf(conn, session_id)
-                if (limit is not None and limit <= 0) or leaf == ROOT:
+                depth = path_depth(limit)
+                if depth == 0 or leaf == ROOT:
                     return []
-                depth = limit if limit is not None else 1 << 62
                 rows = conn.execute(PATH_QUERY, (session_id, leaf, session_id, depth)).fetchall()
                 return [row["body"] for row in rows]
 
-        return [m for body in await self._call(job) if (m := decode(body, message_from_json)) is not None]
+        return messages_of(await self._call(job))
 
     async def append_entry(
         self,
@@ -315,8 +310,8 @@ class SQLiteSessionStore:
         parent: str | None,
         files: BranchFiles | None = None,
     ) -> str:
-        _check(session_id, agent_id)
-        at = entry_position(parent) if parent is not None else ROOT
+        check_ids(session_id, agent_id)
+        at = position_of(parent)
         body = message_to_json(message)
         extra = files_to_json(files)
         now = self._clock()
@@ -332,7 +327,7 @@ class SQLiteSessionStore:
         return str(await self._call(job))
 
     async def load_entries(self, session_id: str, *, agent_id: str) -> builtins.list[Entry]:
-        _check(session_id, agent_id)
+        check_ids(session_id, agent_id)
         now = self._clock()
 
         def job(conn: sqlite3.Connection) -> builtins.list[sqlite3.Row]:
@@ -343,19 +338,11 @@ class SQLiteSessionStore:
                     (session_id,),
                 ).fetchall()
 
-        out: builtins.list[Entry] = []
-        for row in await self._call(job):
-            message = decode(row["body"], message_from_json)
-            if message is None:
-                continue
-            parent = row["parent"]
-            files = files_from_json(row["files"])
-            out.append(Entry(str(row["pos"]), str(parent) if parent else None, message, files))
-        return out
+        return entries_of(await self._call(job))
 
     async def set_leaf(self, session_id: str, entry_id: str | None, *, agent_id: str) -> None:
-        _check(session_id, agent_id)
-        at = entry_position(entry_id) if entry_id is not None else ROOT
+        check_ids(session_id, agent_id)
+        at = position_of(entry_id)
         now = self._clock()
 
         def job(conn: sqlite3.Connection) -> None:
@@ -369,7 +356,7 @@ class SQLiteSessionStore:
         await self._call(job)
 
     async def append_events(self, session_id: str, events: Sequence[Event], *, agent_id: str) -> int:
-        _check(session_id, agent_id)
+        check_ids(session_id, agent_id)
         bodies = [event_to_json(e) for e in events]
         now = self._clock()
 
@@ -393,7 +380,7 @@ class SQLiteSessionStore:
     async def load_events(
         self, session_id: str, *, agent_id: str, after_seq: int = 0
     ) -> builtins.list[tuple[int, Event]]:
-        _check(session_id, agent_id)
+        check_ids(session_id, agent_id)
         now = self._clock()
 
         def job(conn: sqlite3.Connection) -> builtins.list[tuple[int, str]]:
@@ -405,17 +392,12 @@ class SQLiteSessionStore:
                 ).fetchall()
                 return [(row["seq"], row["body"]) for row in rows]
 
-        out: builtins.list[tuple[int, Event]] = []
-        for seq, body in await self._call(job):
-            event = decode(body, event_from_json)
-            if event is not None:
-                out.append((seq, event))
-        return out
+        return events_of(await self._call(job))
 
     async def record_usage(
         self, session_id: str, usage: Usage, *, agent_id: str, turns: int = 0
     ) -> SessionUsage:
-        _check(session_id, agent_id)
+        check_ids(session_id, agent_id)
         now = self._clock()
 
         def job(conn: sqlite3.Connection) -> SessionUsage:
@@ -431,7 +413,7 @@ class SQLiteSessionStore:
         return await self._call(job)
 
     async def save_state(self, session_id: str, name: str, value: str, *, agent_id: str) -> None:
-        _check(session_id, agent_id)
+        check_ids(session_id, agent_id)
         now = self._clock()
 
         def job(conn: sqlite3.Connection) -> None:
@@ -446,7 +428,7 @@ class SQLiteSessionStore:
         await self._call(job)
 
     async def load_state(self, session_id: str, name: str, *, agent_id: str) -> str | None:
-        _check(session_id, agent_id)
+        check_ids(session_id, agent_id)
         now = self._clock()
 
         def job(conn: sqlite3.Connection) -> str | None:
@@ -466,32 +448,8 @@ class SQLiteSessionStore:
 
         return await self._call(job)
 
-    async def session(
-        self,
-        session_id: str | None = None,
-        *,
-        agent_id: str,
-        title: str | None = None,
-        history_limit: int | None = DEFAULT_HISTORY_LIMIT,
-        on_failure: Callable[[str], object] | None = None,
-    ) -> AgentSession:
-        """A session for an ``Agent`` to live in (``Agent(..., session=...)``), loaded; a new one when
-        ``session_id`` is ``None``. See ``AgentSession``.
-
-        Raises:
-            SessionNotFound: the agent has no session ``session_id``.
-        """
-        return await AgentSession.open(
-            self,
-            agent_id=agent_id,
-            session_id=session_id,
-            title=title,
-            history_limit=history_limit,
-            on_failure=on_failure,
-        )
-
     async def delete(self, session_id: str, *, agent_id: str) -> bool:
-        _check(session_id, agent_id)
+        check_ids(session_id, agent_id)
         now = self._clock()
 
         def job(conn: sqlite3.Connection) -> bool:
@@ -504,34 +462,13 @@ class SQLiteSessionStore:
         return await self._call(job)
 
     async def export_jsonl(self, session_id: str, *, agent_id: str) -> str:
-        info = await self.get(session_id, agent_id=agent_id)
-        if info is None:
-            raise SessionNotFound(f"no session {session_id!r} for agent {agent_id!r}")
-        entries = await self.load_entries(session_id, agent_id=agent_id)
-        events = await self.load_events(session_id, agent_id=agent_id)
-        state = await self._all_state(session_id)
-        return dump_snapshot(SessionSnapshot(info, entries, events, state))
+        return await export_session(self, session_id, agent_id=agent_id, all_state=self._all_state)
 
     async def import_jsonl(self, text: str, *, agent_id: str, session_id: str | None = None) -> SessionInfo:
-        check_id(agent_id, "agent_id")
-        snapshot = load_snapshot(text)
-        sid = check_id(session_id or snapshot.info.session_id, "session_id")
-        info = snapshot.info
-        cap = self._config.max_history_entries
-        kept = snapshot.entries[-cap:] if cap is not None else snapshot.entries
-        messages = [
-            (
-                sid,
-                int(e.id),
-                message_to_json(e.message),
-                int(e.parent_id) if e.parent_id else None,
-                files_to_json(e.files),
-            )
-            for e in kept
-        ]
-        leaf = entry_position(info.leaf) if info.leaf is not None else ROOT
-        events = [(sid, seq, event_to_json(e)) for seq, e in snapshot.events]
-        state = [(sid, name, value) for name, value in snapshot.state.items()]
+        rows = import_rows(
+            text, agent_id=agent_id, session_id=session_id, cap=self._config.max_history_entries
+        )
+        sid = rows.session_id
 
         def job(conn: sqlite3.Connection) -> SessionInfo:
             with transaction(conn):
@@ -541,22 +478,14 @@ class SQLiteSessionStore:
                     "INSERT INTO sessions (id, agent_id, title, created_at, updated_at, prompt_tokens, "
                     "completion_tokens, cached_tokens, reasoning_tokens, turns, runs, leaf) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        sid,
-                        agent_id,
-                        info.title,
-                        info.created_at,
-                        info.updated_at,
-                        *usage_values(info.usage),
-                        leaf,
-                    ),
+                    rows.session,
                 )
                 conn.executemany(
                     "INSERT INTO messages (session_id, pos, body, parent, files) VALUES (?, ?, ?, ?, ?)",
-                    messages,
+                    rows.messages,
                 )
-                conn.executemany("INSERT INTO events (session_id, seq, body) VALUES (?, ?, ?)", events)
-                conn.executemany("INSERT INTO state (session_id, name, body) VALUES (?, ?, ?)", state)
+                conn.executemany("INSERT INTO events (session_id, seq, body) VALUES (?, ?, ?)", rows.events)
+                conn.executemany("INSERT INTO state (session_id, name, body) VALUES (?, ?, ?)", rows.state)
                 return _info(conn, sid)
 
         return await self._call(job)
@@ -576,11 +505,6 @@ class SQLiteSessionStore:
             await asyncio.get_running_loop().run_in_executor(self._worker, job)
         finally:
             self._worker.shutdown(wait=False)
-
-
-def _check(session_id: str, agent_id: str) -> None:
-    check_id(session_id, "session_id")
-    check_id(agent_id, "agent_id")
 
 
 def _leaf(conn: sqlite3.Connection, session_id: str) -> int:

@@ -13,53 +13,12 @@ can be checked anywhere. ``steadyloop.agent_settings`` turns a resolved spec int
 See ``docs/spec.md`` for the format.
 """
 
+from . import _values
 from ._layers import export_spec, resolve_agent_spec, resolve_api_key
 from ._parse import parse_spec, parse_spec_text
-from ._values import (
-    EFFECT_CLASSES,
-    EFFORT_LEVELS,
-    FEATURES,
-    HOOK_EVENTS,
-    SPEC_VERSION,
-    AgentSpec,
-    ApprovalsSpec,
-    ContextSpec,
-    EndpointSpec,
-    HookSpec,
-    JsonValue,
-    LoopSpec,
-    MCPServer,
-    ModelSpec,
-    ParsedSpec,
-    PromptSection,
-    SpecError,
-    SpecProblem,
-    ToolsSpec,
-)
+from ._values import *  # noqa: F403  (the values' names are listed once, in _values.__all__)
 
-__all__ = [
-    "EFFECT_CLASSES",
-    "EFFORT_LEVELS",
-    "FEATURES",
-    "HOOK_EVENTS",
-    "SPEC_VERSION",
-    "AgentSpec",
-    "ApprovalsSpec",
-    "ContextSpec",
-    "EndpointSpec",
-    "HookSpec",
-    "JsonValue",
-    "LoopSpec",
-    "MCPServer",
-    "ModelSpec",
-    "ParsedSpec",
-    "PromptSection",
-    "SpecError",
-    "SpecProblem",
-    "ToolsSpec",
-    "export_spec",
-    "parse_spec",
-    "parse_spec_text",
-    "resolve_agent_spec",
-    "resolve_api_key",
-]
+# Sorted as the root's is: the values' constants and classes, then this package's functions.
+__all__: list[str] = []
+__all__ += _values.__all__
+__all__ += ["export_spec", "parse_spec", "parse_spec_text", "resolve_agent_spec", "resolve_api_key"]

@@ -1,5 +1,8 @@
 """Internal: how a scripted reply goes over the wire, and the quiet uvicorn that carries it.
 
+The scripted server and the fault proxy are both ASGI apps on this uvicorn: a ``Loopback`` serves one,
+``read_body`` takes a request's body and ``QuietUvicorn.exchange`` keeps the response's ``Exchange``.
+
 ``play`` sends one reply through one ``Exchange``. Waits end early when the client leaves or the server stops;
 a drop closes the connection under the response. Dropping needs the connection's transport, which ASGI does
 not expose, so ``QuietUvicorn.close_connection`` finds it among uvicorn's connections by the client address.
@@ -10,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 try:
@@ -27,6 +30,25 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 # How long a drop or a shutdown waits for connections to go once they were told to.
 GRACE = 5.0
 
+#: Where the test doubles listen: loopback only.
+HOST = "127.0.0.1"
+# Room for a load test's thousand connections arriving at once.
+_BACKLOG = 2048
+
+App = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+async def read_body(receive: Receive) -> bytes | None:
+    """A request's whole body; ``None`` when the client left before sending it all."""
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        body += message.get("body", b"")
+        if not message.get("more_body", False):
+            return bytes(body)
+
 
 class QuietUvicorn(uvicorn.Server):
     """uvicorn as a test double needs it: no signal handlers, no 0.1 s polling, a quick shutdown."""
@@ -39,7 +61,7 @@ class QuietUvicorn(uvicorn.Server):
         self.exchanges: set[Exchange] = set()
 
     @classmethod
-    def for_app(cls, app: Callable[[Scope, Receive, Send], Awaitable[None]], *, backlog: int) -> QuietUvicorn:
+    def for_app(cls, app: App, *, backlog: int) -> QuietUvicorn:
         """A server for ``app``; ``log_config=None`` so uvicorn leaves the host's logging setup alone."""
         config = uvicorn.Config(
             app,
@@ -56,6 +78,17 @@ class QuietUvicorn(uvicorn.Server):
     def capture_signals(self) -> Iterator[None]:
         # A test double must not take Ctrl-C away from the test runner.
         yield
+
+    @contextlib.asynccontextmanager
+    async def exchange(self, scope: Scope, receive: Receive, send: Send) -> AsyncIterator[Exchange]:
+        """The ``Exchange`` of one request, known to the server (so a stop ends it) until it is over."""
+        exchange = Exchange(self, scope, receive, send)
+        self.exchanges.add(exchange)
+        try:
+            yield exchange
+        finally:
+            self.exchanges.discard(exchange)
+            await exchange.finish()
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
@@ -99,6 +132,54 @@ class QuietUvicorn(uvicorn.Server):
                 transport.close()
                 return True
         return False
+
+
+class Loopback:
+    """An ASGI app served by a ``QuietUvicorn`` on ``HOST``, started and stopped as one.
+
+    Attributes:
+        uvicorn: the server while it runs; requests arrive only then.
+        task: the task that runs it.
+        port: the port it listens on, once started.
+    """
+
+    def __init__(self, app: App, name: str) -> None:
+        self.app = app
+        self.name = name
+        self.uvicorn: QuietUvicorn | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.port: int | None = None
+
+    async def start(self, port: int = 0) -> None:
+        """Listen on ``port`` (0: any free one) and return once uvicorn is ready.
+
+        Raises:
+            OSError: the port is taken.
+            RuntimeError: uvicorn stopped during startup (or what stopped it).
+        """
+        # Bound here rather than by uvicorn so the real port is known at once and a taken port raises OSError
+        # instead of uvicorn's sys.exit.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((HOST, port))
+        sock.listen(_BACKLOG)
+        self.port = sock.getsockname()[1]
+        self.uvicorn = server = QuietUvicorn.for_app(self.app, backlog=_BACKLOG)
+        self.task = task = asyncio.create_task(server.serve(sockets=[sock]))
+        ready = asyncio.create_task(server.ready.wait())
+        await asyncio.wait([task, ready], return_when=asyncio.FIRST_COMPLETED)
+        if not ready.done():
+            ready.cancel()
+            sock.close()
+            await task  # raises what went wrong
+            raise RuntimeError(f"{self.name}: uvicorn stopped during startup")
+
+    async def stop(self) -> None:
+        """End every exchange in flight and shut down (nothing when not running)."""
+        if self.uvicorn is not None and self.task is not None:
+            self.uvicorn.stop_serving()
+            await self.task
+        self.uvicorn = self.task = None
 
 
 class Exchange:

@@ -32,18 +32,16 @@ Other requests (``GET /v1/models``, ``/health``) are always forwarded untouched.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import math
 import random
 import re
-import socket
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal, Self
+from typing import TYPE_CHECKING, Literal, Self, get_args
 
-from ._playback import Exchange, QuietUvicorn, Receive, Scope, Send
+from ._playback import HOST, Exchange, Loopback, Receive, Scope, Send, read_body
 
 if TYPE_CHECKING:
     import httpx2
@@ -63,20 +61,8 @@ Fault = Literal[
 ]
 
 #: Every fault the proxy can play.
-ALL_FAULTS: tuple[Fault, ...] = (
-    "rate_limited",
-    "loading",
-    "server_error",
-    "reset_before_first_event",
-    "reset_after_first_event",
-    "stall_before_first_event",
-    "stall_after_first_event",
-    "keepalive_storm",
-    "junk_events",
-)
+ALL_FAULTS: tuple[Fault, ...] = get_args(Fault)
 
-_HOST = "127.0.0.1"
-_BACKLOG = 2048
 _TENANT = re.compile(r"^/t/[^/]+(/.*)$")
 _EVENT_END = re.compile(rb"\r?\n\r?\n")
 # Framing belongs to one hop; the proxy frames its own answer.
@@ -143,29 +129,27 @@ class FaultProxy:
         self.forwarded = 0
         self._seen: Counter[str] = Counter()
         self._client: httpx2.AsyncClient | None = None
-        self._uvicorn: QuietUvicorn | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._port: int | None = None
+        self._serving = Loopback(self, "FaultProxy")
 
     # -- where it listens
 
     @property
     def port(self) -> int:
         """The bound port; set once the proxy is running."""
-        if self._port is None:
+        if self._serving.port is None:
             raise RuntimeError("FaultProxy is not running; use `async with FaultProxy(...)`")
-        return self._port
+        return self._serving.port
 
     @property
     def base_url(self) -> str:
         """The OpenAI base URL that reaches the upstream through the proxy."""
-        return f"http://{_HOST}:{self.port}/v1"
+        return f"http://{HOST}:{self.port}/v1"
 
     def tenant_base_url(self, tenant: str) -> str:
         """A base URL of its own for ``tenant`` (no ``/`` in it), reaching the same upstream."""
         if not tenant or "/" in tenant:
             raise ValueError(f"a tenant is a non-empty name without '/', got {tenant!r}")
-        return f"http://{_HOST}:{self.port}/t/{tenant}/v1"
+        return f"http://{HOST}:{self.port}/t/{tenant}/v1"
 
     # -- deciding
 
@@ -187,14 +171,9 @@ class FaultProxy:
         """The ASGI app."""
         if scope["type"] != "http":
             return
-        body = bytearray()
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            body += message.get("body", b"")
-            if not message.get("more_body", False):
-                break
+        body = await read_body(receive)
+        if body is None:
+            return
         path = scope["path"]
         tenant = _TENANT.match(path)
         upstream_path = tenant.group(1) if tenant else path
@@ -206,20 +185,15 @@ class FaultProxy:
         fault: Fault | None = None
         if scope["method"] == "POST" and upstream_path.endswith("/chat/completions"):
             key = next((value for name, value in headers if name.lower() == "authorization"), "")
-            fault = self.fault_for(b"\0".join([path.encode(), key.encode(), bytes(body)]))
+            fault = self.fault_for(b"\0".join([path.encode(), key.encode(), body]))
             if fault is None:
                 self.forwarded += 1
             else:
                 self.injected[fault] += 1
-        runner = self._uvicorn
+        runner = self._serving.uvicorn
         assert runner is not None, "requests arrive only while uvicorn runs"
-        exchange = Exchange(runner, scope, receive, send)
-        runner.exchanges.add(exchange)
-        try:
-            await self._answer(exchange, scope, upstream_path, headers, bytes(body), fault)
-        finally:
-            runner.exchanges.discard(exchange)
-            await exchange.finish()
+        async with runner.exchange(scope, receive, send) as exchange:
+            await self._answer(exchange, scope, upstream_path, headers, body, fault)
 
     async def _answer(
         self,
@@ -269,34 +243,32 @@ class FaultProxy:
                 await exchange.body(data)
             await exchange.body(b"", more=False)
             return
-        if fault == "reset_before_first_event":
-            await exchange.drop()
+        if await self._interrupt(exchange, fault, "before_first_event"):
             return
-        if fault == "stall_before_first_event":
-            await exchange.pause(None)
-            await exchange.end()
-            return
-        if fault == "keepalive_storm":
-            await exchange.body(_PING * self.storm)
         sent = 0
         async for event in _events(response.aiter_raw()):
             if exchange.over:
                 return
             await exchange.body(event)
             sent += 1
-            if sent == 1:
-                if fault == "reset_after_first_event":
-                    await exchange.drop()
-                    return
-                if fault == "stall_after_first_event":
-                    await exchange.pause(None)
-                    await exchange.end()
-                    return
-                if fault == "keepalive_storm":
-                    await exchange.body(_PING * self.storm)
-            elif sent == 2 and fault == "junk_events":
+            if sent == 1 and await self._interrupt(exchange, fault, "after_first_event"):
+                return
+            if sent == 2 and fault == "junk_events":
                 await exchange.body(_JUNK)
         await exchange.body(b"", more=False)
+
+    async def _interrupt(self, exchange: Exchange, fault: Fault, when: str) -> bool:
+        """Play what ``fault`` does to the stream at ``when``; whether the stream ends there."""
+        if fault == f"reset_{when}":
+            await exchange.drop()  # the connection cut under the response
+            return True
+        if fault == f"stall_{when}":
+            await exchange.pause(None)  # nothing more until the client leaves (or the proxy stops)
+            await exchange.end()
+            return True
+        if fault == "keepalive_storm":
+            await exchange.body(_PING * self.storm)
+        return False
 
     # -- running
 
@@ -307,32 +279,20 @@ class FaultProxy:
             timeout=httpx2.Timeout(None, connect=10.0),
             limits=httpx2.Limits(max_connections=None, max_keepalive_connections=256),
         )
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((_HOST, 0))
-        sock.listen(_BACKLOG)
-        self._port = sock.getsockname()[1]
-        self._uvicorn = server = QuietUvicorn.for_app(self, backlog=_BACKLOG)
-        self._task = task = asyncio.create_task(server.serve(sockets=[sock]))
-        ready = asyncio.create_task(server.ready.wait())
-        await asyncio.wait([task, ready], return_when=asyncio.FIRST_COMPLETED)
-        if not ready.done():
-            ready.cancel()
-            sock.close()
+        try:
+            await self._serving.start()
+        except BaseException:
             await self._client.aclose()
-            await task  # raises what went wrong
-            raise RuntimeError("FaultProxy: uvicorn stopped during startup")
+            raise
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self._uvicorn is not None and self._task is not None:
-            self._uvicorn.stop_serving()
-            await self._task
+        await self._serving.stop()
         if self._client is not None:
             await self._client.aclose()
-        self._uvicorn = self._task = self._client = None
+        self._client = None
 
 
 async def _events(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:

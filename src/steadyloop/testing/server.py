@@ -25,7 +25,6 @@ import argparse
 import asyncio
 import json
 import signal
-import socket
 import sys
 import threading
 from collections import deque
@@ -35,7 +34,7 @@ from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import Any, Self
 
-from ._playback import Exchange, QuietUvicorn, Receive, Scope, Send, play
+from ._playback import HOST, Loopback, Receive, Scope, Send, play, read_body
 from .replies import BodyReply, Reply, ScriptedReply, StallReply, StreamReply, reply_from_json
 
 __all__ = ["RecordedRequest", "ScriptedServer", "main"]
@@ -50,11 +49,6 @@ def _is_model_call(path: str) -> bool:
     return path in (_CHAT_PATH, _ANTHROPIC_PATH) or (
         path.startswith("/v1beta/models/") and path.endswith(_GEMINI_STREAM)
     )
-
-
-_HOST = "127.0.0.1"
-# Room for a load test's thousand connections arriving at once.
-_BACKLOG = 2048
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,10 +139,8 @@ class ScriptedServer:
         # Guards requests and waiters: thread mode records on the server thread while the test thread waits.
         self._lock = threading.Lock()
         self._waiters: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
-        self._uvicorn: QuietUvicorn | None = None
         self._requested_port = port
-        self._port: int | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._serving = Loopback(self, "ScriptedServer")
         self._thread: threading.Thread | None = None
         self._thread_loop: asyncio.AbstractEventLoop | None = None
 
@@ -221,16 +213,16 @@ class ScriptedServer:
     @property
     def port(self) -> int:
         """The bound port; set once the server is running."""
-        if self._port is None:
+        if self._serving.port is None:
             raise RuntimeError(
                 "ScriptedServer is not running; use `async with` or `with ScriptedServer.in_thread()`"
             )
-        return self._port
+        return self._serving.port
 
     @property
     def base_url(self) -> str:
         """The OpenAI base URL, ``http://127.0.0.1:PORT/v1``."""
-        return f"http://{_HOST}:{self.port}/v1"
+        return f"http://{HOST}:{self.port}/v1"
 
     def _next_reply(self) -> ScriptedReply:
         if self._script:
@@ -249,29 +241,21 @@ class ScriptedServer:
         """The ASGI app."""
         if scope["type"] != "http":
             return  # lifespan is off; websockets are not part of the API
-        body = bytearray()
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            body += message.get("body", b"")
-            if not message.get("more_body", False):
-                break
+        body = await read_body(receive)
+        if body is None:
+            return
         path, method = _origin_path(scope["path"]), scope["method"]
-        request = _recorded(scope, bytes(body))
+        request = _recorded(scope, body)
         self._record(request)
-        runner = self._uvicorn
+        runner = self._serving.uvicorn
         assert runner is not None, "requests arrive only while uvicorn runs"
-        exchange = Exchange(runner, scope, receive, send)
-        runner.exchanges.add(exchange)
-        try:
-            await play(exchange, self._route(method, path, request))
-        finally:
-            runner.exchanges.discard(exchange)
-            if exchange.disconnected:
-                with self._lock:
-                    self.disconnects += 1
-            await exchange.finish()
+        async with runner.exchange(scope, receive, send) as exchange:
+            try:
+                await play(exchange, self._route(method, path, request))
+            finally:
+                if exchange.disconnected:
+                    with self._lock:
+                        self.disconnects += 1
 
     def _route(self, method: str, path: str, request: RecordedRequest) -> ScriptedReply:
         if method == "POST" and _is_model_call(path):
@@ -294,28 +278,10 @@ class ScriptedServer:
     # -- running
 
     async def _start(self) -> None:
-        # Bound here rather than by uvicorn so the real port is known at once and a taken port raises OSError
-        # instead of uvicorn's sys.exit.
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((_HOST, self._requested_port))
-        sock.listen(_BACKLOG)
-        self._port = sock.getsockname()[1]
-        self._uvicorn = server = QuietUvicorn.for_app(self, backlog=_BACKLOG)
-        self._task = task = asyncio.create_task(server.serve(sockets=[sock]))
-        ready = asyncio.create_task(server.ready.wait())
-        await asyncio.wait([task, ready], return_when=asyncio.FIRST_COMPLETED)
-        if not ready.done():
-            ready.cancel()
-            sock.close()
-            await task  # raises what went wrong
-            raise RuntimeError("ScriptedServer: uvicorn stopped during startup")
+        await self._serving.start(self._requested_port)
 
     async def _stop(self) -> None:
-        if self._uvicorn is not None and self._task is not None:
-            self._uvicorn.stop_serving()
-            await self._task
-        self._uvicorn = self._task = None
+        await self._serving.stop()
 
     async def __aenter__(self) -> Self:
         await self._start()
@@ -339,8 +305,8 @@ class ScriptedServer:
                 return
             finally:
                 started.set()
-            assert self._task is not None
-            await self._task
+            assert self._serving.task is not None
+            await self._serving.task
 
         self._thread = threading.Thread(
             target=asyncio.run, args=(main(),), name="scripted-server", daemon=True

@@ -290,19 +290,25 @@ def _failure_of(call: asyncio.Future[Any]) -> str | None:
     return None if error is None else _describe(error)
 
 
+def _unanswered(
+    outcome: Literal["done", "timeout", "aborted"], call: asyncio.Future[Any], failed: str
+) -> ApprovalDecision | None:
+    """The deny for a broker call that was aborted, timed out or failed (``failed`` says which call), else
+    ``None``: it returned."""
+    if outcome != "done":
+        return ApprovalDecision("deny", outcome, AUTOMATIC)
+    failure = _failure_of(call)
+    if failure is not None:
+        return ApprovalDecision("deny", f"{failed} ({failure})", AUTOMATIC)
+    return None
+
+
 async def _announce(
     broker: ApprovalBroker, request: ApprovalRequest, deadline: float, stop: asyncio.Event | None
 ) -> ApprovalDecision | None:
     """Tell the broker about the call; a deny when that fails, times out or is aborted, else ``None``."""
     outcome, call = await _race(broker.request(request), deadline, stop)
-    if outcome == "aborted":
-        return ApprovalDecision("deny", "aborted", AUTOMATIC)
-    if outcome == "timeout":
-        return ApprovalDecision("deny", "timeout", AUTOMATIC)
-    failure = _failure_of(call)
-    if failure is not None:
-        return ApprovalDecision("deny", f"the approval request failed ({failure})", AUTOMATIC)
-    return None
+    return _unanswered(outcome, call, "the approval request failed")
 
 
 async def _decision(
@@ -314,13 +320,9 @@ async def _decision(
     """
     left = max(deadline - time.monotonic(), 0.0)
     outcome, call = await _race(broker.wait(approval_id, left), deadline, stop)
-    if outcome == "aborted":
-        return ApprovalDecision("deny", "aborted", AUTOMATIC)
-    if outcome == "timeout":
-        return ApprovalDecision("deny", "timeout", AUTOMATIC)
-    failure = _failure_of(call)
-    if failure is not None:
-        return ApprovalDecision("deny", f"the approval broker failed ({failure})", AUTOMATIC)
+    denied = _unanswered(outcome, call, "the approval broker failed")
+    if denied is not None:
+        return denied
     decision = call.result()
     if not isinstance(decision, ApprovalDecision):
         shown = type(decision).__name__

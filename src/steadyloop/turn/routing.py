@@ -23,7 +23,7 @@ import json
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Required, TypedDict, Unpack
 
 from ..errors import EndpointError
 from ..events import Event, Notice, Retry, SideTask
@@ -34,7 +34,7 @@ from ..wire.interceptors import Interceptors
 from .assembly import TextCallback
 from .body import apply_latches
 from .capabilities import EndpointCapabilities, ModelCapabilities, capabilities_for
-from .fences import ALL_FENCES, DEFAULT_FENCES, Fence
+from .fences import ALL_FENCES, Fence
 from .run import BodyBuilder, RetryPolicy, run_turn
 from .side_tasks import read_json
 from .tool_gate import GATE_SCHEMA, GateChoice, gate_messages, names_a_listed_path, read_gate
@@ -44,6 +44,7 @@ __all__ = [
     "ANSWER_GRAMMAR",
     "Decision",
     "RoutedTurn",
+    "TurnOptions",
     "decision_body",
     "decision_schema",
     "plain_turn",
@@ -57,6 +58,24 @@ ANSWER = "answer"
 #: llama.cpp's GBNF for an answer that does not open like a call (``{``, a fence, a list, a tag): a model
 #: that chose to answer sometimes writes the call it did not choose. Dropped, and latched off, where refused.
 ANSWER_GRAMMAR = "root ::= [ \\t\\n]* [^{`\\[< \\t\\n] [^\\x00]*"
+
+
+class TurnOptions(TypedDict, total=False):
+    """:func:`~steadyloop.turn.run.run_turn`'s keyword arguments, gathered once so that a step passes them
+    on to every request it makes (the model is always named)."""
+
+    model: Required[str | None]
+    policy: RetryPolicy | None
+    context_limit: int | None
+    droppable: Collection[str]
+    on_output: TextCallback | None
+    on_thinking: TextCallback | None
+    on_event: Callable[[Event], object] | None
+    fences: Sequence[Fence]
+    start_in_reasoning: bool
+    step: int
+    interceptors: Interceptors | None
+    on_answered: Callable[[Target], object] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,60 +305,13 @@ async def _ask_gate(
     return read_gate(turn.content), turn.content
 
 
-async def plain_turn(
-    endpoint: Endpoint,
-    build: BodyBuilder,
-    *,
-    model: str | None,
-    policy: RetryPolicy | None = None,
-    context_limit: int | None = None,
-    droppable: Collection[str] = (),
-    on_output: TextCallback | None = None,
-    on_thinking: TextCallback | None = None,
-    on_event: Callable[[Event], object] | None = None,
-    fences: Sequence[Fence] = DEFAULT_FENCES,
-    start_in_reasoning: bool = False,
-    step: int = 0,
-    interceptors: Interceptors | None = None,
-    on_answered: Callable[[Target], object] | None = None,
-) -> RoutedTurn:
+async def plain_turn(endpoint: Endpoint, build: BodyBuilder, **options: Unpack[TurnOptions]) -> RoutedTurn:
     """One step sent as usual (``run_turn``), in the shape :func:`routed_turn` answers with."""
-    turn = await run_turn(
-        endpoint,
-        build,
-        model=model,
-        policy=policy,
-        context_limit=context_limit,
-        droppable=droppable,
-        on_output=on_output,
-        on_thinking=on_thinking,
-        on_event=on_event,
-        fences=fences,
-        start_in_reasoning=start_in_reasoning,
-        step=step,
-        interceptors=interceptors,
-        on_answered=on_answered,
-    )
-    return RoutedTurn(turn)
+    return RoutedTurn(await run_turn(endpoint, build, **options))
 
 
 async def routed_turn(
-    endpoint: Endpoint,
-    build: BodyBuilder,
-    *,
-    model: str | None,
-    policy: RetryPolicy | None = None,
-    context_limit: int | None = None,
-    droppable: Collection[str] = (),
-    on_output: TextCallback | None = None,
-    on_thinking: TextCallback | None = None,
-    on_event: Callable[[Event], object] | None = None,
-    fences: Sequence[Fence] = DEFAULT_FENCES,
-    start_in_reasoning: bool = False,
-    step: int = 0,
-    interceptors: Interceptors | None = None,
-    on_answered: Callable[[Target], object] | None = None,
-    gate: bool = True,
+    endpoint: Endpoint, build: BodyBuilder, *, gate: bool = True, **options: Unpack[TurnOptions]
 ) -> RoutedTurn:
     """One step, routed where the endpoint and model allow it, else sent as usual (see the module docstring).
 
@@ -349,26 +321,13 @@ async def routed_turn(
         gate: ask the tool gate first (``turn/tool_gate.py``) where the model has not latched it off: an
             answer it chooses is asked for without a decision, a tool makes the decision a call.
     """
+    model, on_event, step = options["model"], options.get("on_event"), options.get("step", 0)
+    droppable = options.get("droppable", ())
     caps = capabilities_for(endpoint)
     latches = caps.model(model)
 
-    async def as_usual(builder: BodyBuilder = build) -> Turn:
-        return await run_turn(
-            endpoint,
-            builder,
-            model=model,
-            policy=policy,
-            context_limit=context_limit,
-            droppable=droppable,
-            on_output=on_output,
-            on_thinking=on_thinking,
-            on_event=on_event,
-            fences=fences,
-            start_in_reasoning=start_in_reasoning,
-            step=step,
-            interceptors=interceptors,
-            on_answered=on_answered,
-        )
+    async def as_usual() -> Turn:
+        return await run_turn(endpoint, build, **options)
 
     def routable(c: EndpointCapabilities, m: ModelCapabilities) -> bool:
         return m.tool_routing and m.structured_output
@@ -391,22 +350,8 @@ async def routed_turn(
 
     async def answer_after(decided: Turn | None) -> RoutedTurn:
         """The answer, asked for once the model chose it (by the gate, or by a decision ``decided``)."""
-        answer = await run_turn(
-            endpoint,
-            answering if decided is not None else answering_bare,
-            model=model,
-            policy=policy,
-            context_limit=context_limit,
-            droppable=(*droppable, "grammar"),
-            on_output=on_output,
-            on_thinking=on_thinking,
-            on_event=on_event,
-            fences=fences,
-            start_in_reasoning=start_in_reasoning,
-            step=step,
-            interceptors=interceptors,
-            on_answered=on_answered,
-        )
+        asked: TurnOptions = {**options, "droppable": (*droppable, "grammar")}
+        answer = await run_turn(endpoint, answering if decided is not None else answering_bare, **asked)
         if decided is None:
             return RoutedTurn(answer, decided=True)
         # One read of the prompt (the decision's; the answer found it all cached) and both replies: the
@@ -443,10 +388,10 @@ async def routed_turn(
             endpoint,
             asked_gate,
             model=model,
-            policy=policy,
+            policy=options.get("policy"),
             on_event=on_event,
             step=step,
-            interceptors=interceptors,
+            interceptors=options.get("interceptors"),
         )
         if choice is None and said is not None:
             latches.tool_gate = False
@@ -467,21 +412,13 @@ async def routed_turn(
         asked = decision_body(body, m, call=choice == "tool") if routable(c, m) else None
         return asked if asked is not None else body
 
-    decided = await run_turn(
-        endpoint,
-        deciding,
-        model=model,
-        policy=policy,
-        context_limit=context_limit,
-        droppable=(*droppable, "response_format"),
-        on_thinking=on_thinking,
-        on_event=on_event,
-        fences=fences,
-        start_in_reasoning=start_in_reasoning,
-        step=step,
-        interceptors=interceptors,
-        on_answered=on_answered,
-    )
+    # The decision is JSON, not the answer: it is not streamed to the caller as output.
+    deciding_options: TurnOptions = {
+        **options,
+        "droppable": (*droppable, "response_format"),
+        "on_output": None,
+    }
+    decided = await run_turn(endpoint, deciding, **deciding_options)
     if decided.tool_calls:  # a server that answered with a native call: that is a decision too
         return RoutedTurn(decided, decided=True)
     decision = read_decision(decided.content, tools) if latches.structured_output else None

@@ -37,6 +37,28 @@ def _user(content: SideTaskInput) -> dict[str, Any]:
     return to_openai(UserMessage(content=content if isinstance(content, str) else tuple(content)))
 
 
+def _body(
+    model: str,
+    system: str,
+    user: SideTaskInput,
+    max_tokens: int | None,
+    temperature: float | None,
+    reasoning_effort: str | None,
+) -> dict[str, Any]:
+    """A side task's request: the instructions, the question, and the limits set (unset ones left out)."""
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": "system", "content": system}, _user(user)],
+    }
+    if max_tokens:
+        body["max_tokens"] = max_tokens
+    if temperature is not None:
+        body["temperature"] = temperature
+    if reasoning_effort:
+        body["reasoning_effort"] = reasoning_effort
+    return body
+
+
 def _notify(on_event: Callable[[Event], object] | None, text: str) -> None:
     if on_event is not None:
         on_event(Notice(text=text, name="side_task"))
@@ -104,16 +126,7 @@ async def ask(
         kind: what the task is for, named on its ``SideTask`` event (``summary``, ``branch_summary``, ...).
         interceptors: the host's interceptors, for this request as for any other.
     """
-    body: dict[str, Any] = {
-        "model": model,
-        "messages": [{"role": "system", "content": system}, _user(user)],
-    }
-    if max_tokens:
-        body["max_tokens"] = max_tokens
-    if temperature is not None:
-        body["temperature"] = temperature
-    if reasoning_effort:
-        body["reasoning_effort"] = reasoning_effort
+    body = _body(model, system, user, max_tokens, temperature, reasoning_effort)
     watch = _Watch(kind, model, on_event)
     try:
         turn = await run_turn(
@@ -201,16 +214,7 @@ async def ask_json(
     instructions = (
         f"{system}\n\nAnswer with one JSON value matching this JSON Schema, and nothing else:\n{stated}"
     )
-    base: dict[str, Any] = {
-        "model": model,
-        "messages": [{"role": "system", "content": instructions}, _user(user)],
-    }
-    if max_tokens:
-        base["max_tokens"] = max_tokens
-    if temperature is not None:
-        base["temperature"] = temperature
-    if reasoning_effort:
-        base["reasoning_effort"] = reasoning_effort
+    base = _body(model, instructions, user, max_tokens, temperature, reasoning_effort)
 
     def build(caps: EndpointCapabilities, latches: ModelCapabilities) -> Mapping[str, Any]:
         body = apply_latches(base, caps, latches)
