@@ -23,6 +23,7 @@ import contextlib
 import json
 import logging
 import socket
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -42,7 +43,7 @@ from steadyloop import (
 )
 from steadyloop import context_limit_for as window_of
 from steadyloop.events import AgentEnd, AgentStart, MessageEnd, MessageStart, MessageUpdate
-from steadyloop.sessions import AppendFeed, SessionInfo, open_store
+from steadyloop.sessions import AppendFeed, SessionInfo, StateSwap, open_store
 
 from .agents import build_settings, document_of, layer_of, session_layer
 from .approvals import RemoteApprovals
@@ -244,11 +245,7 @@ class Runtime:
 
     async def running_elsewhere(self, principal: str, session_id: str) -> bool:
         """Whether another node sharing the store says it is running this session."""
-        state = await self.store.load_state(session_id, RUN_STATE, agent_id=principal)
-        if state is None:
-            return False
-        run = json.loads(state)
-        return bool(run.get("status") == "running" and run.get("node", self.node) != self.node)
+        return self._elsewhere(await self.store.load_state(session_id, RUN_STATE, agent_id=principal))
 
     def _appended(self, session_id: str | None, seq: int) -> None:
         """The store says events were appended (by any node); ``None``: anything may have been."""
@@ -373,17 +370,44 @@ class Runtime:
 
     # -- runs -----------------------------------------------------------------------------------------
 
-    async def check_not_running_elsewhere(self, live: LiveSession) -> None:
-        """Refuse a run on a session another node sharing the store is running."""
-        if isinstance(self.store, AppendFeed) and await self.running_elsewhere(
-            live.principal, live.session_id
-        ):
-            sid = live.session_id
+    async def claim_run(self, live: LiveSession) -> None:
+        """Mark the session running on this node, refused if another node sharing the store runs it.
+
+        On a store that swaps state atomically (PostgreSQL) the check and the mark are one step under the
+        session's lock, so two nodes starting a run on one session at the same instant cannot both win.
+
+        Raises:
+            ApiError: ``run_in_progress`` when another node is running the session.
+        """
+        if not isinstance(self.store, AppendFeed):
+            return  # one process owns the store: ``check_can_run`` is the whole check
+        principal, sid = live.principal, live.session_id
+        mark = json.dumps({"status": "running", "since": time.time(), "node": self.node})
+        if isinstance(self.store, StateSwap):
+            claimed, _ = await self.store.swap_state(
+                sid, RUN_STATE, mark, agent_id=principal, allow=lambda current: not self._elsewhere(current)
+            )
+        else:
+            claimed = not await self.running_elsewhere(principal, sid)
+        if not claimed:
             raise ApiError(
                 "run_in_progress",
                 "another node is running this session; a session runs one prompt at a time",
                 hint=f"GET /sessions/{sid}/events to watch it, and post again when it has ended",
             )
+
+    async def release_claim(self, live: LiveSession) -> None:
+        """Take back a claim no run followed (refused on this node after all), unless a run is going."""
+        if isinstance(self.store, AppendFeed) and not live.running:
+            idle = json.dumps({"status": "idle", "since": time.time(), "node": self.node})
+            await self.store.save_state(live.session_id, RUN_STATE, idle, agent_id=live.principal)
+
+    def _elsewhere(self, state: str | None) -> bool:
+        """Whether a run state says another node is running the session."""
+        if state is None:
+            return False
+        run = json.loads(state)
+        return bool(run.get("status") == "running" and run.get("node", self.node) != self.node)
 
     def check_can_run(self, live: LiveSession) -> None:
         """Refuse a second run on a session, and a run past the principal's limit."""
