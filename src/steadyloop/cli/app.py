@@ -218,6 +218,11 @@ def _serve_parser(sub: Any, endpoint: argparse.ArgumentParser) -> None:
         "--max-runs", type=int, default=16, metavar="N", help="runs one token may have going (16)"
     )
     serve.add_argument("--agent", metavar="FILE", help="an agent document under every session's settings")
+    serve.add_argument(
+        "--durable",
+        action="store_true",
+        help="runs survive this node's death: another node resumes them (PostgreSQL store, 'durable' extra)",
+    )
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -244,6 +249,7 @@ def _serve(args: argparse.Namespace) -> int:
         node=args.node,
         spec=spec,
         max_runs=args.max_runs,
+        durable=args.durable,
     )
 
 

@@ -74,6 +74,7 @@ def serve_command(
     spec: AgentSpec | None,
     max_runs: int = 16,
     node: str | None = None,
+    durable: bool = False,
 ) -> int:
     """Serve until interrupted; returns the exit code."""
     try:
@@ -93,6 +94,7 @@ def serve_command(
         agent=spec,
         context_length=resolved.context_length,
         limits=ServerLimits(max_runs_per_token=max_runs),
+        durable=durable,
     )
     serve(settings, host=host, port=port)
     return 0
