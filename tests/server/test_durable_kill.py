@@ -290,3 +290,53 @@ async def test_an_approval_waiting_when_its_node_died_waits_again_on_the_node_th
     messages = detail["messages"]
     assert is_balanced(messages_from_json(json.dumps(messages)))
     assert [m["content"] for m in messages if m["role"] == "tool"] == ["case-7 is on file", "stamped v7"]
+
+
+async def test_an_idempotent_call_in_flight_when_its_node_died_runs_again_on_the_node_that_resumes(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    ledger = tmp_path / "ledger"
+    ledger.mkdir()
+    looking = asyncio.Event()
+
+    async def heard(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if (await reader.readline()).decode().split()[1:] == ["node-a", "look_up"]:
+            looking.set()
+        writer.close()
+
+    signals = await asyncio.start_server(heard, "127.0.0.1", 0)
+    signal_port = signals.sockets[0].getsockname()[1]
+    async with signals, ScriptedServer(respond=respond) as model:
+        ports = [free_port(), free_port()]
+        nodes = [
+            await start_node(model.base_url, postgres_url, ledger, port, name, signal_port)
+            for port, name in zip(ports, ["node-a", "node-b"], strict=True)
+        ]
+        clients = [httpx.AsyncClient(base_url=f"http://127.0.0.1:{p}", timeout=120) for p in ports]
+        try:
+            sid = (await clients[0].post("/sessions", json={"title": "case 3"})).json()["id"]
+            watcher = asyncio.create_task(watch(clients, 1, sid))
+            posted = asyncio.create_task(post(clients[0], sid, 3))
+            await looking.wait()  # the lookup is in flight on node a
+            nodes[0][0].send_signal(signal.SIGKILL)
+            await nodes[0][0].wait()
+            seen = await asyncio.wait_for(watcher, 120)
+            await posted
+            detail = (await clients[1].get(f"/sessions/{sid}")).json()
+        finally:
+            for http in clients:
+                await http.aclose()
+            for process, drain in nodes:
+                if process.returncode is None:
+                    process.send_signal(signal.SIGINT)
+                    await process.wait()
+                drain.cancel()
+    ids = [seq for seq, _, _ in seen]
+    assert ids == list(range(1, len(ids) + 1)), "the watcher saw every event once, in order"
+    looked = [line.split() for line in (ledger / "look_up.log").read_text().splitlines()]
+    assert [(node, name) for _, node, name in looked] == [("node-a", "look_up"), ("node-b", "look_up")]
+    assert looked[0][0] == looked[1][0], "the same call, run again"
+    messages = detail["messages"]
+    assert is_balanced(messages_from_json(json.dumps(messages)))
+    assert [m["content"] for m in messages if m["role"] == "tool"] == ["case-3 is on file", "stamped v3"]
+    assert len(model.chat_requests) == 3, "the lookup's request was answered and kept: not sent again"
