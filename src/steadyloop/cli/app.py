@@ -233,6 +233,11 @@ def _serve_parser(sub: Any, endpoint: argparse.ArgumentParser) -> None:
         help="how the model's streams are read: aiohttp (default; the fastest with many runs at once) "
         "or httpx (through the official SDK's httpx2 client); both raise the same errors",
     )
+    serve.add_argument(
+        "--durable",
+        action="store_true",
+        help="runs survive this node's death: another node resumes them (PostgreSQL store, 'durable' extra)",
+    )
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -260,6 +265,7 @@ def _serve(args: argparse.Namespace) -> int:
         spec=spec,
         max_runs=args.max_runs,
         transport="httpx2" if args.transport == "httpx" else "aiohttp",
+        durable=args.durable,
     )
 
 

@@ -78,6 +78,7 @@ def serve_command(
     max_runs: int = 16,
     node: str | None = None,
     transport: Literal["aiohttp", "httpx2"] = "aiohttp",
+    durable: bool = False,
 ) -> int:
     """Serve until interrupted; returns the exit code.
 
@@ -102,6 +103,7 @@ def serve_command(
         agent=spec,
         context_length=resolved.context_length,
         limits=ServerLimits(max_runs_per_token=max_runs),
+        durable=durable,
     )
     serve(settings, host=host, port=port)
     return 0

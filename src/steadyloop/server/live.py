@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -21,6 +21,7 @@ from steadyloop import (
     Event,
     ImagePart,
     RunError,
+    Turn,
     event_to_json,
     message_to_json,
 )
@@ -29,7 +30,10 @@ from steadyloop.events import AgentEnd, MessageUpdate
 from .approvals import RemoteApprovals
 from .hub import EventHub
 
-__all__ = ["RUN_STATE", "LiveSession", "RunOutcome"]
+__all__ = ["RUN_STATE", "Job", "LiveSession", "RunOutcome"]
+
+#: What runs a session's run on its agent, returning the answer.
+Job = Callable[[Agent], Awaitable[Turn]]
 
 #: The session state that says whether a run was going, so a restart can tell one that was cut off.
 RUN_STATE = "server.run"
@@ -143,17 +147,26 @@ class LiveSession:
         *,
         save_state: Callable[[str], Any],
         done: Callable[[], None],
+        job: Job | None = None,
     ) -> asyncio.Task[RunOutcome]:
-        """Start a run on a new user message; the caller checked that none is going."""
+        """Start a run on a new user message; the caller checked that none is going.
+
+        ``job`` runs it (default: ``agent.prompt(text, images=images)``); a durable run's job runs it as a
+        workflow, or resumes one.
+        """
         self.hub.running = True
         self.last_end = None
-        self.task = asyncio.create_task(self._run(text, images, response_format, save_state, done))
+        if job is None:
+
+            async def job(agent: Agent) -> Turn:
+                return await agent.prompt(text, images=images)
+
+        self.task = asyncio.create_task(self._run(job, response_format, save_state, done))
         return self.task
 
     async def _run(
         self,
-        text: str,
-        images: list[ImagePart],
+        job: Job,
         response_format: dict[str, Any] | None,
         save_state: Callable[[str], Any],
         done: Callable[[], None],
@@ -169,7 +182,7 @@ class LiveSession:
             if response_format is not None:
                 agent.state.params = replace(params, response_format=response_format)
             try:
-                turn = await agent.prompt(text, images=images)
+                turn = await job(agent)
                 answer = turn.content
                 structured = agent.last_result.output if agent.last_result is not None else None
             except RunError as exc:

@@ -221,8 +221,12 @@ class Api:
         live = await runtime.live(principal, sid)
         await live.settled()
         runtime.check_can_run(live)
-        await runtime.check_not_running_elsewhere(live)
-        runtime.check_can_run(live)  # again: the check above waited on the store
+        await runtime.claim_run(live)
+        try:
+            runtime.check_can_run(live)  # again: the claim waited on the store
+        except ApiError:
+            await runtime.release_claim(live)
+            raise
         streaming = "text/event-stream" in request.headers.get("accept", "")
         watcher = live.hub.watch() if streaming else None
         base = live.hub.last_seq

@@ -23,11 +23,13 @@ import contextlib
 import json
 import logging
 import socket
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from steadyloop import (
+    Agent,
     AgentBusy,
     AgentSession,
     AssistantMessage,
@@ -37,21 +39,25 @@ from steadyloop import (
     ImagePart,
     InvalidInput,
     Tool,
+    Turn,
     list_models,
     mcp_server_spec,
 )
 from steadyloop import context_limit_for as window_of
 from steadyloop.events import AgentEnd, AgentStart, MessageEnd, MessageStart, MessageUpdate
-from steadyloop.sessions import AppendFeed, SessionInfo, open_store
+from steadyloop.sessions import AppendFeed, SessionInfo, StateSwap, is_shared_store, open_store
 
 from .agents import build_settings, document_of, layer_of, session_layer
 from .approvals import RemoteApprovals
 from .errors import ApiError, Scrubber
 from .hub import EventHub
-from .live import RUN_STATE, LiveSession
+from .live import RUN_STATE, Job, LiveSession, RunOutcome
 from .recording import RecordingStore
 from .schemas import CreateSession, ImageIn, OutputSchema
 from .settings import ServerSettings
+
+if TYPE_CHECKING:
+    from .durable import DurableRuns
 
 __all__ = ["AGENT_STATE", "INTERRUPTED", "Runtime", "cut_off_message"]
 
@@ -107,6 +113,9 @@ class Runtime:
         self._reading: dict[str, bool] = {}  # session -> more was announced while its read was going
         self._readers: set[asyncio.Task[None]] = set()
         self._unsubscribe: Callable[[], None] | None = None
+        self.durable: DurableRuns | None = None
+        if settings.durable:
+            self.durable = _durable_runs(self, target)
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
@@ -114,6 +123,9 @@ class Runtime:
         """Close the runs a previous process of this node left going; hear other nodes' appends."""
         if isinstance(self.store, AppendFeed):
             self._unsubscribe = await self.store.subscribe(self._appended)
+        if self.durable is not None:
+            await self.durable.start()  # DBOS resumes the runs this node left going: none to close
+            return
         for principal in self.settings.principals:
             for info in await self.store.list(principal):
                 with contextlib.suppress(InvalidInput):
@@ -128,6 +140,8 @@ class Runtime:
         for live in list(self._live.values()):
             await live.close()
         self._live.clear()
+        if self.durable is not None:
+            await self.durable.close()
         for hub in self._hubs.values():
             hub.close()
         await self.store.close()
@@ -244,11 +258,7 @@ class Runtime:
 
     async def running_elsewhere(self, principal: str, session_id: str) -> bool:
         """Whether another node sharing the store says it is running this session."""
-        state = await self.store.load_state(session_id, RUN_STATE, agent_id=principal)
-        if state is None:
-            return False
-        run = json.loads(state)
-        return bool(run.get("status") == "running" and run.get("node", self.node) != self.node)
+        return self._elsewhere(await self.store.load_state(session_id, RUN_STATE, agent_id=principal))
 
     def _appended(self, session_id: str | None, seq: int) -> None:
         """The store says events were appended (by any node); ``None``: anything may have been."""
@@ -373,17 +383,44 @@ class Runtime:
 
     # -- runs -----------------------------------------------------------------------------------------
 
-    async def check_not_running_elsewhere(self, live: LiveSession) -> None:
-        """Refuse a run on a session another node sharing the store is running."""
-        if isinstance(self.store, AppendFeed) and await self.running_elsewhere(
-            live.principal, live.session_id
-        ):
-            sid = live.session_id
+    async def claim_run(self, live: LiveSession) -> None:
+        """Mark the session running on this node, refused if another node sharing the store runs it.
+
+        On a store that swaps state atomically (PostgreSQL) the check and the mark are one step under the
+        session's lock, so two nodes starting a run on one session at the same instant cannot both win.
+
+        Raises:
+            ApiError: ``run_in_progress`` when another node is running the session.
+        """
+        if not isinstance(self.store, AppendFeed):
+            return  # one process owns the store: ``check_can_run`` is the whole check
+        principal, sid = live.principal, live.session_id
+        mark = json.dumps({"status": "running", "since": time.time(), "node": self.node})
+        if isinstance(self.store, StateSwap):
+            claimed, _ = await self.store.swap_state(
+                sid, RUN_STATE, mark, agent_id=principal, allow=lambda current: not self._elsewhere(current)
+            )
+        else:
+            claimed = not await self.running_elsewhere(principal, sid)
+        if not claimed:
             raise ApiError(
                 "run_in_progress",
                 "another node is running this session; a session runs one prompt at a time",
                 hint=f"GET /sessions/{sid}/events to watch it, and post again when it has ended",
             )
+
+    async def release_claim(self, live: LiveSession) -> None:
+        """Take back a claim no run followed (refused on this node after all), unless a run is going."""
+        if isinstance(self.store, AppendFeed) and not live.running:
+            idle = json.dumps({"status": "idle", "since": time.time(), "node": self.node})
+            await self.store.save_state(live.session_id, RUN_STATE, idle, agent_id=live.principal)
+
+    def _elsewhere(self, state: str | None) -> bool:
+        """Whether a run state says another node is running the session."""
+        if state is None:
+            return False
+        run = json.loads(state)
+        return bool(run.get("status") == "running" and run.get("node", self.node) != self.node)
 
     def check_can_run(self, live: LiveSession) -> None:
         """Refuse a second run on a session, and a run past the principal's limit."""
@@ -414,6 +451,26 @@ class Runtime:
     def start_run(
         self, live: LiveSession, text: str, images: list[ImagePart], response_format: dict[str, Any] | None
     ) -> None:
+        """Start a run on a new user message (a DBOS workflow when the server's runs are durable)."""
+        durable = self.durable
+        job: Job | None = None
+        if durable is not None:
+
+            async def job(agent: Agent) -> Turn:
+                return await durable.run(live, text, images)
+
+        self.start_job(live, job, response_format=response_format, text=text, images=images)
+
+    def start_job(
+        self,
+        live: LiveSession,
+        job: Job | None,
+        *,
+        response_format: dict[str, Any] | None = None,
+        text: str = "",
+        images: list[ImagePart] | None = None,
+    ) -> asyncio.Task[RunOutcome]:
+        """Start ``job`` as the session's run (``None``: prompt with ``text``), counted and stated."""
         self.check_can_run(live)
         principal, sid = live.principal, live.session_id
         self._runs[principal] += 1
@@ -425,7 +482,7 @@ class Runtime:
         def done() -> None:
             self._runs[principal] -= 1
 
-        live.start(text, images, response_format, save_state=save, done=done)
+        return live.start(text, images or [], response_format, save_state=save, done=done, job=job)
 
     # -- the tree -------------------------------------------------------------------------------------
 
@@ -533,3 +590,17 @@ class Runtime:
             "type": "json_schema",
             "json_schema": {"name": schema.name, "schema": schema.schema_, "strict": schema.strict},
         }
+
+
+def _durable_runs(runtime: Runtime, target: str | None) -> DurableRuns:
+    """The durable half of a server whose settings ask for it: PostgreSQL and the ``durable`` extra."""
+    if not is_shared_store(target):
+        raise InvalidInput("durable runs need a PostgreSQL store: --store postgresql://...")
+    try:
+        from .durable import DurableRuns
+    except ImportError as exc:
+        raise InvalidInput(
+            f"durable runs need their extra: pip install 'steadyloop[durable]' ({exc})"
+        ) from None
+    assert target is not None
+    return DurableRuns(runtime, target)

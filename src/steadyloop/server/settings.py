@@ -80,6 +80,8 @@ class ServerSettings:
         context_length: the endpoint's window, where it does not say.
         limits: request and run limits.
         page: serve the web page at ``/``.
+        durable: each run is a DBOS workflow that another node (or this one, restarted) resumes if this
+            node dies mid-run; needs a PostgreSQL ``store`` and the ``durable`` extra.
     """
 
     endpoint: Endpoint
@@ -99,6 +101,7 @@ class ServerSettings:
     context_length: int | None = None
     limits: ServerLimits = field(default_factory=ServerLimits)
     page: bool = True
+    durable: bool = False
 
     def __post_init__(self) -> None:
         for token, principal in self.tokens.items():

@@ -454,6 +454,43 @@ class PostgresSessionStore:
 
         await self._tx(job)
 
+    async def swap_state(
+        self,
+        session_id: str,
+        name: str,
+        value: str,
+        *,
+        agent_id: str,
+        allow: Callable[[str | None], bool],
+    ) -> tuple[bool, str | None]:
+        """Write ``value`` if ``allow(current)`` says so, under the session row's lock: two processes
+        swapping one session's state at once are served one after the other, the second seeing the
+        first's value. Returns whether it wrote, and the value it found.
+
+        Raises:
+            SessionNotFound: no such session for ``agent_id``.
+        """
+        _check(session_id, agent_id)
+        now = self._clock()
+
+        async def job(conn: Conn) -> tuple[bool, str | None]:
+            await self._owned(conn, session_id, agent_id, now, lock=True)
+            cursor = await conn.execute(
+                "SELECT body FROM steadyloop.state WHERE session_id = %s AND name = %s", (session_id, name)
+            )
+            row = await cursor.fetchone()
+            current = None if row is None else str(row["body"])
+            if not allow(current):
+                return False, current
+            await conn.execute(
+                "INSERT INTO steadyloop.state (session_id, name, body) VALUES (%s, %s, %s) "
+                "ON CONFLICT (session_id, name) DO UPDATE SET body = excluded.body",
+                (session_id, name, value),
+            )
+            return True, current
+
+        return await self._tx(job)
+
     async def load_state(self, session_id: str, name: str, *, agent_id: str) -> str | None:
         _check(session_id, agent_id)
         now = self._clock()

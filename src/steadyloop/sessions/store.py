@@ -40,6 +40,7 @@ __all__ = [
     "SessionNotFound",
     "SessionStore",
     "SessionUsage",
+    "StateSwap",
     "StoreUnavailable",
     "check_id",
     "entry_position",
@@ -293,4 +294,23 @@ class AppendFeed(Protocol):
     async def subscribe(self, on_appended: Callable[[str | None, int], None]) -> Callable[[], None]:
         """Call ``on_appended(session_id, last_seq)`` after each committed append of events; ``(None, 0)``
         when some may have gone unannounced. Returns the function that stops it."""
+        ...
+
+
+@runtime_checkable
+class StateSwap(Protocol):
+    """A store that can replace a session state only if the value there allows it, as one step that no
+    other process's write can come between (a compare-and-set across every process sharing the store)."""
+
+    async def swap_state(
+        self,
+        session_id: str,
+        name: str,
+        value: str,
+        *,
+        agent_id: str,
+        allow: Callable[[str | None], bool],
+    ) -> tuple[bool, str | None]:
+        """Write ``value`` if ``allow(current)`` says so; returns whether it wrote, and the value it found
+        (``None``: there was none). ``allow`` runs while the session is locked: keep it quick, no I/O."""
         ...

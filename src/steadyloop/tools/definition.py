@@ -131,6 +131,9 @@ class Tool:
         timeout: seconds a call may take; ``None`` defers to the run's per-name and fallback timeouts.
         sequential: any batch containing this tool runs one call at a time.
         dedupe: identical calls in one step may share one answer (``False`` for tools where twice is twice).
+        idempotent: running a call twice does what running it once does. A durable run that lost a call
+            in flight (its node died) runs it again only if this is set or the effect is ``read``; any other
+            call is closed with an "interrupted" result the model reads.
         label: the server or group it comes from, for catalogues.
         strict: declare the tool for strict schema adherence (OpenAI's ``strict: true``): the definition
             then says so and closes every object schema (``additionalProperties: false``), as strict mode
@@ -147,6 +150,7 @@ class Tool:
     timeout: float | None = None
     sequential: bool = False
     dedupe: bool = True
+    idempotent: bool = False
     label: str | None = None
     strict: bool = False
 
@@ -252,6 +256,7 @@ def tool(
     timeout: float | None = None,
     sequential: bool = False,
     dedupe: bool = True,
+    idempotent: bool = False,
     strict: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
@@ -267,6 +272,7 @@ def tool(
     timeout: float | None = None,
     sequential: bool = False,
     dedupe: bool = True,
+    idempotent: bool = False,
     strict: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a typed Python function (sync or async) a ``Tool``.
@@ -344,6 +350,7 @@ def tool(
             timeout=timeout,
             sequential=sequential,
             dedupe=dedupe,
+            idempotent=idempotent,
             strict=strict,
         )
 

@@ -416,6 +416,7 @@ def _to_tool(conn: MCPConnection, item: mt.Tool, name: str) -> Tool:
         effect=effect,
         claims=[ResourceClaim(f"mcp:{server}", "read")] if effect == "read" else None,
         dedupe=dedupe,
+        idempotent=dedupe,  # read-only or idempotent by its hints: safe to run again
         label=server,
     )
 

@@ -1,0 +1,332 @@
+"""Durable runs (the ``durable`` extra): each run the server starts is a DBOS workflow that outlives its node.
+
+The only module that imports ``dbos``. A run is the workflow ``steadyloop_run(session, principal, text,
+images)``, owned by the node that started it (DBOS's executor id is the node's name, and the application
+version is pinned, so any node may recover any other's workflows). Its first step, checkpointed by DBOS,
+is the length of the session's history when the run began; everything after is checkpointed where the
+session already keeps it: a model request's answer is appended to the history when it ends, each tool
+result when its call ends, and every event is in the record. So when the workflow runs again after its
+node died, it knows from the checkpoint and the history what was done:
+
+- the user message not stored yet: the prompt is run from the start;
+- otherwise the run goes on from the history: completed model requests are not sent again and completed
+  tool calls are not run again. A call of the last answer that has no result was in flight (or not yet
+  started): it is run again if its tool is idempotent (``Tool.idempotent``, or a ``read`` effect) or if it
+  was still waiting for its approval (it never ran: it asks again, and waits again), and otherwise closed
+  with an "interrupted" result the model reads; then the model is asked again.
+
+Nodes beat in PostgreSQL every second. A node whose beat is older than ``STALE_S`` is dead: the live nodes
+ask DBOS to recover its pending workflows (DBOS re-enqueues them, and one live node dequeues each), and a
+node restarting under its own name recovers its own at launch. A run ended by a graceful stop (or an
+abort) is an ended workflow and is not resumed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from dbos import DBOS, SetWorkflowID
+
+from steadyloop import (
+    Agent,
+    ApprovalPolicy,
+    AssistantMessage,
+    Event,
+    ImagePart,
+    RunError,
+    Tool,
+    ToolCall,
+    ToolResultMessage,
+    Turn,
+    run_tool_calls,
+)
+from steadyloop.events import AgentStart, ApprovalDecided, ApprovalRequired, MessageEnd, Notice
+
+from .live import RUN_STATE, Job
+
+if TYPE_CHECKING:
+    from .live import LiveSession
+    from .runtime import Runtime
+
+__all__ = ["APP_VERSION", "STALE_S", "DurableRuns", "interrupted_result", "repeatable"]
+
+log = logging.getLogger("steadyloop.server.durable")
+
+#: Pinned so that every node, and a node restarted on newer code, may recover the others' workflows.
+APP_VERSION = "steadyloop-durable-1"
+#: Seconds between a node's beats.
+BEAT_S = 1.0
+#: A node silent this long is taken for dead and its runs are recovered elsewhere.
+STALE_S = 5.0
+
+_BEATS = """
+CREATE SCHEMA IF NOT EXISTS steadyloop;
+CREATE TABLE IF NOT EXISTS steadyloop.durable_nodes (
+    node text PRIMARY KEY,
+    beat timestamptz NOT NULL DEFAULT now()
+)
+"""
+
+# DBOS is one per process, and so is the node whose runs its workflows are.
+_current: DurableRuns | None = None
+
+
+def repeatable(tool: Tool | None) -> bool:
+    """Whether a call of ``tool`` that may have run already may run again."""
+    return tool is not None and (tool.idempotent or tool.effect == "read")
+
+
+def interrupted_result(call: ToolCall, node: str) -> ToolResultMessage:
+    """The result closing a call that was in flight on a node that died, for a tool not safe to repeat."""
+    return ToolResultMessage(
+        call_id=call.id,
+        content=(
+            f"interrupted: the server running this call ({node}) stopped before it returned; it may or may "
+            "not have taken effect, and was not run again because the tool is not idempotent"
+        ),
+        is_error=True,
+        name=call.name,
+        disposition="aborted",
+    )
+
+
+class DurableRuns:
+    """The durable half of one server process: DBOS, the node's beat, and the run workflows' bodies."""
+
+    def __init__(self, runtime: Runtime, url: str) -> None:
+        self.runtime = runtime
+        self.url = url
+        self.node = runtime.node
+        self._fresh: dict[str, LiveSession] = {}  # workflows started here, whose run task awaits them
+        self._turns: dict[str, Turn | RunError] = {}
+        self._beating: asyncio.Task[None] | None = None
+        self._recovering: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        """Launch DBOS as this node (recovering the runs it left going) and start beating."""
+        global _current
+        _current = self
+        async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
+            await conn.execute(_BEATS)
+            await self._beat(conn)
+        DBOS(
+            config={
+                "name": "steadyloop",
+                "system_database_url": self.url,
+                "application_version": APP_VERSION,
+                "executor_id": self.node,
+            }
+        )
+        DBOS.launch()  # here, on the server's loop: DBOS runs recovered workflows on this loop
+        self._beating = asyncio.get_running_loop().create_task(self._keep_beating())
+
+    async def close(self) -> None:
+        global _current
+        if self._beating is not None:
+            self._beating.cancel()
+            await asyncio.gather(self._beating, return_exceptions=True)
+        for task in list(self._recovering):
+            task.cancel()
+        await asyncio.gather(*self._recovering, return_exceptions=True)
+        await asyncio.to_thread(DBOS.destroy, destroy_registry=False)
+        _current = None
+
+    # -- beats and takeovers ----------------------------------------------------------------------------
+
+    async def _beat(self, conn: psycopg.AsyncConnection[Any]) -> list[str]:
+        """Say this node is alive; returns the nodes that have gone silent."""
+        await conn.execute(
+            "INSERT INTO steadyloop.durable_nodes (node) VALUES (%s) "
+            "ON CONFLICT (node) DO UPDATE SET beat = now()",
+            (self.node,),
+        )
+        cursor = await conn.execute(
+            "SELECT node FROM steadyloop.durable_nodes WHERE node <> %s AND beat < now() - %s * interval '1s'",
+            (self.node, STALE_S),
+        )
+        return [str(row[0]) for row in await cursor.fetchall()]
+
+    async def _keep_beating(self) -> None:
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
+                    while True:
+                        for dead in await self._beat(conn):
+                            await self._take_over(conn, dead)
+                        await asyncio.sleep(BEAT_S)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the database went away for a while: beat again when it is back
+                log.warning("node %s: could not beat: %s", self.node, exc)
+                await asyncio.sleep(BEAT_S)
+
+    async def _take_over(self, conn: psycopg.AsyncConnection[Any], dead: str) -> None:
+        """Have DBOS recover a silent node's pending runs; the first live node to see it does it."""
+        cursor = await conn.execute(
+            "DELETE FROM steadyloop.durable_nodes WHERE node = %s AND beat < now() - %s * interval '1s' "
+            "RETURNING node",
+            (dead, STALE_S),
+        )
+        if await cursor.fetchone() is None:
+            return  # another live node took it over first, or it beat again
+        handles = await asyncio.to_thread(DBOS._recover_pending_workflows, [dead])
+        log.warning(
+            "node %s: node %s is silent; %d of its runs resume here or on another node",
+            self.node,
+            dead,
+            len(handles),
+        )
+
+    # -- runs ---------------------------------------------------------------------------------------------
+
+    async def run(self, live: LiveSession, text: str, images: list[ImagePart]) -> Turn:
+        """A new run on a request to this node, as a workflow; returns its answer or raises its RunError."""
+        workflow_id = f"{live.session_id}.{uuid.uuid4().hex[:16]}"
+        self._fresh[workflow_id] = live
+        try:
+            with SetWorkflowID(workflow_id):
+                handle = await DBOS.start_workflow_async(
+                    steadyloop_run, live.session_id, live.principal, text, images
+                )
+            await handle.get_result()
+        finally:
+            self._fresh.pop(workflow_id, None)
+        ended = self._turns.pop(workflow_id)
+        if isinstance(ended, RunError):
+            raise ended
+        return ended
+
+    async def history_length(self, session_id: str, principal: str) -> int:
+        return len(await self.runtime.store.load_messages(session_id, agent_id=principal))
+
+    async def body(
+        self, session_id: str, principal: str, text: str, images: list[ImagePart], base: int
+    ) -> str:
+        """The workflow: the run, from the start or from where the history says it got to."""
+        workflow_id = DBOS.workflow_id or ""
+        live = self._fresh.pop(workflow_id, None)
+        if live is not None:  # started here on a request: that request's run task awaits this workflow
+            try:
+                self._turns[workflow_id] = await live.agent.prompt(text, images=images)
+            except RunError as exc:
+                self._turns[workflow_id] = exc
+            return "ended"
+        # Recovered: on this node after a restart, or taken over from a node that died.
+        live = await self.runtime.live(principal, session_id)
+        await live.settled()
+        if live.running:
+            return "ended"  # cannot happen while claims hold; never run one session twice at once
+        stored = await self.history_length(session_id, principal)
+        state = await self.runtime.store.load_state(session_id, RUN_STATE, agent_id=principal)
+        dead = str(json.loads(state).get("node", "another node")) if state else "another node"
+        job: Job
+        if stored > base:
+            job = self._resume_job(live, dead)
+        else:
+
+            async def job(agent: Agent) -> Turn:
+                return await agent.prompt(text, images=images)
+
+        task = self.runtime.start_job(live, job)
+        with contextlib.suppress(Exception):
+            await task
+        return "ended"
+
+    def _resume_job(self, live: LiveSession, dead: str) -> Job:
+        async def resume(agent: Agent) -> Turn:
+            await self._close_open_calls(live, agent, dead)
+            return await agent.continue_()
+
+        return resume
+
+    async def _close_open_calls(self, live: LiveSession, agent: Agent, dead: str) -> None:
+        """Answer the calls of the last answer that have no result: again, or as interrupted.
+
+        Read from the stored history as it is: the agent's transcript, loaded through ``reconstruct``,
+        leaves out an answer whose calls are not all answered, so it is put back here with the results
+        it has, and closed.
+        """
+        raw = await self.runtime.store.load_messages(live.session_id, agent_id=live.principal)
+        last = next((i for i in range(len(raw) - 1, -1, -1) if isinstance(raw[i], AssistantMessage)), None)
+        if last is None:
+            return
+        answer = raw[last]
+        assert isinstance(answer, AssistantMessage)
+        answered = {m.call_id for m in raw[last + 1 :] if isinstance(m, ToolResultMessage)}
+        open_calls = [call for call in answer.tool_calls if call.id not in answered]
+        if not open_calls:
+            return
+        messages = agent.state.messages
+        if answer not in messages[-(len(raw) - last) :]:
+            messages.extend(raw[last:])
+        config = agent.run_config()
+        tools = {tool.name: tool for tool in config.tools}
+        waiting = await self._waiting_for_approval(live)
+        again = [call for call in open_calls if call.id in waiting or repeatable(tools.get(call.name))]
+        run_id = f"resume-{uuid.uuid4().hex[:12]}"
+        # Recorded as they come, in order: an approval asked again must reach the watchers while it waits.
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        session = agent.session
+
+        async def record() -> None:
+            seq = 0
+            while (event := await queue.get()) is not None:
+                seq += 1
+                stamped = dataclasses.replace(event, run_id=run_id, seq=seq)
+                if isinstance(stamped, MessageEnd):
+                    messages.append(stamped.message)
+                if session is not None:
+                    await session.observe(stamped)
+
+        recorder = asyncio.get_running_loop().create_task(record())
+        try:
+            queue.put_nowait(
+                Notice(
+                    text=f"resumed on {self.node}: {len(again)} call(s) run again, "
+                    f"{len(open_calls) - len(again)} closed as interrupted",
+                    name="durable",
+                )
+            )
+            results: dict[str, ToolResultMessage] = {}
+            if again:
+                batch = await run_tool_calls(
+                    again,
+                    tools,
+                    approvals=config.approvals,
+                    approval_policy=config.approval_policy or ApprovalPolicy(),
+                    emit=queue.put_nowait,
+                )
+                results.update({result.call_id: result for result in batch.results})
+            for call in open_calls:
+                result = results.get(call.id) or interrupted_result(call, dead)
+                queue.put_nowait(MessageEnd(message=result, step=0))
+        finally:
+            queue.put_nowait(None)
+            await recorder
+
+    async def _waiting_for_approval(self, live: LiveSession) -> set[str]:
+        """The calls of the session's last run that were waiting for a decision: they never ran, so they
+        run again, and ask for their decision again (it is waited for here, posted to this node)."""
+        events = [
+            e for _, e in await self.runtime.store.load_events(live.session_id, agent_id=live.principal)
+        ]
+        start = next((i for i in range(len(events) - 1, -1, -1) if isinstance(events[i], AgentStart)), 0)
+        asked = {e.call_id for e in events[start:] if isinstance(e, ApprovalRequired)}
+        return asked - {e.call_id for e in events[start:] if isinstance(e, ApprovalDecided)}
+
+
+@DBOS.workflow(name="steadyloop_run")
+async def steadyloop_run(session_id: str, principal: str, text: str, images: list[ImagePart]) -> str:
+    """A server run as a DBOS workflow (see the module's docstring)."""
+    node = _current
+    if node is None:
+        raise RuntimeError("a durable run was started in a process whose server is not running")
+    base = await DBOS.run_step_async({"name": "history_length"}, node.history_length, session_id, principal)
+    return await node.body(session_id, principal, text, images, base)

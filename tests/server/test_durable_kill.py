@@ -1,0 +1,342 @@
+"""Durable runs: two durable server nodes on one PostgreSQL store and the scripted model server run 50
+sessions with tool calls; one node is killed (SIGKILL) in the middle of its runs. Every run completes on the
+other node; every watcher (attached to either node, and moving to the live node when its own dies) sees
+every recorded event once, in seq order; a tool that is not idempotent never ran twice; no model request
+whose answer was kept was sent again; every transcript is balanced."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import re
+import signal
+import sys
+from collections import Counter
+from pathlib import Path
+
+import httpx2 as httpx
+import pytest
+
+from steadyloop import messages_from_json
+from steadyloop.sessions import is_balanced
+from steadyloop.testing.chunks import text_chunks, tool_call_chunks, usage_chunk
+from steadyloop.testing.replies import Reply, ScriptedReply
+from steadyloop.testing.server import RecordedRequest, ScriptedServer
+
+from .conftest import free_port, read_sse
+
+pytest.importorskip("dbos")
+
+SESSIONS = int(os.environ.get("STEADYLOOP_DURABLE_SESSIONS", "50"))
+NODE = Path(__file__).with_name("durable_node.py")
+_numbers = itertools.count(1)
+
+
+def respond(request: RecordedRequest) -> ScriptedReply:
+    """The model: looks the case up, then stamps the visitor's card, then answers. Each reply carries
+    the request's number, so the kept transcript says which request each answer came from."""
+    number = next(_numbers)
+    messages = request.json["messages"]
+    tools_done = sum(1 for m in messages if m["role"] == "tool")
+    case = re.search(r"case (\d+)", next(m["content"] for m in messages if m["role"] == "user"))
+    assert case is not None
+    if tools_done == 0:
+        call = {"id": f"call_r{number}", "name": "look_up", "arguments": {"key": f"case-{case[1]}"}}
+    elif tools_done == 1:
+        call = {"id": f"call_r{number}", "name": "stamp_visit", "arguments": {"visitor": f"v{case[1]}"}}
+    else:
+        return Reply.stream(
+            [*text_chunks(["Done ", "with ", f"case {case[1]} [r{number}]"]), usage_chunk(50, 8)]
+        )
+    return Reply.stream([*tool_call_chunks([call], split_arguments_every=4), usage_chunk(30, 9)], delay=0.01)
+
+
+async def start_node(
+    model_url: str, store: str, ledger: Path, port: int, node: str, signals: int, gate: str = ""
+) -> tuple[asyncio.subprocess.Process, asyncio.Task[None]]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, str(NODE), model_url, store, node, str(port), str(ledger), str(signals), gate,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert process.stderr is not None
+    stderr = process.stderr
+    seen: list[str] = []
+    while line := (await asyncio.wait_for(stderr.readline(), 120)).decode():
+        seen.append(line)
+        if "Application startup complete" in line:
+
+            async def drain() -> None:  # the node must never block writing its log into a full pipe
+                while await stderr.readline():
+                    pass
+
+            return process, asyncio.create_task(drain())
+    raise AssertionError("the node did not start:\n" + "".join(seen))
+
+
+async def watch(clients: list[httpx.AsyncClient], first: int, sid: str) -> list[tuple[int, str, str]]:
+    """The session's recorded events until a run completes, from node ``first``; when that node's
+    connection breaks, from the other one, after the last seq seen."""
+    seen: list[tuple[int, str, str]] = []
+    node = first
+    for _attempt in range(20):
+        after = seen[-1][0] if seen else 0
+        try:
+            async with clients[node].stream(
+                "GET", f"/sessions/{sid}/events", params={"after": after, "follow": "session"}
+            ) as response:
+                assert response.status_code == 200
+                async for event in read_sse(response):
+                    if event.id is None:
+                        continue  # a delta: not in the record, and not resumable
+                    seen.append((event.id, event.event, json.dumps(event.data, sort_keys=True)))
+                    if event.event == "agent_end":
+                        assert event.data["outcome"] == "completed", event.data
+                        return seen
+        except (httpx.TransportError, httpx.RemoteProtocolError):
+            pass
+        node = 1 - node
+    raise AssertionError(f"session {sid}: no completed run seen")
+
+
+async def post(http: httpx.AsyncClient, sid: str, index: int) -> None:
+    # The node may be killed under this request: the run goes on elsewhere.
+    with contextlib.suppress(httpx.TransportError):
+        await http.post(f"/sessions/{sid}/messages", json={"text": f"please handle case {index}"})
+
+
+async def test_a_node_killed_mid_run_has_every_run_completed_by_the_other_without_repeats(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    ledger = tmp_path / "ledger"
+    ledger.mkdir()
+    # Each tool call says when it starts: node a is killed once three stamps are in flight on it.
+    in_flight: list[str] = []
+    stamps_on_a = asyncio.Event()
+
+    async def heard(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        line = (await reader.readline()).decode().split()
+        writer.close()
+        if line[1:] == ["node-a", "stamp_visit"] and not stamps_on_a.is_set():
+            in_flight.append(line[0])
+            if len(in_flight) == 3:
+                stamps_on_a.set()
+
+    signals = await asyncio.start_server(heard, "127.0.0.1", 0)
+    signal_port = signals.sockets[0].getsockname()[1]
+    async with signals, ScriptedServer(respond=respond) as model:
+        ports = [free_port(), free_port()]
+        nodes = [
+            await start_node(model.base_url, postgres_url, ledger, port, name, signal_port)
+            for port, name in zip(ports, ["node-a", "node-b"], strict=True)
+        ]
+        limits = httpx.Limits(max_connections=SESSIONS * 4, max_keepalive_connections=SESSIONS)
+        clients = [
+            httpx.AsyncClient(base_url=f"http://127.0.0.1:{p}", timeout=120, limits=limits) for p in ports
+        ]
+        try:
+            sids = [
+                (await clients[i % 2].post("/sessions", json={"title": f"case {i}"})).json()["id"]
+                for i in range(SESSIONS)
+            ]
+            watchers = [asyncio.create_task(watch(clients, first, sid)) for sid in sids for first in (0, 1)]
+            posts = [asyncio.create_task(post(clients[i % 2], sid, i)) for i, sid in enumerate(sids)]
+            # Node a dies with its runs under way, three stamps among them in flight.
+            await stamps_on_a.wait()
+            nodes[0][0].send_signal(signal.SIGKILL)
+            await nodes[0][0].wait()
+            killed_at = len(model.chat_requests)
+            seen = await asyncio.wait_for(asyncio.gather(*watchers), 300)
+            await asyncio.gather(*posts)
+            details = [(await clients[1].get(f"/sessions/{sid}")).json() for sid in sids]
+        finally:
+            for http in clients:
+                await http.aclose()
+            for process, drain in nodes:
+                if process.returncode is None:
+                    process.send_signal(signal.SIGINT)
+                    await process.wait()
+                drain.cancel()
+        requests = list(model.chat_requests)
+
+    # Every watcher saw each recorded event once, in seq order, the same events from either node.
+    for index in range(SESSIONS):
+        from_a, from_b = seen[2 * index], seen[2 * index + 1]
+        for events in (from_a, from_b):
+            ids = [seq for seq, _, _ in events]
+            assert ids == sorted(set(ids)), "no event twice, none out of order"
+            assert ids == list(range(ids[0], ids[0] + len(ids))), "no gap"
+        assert from_a == from_b
+    # Every run completed with the whole exchange, balanced.
+    kept_answers: set[str] = set()
+    for detail in details:
+        messages = detail["messages"]
+        assert is_balanced(messages_from_json(json.dumps(messages)))
+        assert messages[0]["role"] == "user" and messages[-1]["role"] == "assistant"
+        results = {m["name"]: m for m in messages if m["role"] == "tool"}
+        assert set(results) == {"look_up", "stamp_visit"}
+        for message in messages:
+            if message["role"] == "assistant":
+                kept_answers.update(call["id"] for call in message.get("tool_calls") or [])
+                kept_answers.update(re.findall(r"\[(r\d+)\]", message.get("content") or ""))
+    # A call of a tool that is not idempotent ran at most once; its closing result says so when it was lost.
+    stamps = Counter(line.split()[0] for line in (ledger / "stamp_visit.log").read_text().splitlines())
+    kept_calls = {m["call_id"] for d in details for m in d["messages"] if m["role"] == "tool"}
+    assert set(stamps) <= kept_calls, "every call that ran is answered in its transcript"
+    assert max(stamps.values()) == 1, stamps
+    for detail in details:
+        for message in detail["messages"]:
+            if message["role"] == "tool" and message["call_id"] in in_flight:
+                assert "interrupted" in str(message["content"]) and message["is_error"], message
+    # No request whose answer was kept was sent again: every request with the same messages as another
+    # one came before the kill (it was in flight then), and only one of them has its answer kept.
+    by_prefix: dict[str, list[int]] = {}
+    for number, request in enumerate(requests, 1):
+        by_prefix.setdefault(json.dumps(request.json["messages"], sort_keys=True), []).append(number)
+    repeated = 0
+    for numbers in by_prefix.values():
+        kept = [n for n in numbers if f"call_r{n}" in kept_answers or f"r{n}" in kept_answers]
+        assert len(kept) == 1, numbers
+        for earlier in numbers[:-1]:
+            assert earlier <= killed_at and earlier not in kept, (
+                "a request sent again was in flight at the kill"
+            )
+            repeated += 1
+    assert repeated < SESSIONS
+    resumed = sum(1 for events in seen[::2] if sum(kind == "agent_start" for _, kind, _ in events) > 1)
+    interrupted = sum(
+        1
+        for d in details
+        for m in d["messages"]
+        if m["role"] == "tool" and "interrupted" in str(m["content"])
+    )
+    print(  # for the log of a run with -s: how much of the kill's work there was
+        f"killed at request {killed_at}; {resumed} runs resumed; {repeated} requests sent again; "
+        f"{interrupted} calls closed as interrupted; look_up ran {len((ledger / 'look_up.log').read_text().splitlines())} times"
+    )
+    assert resumed > 0, "the kill landed in the middle of runs"
+
+
+async def test_an_approval_waiting_when_its_node_died_waits_again_on_the_node_that_resumes_the_run(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    ledger = tmp_path / "ledger"
+    ledger.mkdir()
+
+    async def heard(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readline()
+        writer.close()
+
+    signals = await asyncio.start_server(heard, "127.0.0.1", 0)
+    signal_port = signals.sockets[0].getsockname()[1]
+    async with signals, ScriptedServer(respond=respond) as model:
+        ports = [free_port(), free_port()]
+        nodes = [
+            await start_node(model.base_url, postgres_url, ledger, port, name, signal_port, gate="gate")
+            for port, name in zip(ports, ["node-a", "node-b"], strict=True)
+        ]
+        on_a, on_b = (httpx.AsyncClient(base_url=f"http://127.0.0.1:{p}", timeout=120) for p in ports)
+        try:
+            sid = (await on_a.post("/sessions", json={"title": "case 7"})).json()["id"]
+            asked: list[str] = []
+            seen: list[tuple[int, str]] = []
+            both_asked = asyncio.Event()
+
+            async def watch_on_b() -> None:
+                params = {"after": 0, "follow": "session"}
+                async with on_b.stream("GET", f"/sessions/{sid}/events", params=params) as response:
+                    async for event in read_sse(response):
+                        if event.id is None:
+                            continue
+                        seen.append((event.id, event.event))
+                        if event.event == "approval_required":
+                            asked.append(event.data["approval_id"])
+                            if len(asked) == 2:
+                                both_asked.set()
+                        if event.event == "agent_end":
+                            assert event.data["outcome"] == "completed", event.data
+                            return
+
+            watcher = asyncio.create_task(watch_on_b())
+            posted = asyncio.create_task(post(on_a, sid, 7))
+            while not asked:  # the stamp waits for its decision on node a
+                await asyncio.wait({watcher}, timeout=0.05)
+                assert not watcher.done(), watcher
+            nodes[0][0].send_signal(signal.SIGKILL)
+            await nodes[0][0].wait()
+            # Node b resumes the run: the stamp never ran, so it asks again and waits, on node b.
+            await asyncio.wait_for(both_asked.wait(), 120)
+            assert not (ledger / "stamp_visit.log").exists()
+            pending = (await on_b.get(f"/sessions/{sid}/approvals")).json()
+            assert [a["approval_id"] for a in pending["approvals"]] == [asked[1]]
+            decided = await on_b.post(f"/sessions/{sid}/approvals/{asked[1]}", json={"decision": "allow"})
+            assert decided.status_code == 200, decided.text
+            await asyncio.wait_for(watcher, 120)
+            await posted
+            detail = (await on_b.get(f"/sessions/{sid}")).json()
+        finally:
+            await on_a.aclose()
+            await on_b.aclose()
+            for process, drain in nodes:
+                if process.returncode is None:
+                    process.send_signal(signal.SIGINT)
+                    await process.wait()
+                drain.cancel()
+    ids = [seq for seq, _ in seen]
+    assert ids == list(range(1, len(ids) + 1)), "the watcher saw every event once, in order"
+    assert len((ledger / "stamp_visit.log").read_text().splitlines()) == 1, "stamped once, after the decision"
+    messages = detail["messages"]
+    assert is_balanced(messages_from_json(json.dumps(messages)))
+    assert [m["content"] for m in messages if m["role"] == "tool"] == ["case-7 is on file", "stamped v7"]
+
+
+async def test_an_idempotent_call_in_flight_when_its_node_died_runs_again_on_the_node_that_resumes(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    ledger = tmp_path / "ledger"
+    ledger.mkdir()
+    looking = asyncio.Event()
+
+    async def heard(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if (await reader.readline()).decode().split()[1:] == ["node-a", "look_up"]:
+            looking.set()
+        writer.close()
+
+    signals = await asyncio.start_server(heard, "127.0.0.1", 0)
+    signal_port = signals.sockets[0].getsockname()[1]
+    async with signals, ScriptedServer(respond=respond) as model:
+        ports = [free_port(), free_port()]
+        nodes = [
+            await start_node(model.base_url, postgres_url, ledger, port, name, signal_port)
+            for port, name in zip(ports, ["node-a", "node-b"], strict=True)
+        ]
+        clients = [httpx.AsyncClient(base_url=f"http://127.0.0.1:{p}", timeout=120) for p in ports]
+        try:
+            sid = (await clients[0].post("/sessions", json={"title": "case 3"})).json()["id"]
+            watcher = asyncio.create_task(watch(clients, 1, sid))
+            posted = asyncio.create_task(post(clients[0], sid, 3))
+            await looking.wait()  # the lookup is in flight on node a
+            nodes[0][0].send_signal(signal.SIGKILL)
+            await nodes[0][0].wait()
+            seen = await asyncio.wait_for(watcher, 120)
+            await posted
+            detail = (await clients[1].get(f"/sessions/{sid}")).json()
+        finally:
+            for http in clients:
+                await http.aclose()
+            for process, drain in nodes:
+                if process.returncode is None:
+                    process.send_signal(signal.SIGINT)
+                    await process.wait()
+                drain.cancel()
+    ids = [seq for seq, _, _ in seen]
+    assert ids == list(range(1, len(ids) + 1)), "the watcher saw every event once, in order"
+    looked = [line.split() for line in (ledger / "look_up.log").read_text().splitlines()]
+    assert [(node, name) for _, node, name in looked] == [("node-a", "look_up"), ("node-b", "look_up")]
+    assert looked[0][0] == looked[1][0], "the same call, run again"
+    messages = detail["messages"]
+    assert is_balanced(messages_from_json(json.dumps(messages)))
+    assert [m["content"] for m in messages if m["role"] == "tool"] == ["case-3 is on file", "stamped v3"]
+    assert len(model.chat_requests) == 3, "the lookup's request was answered and kept: not sent again"
