@@ -1,10 +1,9 @@
 """The same behaviour over every wire: each provider's recorded sequences, served on loopback, read by
-its real SDK client (the OpenAI SDK, ``anthropic``, ``google-genai``) under the same runtime.
+its real client (the OpenAI SDK, ``anthropic``, Gemini's REST API) under the same runtime.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 from typing import Any
 
@@ -105,6 +104,7 @@ async def test_thinking_then_a_call_then_the_answer_replays_the_signature(double
         )
         turn = await agent.prompt("How warm is it in Utrecht?")
         second = sent(server, 1)
+        second_raw = server.chat_requests[1].body
     assert turn.content == double.answer_text
     calls = [m for m in agent.state.messages if isinstance(m, sl.AssistantMessage) and m.tool_calls]
     assert [c.name for c in calls[0].tool_calls] == [double.thinking_call_name]
@@ -112,10 +112,12 @@ async def test_thinking_then_a_call_then_the_answer_replays_the_signature(double
         assert calls[0].reasoning
     assert "".join(thought)  # the reasoning streamed as reasoning
     if double.signature is not None:
-        _assert_signature_replayed(second, double, calls[0])
+        _assert_signature_replayed(second, double, calls[0], second_raw)
 
 
-def _assert_signature_replayed(request: dict[str, Any], double: Double, kept: sl.AssistantMessage) -> None:
+def _assert_signature_replayed(
+    request: dict[str, Any], double: Double, kept: sl.AssistantMessage, raw: bytes | None = None
+) -> None:
     if double.api == "anthropic":
         replayed = next(m for m in request["messages"] if m["role"] == "assistant")["content"]
         kinds = [block.get("type") for block in replayed]
@@ -127,10 +129,11 @@ def _assert_signature_replayed(request: dict[str, Any], double: Double, kept: sl
         replayed = next(c for c in request["contents"] if c["role"] == "model")["parts"]
         call = next(p for p in replayed if "functionCall" in p)
         assert call["functionCall"]["name"] == double.thinking_call_name
-        # On the call's own part, the same bytes: google-genai holds a signature as bytes and writes it in
-        # the URL-safe base64 alphabet, which the API reads as it reads the standard one.
-        sent_bytes = base64.urlsafe_b64decode(call["thoughtSignature"])
-        assert sent_bytes == base64.b64decode(double.signature)
+        # On the call's own part, the very text the server sent (standard base64 with '+' and '/'), not
+        # the same bytes re-encoded: the outgoing body holds it verbatim.
+        assert call["thoughtSignature"] == double.signature
+        assert set(double.signature) & {"+", "/"}  # the capture tells the two alphabets apart
+        assert raw is not None and f'"thoughtSignature":"{double.signature}"'.encode() in raw
     else:
         raise AssertionError(f"no signed thinking on the {double.api} wire")
 
