@@ -290,33 +290,6 @@ def test_an_error_inside_the_stream_is_read_like_any_failure() -> None:
     assert "overloaded" in str(caught.value)
 
 
-@pytest.mark.parametrize(
-    ("row", "kind"),
-    [
-        (1, "context_overflow"),
-        (3, "auth"),
-        (4, "rate_limited"),
-        (5, "transient"),
-        (6, "transient"),
-        (7, "not_found"),
-        (8, "not_found"),
-    ],
-)
-async def test_geminis_error_bodies_read_into_the_shared_kinds(row: int, kind: str) -> None:
-    from steadyloop.turn.run import RetryPolicy
-
-    from .provider_doubles import error_reply
-
-    async with ScriptedServer(error_reply("gemini", row)) as server:
-        with pytest.raises(EndpointError) as caught:
-            await run_turn(
-                endpoint(server),
-                {"model": "gemini-2.5-flash", "messages": [{"role": "user", "content": "q"}]},
-                policy=RetryPolicy(max_retries=0),
-            )
-    assert caught.value.kind == kind
-
-
 def test_an_in_stream_error_and_a_cancellation_leave_nothing_to_the_collector() -> None:
     # Whatever ends a stream, it is closed in order by the task that read it. A generator left open would be
     # closed when its loop ends, together with the others, out of order ("aclose(): asynchronous generator

@@ -12,6 +12,7 @@ import pytest
 import steadyloop as sl
 from steadyloop.errors import (
     ContextOverflow,
+    EndpointError,
     EndpointSilent,
     EndpointUnavailable,
     InterceptorFailed,
@@ -24,7 +25,7 @@ from steadyloop.turn.run import RetryPolicy, run_turn
 from steadyloop.wire.endpoints import Endpoint
 from steadyloop.wire.interceptors import Interceptors, ResponseInfo, SseEvent
 
-from .provider_doubles import DOUBLES, Double
+from .provider_doubles import DOUBLES, Double, error_reply
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -309,3 +310,36 @@ async def test_an_interceptor_that_raises_ends_the_turn_typed_on_every_wire(doub
             )
         assert len(server.chat_requests) == 1  # not retried
     assert caught.value.interceptor == "on_response"
+
+
+# Each native wire's recorded error bodies (row of errors.jsonl, from 1), as their servers sent them.
+ERROR_TABLE = [
+    ("anthropic", 1, "context_overflow", "ContextOverflow"),
+    ("anthropic", 2, "context_overflow", "ContextOverflow"),
+    ("anthropic", 5, "auth", "EndpointRefused"),
+    ("anthropic", 6, "not_found", "EndpointRefused"),
+    ("anthropic", 8, "rate_limited", "EndpointUnavailable"),
+    ("anthropic", 10, "transient", "EndpointUnavailable"),
+    ("anthropic", 15, "transient", "EndpointUnavailable"),
+    ("gemini", 1, "context_overflow", "ContextOverflow"),
+    ("gemini", 3, "auth", "EndpointRefused"),
+    ("gemini", 4, "rate_limited", "EndpointUnavailable"),
+    ("gemini", 5, "transient", "EndpointUnavailable"),
+    ("gemini", 6, "transient", "EndpointUnavailable"),
+    ("gemini", 7, "not_found", "EndpointRefused"),
+    ("gemini", 8, "not_found", "EndpointRefused"),
+]
+
+
+@pytest.mark.parametrize(("api", "row", "kind", "error_type"), ERROR_TABLE)
+async def test_recorded_error_bodies_read_into_the_shared_kinds(
+    api: str, row: int, kind: str, error_type: str
+) -> None:
+    double = DOUBLES[api]()
+    async with ScriptedServer(error_reply(api, row)) as server:
+        with pytest.raises(EndpointError) as caught:
+            await run_turn(endpoint_for(server, double), body(double), policy=NO_RETRY)
+    assert caught.value.kind == kind
+    assert type(caught.value).__name__ == error_type
+    if kind == "context_overflow":
+        assert caught.value.requested and caught.value.limit  # type: ignore[attr-defined]

@@ -1,8 +1,8 @@
 """The Anthropic Messages provider: sends through the official ``anthropic`` SDK, reads its stream events.
 
 The request and the events are translated in ``anthropic_shape`` and ``anthropic_events`` (sans I/O); here is only the sending:
-one SDK client per request (closed with its stream), no SDK retries (``run_turn`` retries), failures read
-into the same kinds as every other wire's. A reply that stops with ``pause_turn`` is continued at once
+one pooled SDK client per endpoint and connect timeout (reused across requests, closed with the pool), no
+SDK retries (``run_turn`` retries), failures read into the same kinds as every other wire's. A reply that stops with ``pause_turn`` is continued at once
 with what it said so far, into the same turn.
 
 Needs ``pip install 'steadyloop[anthropic]'``.
@@ -11,12 +11,13 @@ Needs ``pip install 'steadyloop[anthropic]'``.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import EndpointError, InvalidInput
 from .anthropic_events import AnthropicEvents
 from .anthropic_shape import anthropic_request
+from .clients import lease_native
 from .failures import classify_failure
 from .interceptors import Interceptors
 from .openai_chat import error_for_failure, unreachable_error
@@ -81,17 +82,32 @@ class AnthropicProvider:
         tap = None
         if interceptors is not None and interceptors.on_response is not None:
             tap = ResponseTap(where, str(request.get("model") or "") or None)
-        client = _client(self._endpoint, connect_timeout, tap)
-        stream = _AnthropicStream(client, request, where, interceptors, tap)
+        client, done = _client(self._endpoint, connect_timeout, tap)
+        stream = _AnthropicStream(client, done, request, where, interceptors, tap)
         try:
             await stream.open()
         except BaseException:
-            await client.close()
+            await stream.aclose()
             raise
         return stream
 
 
-def _client(endpoint: Endpoint, connect_timeout: float | None, tap: ResponseTap | None) -> AsyncAnthropic:
+class _Pooled:
+    """An SDK client kept in the pool for one endpoint and connect timeout."""
+
+    __slots__ = ("client",)
+
+    def __init__(self, client: AsyncAnthropic) -> None:
+        self.client = client
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+
+def _client(
+    endpoint: Endpoint, connect_timeout: float | None, tap: ResponseTap | None
+) -> tuple[AsyncAnthropic, Callable[[], Awaitable[None]]]:
+    """The client a request goes out on, and what to do once its stream is closed."""
     import httpx2
     from anthropic import AsyncAnthropic
 
@@ -99,26 +115,40 @@ def _client(endpoint: Endpoint, connect_timeout: float | None, tap: ResponseTap 
     # The watchdog bounds silence; the SDK bounds only the connection.
     timeout = httpx2.Timeout(None, connect=connect_timeout or 30.0)
     if tap is None:
-        return AsyncAnthropic(api_key=endpoint.key, base_url=base, timeout=timeout, max_retries=0)
-    # Our own client only when on_response must see the responses: its event hook notes them.
+        pooled, release = lease_native(
+            endpoint,
+            ("anthropic-sdk", connect_timeout),
+            lambda: _Pooled(
+                AsyncAnthropic(api_key=endpoint.key, base_url=base, timeout=timeout, max_retries=0)
+            ),
+        )
+
+        async def give_back() -> None:
+            release()
+
+        return pooled.client, give_back
+    # A client of its own when on_response must see the responses: its event hook notes this request's.
     http = httpx2.AsyncClient(timeout=timeout, event_hooks={"response": [tap]})
-    return AsyncAnthropic(
+    own = AsyncAnthropic(
         api_key=endpoint.key, base_url=base, timeout=timeout, max_retries=0, http_client=http
     )
+    return own, own.close
 
 
 class _AnthropicStream:
-    __slots__ = ("_client", "_events", "_hooks", "_request", "_stream", "_tap", "_where")
+    __slots__ = ("_client", "_done", "_events", "_hooks", "_request", "_stream", "_tap", "_where")
 
     def __init__(
         self,
         client: AsyncAnthropic,
+        done: Callable[[], Awaitable[None]],
         request: dict[str, Any],
         where: str,
         hooks: Interceptors | None = None,
         tap: ResponseTap | None = None,
     ) -> None:
         self._client = client
+        self._done: Callable[[], Awaitable[None]] | None = done
         self._request = request
         self._where = where
         self._hooks = hooks
@@ -168,14 +198,17 @@ class _AnthropicStream:
         return f"{n} Anthropic event(s) of a shape not read" if n else ""
 
     def close(self) -> Awaitable[None] | None:
-        return self._aclose()
+        return self.aclose()
 
-    async def _aclose(self) -> None:
+    async def aclose(self) -> None:
+        stream, self._stream = self._stream, None
+        done, self._done = self._done, None
         try:
-            if self._stream is not None:
-                await self._stream.close()
+            if stream is not None:
+                await stream.close()
         finally:
-            await self._client.close()
+            if done is not None:
+                await done()
 
     def _error(self, exc: BaseException) -> EndpointError:
         import anthropic
