@@ -1,7 +1,7 @@
 """The Anthropic Messages provider: sends through the official ``anthropic`` SDK, reads its stream events.
 
 The request and the events are translated in ``anthropic_shape`` and ``anthropic_events`` (sans I/O); here is only the sending:
-one pooled SDK client per endpoint and connect timeout (reused across requests, closed with the pool), no
+one pooled SDK client per endpoint (reused across requests, closed with the pool; ``lease_anthropic``), no
 SDK retries (``run_turn`` retries), failures read into the same kinds as every other wire's. A reply that stops with ``pause_turn`` is continued at once
 with what it said so far, into the same turn.
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from .endpoints import Endpoint
 
-__all__ = ["AnthropicProvider"]
+__all__ = ["AnthropicProvider", "lease_anthropic"]
 
 #: How many times one turn continues a paused reply before it gives the reply back as it is.
 MAX_CONTINUATIONS = 8
@@ -82,8 +82,12 @@ class AnthropicProvider:
         tap = None
         if interceptors is not None and interceptors.on_response is not None:
             tap = ResponseTap(where, str(request.get("model") or "") or None)
-        client, done = _client(self._endpoint, connect_timeout, tap)
-        stream = _AnthropicStream(client, done, request, where, interceptors, tap)
+        import httpx2
+
+        client, done = _client(self._endpoint, tap)
+        # The watchdog bounds silence; the SDK bounds only the connection.
+        timeout = httpx2.Timeout(None, connect=connect_timeout or 30.0)
+        stream = _AnthropicStream(client, done, request, timeout, where, interceptors, tap)
         try:
             await stream.open()
         except BaseException:
@@ -93,7 +97,7 @@ class AnthropicProvider:
 
 
 class _Pooled:
-    """An SDK client kept in the pool for one endpoint and connect timeout."""
+    """An SDK client kept in the pool for one endpoint; each request brings its own timeout."""
 
     __slots__ = ("client",)
 
@@ -104,30 +108,37 @@ class _Pooled:
         await self.client.close()
 
 
-def _client(
-    endpoint: Endpoint, connect_timeout: float | None, tap: ResponseTap | None
-) -> tuple[AsyncAnthropic, Callable[[], Awaitable[None]]]:
-    """The client a request goes out on, and what to do once its stream is closed."""
+def lease_anthropic(endpoint: Endpoint) -> tuple[AsyncAnthropic, Callable[[], None]]:
+    """The endpoint's pooled SDK client (no SDK retries) and the function that gives its lease back."""
     import httpx2
     from anthropic import AsyncAnthropic
 
-    base = endpoint.base_url.removesuffix("/v1")
-    # The watchdog bounds silence; the SDK bounds only the connection.
-    timeout = httpx2.Timeout(None, connect=connect_timeout or 30.0)
+    def build() -> _Pooled:
+        base = endpoint.base_url.removesuffix("/v1")
+        timeout = httpx2.Timeout(None, connect=30.0)
+        return _Pooled(AsyncAnthropic(api_key=endpoint.key, base_url=base, timeout=timeout, max_retries=0))
+
+    pooled, release = lease_native(endpoint, "anthropic-sdk", build)
+    return pooled.client, release
+
+
+def _client(
+    endpoint: Endpoint, tap: ResponseTap | None
+) -> tuple[AsyncAnthropic, Callable[[], Awaitable[None]]]:
+    """The client a request goes out on, and what to do once its stream is closed."""
     if tap is None:
-        pooled, release = lease_native(
-            endpoint,
-            ("anthropic-sdk", connect_timeout),
-            lambda: _Pooled(
-                AsyncAnthropic(api_key=endpoint.key, base_url=base, timeout=timeout, max_retries=0)
-            ),
-        )
+        client, release = lease_anthropic(endpoint)
 
         async def give_back() -> None:
             release()
 
-        return pooled.client, give_back
+        return client, give_back
+    import httpx2
+    from anthropic import AsyncAnthropic
+
     # A client of its own when on_response must see the responses: its event hook notes this request's.
+    base = endpoint.base_url.removesuffix("/v1")
+    timeout = httpx2.Timeout(None, connect=30.0)
     http = httpx2.AsyncClient(timeout=timeout, event_hooks={"response": [tap]})
     own = AsyncAnthropic(
         api_key=endpoint.key, base_url=base, timeout=timeout, max_retries=0, http_client=http
@@ -136,13 +147,24 @@ def _client(
 
 
 class _AnthropicStream:
-    __slots__ = ("_client", "_done", "_events", "_hooks", "_request", "_stream", "_tap", "_where")
+    __slots__ = (
+        "_client",
+        "_done",
+        "_events",
+        "_hooks",
+        "_request",
+        "_stream",
+        "_tap",
+        "_timeout",
+        "_where",
+    )
 
     def __init__(
         self,
         client: AsyncAnthropic,
         done: Callable[[], Awaitable[None]],
         request: dict[str, Any],
+        timeout: Any,
         where: str,
         hooks: Interceptors | None = None,
         tap: ResponseTap | None = None,
@@ -150,6 +172,7 @@ class _AnthropicStream:
         self._client = client
         self._done: Callable[[], Awaitable[None]] | None = done
         self._request = request
+        self._timeout = timeout
         self._where = where
         self._hooks = hooks
         self._tap = tap
@@ -158,7 +181,9 @@ class _AnthropicStream:
 
     async def open(self) -> None:
         try:
-            self._stream = await self._client.messages.create(**self._request, stream=True)
+            self._stream = await self._client.messages.create(
+                **self._request, stream=True, timeout=self._timeout
+            )
         except BaseException as exc:
             error = self._error(exc)
             if self._tap is not None:

@@ -23,14 +23,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from ..errors import EndpointError
-from .clients import lease_native
 from .endpoints import NO_KEY
-from .failures import classify_failure
 from .gemini_shape import GeminiChunks, gemini_request
 from .interceptors import Interceptors, ResponseInfo, observe
-from .openai_chat import SSEDecoder, error_for_failure, unreachable_error
+from .openai_chat import SSEDecoder
 from .provider import tell_sse_event
+from .rest import lease_http, read_failure, transport_error
 
 if TYPE_CHECKING:
     import httpx2
@@ -74,53 +72,6 @@ def _headers(endpoint: Endpoint) -> dict[str, str]:
     return headers
 
 
-class _Http:
-    """The pooled ``httpx2`` client of one endpoint and connect timeout."""
-
-    __slots__ = ("client",)
-
-    def __init__(self, connect_timeout: float | None) -> None:
-        import httpx2
-
-        # Bounds only the connection: the watchdog bounds silence.
-        self.client = httpx2.AsyncClient(timeout=httpx2.Timeout(None, connect=connect_timeout or 30.0))
-
-    async def aclose(self) -> None:
-        await self.client.aclose()
-
-
-def lease_http(
-    endpoint: Endpoint, connect_timeout: float | None
-) -> tuple[httpx2.AsyncClient, Callable[[], None]]:
-    """The endpoint's pooled client and the function that gives its lease back."""
-    http, release = lease_native(endpoint, ("gemini-rest", connect_timeout), lambda: _Http(connect_timeout))
-    return http.client, release
-
-
-def read_failure(
-    status: int, body: bytes, headers: Mapping[str, str], *, endpoint: str, model: str | None
-) -> EndpointError:
-    """A response that was not a success, read into the shared kinds."""
-    text = body.decode("utf-8", "replace")
-    try:
-        words: Any = json.loads(text)
-    except ValueError:
-        words = text
-    if not isinstance(words, Mapping | str):
-        words = text
-    return error_for_failure(classify_failure(status, words, headers), endpoint=endpoint, model=model)
-
-
-def transport_error(exc: BaseException, *, endpoint: str, model: str | None) -> EndpointError | None:
-    """A failure of the connection as the unreachable-endpoint error; None for anything else."""
-    import httpx2
-
-    if isinstance(exc, httpx2.HTTPError | OSError | TimeoutError):
-        timed_out = isinstance(exc, httpx2.TimeoutException | TimeoutError)
-        return unreachable_error(exc, endpoint=endpoint, model=model, timed_out=timed_out)
-    return None
-
-
 class GeminiProvider:
     """Streams turns from the Gemini API (``Endpoint(url, key, api="gemini")``)."""
 
@@ -140,16 +91,24 @@ class GeminiProvider:
         connect_timeout: float | None,
         interceptors: Interceptors | None = None,
     ) -> _GeminiStream:
+        import httpx2
+
         model, contents, config = gemini_request(body)
         where = self._endpoint.shown_url
         named = model or None
         url = gemini_url(self._endpoint.base_url, model, "streamGenerateContent")
         content = json.dumps(gemini_body(contents, config), separators=(",", ":")).encode()
-        client, release = lease_http(self._endpoint, connect_timeout)
+        client, release = lease_http(self._endpoint)
         response: httpx2.Response | None = None
         try:
+            # Bounds only the connection: the watchdog bounds silence.
             request = client.build_request(
-                "POST", url, params={"alt": "sse"}, headers=_headers(self._endpoint), content=content
+                "POST",
+                url,
+                params={"alt": "sse"},
+                headers=_headers(self._endpoint),
+                content=content,
+                timeout=httpx2.Timeout(None, connect=connect_timeout or 30.0),
             )
             try:
                 response = await client.send(request, stream=True)
