@@ -29,6 +29,7 @@ __all__ = [
     "ProviderPreset",
     "UnknownProvider",
     "failover",
+    "preset_name",
     "provider",
     "provider_from_env",
 ]
