@@ -29,6 +29,7 @@ from .context.compaction import (
 from .context.counting import (
     AnthropicCounter,
     EstimateCounter,
+    GeminiCounter,
     TiktokenCounter,
     TokenCount,
     TokenCounter,
@@ -260,6 +261,7 @@ __all__ = [
     "Fence",
     "FenceSplitter",
     "Fold",
+    "GeminiCounter",
     "HarmonyLeak",
     "HookContext",
     "HookDecision",

@@ -29,6 +29,7 @@ __all__ = [
     "ProviderPreset",
     "UnknownProvider",
     "failover",
+    "preset_name",
     "provider",
     "provider_from_env",
 ]
@@ -133,6 +134,16 @@ def _preset_named(name: object) -> ProviderPreset:
     if found is None:
         raise UnknownProvider(name, sorted(PROVIDERS))
     return found
+
+
+def preset_name(name: object) -> str:
+    """The preset a provider name (or one of its aliases, any case) stands for, as ``PROVIDERS`` names it.
+
+    Raises:
+        UnknownProvider: no preset has that name.
+    """
+    found = _preset_named(name)
+    return next(key for key, preset in PROVIDERS.items() if preset is found)
 
 
 def provider(

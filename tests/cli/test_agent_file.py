@@ -171,3 +171,34 @@ def test_a_hook_reads_a_file_onto_the_question(
         assert done.returncode == 0, done.stderr
         question = server.chat_requests[0].json["messages"][1]["content"]
     assert "Tabs, never spaces." in question and question.endswith("how do I indent?")
+
+
+def test_the_documents_provider_and_failover_chain(
+    tmp_path: Path, piped: Callable[..., Any], env: dict[str, str]
+) -> None:
+    # The first candidate refuses with a hop-worthy 503; the document's failover takes the turn over.
+    extra = '\n[endpoint]\nprovider = "ollama"\nfailover = ["vllm:fallback-model"]\n'
+    path = agent_file(tmp_path, extra)
+    busy = Reply.json({"error": {"message": "overloaded", "type": "server_error"}}, status=503)
+    with (
+        ScriptedServer.in_thread(busy, default_reply=busy) as first,
+        ScriptedServer.in_thread(answer("From the fallback.")) as second,
+    ):
+        env["OLLAMA_BASE_URL"] = first.base_url
+        env["VLLM_BASE_URL"] = second.base_url
+        done = piped("run", "--agent", path, "what is here?")
+        assert done.returncode == 0, done.stderr
+        asked_first = first.chat_requests[0].json
+        asked_second = second.chat_requests[0].json
+    assert done.stdout.strip() == "From the fallback."
+    assert asked_first["model"] == "doc-model" and asked_second["model"] == "fallback-model"
+
+
+def test_an_unknown_provider_in_the_document_is_refused_at_load(
+    tmp_path: Path, piped: Callable[..., Any]
+) -> None:
+    path = agent_file(tmp_path, '\n[endpoint]\nprovider = "nowhere"\n')
+    done = piped("run", "--agent", path, "what is here?")
+    assert done.returncode != 0
+    assert "endpoint.provider" in done.stderr and "nowhere" in done.stderr
+    assert "Traceback" not in done.stderr

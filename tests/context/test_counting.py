@@ -86,13 +86,13 @@ async def test_an_encoding_that_cannot_be_had_is_a_typed_error_once(tiktoken_cac
     assert counted.counter == "estimate" and counted.fallback and "o200k_base" in counted.fallback
 
 
-def test_unknown_models_and_other_apis_get_the_estimate() -> None:
+def test_unknown_models_get_the_estimate_and_gemini_its_own_count() -> None:
     openai = sl.Endpoint("http://127.0.0.1:9/v1")
     assert isinstance(token_counter_for(openai, "qwen2.5-coder-0.5b"), EstimateCounter)
     assert isinstance(token_counter_for(openai, None), EstimateCounter)
     assert isinstance(token_counter_for(openai, "gpt-4"), TiktokenCounter)
     gemini = sl.Endpoint("http://127.0.0.1:9", api="gemini")
-    assert isinstance(token_counter_for(gemini, "gpt-4"), EstimateCounter)
+    assert isinstance(token_counter_for(gemini, "gpt-4"), sl.GeminiCounter)  # never tiktoken off OpenAI
     with pytest.raises(TokenizerUnavailable, match="no encoding"):
         TiktokenCounter("qwen2.5")
 

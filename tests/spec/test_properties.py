@@ -71,18 +71,32 @@ server = st.one_of(
     ),
 )
 
+candidates = st.sampled_from(
+    [
+        "ollama",
+        "anthropic:claude-sonnet-4-5",
+        "google:gemini-2.5-flash",
+        "vllm:Qwen/Qwen3-8B",
+        "ollama:llama3:8b",
+    ]
+)
+
 documents = st.fixed_dictionaries(
     {"spec": st.sampled_from([sl.SPEC_VERSION, sl.SPEC_VERSION + ".3"])},
     optional={
         "requires": st.lists(st.sampled_from(sorted(FEATURES)), max_size=3),
         "name": plain_text,
         "description": plain_text,
-        "endpoint": _table(
-            base_url=st.sampled_from(["http://127.0.0.1:8080/v1", "https://llm.example/v1", "ftp://x"]),
-            context_length=numbers,
-            request_timeout=numbers,
-            first_token_timeout=numbers,
-        ),
+        "endpoint": st.tuples(
+            _table(
+                base_url=st.sampled_from(["http://127.0.0.1:8080/v1", "https://llm.example/v1", "ftp://x"]),
+                provider=st.sampled_from([*sorted(sl.PROVIDERS), "Google", "xai"]),
+                context_length=numbers,
+                request_timeout=numbers,
+                first_token_timeout=numbers,
+            ),
+            st.lists(candidates, max_size=3),
+        ).map(lambda t: {**t[0], "failover": t[1]} if "provider" in t[0] else t[0]),
         "model": _table(
             name=plain_text,
             temperature=numbers,
@@ -209,3 +223,38 @@ def test_layering_is_associative(a: dict[str, Any], b: dict[str, Any], c: dict[s
     resolve = sl.resolve_agent_spec
     assert resolve([resolve([x, y]), z]) == resolve([x, resolve([y, z])]) == resolve([x, y, z])
     assert resolve([sl.AgentSpec(), x]) == resolve([x, sl.AgentSpec()]) == x
+
+
+@_SETTINGS
+@given(
+    st.one_of(st.sampled_from([*sorted(sl.PROVIDERS), "XAI", " Google ", "lm-studio"]), st.text(max_size=20)),
+    st.lists(
+        st.one_of(candidates, st.sampled_from(["gemini:", "nope:x", ""]), st.text(max_size=20)), max_size=4
+    ),
+)
+def test_a_provider_and_its_failover_are_presets_or_a_refusal(name: str, failover: list[str]) -> None:
+    document = {"spec": sl.SPEC_VERSION, "endpoint": {"provider": name, "failover": failover}}
+    parsed = _parse(document)
+    if parsed is None:
+        with_problems = parse_spec_problems(document)
+        assert any(p.path[:1] == ("endpoint",) for p in with_problems)
+        return
+    endpoint = parsed.spec.endpoint
+    if endpoint.provider is None:  # empty, or credential-like text: warned and ignored, so no failover
+        assert not endpoint.failover
+        return
+    assert endpoint.provider in sl.PROVIDERS
+    assert all(c.partition(":")[0] in sl.PROVIDERS for c in endpoint.failover or ())
+    chain = endpoint.chain("some-model")
+    assert chain is not None
+    target = sl.failover(chain, env={})
+    assert target.model == "some-model"
+    assert len(target.endpoint.fallbacks) == len(endpoint.failover or ())
+
+
+def parse_spec_problems(document: Any) -> tuple[sl.SpecProblem, ...]:
+    try:
+        parse_spec(document, bundle=True)
+    except SpecError as exc:
+        return exc.problems
+    return ()

@@ -229,7 +229,12 @@ def _gemini() -> Double:
         rate_limited=error_reply("gemini", 4),
         retry_after=26.0,
         overloaded=error_reply("gemini", 5),
-        overloaded_in_stream=None,
+        overloaded_in_stream=gemini_stream(
+            [
+                {"candidates": [{"content": {"role": "model", "parts": [{"text": "Hel"}]}, "index": 0}]},
+                json.loads(_errors("gemini")[4]["body"]),
+            ]
+        ),
         refusal=gemini_stream(gemini_chunks(safety)),
         signature=signature,
         plain_raw=(d / "01-text.sse").read_bytes(),

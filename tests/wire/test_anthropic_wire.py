@@ -340,35 +340,3 @@ def test_a_thinking_model_is_not_forced_to_call_a_tool() -> None:
         {**body, "tool_choice": {"type": "function", "function": {"name": "f"}}, "parallel_tool_calls": False}
     )
     assert named["tool_choice"] == {"type": "tool", "name": "f", "disable_parallel_tool_use": True}
-
-
-@pytest.mark.parametrize(
-    ("row", "kind", "error_type"),
-    [
-        (1, "context_overflow", "ContextOverflow"),
-        (2, "context_overflow", "ContextOverflow"),
-        (5, "auth", "EndpointRefused"),
-        (6, "not_found", "EndpointRefused"),
-        (8, "rate_limited", "EndpointUnavailable"),
-        (10, "transient", "EndpointUnavailable"),
-        (15, "transient", "EndpointUnavailable"),
-    ],
-)
-async def test_anthropics_error_bodies_read_into_the_shared_kinds(
-    row: int, kind: str, error_type: str
-) -> None:
-    from steadyloop.turn.run import RetryPolicy
-
-    from .provider_doubles import error_reply
-
-    async with ScriptedServer(error_reply("anthropic", row)) as server:
-        with pytest.raises(EndpointError) as caught:
-            await run_turn(
-                endpoint(server),
-                {"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": "q"}]},
-                policy=RetryPolicy(max_retries=0),
-            )
-    assert caught.value.kind == kind
-    assert type(caught.value).__name__ == error_type
-    if kind == "context_overflow":
-        assert caught.value.requested and caught.value.limit  # type: ignore[attr-defined]

@@ -1,10 +1,9 @@
 """The same behaviour over every wire: each provider's recorded sequences, served on loopback, read by
-its real SDK client (the OpenAI SDK, ``anthropic``, ``google-genai``) under the same runtime.
+its real client (the OpenAI SDK, ``anthropic``, Gemini's REST API) under the same runtime.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 from typing import Any
 
@@ -13,6 +12,7 @@ import pytest
 import steadyloop as sl
 from steadyloop.errors import (
     ContextOverflow,
+    EndpointError,
     EndpointSilent,
     EndpointUnavailable,
     InterceptorFailed,
@@ -25,7 +25,7 @@ from steadyloop.turn.run import RetryPolicy, run_turn
 from steadyloop.wire.endpoints import Endpoint
 from steadyloop.wire.interceptors import Interceptors, ResponseInfo, SseEvent
 
-from .provider_doubles import DOUBLES, Double
+from .provider_doubles import DOUBLES, Double, error_reply
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -105,6 +105,7 @@ async def test_thinking_then_a_call_then_the_answer_replays_the_signature(double
         )
         turn = await agent.prompt("How warm is it in Utrecht?")
         second = sent(server, 1)
+        second_raw = server.chat_requests[1].body
     assert turn.content == double.answer_text
     calls = [m for m in agent.state.messages if isinstance(m, sl.AssistantMessage) and m.tool_calls]
     assert [c.name for c in calls[0].tool_calls] == [double.thinking_call_name]
@@ -112,10 +113,12 @@ async def test_thinking_then_a_call_then_the_answer_replays_the_signature(double
         assert calls[0].reasoning
     assert "".join(thought)  # the reasoning streamed as reasoning
     if double.signature is not None:
-        _assert_signature_replayed(second, double, calls[0])
+        _assert_signature_replayed(second, double, calls[0], second_raw)
 
 
-def _assert_signature_replayed(request: dict[str, Any], double: Double, kept: sl.AssistantMessage) -> None:
+def _assert_signature_replayed(
+    request: dict[str, Any], double: Double, kept: sl.AssistantMessage, raw: bytes | None = None
+) -> None:
     if double.api == "anthropic":
         replayed = next(m for m in request["messages"] if m["role"] == "assistant")["content"]
         kinds = [block.get("type") for block in replayed]
@@ -127,10 +130,11 @@ def _assert_signature_replayed(request: dict[str, Any], double: Double, kept: sl
         replayed = next(c for c in request["contents"] if c["role"] == "model")["parts"]
         call = next(p for p in replayed if "functionCall" in p)
         assert call["functionCall"]["name"] == double.thinking_call_name
-        # On the call's own part, the same bytes: google-genai holds a signature as bytes and writes it in
-        # the URL-safe base64 alphabet, which the API reads as it reads the standard one.
-        sent_bytes = base64.urlsafe_b64decode(call["thoughtSignature"])
-        assert sent_bytes == base64.b64decode(double.signature)
+        # On the call's own part, the very text the server sent (standard base64 with '+' and '/'), not
+        # the same bytes re-encoded: the outgoing body holds it verbatim.
+        assert call["thoughtSignature"] == double.signature
+        assert set(double.signature) & {"+", "/"}  # the capture tells the two alphabets apart
+        assert raw is not None and f'"thoughtSignature":"{double.signature}"'.encode() in raw
     else:
         raise AssertionError(f"no signed thinking on the {double.api} wire")
 
@@ -306,3 +310,36 @@ async def test_an_interceptor_that_raises_ends_the_turn_typed_on_every_wire(doub
             )
         assert len(server.chat_requests) == 1  # not retried
     assert caught.value.interceptor == "on_response"
+
+
+# Each native wire's recorded error bodies (row of errors.jsonl, from 1), as their servers sent them.
+ERROR_TABLE = [
+    ("anthropic", 1, "context_overflow", "ContextOverflow"),
+    ("anthropic", 2, "context_overflow", "ContextOverflow"),
+    ("anthropic", 5, "auth", "EndpointRefused"),
+    ("anthropic", 6, "not_found", "EndpointRefused"),
+    ("anthropic", 8, "rate_limited", "EndpointUnavailable"),
+    ("anthropic", 10, "transient", "EndpointUnavailable"),
+    ("anthropic", 15, "transient", "EndpointUnavailable"),
+    ("gemini", 1, "context_overflow", "ContextOverflow"),
+    ("gemini", 3, "auth", "EndpointRefused"),
+    ("gemini", 4, "rate_limited", "EndpointUnavailable"),
+    ("gemini", 5, "transient", "EndpointUnavailable"),
+    ("gemini", 6, "transient", "EndpointUnavailable"),
+    ("gemini", 7, "not_found", "EndpointRefused"),
+    ("gemini", 8, "not_found", "EndpointRefused"),
+]
+
+
+@pytest.mark.parametrize(("api", "row", "kind", "error_type"), ERROR_TABLE)
+async def test_recorded_error_bodies_read_into_the_shared_kinds(
+    api: str, row: int, kind: str, error_type: str
+) -> None:
+    double = DOUBLES[api]()
+    async with ScriptedServer(error_reply(api, row)) as server:
+        with pytest.raises(EndpointError) as caught:
+            await run_turn(endpoint_for(server, double), body(double), policy=NO_RETRY)
+    assert caught.value.kind == kind
+    assert type(caught.value).__name__ == error_type
+    if kind == "context_overflow":
+        assert caught.value.requested and caught.value.limit  # type: ignore[attr-defined]

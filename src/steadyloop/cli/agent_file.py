@@ -68,6 +68,14 @@ def load_agent_file(path: str, *, trust_bundle: bool = False) -> AgentSpec:
     return parsed.spec
 
 
+def _with_timeouts(endpoint: Endpoint, spec: AgentSpec) -> Endpoint:
+    if spec.endpoint.request_timeout is not None:
+        endpoint = replace(endpoint, request_timeout=spec.endpoint.request_timeout)
+    if spec.endpoint.first_token_timeout is not None:
+        endpoint = replace(endpoint, first_token_timeout=spec.endpoint.first_token_timeout)
+    return endpoint
+
+
 def resolve_for_agent(
     spec: AgentSpec,
     choice: EndpointChoice,
@@ -81,7 +89,15 @@ def resolve_for_agent(
     if choice.model is None and spec.model.name:
         choice = replace(choice, model=spec.model.name)
     url = spec.endpoint.base_url
-    if url is None or choice.base_url or choice.name or choice.provider or choice.api not in (None, "openai"):
+    flags_name_one = choice.base_url or choice.name or choice.provider or choice.api not in (None, "openai")
+    chain = spec.endpoint.chain()
+    if chain is not None and not flags_name_one:
+        # The document's provider (and its failover), at the document's URL when it names one.
+        resolved = resolve(replace(choice, provider=chain, base_url=url), env=env, start_local=start_local)
+        endpoint = _with_timeouts(resolved.endpoint, spec)
+        window = spec.endpoint.context_length or resolved.context_length
+        return replace(resolved, endpoint=endpoint, context_length=window)
+    if url is None or flags_name_one:
         return resolve(choice, env=env, start_local=start_local)
     key = resolve_api_key(
         url,
@@ -89,11 +105,7 @@ def resolve_for_agent(
         inherited_base_url=env.get("OPENAI_BASE_URL"),
         inherited_api_key=env.get("OPENAI_API_KEY"),
     )
-    endpoint = Endpoint(url, api_key=key)
-    if spec.endpoint.request_timeout is not None:
-        endpoint = replace(endpoint, request_timeout=spec.endpoint.request_timeout)
-    if spec.endpoint.first_token_timeout is not None:
-        endpoint = replace(endpoint, first_token_timeout=spec.endpoint.first_token_timeout)
+    endpoint = _with_timeouts(Endpoint(url, api_key=key), spec)
     model = choice.model or env.get("STEADYLOOP_MODEL") or None
     return Resolved(endpoint, model, label=endpoint.shown_url, context_length=spec.endpoint.context_length)
 

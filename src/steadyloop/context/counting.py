@@ -10,9 +10,9 @@ Three counters, each honest about what it measures against:
   plus the framing OpenAI documents for chat models (three tokens a message and three to start the
   reply). Exact for the text of OpenAI models; tool schemas are counted as their JSON, which is not how
   the server renders them, so a body with tools is approximate. For other models it is only a proxy.
-- ``AnthropicCounter``: the provider's own count endpoint (Anthropic ``count_tokens``), the provider's
-  count of the same request, exact by definition, at the price of a round trip (``COUNT_TIMEOUT_S`` at
-  most).
+- ``AnthropicCounter`` and ``GeminiCounter``: the provider's own count endpoint (Anthropic
+  ``count_tokens``, Gemini ``countTokens``), the provider's count of the same request, exact by
+  definition, at the price of a round trip (``COUNT_TIMEOUT_S`` at most).
 
 ``token_counter_for`` picks one for an (endpoint, model). ``run_turn`` asks it once per (endpoint, model),
 before the first request, when the endpoint has reported nothing yet: its count becomes a calibration
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import SteadyloopError
-from ..wire.endpoints import Endpoint, endpoint_key
+from ..wire.endpoints import NO_KEY, Endpoint, endpoint_key
 from .calibration import body_chars, body_has_image, calibrate, chars_per_token_for
 from .tokens import IMAGE_TOKENS, context_chars, reply_ceiling, request_tokens
 
@@ -37,6 +37,7 @@ __all__ = [
     "COUNT_TIMEOUT_S",
     "AnthropicCounter",
     "EstimateCounter",
+    "GeminiCounter",
     "TiktokenCounter",
     "TokenCount",
     "TokenCounter",
@@ -256,39 +257,94 @@ class AnthropicCounter:
         import anthropic
         import httpx2
 
+        from ..wire.anthropic_messages import lease_anthropic
         from ..wire.anthropic_shape import anthropic_request
 
         request = anthropic_request({**body, "model": self.model or body.get("model")})
         fields = {name: value for name, value in request.items() if name in _COUNTED_FIELDS}
-        client = anthropic.AsyncAnthropic(
-            api_key=self.endpoint.key,
-            base_url=self.endpoint.base_url.removesuffix("/v1"),
-            timeout=httpx2.Timeout(COUNT_TIMEOUT_S),
-            max_retries=0,
-        )
+        client, release = lease_anthropic(self.endpoint)
         try:
-            counted = await client.messages.count_tokens(**fields)
+            counted = await client.messages.count_tokens(**fields, timeout=httpx2.Timeout(COUNT_TIMEOUT_S))
         except anthropic.AnthropicError as error:
             raise TokenizerUnavailable(
                 f"{self.endpoint.shown_url} did not count the request: {str(error)[:200]}"
             ) from error
         finally:
-            await client.close()
+            release()
         tokens = getattr(counted, "input_tokens", None)
         if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
             raise TokenizerUnavailable(f"{self.endpoint.shown_url} answered a count without input_tokens")
         return tokens
 
 
+class GeminiCounter:
+    """Gemini's own count of a request (``POST models/{model}:countTokens`` with the whole request as
+    ``generateContentRequest``): system instruction and tools included, for one round trip.
+
+    Args:
+        endpoint: an ``api="gemini"`` endpoint.
+        model: the model to count for (default: the body's).
+    """
+
+    def __init__(self, endpoint: Endpoint, model: str | None) -> None:
+        self.endpoint = endpoint
+        self.model = model
+
+    @property
+    def name(self) -> str:
+        return "gemini:countTokens"
+
+    async def count(self, body: Mapping[str, Any]) -> int:
+        import httpx2
+
+        from ..wire.gemini_content import gemini_body, gemini_url
+        from ..wire.gemini_shape import gemini_request
+        from ..wire.rest import lease_http
+
+        model, contents, config = gemini_request({**body, "model": self.model or body.get("model")})
+        name = model if model.startswith(("models/", "tunedModels/")) else f"models/{model}"
+        request = {"generateContentRequest": {"model": name, **gemini_body(contents, config)}}
+        headers = {"content-type": "application/json"}
+        if self.endpoint.key and self.endpoint.key != NO_KEY:
+            headers["x-goog-api-key"] = self.endpoint.key
+        where = self.endpoint.shown_url
+        client, release = lease_http(self.endpoint)
+        try:
+            async with asyncio.timeout(COUNT_TIMEOUT_S):
+                response = await client.post(
+                    gemini_url(self.endpoint.base_url, model, "countTokens"),
+                    content=json.dumps(request, separators=(",", ":")).encode(),
+                    headers=headers,
+                )
+        except (httpx2.HTTPError, OSError, TimeoutError) as error:
+            raise TokenizerUnavailable(f"{where} did not count the request: {error!r}"[:300]) from error
+        finally:
+            release()
+        if response.status_code != 200:
+            raise TokenizerUnavailable(
+                f"{where} did not count the request: HTTP {response.status_code} {response.text[:200]}"
+            )
+        try:
+            tokens = response.json().get("totalTokens", 0)
+        except (ValueError, AttributeError):
+            tokens = None
+        # A count of nothing leaves totalTokens out, as the API leaves out every zero.
+        if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
+            raise TokenizerUnavailable(f"{where} answered a count without totalTokens")
+        return tokens
+
+
 def token_counter_for(endpoint: Endpoint, model: str | None) -> TokenCounter:
     """The best counter there is for a model on an endpoint: Anthropic's count endpoint for an
-    Anthropic endpoint (with the SDK installed); tiktoken for an OpenAI model on an OpenAI-shaped
+    Anthropic endpoint (with the SDK installed), Gemini's for a Gemini endpoint; tiktoken for an OpenAI model on an OpenAI-shaped
     endpoint when tiktoken is installed and knows the model; else the estimate."""
     if endpoint.api == "anthropic":
         try:
             return AnthropicCounter(endpoint, model)
         except TokenizerUnavailable:
             pass
+    if endpoint.api == "gemini":
+        return GeminiCounter(endpoint, model)
     if endpoint.api == "openai" and model:
         try:
             return TiktokenCounter(model)

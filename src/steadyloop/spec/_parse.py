@@ -18,6 +18,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Literal, TypeVar, cast
 
+from ..providers import UnknownProvider, preset_name
 from ._reader import Path, Reader, kind, short
 from ._values import (
     EFFECT_CLASSES,
@@ -174,15 +175,55 @@ def _endpoint(reader: Reader, value: object) -> EndpointSpec:
     table = reader.table(value, path)
     if table is None:
         return EndpointSpec()
-    reader.fields(table, path, ("base_url", "context_length", "request_timeout", "first_token_timeout"))
+    known = ("base_url", "provider", "failover", "context_length", "request_timeout", "first_token_timeout")
+    reader.fields(table, path, known)
+    provider = _preset(reader, table.get("provider"), (*path, "provider"))
+    failover = _failover(reader, table.get("failover"), (*path, "failover"))
+    if failover and provider is None:
+        reader.refuse((*path, "failover"), "hands over from a provider: name one in endpoint.provider")
     return EndpointSpec(
         base_url=_base_url(reader, table.get("base_url"), (*path, "base_url")),
+        provider=provider,
+        failover=failover,
         context_length=reader.whole(table.get("context_length"), (*path, "context_length"), 1, 10**9),
         request_timeout=reader.number(table.get("request_timeout"), (*path, "request_timeout"), 0, 1e6),
         first_token_timeout=reader.number(
             table.get("first_token_timeout"), (*path, "first_token_timeout"), 0, 1e6
         ),
     )
+
+
+def _preset(reader: Reader, value: object, path: Path) -> str | None:
+    """A provider preset's name as ``PROVIDERS`` spells it; an unknown one is refused."""
+    name = reader.text(value, path, empty=False)
+    if name is None:
+        return None
+    try:
+        return preset_name(name)
+    except UnknownProvider as error:
+        reader.refuse(path, f"{short(name)} is no provider preset; known: {', '.join(error.known)}")
+        return None
+
+
+def _failover(reader: Reader, value: object, path: Path) -> tuple[str, ...] | None:
+    """Candidates ``provider[:model]``; the model is kept as written (only the first colon splits)."""
+    items = reader.array(value, path)
+    if items is None:
+        return None
+    candidates: list[str] = []
+    for i, item in enumerate(items):
+        text = reader.text(item, (*path, i), empty=False)
+        if text is None:
+            continue
+        name, colon, model = text.strip().partition(":")
+        preset = _preset(reader, name, (*path, i))
+        if preset is None:
+            continue
+        model = model.strip()
+        if colon and not model:
+            reader.warn((*path, i), "names no model after ':'; the run's model is used")
+        candidates.append(f"{preset}:{model}" if model else preset)
+    return tuple(candidates)
 
 
 def _base_url(reader: Reader, value: object, path: Path) -> str | None:

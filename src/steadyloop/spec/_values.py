@@ -114,15 +114,29 @@ class EndpointSpec:
 
     Attributes:
         base_url: an OpenAI-compatible base URL.
+        provider: a provider preset (``steadyloop.PROVIDERS``: ``anthropic``, ``gemini``, ``ollama``, ...),
+            at its own URL or ``<NAME>_BASE_URL``, with ``<NAME>_API_KEY``; the model is ``model.name``.
+        failover: the candidates to hand over to, in order, when the first fails before its first event:
+            ``"provider"`` or ``"provider:model"`` each (a candidate without a model runs the run's).
         context_length: the window, where the endpoint does not say.
         request_timeout: seconds of silence allowed mid-stream; ``0`` waits forever.
         first_token_timeout: seconds allowed before the first chunk that carries something.
     """
 
     base_url: str | None = None
+    provider: str | None = None
+    failover: tuple[str, ...] | None = None
     context_length: int | None = None
     request_timeout: float | None = None
     first_token_timeout: float | None = None
+
+    def chain(self, model: str | None = None) -> str | None:
+        """The ``steadyloop.failover`` chain the provider and its failover name (``None`` without a
+        provider): ``"anthropic:claude-sonnet-4-5,gemini:gemini-2.5-flash"``."""
+        if self.provider is None:
+            return None
+        first = f"{self.provider}:{model}" if model else self.provider
+        return ",".join((first, *(self.failover or ())))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -43,6 +43,7 @@ _CHAT_PATH = "/v1/chat/completions"
 # The other wires' model calls, answered from the same script: Anthropic Messages, Gemini's streamed call.
 _ANTHROPIC_PATH = "/v1/messages"
 _GEMINI_STREAM = ":streamGenerateContent"
+_GEMINI_MODELS = "/v1beta/models/"
 
 
 def _is_model_call(path: str) -> bool:
@@ -103,11 +104,15 @@ class ScriptedServer:
         default_reply: played when the script is empty (None: answer 500 "script ran out"), e.g. one stream
             reused by a thousand concurrent requests in a load test.
         models: served by ``GET /v1/models`` (and ``/models``): ids, or full model objects used as given;
-            None answers 404; a reply (e.g. 503 "Loading model") is played instead.
+            None answers 404; a reply (e.g. 503 "Loading model") is played instead. The same models answer
+            ``GET /v1/models/{id}`` (one by its ``id``, Anthropic's shape), and Gemini's ``GET
+            /v1beta/models`` and ``/v1beta/models/{model}`` (an id becomes ``{"name": "models/<id>"}``; a
+            full object is matched by its ``name``).
         props: served by ``GET /props`` (llama.cpp's server properties); None answers 404.
         health: served by ``GET /health`` and ``/v1/health``; None answers 404.
         count_tokens: served by ``POST /v1/messages/count_tokens`` (Anthropic's count), e.g.
-            ``{"input_tokens": 1234}``; None (the default) answers 404.
+            ``{"input_tokens": 1234}``, and by Gemini's ``POST /v1beta/models/{model}:countTokens``
+            (``{"totalTokens": 1234}``); None (the default) answers 404.
         requests: every request received, in order (the script's own and the metadata ones).
         disconnects: replies that ended because the client went away while the server was waiting
             (a stall, a delay): what a client that closes a stream early should cause.
@@ -270,10 +275,30 @@ class ScriptedServer:
             return _static(self.props)
         if method == "GET" and path in ("/health", "/v1/health"):  # llama.cpp serves both
             return _static(self.health)
-        if method == "POST" and path == "/v1/messages/count_tokens":
+        if method == "POST" and (path == "/v1/messages/count_tokens" or _is_gemini_count(path)):
             return _static(self.count_tokens)
+        if method == "GET" and path.startswith(("/v1/models/", _GEMINI_MODELS)):
+            return self._model(path)
+        if method == "GET" and path == _GEMINI_MODELS.rstrip("/"):
+            models = self.models
+            if models is None or isinstance(models, StreamReply | BodyReply | StallReply):
+                return _static(models)
+            return Reply.json({"models": [_gemini_entry(model) for model in models]})
         error = {"message": f"no route for {method} {path}", "type": "not_found_error", "code": 404}
         return Reply.json({"error": error}, 404)
+
+    def _model(self, path: str) -> ScriptedReply:
+        """One model by its id (Anthropic's ``/v1/models/{id}``, Gemini's ``/v1beta/models/{name}``)."""
+        models = self.models
+        if models is None or isinstance(models, StreamReply | BodyReply | StallReply):
+            return _static(models)
+        gemini = path.startswith(_GEMINI_MODELS)
+        wanted = path.removeprefix(_GEMINI_MODELS if gemini else "/v1/models/")
+        for model in models:
+            entry = _gemini_entry(model) if gemini else _model_entry(model)
+            if entry.get("name" if gemini else "id") == (f"models/{wanted}" if gemini else wanted):
+                return Reply.json(entry)
+        return _static(None)
 
     # -- running
 
@@ -357,6 +382,16 @@ def _model_entry(model: str | Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(model, str):
         return {"id": model, "object": "model", "created": 0, "owned_by": "steadyloop"}
     return dict(model)
+
+
+def _gemini_entry(model: str | Mapping[str, Any]) -> dict[str, Any]:
+    if isinstance(model, str):
+        return {"name": f"models/{model}", "displayName": model}
+    return dict(model)
+
+
+def _is_gemini_count(path: str) -> bool:
+    return path.startswith(_GEMINI_MODELS) and path.endswith(":countTokens")
 
 
 def _static(value: Document) -> ScriptedReply:

@@ -1,8 +1,8 @@
 """The Anthropic Messages provider: sends through the official ``anthropic`` SDK, reads its stream events.
 
 The request and the events are translated in ``anthropic_shape`` and ``anthropic_events`` (sans I/O); here is only the sending:
-one SDK client per request (closed with its stream), no SDK retries (``run_turn`` retries), failures read
-into the same kinds as every other wire's. A reply that stops with ``pause_turn`` is continued at once
+one pooled SDK client per endpoint (reused across requests, closed with the pool; ``lease_anthropic``), no
+SDK retries (``run_turn`` retries), failures read into the same kinds as every other wire's. A reply that stops with ``pause_turn`` is continued at once
 with what it said so far, into the same turn.
 
 Needs ``pip install 'steadyloop[anthropic]'``.
@@ -11,12 +11,13 @@ Needs ``pip install 'steadyloop[anthropic]'``.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import EndpointError, InvalidInput
 from .anthropic_events import AnthropicEvents
 from .anthropic_shape import anthropic_request
+from .clients import lease_native
 from .failures import classify_failure
 from .interceptors import Interceptors
 from .openai_chat import error_for_failure, unreachable_error
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
     from .endpoints import Endpoint
 
-__all__ = ["AnthropicProvider"]
+__all__ = ["AnthropicProvider", "lease_anthropic"]
 
 #: How many times one turn continues a paused reply before it gives the reply back as it is.
 MAX_CONTINUATIONS = 8
@@ -81,45 +82,97 @@ class AnthropicProvider:
         tap = None
         if interceptors is not None and interceptors.on_response is not None:
             tap = ResponseTap(where, str(request.get("model") or "") or None)
-        client = _client(self._endpoint, connect_timeout, tap)
-        stream = _AnthropicStream(client, request, where, interceptors, tap)
+        import httpx2
+
+        client, done = _client(self._endpoint, tap)
+        # The watchdog bounds silence; the SDK bounds only the connection.
+        timeout = httpx2.Timeout(None, connect=connect_timeout or 30.0)
+        stream = _AnthropicStream(client, done, request, timeout, where, interceptors, tap)
         try:
             await stream.open()
         except BaseException:
-            await client.close()
+            await stream.aclose()
             raise
         return stream
 
 
-def _client(endpoint: Endpoint, connect_timeout: float | None, tap: ResponseTap | None) -> AsyncAnthropic:
+class _Pooled:
+    """An SDK client kept in the pool for one endpoint; each request brings its own timeout."""
+
+    __slots__ = ("client",)
+
+    def __init__(self, client: AsyncAnthropic) -> None:
+        self.client = client
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+
+def lease_anthropic(endpoint: Endpoint) -> tuple[AsyncAnthropic, Callable[[], None]]:
+    """The endpoint's pooled SDK client (no SDK retries) and the function that gives its lease back."""
     import httpx2
     from anthropic import AsyncAnthropic
 
-    base = endpoint.base_url.removesuffix("/v1")
-    # The watchdog bounds silence; the SDK bounds only the connection.
-    timeout = httpx2.Timeout(None, connect=connect_timeout or 30.0)
+    def build() -> _Pooled:
+        base = endpoint.base_url.removesuffix("/v1")
+        timeout = httpx2.Timeout(None, connect=30.0)
+        return _Pooled(AsyncAnthropic(api_key=endpoint.key, base_url=base, timeout=timeout, max_retries=0))
+
+    pooled, release = lease_native(endpoint, "anthropic-sdk", build)
+    return pooled.client, release
+
+
+def _client(
+    endpoint: Endpoint, tap: ResponseTap | None
+) -> tuple[AsyncAnthropic, Callable[[], Awaitable[None]]]:
+    """The client a request goes out on, and what to do once its stream is closed."""
     if tap is None:
-        return AsyncAnthropic(api_key=endpoint.key, base_url=base, timeout=timeout, max_retries=0)
-    # Our own client only when on_response must see the responses: its event hook notes them.
+        client, release = lease_anthropic(endpoint)
+
+        async def give_back() -> None:
+            release()
+
+        return client, give_back
+    import httpx2
+    from anthropic import AsyncAnthropic
+
+    # A client of its own when on_response must see the responses: its event hook notes this request's.
+    base = endpoint.base_url.removesuffix("/v1")
+    timeout = httpx2.Timeout(None, connect=30.0)
     http = httpx2.AsyncClient(timeout=timeout, event_hooks={"response": [tap]})
-    return AsyncAnthropic(
+    own = AsyncAnthropic(
         api_key=endpoint.key, base_url=base, timeout=timeout, max_retries=0, http_client=http
     )
+    return own, own.close
 
 
 class _AnthropicStream:
-    __slots__ = ("_client", "_events", "_hooks", "_request", "_stream", "_tap", "_where")
+    __slots__ = (
+        "_client",
+        "_done",
+        "_events",
+        "_hooks",
+        "_request",
+        "_stream",
+        "_tap",
+        "_timeout",
+        "_where",
+    )
 
     def __init__(
         self,
         client: AsyncAnthropic,
+        done: Callable[[], Awaitable[None]],
         request: dict[str, Any],
+        timeout: Any,
         where: str,
         hooks: Interceptors | None = None,
         tap: ResponseTap | None = None,
     ) -> None:
         self._client = client
+        self._done: Callable[[], Awaitable[None]] | None = done
         self._request = request
+        self._timeout = timeout
         self._where = where
         self._hooks = hooks
         self._tap = tap
@@ -128,7 +181,9 @@ class _AnthropicStream:
 
     async def open(self) -> None:
         try:
-            self._stream = await self._client.messages.create(**self._request, stream=True)
+            self._stream = await self._client.messages.create(
+                **self._request, stream=True, timeout=self._timeout
+            )
         except BaseException as exc:
             error = self._error(exc)
             if self._tap is not None:
@@ -168,14 +223,17 @@ class _AnthropicStream:
         return f"{n} Anthropic event(s) of a shape not read" if n else ""
 
     def close(self) -> Awaitable[None] | None:
-        return self._aclose()
+        return self.aclose()
 
-    async def _aclose(self) -> None:
+    async def aclose(self) -> None:
+        stream, self._stream = self._stream, None
+        done, self._done = self._done, None
         try:
-            if self._stream is not None:
-                await self._stream.close()
+            if stream is not None:
+                await stream.close()
         finally:
-            await self._client.close()
+            if done is not None:
+                await done()
 
     def _error(self, exc: BaseException) -> EndpointError:
         import anthropic

@@ -14,7 +14,8 @@ opens more clients than ``max_clients`` while they are all busy, and drops back 
 ``get_chat_client`` hands out a handle rather than the transport's client: each request through it leases
 whatever entry is live for the endpoint at that moment, so a handle kept across an eviction keeps working.
 ``get_client`` hands out the SDK client itself, unleased; hold ``lease_client`` around calls that must not
-be cut.
+be cut. The native wires (Anthropic, Gemini) keep their own clients in the same entries (``lease_native``),
+so they are reused, evicted and closed like the rest.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ import asyncio
 import contextlib
 import weakref
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, cast
 
 from ..errors import InvalidInput
 from .chat_client import ChatClient, ChatStream
@@ -43,6 +44,7 @@ __all__ = [
     "get_chat_client",
     "get_client",
     "lease_client",
+    "lease_native",
     "reset_clients",
 ]
 
@@ -66,6 +68,14 @@ class ClientSettings:
     transport: Literal["httpx2", "aiohttp"] = "aiohttp"
 
 
+class NativeClient(Protocol):
+    """A native wire's client, kept in the pool: all the pool asks of it is to close."""
+
+    async def aclose(self) -> None: ...
+
+
+_Native = TypeVar("_Native", bound=NativeClient)
+
 _DEFAULTS = ClientSettings()
 _settings = _DEFAULTS
 _PoolKey = tuple[int, str, float | None, str]
@@ -78,7 +88,7 @@ class _Entry:
     only streams turns never needs it, and building one loads the system's certificates.
     """
 
-    __slots__ = ("_sdk", "chat", "endpoint", "evicted", "key", "loop", "transport", "users")
+    __slots__ = ("_sdk", "chat", "endpoint", "evicted", "key", "loop", "natives", "transport", "users")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, endpoint: Endpoint, key: _PoolKey) -> None:
         self.loop = weakref.ref(loop)
@@ -87,6 +97,8 @@ class _Entry:
         self.transport = _settings.transport
         self._sdk: AsyncOpenAI | None = None
         self.chat: ChatClient | None = None
+        # A native wire's clients, by what they were built with beyond the endpoint (a connect timeout).
+        self.natives: dict[Hashable, NativeClient] = {}
         # Leases held: requests in flight and callers inside ``lease_client``.
         self.users = 0
         # Out of the pool: closed when the last lease goes (or at once, with none).
@@ -115,10 +127,15 @@ class _Entry:
     async def aclose(self) -> None:
         chat, self.chat = self.chat, None
         sdk, self._sdk = self._sdk, None
-        if chat is not None:
-            await chat.aclose()
-        if sdk is not None:
-            await sdk.close()
+        natives, self.natives = list(self.natives.values()), {}
+        try:
+            if chat is not None:
+                await chat.aclose()
+            if sdk is not None:
+                await sdk.close()
+        finally:
+            for native in natives:
+                await native.aclose()
 
 
 _pool: OrderedDict[_PoolKey, _Entry] = OrderedDict()
@@ -221,6 +238,35 @@ def get_chat_client(endpoint: Endpoint) -> ChatClient:
     # which must not eat into the first request's first-token allowance.
     _entry(endpoint).chat_client()
     return _PooledChat(endpoint)
+
+
+def lease_native(
+    endpoint: Endpoint, slot: Hashable, build: Callable[[], _Native]
+) -> tuple[_Native, Callable[[], None]]:
+    """A native wire's pooled client for this endpoint and ``slot``, built by ``build`` on first use, and
+    the function that gives the lease back.
+
+    The client stays open until the lease is given back however the pool churns; give it back once, when
+    the request that uses it has ended (its stream closed).
+    """
+    entry = _acquire(endpoint)
+    try:
+        kept = entry.natives.get(slot)
+        if kept is None:
+            client = build()
+            entry.natives[slot] = client
+        else:
+            client = cast(_Native, kept)
+    except BaseException:
+        _release(entry)
+        raise
+    held: list[_Entry] = [entry]
+
+    def release() -> None:
+        if held:
+            _release(held.pop())
+
+    return client, release
 
 
 class _PooledChat:

@@ -70,7 +70,7 @@ class Endpoint:
             raise both for a model that is silent for longer before it answers.
         api: the wire format: ``"openai"`` (chat completions, what every local server speaks),
             ``"anthropic"`` (Messages, ``pip install 'steadyloop[anthropic]'``) or ``"gemini"``
-            (``streamGenerateContent``, ``pip install 'steadyloop[gemini]'``).
+            (``streamGenerateContent``, over its REST API: nothing to install).
         transport: a provider of the caller's own that sends every request to this endpoint instead of
             the one ``api`` names (a proxy, a recorder, an in-process model); see
             ``steadyloop.wire.provider.Provider``. Not part of the endpoint's identity or repr.

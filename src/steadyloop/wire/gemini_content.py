@@ -1,37 +1,75 @@
-"""The Gemini provider: ``streamGenerateContent?alt=sse`` through the official ``google-genai`` SDK.
+"""The Gemini provider: ``models/{model}:streamGenerateContent?alt=sse`` over the REST API.
 
-The request and the chunks are translated in ``gemini_shape`` (sans I/O); each streamed response the SDK
-parses is read back in the API's own JSON spelling, so the same reader serves captures and live streams.
-One SDK client per request (closed with its stream), no SDK retries (``run_turn`` retries), failures read
-into the same kinds as every other wire's.
+The request and the chunks are translated in ``gemini_shape`` (sans I/O); here is only the sending, over a
+pooled ``httpx2`` client per endpoint (reused across requests, closed with the pool), with no retries of its
+own (``run_turn`` retries), and failures read into the same kinds as every other wire's.
+
+The REST shape rather than the ``google-genai`` SDK, for three things the SDK cannot give: a thought
+signature goes back to the server as the exact text it came in (the SDK decodes it to bytes and sends it
+re-encoded in another base64 alphabet); the chunks are read as the server wrote them, in the API's own
+spelling; and a stream that ends in an error or is cancelled is closed at once, in order, by the task that
+read it (the SDK's nested generators are left to the collector, which closes them out of order).
 
 The base URL names the API version it ends in (``https://generativelanguage.googleapis.com/v1beta``, the
-default when it names none). Needs ``pip install 'steadyloop[gemini]'``.
+default when it names none).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
-from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
-from ..errors import EndpointError, InvalidInput
-from .failures import classify_failure
+from .endpoints import NO_KEY
 from .gemini_shape import GeminiChunks, gemini_request
-from .interceptors import Interceptors
-from .openai_chat import error_for_failure, unreachable_error
-from .provider import ResponseTap, tell_sse_event
+from .interceptors import Interceptors, ResponseInfo, observe
+from .openai_chat import SSEDecoder
+from .provider import tell_sse_event
+from .rest import lease_http, read_failure, transport_error
 
 if TYPE_CHECKING:
     import httpx2
-    from google.genai import Client
 
     from .endpoints import Endpoint
 
-__all__ = ["GeminiProvider"]
+__all__ = ["GeminiProvider", "gemini_body", "gemini_url"]
 
 _VERSION_SUFFIX = re.compile(r"/(v\d+(?:alpha|beta)?\d*)$")
+# Request fields that stay at the top of the body; every other field of the config is a generation setting.
+_TOP_LEVEL = ("systemInstruction", "tools", "toolConfig", "safetySettings", "cachedContent", "labels")
+
+
+def gemini_url(base_url: str, model: str, method: str) -> str:
+    """The URL of ``models/{model}:{method}`` under ``base_url`` (``/v1beta`` when it names no version)."""
+    url = base_url.rstrip("/")
+    if not _VERSION_SUFFIX.search(url):
+        url += "/v1beta"
+    name = model if model.startswith(("models/", "tunedModels/")) else f"models/{model}"
+    return f"{url}/{quote(name, safe='/-._~')}:{method}"
+
+
+def gemini_body(contents: list[dict[str, Any]], config: Mapping[str, Any]) -> dict[str, Any]:
+    """The REST request body of ``gemini_request``'s contents and flat config."""
+    body: dict[str, Any] = {"contents": contents}
+    generation = {}
+    for key, value in config.items():
+        if key in _TOP_LEVEL:
+            body[key] = value
+        else:
+            generation[key] = value
+    if generation:
+        body["generationConfig"] = generation
+    return body
+
+
+def _headers(endpoint: Endpoint) -> dict[str, str]:
+    headers = {"content-type": "application/json", "accept": "text/event-stream"}
+    if endpoint.key and endpoint.key != NO_KEY:
+        headers["x-goog-api-key"] = endpoint.key
+    return headers
 
 
 class GeminiProvider:
@@ -40,12 +78,6 @@ class GeminiProvider:
     __slots__ = ("_endpoint",)
 
     def __init__(self, endpoint: Endpoint) -> None:
-        try:
-            from google import genai  # noqa: F401
-        except ImportError:
-            raise InvalidInput(
-                "the gemini wire needs the google-genai SDK: pip install 'steadyloop[gemini]'"
-            ) from None
         self._endpoint = endpoint
 
     @property
@@ -59,156 +91,130 @@ class GeminiProvider:
         connect_timeout: float | None,
         interceptors: Interceptors | None = None,
     ) -> _GeminiStream:
+        import httpx2
+
         model, contents, config = gemini_request(body)
         where = self._endpoint.shown_url
-        tap = None
-        if interceptors is not None and interceptors.on_response is not None:
-            tap = ResponseTap(where, model or None)
-        client, http = _client(self._endpoint, connect_timeout, tap)
-        stream = _GeminiStream(client, http, model, contents, config, where, interceptors, tap)
+        named = model or None
+        url = gemini_url(self._endpoint.base_url, model, "streamGenerateContent")
+        content = json.dumps(gemini_body(contents, config), separators=(",", ":")).encode()
+        client, release = lease_http(self._endpoint)
+        response: httpx2.Response | None = None
         try:
-            await stream.open()
+            # Bounds only the connection: the watchdog bounds silence.
+            request = client.build_request(
+                "POST",
+                url,
+                params={"alt": "sse"},
+                headers=_headers(self._endpoint),
+                content=content,
+                timeout=httpx2.Timeout(None, connect=connect_timeout or 30.0),
+            )
+            try:
+                response = await client.send(request, stream=True)
+            except Exception as exc:
+                error = transport_error(exc, endpoint=where, model=named)
+                if error is None:
+                    raise
+                raise error from None
+            if interceptors is not None and interceptors.on_response is not None:
+                info = ResponseInfo(
+                    status=response.status_code, headers=dict(response.headers), endpoint=where, model=named
+                )
+                await observe("on_response", interceptors.on_response, info)
+            if response.status_code != 200:
+                try:
+                    raw = await response.aread()
+                except Exception as exc:
+                    error = transport_error(exc, endpoint=where, model=named)
+                    if error is None:
+                        raise
+                    raise error from None
+                raise read_failure(response.status_code, raw, response.headers, endpoint=where, model=named)
         except BaseException:
-            await stream.aclose()
+            try:
+                if response is not None:
+                    await response.aclose()
+            finally:
+                release()
             raise
-        return stream
-
-
-def _client(
-    endpoint: Endpoint, connect_timeout: float | None, tap: ResponseTap | None = None
-) -> tuple[Client, httpx2.AsyncClient]:
-    import httpx2
-    from google import genai
-    from google.genai import types
-
-    url = endpoint.base_url
-    match = _VERSION_SUFFIX.search(url)
-    version = match.group(1) if match else "v1beta"
-    base = url[: match.start()] if match else url
-    # Our own httpx client: the SDK's aiohttp session subclasses a class aiohttp asks not to be
-    # subclassed (a warning per request), and with a client of ours it closes what we close. Its timeout
-    # bounds only the connection: the watchdog bounds silence.
-    hooks: dict[str, list[Any]] = {"response": [tap]} if tap is not None else {}
-    http = httpx2.AsyncClient(
-        timeout=httpx2.Timeout(None, connect=connect_timeout or 30.0), event_hooks=hooks
-    )
-    options = types.HttpOptions(base_url=base + "/", api_version=version, httpx_async_client=http)
-    return genai.Client(api_key=endpoint.key, http_options=options), http
+        return _GeminiStream(response, release, where, named, interceptors)
 
 
 class _GeminiStream:
-    __slots__ = (
-        "_chunks",
-        "_client",
-        "_config",
-        "_contents",
-        "_hooks",
-        "_http",
-        "_iterator",
-        "_model",
-        "_tap",
-        "_where",
-    )
+    __slots__ = ("_chunks", "_decoder", "_hooks", "_model", "_release", "_response", "_where")
 
     def __init__(
         self,
-        client: Client,
-        http: httpx2.AsyncClient,
-        model: str,
-        contents: list[dict[str, Any]],
-        config: dict[str, Any],
+        response: httpx2.Response,
+        release: Callable[[], None],
         where: str,
+        model: str | None,
         hooks: Interceptors | None = None,
-        tap: ResponseTap | None = None,
     ) -> None:
-        self._hooks = hooks
-        self._tap = tap
-        self._client = client
-        self._http = http
-        self._model = model
-        self._contents = contents
-        self._config = config
+        self._response = response
+        self._release = release
         self._where = where
-        self._iterator: Any = None
-        self._chunks = GeminiChunks(endpoint=where, model=model or None)
-
-    async def open(self) -> None:
-        try:
-            self._iterator = await self._client.aio.models.generate_content_stream(
-                model=self._model,
-                contents=self._contents,
-                config=self._config,  # type: ignore[arg-type]
-            )
-        except BaseException as exc:
-            error = self._error(exc)
-            if self._tap is not None:
-                await self._tap.tell(self._hooks)
-            raise error from None
-        if self._tap is not None:
-            await self._tap.tell(self._hooks)
+        self._model = model
+        self._hooks = hooks if hooks is not None and hooks.on_sse_event is not None else None
+        self._decoder = SSEDecoder(keep_raw=self._hooks is not None)
+        self._chunks = GeminiChunks(endpoint=where, model=model)
 
     async def batches(self) -> AsyncIterator[Sequence[Any]]:
+        decoder = self._decoder
         reader = self._chunks
-        try:
-            async for response in self._iterator:
-                if self._tap is not None:
-                    # The SDK sends its request on the first read, not when the stream is opened.
-                    await self._tap.tell(self._hooks)
-                payload = response.model_dump(mode="json", by_alias=True, exclude_none=True)
-                if self._hooks is not None and self._hooks.on_sse_event is not None:
-                    await tell_sse_event(self._hooks, "", json.dumps(payload))
-                yield reader.feed(payload)
-        except EndpointError:
-            raise
-        except Exception as exc:
-            error = self._error(exc)
-            if self._tap is not None:
-                await self._tap.tell(self._hooks)
-            raise error from None
+        # Closed here, by the task that reads, whatever ends the loop: nothing is left to the collector.
+        async with contextlib.aclosing(self._response.aiter_raw()) as received:
+            while True:
+                try:
+                    data = await anext(received, None)
+                except Exception as exc:
+                    error = transport_error(exc, endpoint=self._where, model=self._model)
+                    if error is None:
+                        raise
+                    raise error from None
+                payloads = decoder.feed(data) if data is not None else decoder.flush()
+                if self._hooks is not None:
+                    await self._tell_raw()
+                if payloads:
+                    batch: list[Any] = []
+                    for payload in payloads:
+                        batch.extend(reader.feed(payload))
+                    # Empty when every chunk was usage alone: it still says the stream is alive.
+                    yield batch
+                if data is None:
+                    return
+
+    async def _tell_raw(self) -> None:
+        raw = self._decoder.raw
+        if not raw:
+            return
+        taken = list(raw)
+        raw.clear()
+        for name, data in taken:
+            await tell_sse_event(
+                self._hooks, name.decode("utf-8", "replace"), data.decode("utf-8", "replace")
+            )
 
     def skipped(self) -> str:
-        n = self._chunks.skipped
-        return f"{n} part(s) of Gemini chunks of a shape not read" if n else ""
+        parts = []
+        if self._chunks.skipped:
+            parts.append(f"{self._chunks.skipped} part(s) of Gemini chunks of a shape not read")
+        if self._decoder.unreadable:
+            first = self._decoder.first_unreadable
+            parts.append(f"{self._decoder.unreadable} event(s) that were not JSON (first: {first!r})")
+        return "; ".join(parts)
 
     def close(self) -> Awaitable[None] | None:
-        return self.aclose()
+        return self._aclose()
 
-    async def aclose(self) -> None:
+    async def _aclose(self) -> None:
         try:
-            closing = getattr(self._iterator, "aclose", None)
-            if closing is not None:
-                await closing()
+            await self._response.aclose()
         finally:
-            try:
-                await self._client.aio.aclose()
-            finally:
-                await self._http.aclose()
-
-    def _error(self, exc: BaseException) -> EndpointError:
-        from google.genai import errors
-
-        if isinstance(exc, EndpointError):
-            return exc
-        model = self._model or None
-        if isinstance(exc, errors.APIError):
-            headers: Mapping[str, str] | None
-            try:
-                headers = dict(exc.response.headers) if exc.response is not None else None
-            except Exception:
-                headers = None
-            body = exc.details if isinstance(exc.details, Mapping | str) else exc.message
-            failure = classify_failure(exc.code, body, headers)
-            return error_for_failure(failure, endpoint=self._where, model=model)
-        if isinstance(exc, Exception) and _is_transport_error(exc):
-            return unreachable_error(
-                exc, endpoint=self._where, model=model, timed_out=isinstance(exc, TimeoutError)
-            )
-        raise exc
+            release, self._release = self._release, _nothing
+            release()
 
 
-def _is_transport_error(exc: Exception) -> bool:
-    """A failure of the connection, whichever HTTP library the SDK chose (aiohttp when installed)."""
-    if isinstance(exc, OSError | TimeoutError):
-        return True
-    module = type(exc).__module__.split(".", 1)[0]
-    return module in ("aiohttp", "httpx", "httpx2", "h11", "httpcore")
+def _nothing() -> None:
+    pass

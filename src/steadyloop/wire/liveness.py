@@ -16,7 +16,12 @@ __all__ = ["endpoint_answers"]
 
 
 async def endpoint_answers(endpoint: Endpoint, within_s: float) -> bool:
-    """Whether ``GET {base_url}/models`` gets any HTTP answer within ``within_s`` seconds."""
+    """Whether ``GET {base_url}/models`` gets any HTTP answer within ``within_s`` seconds (an Anthropic or
+    Gemini endpoint: its own API's model listing)."""
+    if endpoint.api != "openai":
+        from .native_models import native_answers
+
+        return await native_answers(endpoint, within_s)
     # Imported here: the SDK is loaded only by what sends through it (about a third of a second).
     import httpx2
     import openai

@@ -22,6 +22,9 @@ the same way. Listings are kept per endpoint; one that does not name the model i
 most once every ``client_settings().listing_miss_s`` seconds (30 by default) for that model, so a typo
 does not cost a listing per call while a model pulled onto a long-running server is still picked up.
 
+An Anthropic or Gemini endpoint (``Endpoint.api``) is asked in its own API's terms instead, after the
+operator's number: see ``native_models``.
+
 Every request goes through the endpoint's pooled client with no retries, bounded by the endpoint's
 request timeout (30 s when it has none). Network I/O; call it before a run, not before every request.
 """
@@ -93,9 +96,12 @@ _misses: dict[tuple[str, str], float] = {}
 
 def reset_windows() -> None:
     """Forget every cached listing, remembered miss and latched route."""
+    from .native_models import reset_native_windows
+
     _no_route.clear()
     _listings.clear()
     _misses.clear()
+    reset_native_windows()
 
 
 async def context_limit_for(endpoint: Endpoint, model: str, operator_value: int | None = None) -> int | None:
@@ -116,6 +122,10 @@ async def context_limit_for(endpoint: Endpoint, model: str, operator_value: int 
         and operator_value > 0
     ):
         return int(operator_value)
+    if endpoint.api != "openai":
+        from .native_models import native_window
+
+        return await native_window(endpoint, model)
     window = await _served_window(endpoint, model)
     if window is not None:
         return window
@@ -126,6 +136,9 @@ async def context_limit_for(endpoint: Endpoint, model: str, operator_value: int 
 async def list_models(endpoint: Endpoint) -> list[ModelInfo]:
     """The models an endpoint lists at ``/v1/models``, fetched now (and kept for ``context_limit_for``).
 
+    An Anthropic or Gemini endpoint is asked its own listing (every page of it), each model's window read
+    from ``max_input_tokens`` or ``inputTokenLimit``.
+
     Raises:
         EndpointRefused: the endpoint answered with an error status, or with something that is not a
             model listing.
@@ -133,6 +146,10 @@ async def list_models(endpoint: Endpoint) -> list[ModelInfo]:
     """
     import openai
 
+    if endpoint.api != "openai":
+        from .native_models import native_list_models
+
+        return await native_list_models(endpoint)
     url = f"{endpoint.base_url}/models"
     try:
         response = await _get(endpoint, url)
