@@ -129,3 +129,14 @@ def test_a_real_output_repeated_costs_linear_time(sample: int) -> None:
 def test_argument_repair_costs_linear_time(piece: str) -> None:
     ratio = growth(lambda n: _parsed(piece * n), 2_000)
     assert ratio < LINEAR_BOUND, ratio
+
+
+def test_a_fenced_block_where_a_key_goes_is_no_assertion_error() -> None:
+    # The repairer tripped its own assertion on this (found by the slow profile), out of every reader.
+    text = '{"```json{"a": 1}```": 1}'
+    with pytest.raises(ToolArgumentsError):
+        parse_tool_arguments(text)
+    result = recover_tool_calls(
+        '<tool_call>{"name": "get_weather", "arguments": ' + text + "}</tool_call>", NAMES
+    )
+    assert all(isinstance(call.arguments, dict) for call in result.calls)

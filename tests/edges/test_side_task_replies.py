@@ -121,3 +121,9 @@ def test_every_odd_text_as_a_request() -> None:
     for text in ODD_TEXTS:
         asked = gate_messages({"tools": TOOLS, "messages": [{"role": "user", "content": text}]})
         assert asked is None or asked[-1]["role"] == "user"
+
+
+def test_a_fenced_block_where_a_key_goes_is_no_answer() -> None:
+    # The repairer raised AssertionError on this (found by the slow profile).
+    assert read_json('{"```json{"a": 1}```": 1}') is None
+    assert read_gate('{"choice": "tool", "```json{"a": 1}```": 1}') in (None, "tool")
