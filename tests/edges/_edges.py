@@ -9,6 +9,7 @@ what a quadratic scan costs (sixty-fourfold).
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import time
@@ -95,7 +96,8 @@ def mutated(draw: st.DrawFn, seed: Any) -> Any:
     for _ in range(draw(st.integers(1, 4))):
         paths = _paths(value)
         path = draw(st.sampled_from(paths))
-        value = _put(value, path, draw(json_like))
+        # A copy: the drawn value may be one of the shared ODD_VALUES, and a later mutation edits in place.
+        value = _put(value, path, copy.deepcopy(draw(json_like)))
     return value
 
 

@@ -7,6 +7,7 @@ first request, nor a store that waits out its connect timeout on a URL it can ne
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 import steadyloop as sl
 from steadyloop.errors import InvalidInput, SteadyloopError
 from steadyloop.sessions.select import is_shared_store, open_store
+from steadyloop.sessions.store import StoreUnavailable
 from steadyloop.testing.chunks import text_chunks
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
@@ -156,3 +158,28 @@ def test_every_odd_text_as_a_store_or_a_chain() -> None:
         _built(lambda text=text: open_store(text))
         _built(lambda text=text: open_store("postgresql://h/db?application_name=" + text))
         _built(lambda text=text: sl.failover(text, env={}))
+
+
+@pytest.mark.parametrize(
+    "target", ["a\x00b.db", "sqlite:///tmp/\x00.db", "~\x00", "~no-such-user-here/s.db"], ids=ascii
+)
+def test_a_store_path_that_names_no_file_is_refused_when_selected(target: str) -> None:
+    # open_store raised ValueError (embedded null byte) or RuntimeError (no home directory to expand).
+    with pytest.raises(InvalidInput):
+        open_store(target)
+
+
+@pytest.mark.parametrize("name", ["\ud800.db", ".", "", "/proc/no/such.db"], ids=ascii)
+async def test_a_store_file_that_cannot_be_opened_is_store_unavailable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    # The first call raised UnicodeEncodeError, IsADirectoryError or FileNotFoundError from the worker.
+    monkeypatch.chdir(tmp_path)
+    store = open_store(name or str(tmp_path))
+    try:
+        with pytest.raises(StoreUnavailable, match="cannot be opened"):
+            await store.list("agent")
+        with pytest.raises(StoreUnavailable):  # and again, not a half-open store
+            await store.list("agent")
+    finally:
+        await store.close()
