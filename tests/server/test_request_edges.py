@@ -108,7 +108,8 @@ async def test_any_seq_follow_and_last_event_id_are_read_or_refused_typed(
     http, sid = live
     for params, headers in (
         ({"after": after, "follow": "run"}, {}),
-        ({"follow": follow}, {"last-event-id": last_event_id.encode("latin-1")}),
+        # The client itself refuses a header value that starts or ends with whitespace.
+        ({"follow": follow}, {"last-event-id": last_event_id.strip(" \t").encode("latin-1")}),
     ):
         async with http.stream("GET", f"/sessions/{sid}/events", params=params, headers=headers) as response:
             if response.status_code >= 400:
