@@ -89,8 +89,12 @@ async def test_resets_cut_the_connection(upstream: ScriptedServer, fault: Fault)
 async def test_a_turn_gets_through_each_fault(
     upstream: ScriptedServer, fault: Fault, expected: type | None
 ) -> None:
+    # Only a stall needs a short silence budget to be seen in the test's time. Every other fault gets a
+    # budget no loaded machine runs out of: a clean stream that starts late is not the fault under test.
+    stall = fault.startswith("stall_")
+    budget = 0.5 if stall else 30.0
     async with FaultProxy(upstream.base_url, faults=[fault], rate=1.0, retry_after_s=0.05) as proxy:
-        endpoint = Endpoint(proxy.base_url, request_timeout=0.5, first_token_timeout=0.5)
+        endpoint = Endpoint(proxy.base_url, request_timeout=budget, first_token_timeout=budget)
         events: list[Event] = []
         turn = await run_turn(endpoint, BODY, policy=POLICY, on_event=events.append)
     assert turn.content == "".join(WORDS)
@@ -98,6 +102,10 @@ async def test_a_turn_gets_through_each_fault(
     if expected is None:
         loading = [e for e in events if isinstance(e, Notice) and e.name == "loading"]
         assert retries == [] and (fault != "loading" or len(loading) == 1)
+    elif stall:
+        # Faulted on its first two sendings (clean_after=2); on a loaded machine a clean sending may also
+        # be slower than the short budget, which is one more silence retry and nothing else.
+        assert len(retries) >= 2 and all("sent nothing" in r.reason for r in retries[2:])
     else:
         # Faulted on its first two sendings (clean_after=2), answered on the third.
         assert len(retries) == 2

@@ -154,6 +154,17 @@ def test_building_the_question_is_total(messages: list[dict[str, Any]]) -> None:
     assert asked is None or asked[-1]["role"] == "user"
 
 
+def test_tool_calls_of_the_wrong_kind_are_skipped() -> None:
+    # tool_calls: 5 raised TypeError ('int' object is not iterable) out of gate_messages.
+    for calls in (5, 2.5, True, {"id": "x"}, "calls"):
+        body = {
+            "tools": TOOLS,
+            "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "tool_calls": calls}],
+        }
+        asked = gate_messages(body)
+        assert asked is not None and asked[-1]["content"] == "hi"
+
+
 async def test_an_answer_the_gate_chose_is_asked_for_without_a_decision() -> None:
     async with ScriptedServer(choose("answer"), text("Red, blue and green.")) as server:
         result, events = await run(server, "List three colors.")

@@ -23,7 +23,6 @@ measurement rather than from four characters a token. After that the endpoint's 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -31,7 +30,7 @@ from typing import Any, Protocol, runtime_checkable
 from ..errors import SteadyloopError
 from ..wire.endpoints import NO_KEY, Endpoint, endpoint_key
 from .calibration import body_chars, body_has_image, calibrate, chars_per_token_for
-from .tokens import IMAGE_TOKENS, context_chars, reply_ceiling, request_tokens
+from .tokens import IMAGE_TOKENS, context_chars, json_text, reply_ceiling, request_tokens
 
 __all__ = [
     "COUNT_TIMEOUT_S",
@@ -221,10 +220,10 @@ def _texts(body: Mapping[str, Any]) -> Iterator[str]:
                             if isinstance(value, str):
                                 yield value
                             elif value is not None:
-                                yield json.dumps(value, ensure_ascii=False, default=str)
+                                yield json_text(value)
     tools = body.get("tools")
     if tools:
-        yield json.dumps(tools, ensure_ascii=False, default=str)
+        yield json_text(tools)
 
 
 class AnthropicCounter:
@@ -364,6 +363,9 @@ async def count_tokens(
         body: a chat-completions request body.
         counter: the counter to use (default: ``token_counter_for``). When it cannot count, the
             calibrated estimate stands in and ``fallback`` says why.
+
+    Raises:
+        InvalidInput: the body holds a value JSON cannot write (no request could carry it either).
     """
     name = model or (body.get("model") if isinstance(body.get("model"), str) else None)
     chosen = counter or token_counter_for(endpoint, name)

@@ -127,10 +127,25 @@ def estimate_tokens(text: str, chars_per_token: float = CHARS_PER_TOKEN) -> int:
     return _tokens(len(text), _check_ratio(chars_per_token))
 
 
+def json_text(value: Any) -> str:
+    """``value`` written as JSON the way a body's tools and arguments are weighed (internal).
+
+    Raises:
+        InvalidInput: the value is nothing JSON can write (a key that is no string, a value that holds
+            itself, nesting past the stack), so no request could carry it either.
+    """
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidInput(
+            f"the request holds a value JSON cannot write ({type(exc).__name__}: {str(exc)[:120]})"
+        ) from None
+
+
 def _tools_chars(tools: object) -> int:
     if not tools or not isinstance(tools, Sequence) or isinstance(tools, str):
         return 0
-    return len(json.dumps(list(tools), ensure_ascii=False, default=str))
+    return len(json_text(list(tools)))
 
 
 def tool_schema_tokens(
@@ -193,7 +208,7 @@ def _message_chars(message: Mapping[str, Any]) -> tuple[int, int]:
             if isinstance(arguments, str):
                 chars += len(arguments)
             elif arguments is not None:
-                chars += len(json.dumps(arguments, ensure_ascii=False, default=str))
+                chars += len(json_text(arguments))
     return chars, images
 
 
@@ -208,6 +223,7 @@ def context_chars(body: Mapping[str, Any]) -> ContextParts:
             chars, found = _message_chars(message)
             images += found
             role = message.get("role")
+            role = role if isinstance(role, str) else ""  # a list or an object is no role, and unhashable
             if role in _SYSTEM_ROLES:
                 system += chars
             elif role in _TOOL_ROLES:

@@ -41,6 +41,8 @@ def open_store(target: str | None = None, *, config: SessionConfig | None = None
                 "a postgresql:// store needs psycopg: pip install 'steadyloop[postgres]'"
             ) from None
         return PostgresSessionStore(target, config=config)
+    if "\x00" in target:
+        raise InvalidInput("a session store path cannot hold a NUL character")
     if target.startswith("sqlite://"):
         path = target.removeprefix("sqlite://")
         if not path:
@@ -51,4 +53,8 @@ def open_store(target: str | None = None, *, config: SessionConfig | None = None
             f"no session store reads {target.split('://', 1)[0]}:// URLs; "
             "use postgresql://..., sqlite:///path or a file path"
         )
-    return SQLiteSessionStore(Path(target).expanduser(), config=config)
+    try:
+        found = Path(target).expanduser()
+    except RuntimeError:  # ~name of no user, or no home directory to expand ~ to
+        raise InvalidInput(f"no home directory to expand in the session store path {target!r}") from None
+    return SQLiteSessionStore(found, config=config)

@@ -58,7 +58,15 @@ from ._schema import (
     usage_of,
     usage_values,
 )
-from .store import ROOT, SessionConfig, SessionInfo, SessionUsage, check_id, new_session_id
+from .store import (
+    ROOT,
+    SessionConfig,
+    SessionInfo,
+    SessionUsage,
+    StoreUnavailable,
+    check_id,
+    new_session_id,
+)
 
 __all__ = ["SQLiteSessionStore", "default_session_path"]
 
@@ -133,7 +141,14 @@ class SQLiteSessionStore(StoreShortcuts):
 
     def _run(self, job: Callable[[sqlite3.Connection], _T]) -> _T:
         if self._conn is None:
-            self._conn = self._open()
+            try:
+                self._conn = self._open()
+            except (OSError, UnicodeError) as exc:
+                # A directory, a path the OS cannot name (a lone surrogate), no permission. A file that is no
+                # database, or a failing migration, is SQLite's error and says so itself.
+                raise StoreUnavailable(
+                    f"the session file {str(self.path)!r} cannot be opened: {type(exc).__name__}: {exc}"
+                ) from None
         return job(self._conn)
 
     def _open(self) -> sqlite3.Connection:

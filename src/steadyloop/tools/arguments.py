@@ -247,7 +247,10 @@ def _repair(text: str, allowance: _Allowance) -> Any:
         return None
     try:
         return repair_json(text, return_objects=True, skip_json_loads=True)
-    except (ValueError, RecursionError):
+    except Exception:
+        # ValueError and RecursionError are its own ways to give up; it also trips its own assertions (a
+        # key it reads as a fenced JSON block, '{"```json{"a": 1}```": 1}'). Whatever it raised, there is
+        # no repair, and the caller says so in its own typed words.
         return None
 
 

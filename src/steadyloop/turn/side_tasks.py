@@ -14,11 +14,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import json_repair
-
+from .._nesting import too_deep
 from ..errors import EndpointError
 from ..events import Event, Notice, Retry, SideTask
 from ..messages import ContentPart, Turn, UserMessage, to_openai
+from ..tools.arguments import repair_value
 from ..tools.schema_compat import relax_tools, sanitize_tools
 from ..usage import Usage
 from ..wire.endpoints import Endpoint
@@ -31,6 +31,9 @@ from .run import RetryPolicy, run_turn
 __all__ = ["ask", "ask_json"]
 
 SideTaskInput = str | Sequence[ContentPart]
+
+#: Characters of broken JSON one side-task reply may have repaired (as many as a reply's call envelopes).
+_REPAIR_ALLOWANCE = 16_000
 
 
 def _user(content: SideTaskInput) -> dict[str, Any]:
@@ -159,19 +162,18 @@ def _schema_of(tools: list[dict[str, Any]]) -> dict[str, Any]:
 def read_json(text: str) -> Any | None:
     """The JSON a reply holds, read leniently (thinking, code fences and prose around it are skipped)."""
     answer = strip_thinking(text, ALL_FENCES).content.strip()
-    if not answer:
+    if not answer or too_deep(answer):
         return None
     try:
         return json.loads(answer)
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     start = min((i for i in (answer.find("{"), answer.find("[")) if i >= 0), default=-1)
     if start < 0:
         return None
-    try:
-        value = json_repair.loads(answer[start:])
-    except Exception:
-        return None
+    # The repairer is far from linear in what it reads (a megabyte of '{xxx...' took minutes): it gets the
+    # same allowance a reply's call envelopes get, and a longer broken reply reads as none.
+    value, _ = repair_value(answer[start:], _REPAIR_ALLOWANCE)
     return value if value not in ("", None) else None
 
 

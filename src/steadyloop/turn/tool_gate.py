@@ -146,7 +146,8 @@ def _request_and_results(messages: Sequence[Any]) -> tuple[str, list[str]] | Non
     for message in messages[last + 1 :]:
         if not isinstance(message, Mapping):
             continue
-        for call in message.get("tool_calls") or ():
+        calls = message.get("tool_calls")
+        for call in calls if isinstance(calls, list) else ():
             function = call.get("function") if isinstance(call, Mapping) else None
             if isinstance(function, Mapping) and isinstance(call.get("id"), str):
                 names[call["id"]] = str(function.get("name", "a tool"))

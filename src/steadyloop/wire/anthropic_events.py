@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import EndpointRefused, ModelRefusal
+from ..errors import EndpointRefused, EndpointUnreadable, ModelRefusal
 from ..messages import SignedThinking
 from .anthropic_shape import arguments_of
 from .failures import classify_failure
@@ -45,6 +45,7 @@ class AnthropicEvents:
     Raises (from ``feed``):
         ModelRefusal: the reply stopped with ``stop_reason: refusal``.
         EndpointRefused: an ``error`` event (normally raised by the SDK before it gets here).
+        EndpointUnreadable: a ``tool_use`` block's whole input cannot be written back as JSON.
     """
 
     def __init__(self, *, endpoint: str | None = None, model: str | None = None) -> None:
@@ -57,11 +58,17 @@ class AnthropicEvents:
         self.content: list[dict[str, Any]] = []
         self.skipped = 0
         self._blocks: dict[int, dict[str, Any]] = {}
+        # A block's text, thinking and signature in the pieces they came in, joined at the block's stop:
+        # adding each piece to the block's string would copy the whole text so far, once per piece.
+        self._pieces: dict[int, dict[str, list[str]]] = {}
         self._calls: dict[int, int] = {}
         self._json: dict[int, list[str]] = {}
         self._next_call = 0
 
     def feed(self, event: Mapping[str, Any]) -> list[Any]:
+        if not isinstance(event, Mapping):
+            self.skipped += 1
+            return []
         kind = event.get("type")
         if kind == "message_start":
             message = event.get("message")
@@ -115,6 +122,7 @@ class AnthropicEvents:
             return []
         held = dict(block)
         self._blocks[index] = held
+        self._pieces[index] = {}
         kind = held.get("type")
         if kind == "text":
             text = held.get("text")
@@ -140,26 +148,27 @@ class AnthropicEvents:
         index = event.get("index")
         delta = event.get("delta")
         block = self._blocks.get(index) if isinstance(index, int) else None
-        if block is None or not isinstance(delta, Mapping):
+        if block is None or not isinstance(index, int) or not isinstance(delta, Mapping):
             self.skipped += 1
             return []
         kind = delta.get("type")
+        pieces = self._pieces[index]
         if kind == "text_delta":
             text = delta.get("text")
             if isinstance(text, str) and text:
-                block["text"] = str(block.get("text") or "") + text
+                pieces.setdefault("text", []).append(text)
                 return [_content(text)]
             return []
         if kind == "thinking_delta":
             text = delta.get("thinking")
             if isinstance(text, str) and text:
-                block["thinking"] = str(block.get("thinking") or "") + text
+                pieces.setdefault("thinking", []).append(text)
                 return [_reasoning(text)]
             return []
         if kind == "signature_delta":
             signature = delta.get("signature")
             if isinstance(signature, str):
-                block["signature"] = str(block.get("signature") or "") + signature
+                pieces.setdefault("signature", []).append(signature)
             return []
         if kind == "input_json_delta" and isinstance(index, int) and index in self._calls:
             part = delta.get("partial_json")
@@ -174,8 +183,10 @@ class AnthropicEvents:
     def _stop(self, event: Mapping[str, Any]) -> list[Any]:
         index = event.get("index")
         block = self._blocks.pop(index, None) if isinstance(index, int) else None
-        if block is None:
+        if block is None or not isinstance(index, int):
             return []
+        for field, parts in self._pieces.pop(index, {}).items():
+            block[field] = str(block.get(field) or "") + "".join(parts)
         kind = block.get("type")
         out: list[Any] = []
         if kind == "thinking":
@@ -192,11 +203,22 @@ class AnthropicEvents:
             given = block.get("input")
             if not parts and isinstance(given, Mapping) and given:
                 # The input came whole on the block's start, not in pieces.
-                arguments = json.dumps(given, ensure_ascii=False)
+                arguments = self._written(given)
                 out.append(_calls([{"index": self._calls[index], "function": {"arguments": arguments}}]))
-            block["input"] = arguments_of("".join(parts)) if parts else dict(given or {})
+            block["input"] = arguments_of("".join(parts)) if parts else arguments_of(given)
         self.content.append(block)
         return out
+
+    def _written(self, given: Mapping[str, Any]) -> str:
+        try:
+            return json.dumps(given, ensure_ascii=False)
+        except (TypeError, ValueError, RecursionError) as exc:
+            # Not from JSON as the API sends it (a key that is no string, nesting past the stack).
+            raise EndpointUnreadable(
+                f"in the stream: a tool_use block's input cannot be written as JSON ({type(exc).__name__})",
+                endpoint=self.endpoint,
+                model=self.model,
+            ) from None
 
     def _add_usage(self, usage: Mapping[str, Any]) -> None:
         # message_delta counts are this message's totals so far, so they replace rather than add. With

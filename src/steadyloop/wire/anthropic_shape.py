@@ -19,6 +19,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from .._nesting import too_deep
 from ..messages import SignedThinking
 
 __all__ = ["anthropic_request", "arguments_of", "claude_generation"]
@@ -229,10 +230,10 @@ def arguments_of(raw: Any) -> dict[str, Any]:
     """A call's arguments as an object: parsed from JSON text, ``{}`` for anything that is not one."""
     if isinstance(raw, Mapping):
         return dict(raw)
-    if isinstance(raw, str) and raw.strip():
+    if isinstance(raw, str) and raw.strip() and not too_deep(raw):
         try:
             value = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             return {}
         return value if isinstance(value, dict) else {}
     return {}

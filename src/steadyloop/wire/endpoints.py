@@ -18,6 +18,7 @@ import os
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal, TypeAlias, get_args
+from urllib.parse import urlsplit
 
 from ..errors import InvalidInput, redact_url
 
@@ -97,7 +98,17 @@ class Endpoint:
             raise InvalidInput(
                 f"base_url must start with http:// or https://, got {redact_url(self.base_url)!r}"
             )
+        _check_url(url)
         object.__setattr__(self, "base_url", url)
+        if self.api_key is not None and not (
+            isinstance(self.api_key, str) and self.api_key.isascii() and self.api_key.isprintable()
+        ):
+            # A key goes into a header: a newline or NUL would be refused by the HTTP library (or split the
+            # header), a lone surrogate or a letter outside ASCII cannot be encoded by some of them.
+            raise InvalidInput(
+                "api_key must be printable ASCII (no newline, NUL or other control character; "
+                "a key read from a file may end in a newline)"
+            )
         for name in ("request_timeout", "first_token_timeout"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int | float) or value < 0):
@@ -180,6 +191,23 @@ class Target:
             raise InvalidInput(f"a target needs an Endpoint, got {type(self.endpoint).__name__}")
         if self.model is not None and (not isinstance(self.model, str) or not self.model.strip()):
             raise InvalidInput(f"a target's model must be a non-empty name or None, got {self.model!r}")
+
+
+def _check_url(url: str) -> None:
+    """A base URL the HTTP libraries can send to: a host, a port that is a number in range, nothing that
+    is no part of a URL. The HTTP libraries raised ValueError or UnicodeError for these, at the request."""
+    shown = redact_url(url)
+    if not url.isprintable() or any(c.isspace() for c in url):
+        raise InvalidInput(f"base_url holds a space or a control character: {shown!r}")
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        host.encode("idna")
+        _ = parts.port  # reading it raises ValueError for a port that is no number in range
+    except (ValueError, UnicodeError):
+        raise InvalidInput(f"base_url is not a URL with a host and a valid port: {shown!r}") from None
+    if not host:
+        raise InvalidInput(f"base_url is not a URL with a host and a valid port: {shown!r}")
 
 
 def endpoint_key(endpoint: Endpoint | str, api_key: str | None = None, api: str = "openai") -> str:

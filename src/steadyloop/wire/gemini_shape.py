@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import EndpointRefused, ModelRefusal
+from ..errors import EndpointRefused, EndpointUnreadable, ModelRefusal
 from ..messages import SignedThinking
 from ..tools.schema_compat import sanitize_schema
 from .failures import classify_failure
@@ -325,6 +325,7 @@ class GeminiChunks:
 
     Raises (from ``feed``):
         ModelRefusal: a safety, recitation or similar finish reason, or a blocked prompt.
+        EndpointUnreadable: a ``functionCall``'s args cannot be written back as JSON.
     """
 
     def __init__(self, *, endpoint: str | None = None, model: str | None = None) -> None:
@@ -404,10 +405,7 @@ class GeminiChunks:
                 "index": n,
                 "id": call_id,
                 "type": "function",
-                "function": {
-                    "name": str(call.get("name") or ""),
-                    "arguments": json.dumps(arguments, ensure_ascii=False),
-                },
+                "function": {"name": str(call.get("name") or ""), "arguments": self._written(arguments)},
             }
             out.append({"choices": [{"index": 0, "delta": {"tool_calls": [fragment]}}]})
             if isinstance(signature, str) and signature:
@@ -420,6 +418,17 @@ class GeminiChunks:
         if isinstance(signature, str) and signature:
             out.append(_signed(SignedThinking(provider="gemini", signature=signature)))
         return out
+
+    def _written(self, arguments: Any) -> str:
+        try:
+            return json.dumps(arguments, ensure_ascii=False)
+        except (TypeError, ValueError, RecursionError) as exc:
+            # Not from JSON as the API sends it (a key that is no string, nesting past the stack).
+            raise EndpointUnreadable(
+                f"in the stream: a functionCall's args cannot be written as JSON ({type(exc).__name__})",
+                endpoint=self.endpoint,
+                model=self.model,
+            ) from None
 
     def chat_usage(self) -> dict[str, Any]:
         """The last usage reported, in the chat-completions spelling."""
