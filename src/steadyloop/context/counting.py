@@ -23,11 +23,12 @@ measurement rather than from four characters a token. After that the endpoint's 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ..errors import SteadyloopError
+from ..errors import InvalidInput, SteadyloopError
 from ..wire.endpoints import NO_KEY, Endpoint, endpoint_key
 from .calibration import body_chars, body_has_image, calibrate, chars_per_token_for
 from .tokens import IMAGE_TOKENS, context_chars, json_text, reply_ceiling, request_tokens
@@ -303,6 +304,10 @@ class GeminiCounter:
         model, contents, config = gemini_request({**body, "model": self.model or body.get("model")})
         name = model if model.startswith(("models/", "tunedModels/")) else f"models/{model}"
         request = {"generateContentRequest": {"model": name, **gemini_body(contents, config)}}
+        try:
+            payload = json.dumps(request, separators=(",", ":"), allow_nan=False).encode()
+        except (ValueError, TypeError, RecursionError) as exc:  # NaN, a foreign type, a cycle, too deep
+            raise InvalidInput(f"the request cannot be sent to be counted: {type(exc).__name__}") from None
         headers = {"content-type": "application/json"}
         if self.endpoint.key and self.endpoint.key != NO_KEY:
             headers["x-goog-api-key"] = self.endpoint.key
@@ -312,7 +317,7 @@ class GeminiCounter:
             async with asyncio.timeout(COUNT_TIMEOUT_S):
                 response = await client.post(
                     gemini_url(self.endpoint.base_url, model, "countTokens"),
-                    content=json.dumps(request, separators=(",", ":")).encode(),
+                    content=payload,
                     headers=headers,
                 )
         except (httpx2.HTTPError, OSError, TimeoutError) as error:
