@@ -88,14 +88,6 @@ _LATER_EXAMPLES: tuple[tuple[str, str | None, GateChoice], ...] = (
         "search_text returned: cache.md:3: use Redis",
         "tool",
     ),
-    # A write that was asked for is done once it is written: without these the 0.5B model wrote the same
-    # file again and again, each time with more made-up lines, until the run's limit.
-    ("Add a file todo.md with the text: ship it", "write_file returned: wrote 7 bytes to todo.md", "answer"),
-    (
-        "Create a.txt saying hi, then create b.txt saying bye.",
-        "write_file returned: wrote 2 bytes to a.txt",
-        "tool",
-    ),
 )
 
 _DESCRIPTION_CHARS = 120  # a tool's line: the first line of its description, cut here
