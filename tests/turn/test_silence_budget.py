@@ -22,6 +22,9 @@ from steadyloop.wire.endpoints import Endpoint
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 QUICK = {"base_delay_s": 0.01, "max_delay_s": 0.02, "probe_timeout_s": 0.3}
+# A live server's probe answer is what these tests rely on, not how quickly it comes: on a loaded machine a
+# /models round trip took longer than 0.3 s and the live endpoint was wrongly given up on.
+LIVE = {**QUICK, "probe_timeout_s": 10.0}
 
 NEVER_ANSWERS = Reply.stall()
 HEADERS_THEN_NOTHING = Reply.stream(text_chunks("late"), stall_after=0)
@@ -72,7 +75,7 @@ async def test_the_budget_is_shared_by_the_attempts(dead: bool) -> None:
     # Each attempt may wait 1 s; the turn 1.6 s in all before the endpoint must answer a probe. The first
     # attempt times out at 1 s; the second asks at 0.6 s: a dead endpoint fails there, a live one has
     # the rest of its second. Either way no third request, although five retries are allowed.
-    policy = RetryPolicy(max_retries=5, first_token_budget_s=1.6, **QUICK)
+    policy = RetryPolicy(max_retries=5, first_token_budget_s=1.6, **(QUICK if dead else LIVE))
     events: list[Event] = []
     async with ScriptedServer(default_reply=NEVER_ANSWERS, **(DEAD if dead else {})) as server:
         endpoint = Endpoint(server.base_url, request_timeout=0.2, first_token_timeout=1.0)
@@ -89,7 +92,7 @@ async def test_the_budget_is_shared_by_the_attempts(dead: bool) -> None:
 async def test_a_live_endpoint_may_think_past_the_budget_up_to_its_allowance() -> None:
     # A long prefill: nothing for 1.2 s, four times the budget; the server answers its probes meanwhile.
     slow = Reply.stream(text_chunks("prefilled"), first_delay=1.2)
-    policy = RetryPolicy(first_token_budget_s=0.3, **QUICK)
+    policy = RetryPolicy(first_token_budget_s=0.3, **LIVE)
     async with ScriptedServer(slow) as server:
         endpoint = Endpoint(server.base_url, request_timeout=30, first_token_timeout=30)
         turn = await run_turn(endpoint, BODY, policy=policy)
