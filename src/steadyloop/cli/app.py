@@ -253,7 +253,7 @@ def _serve(args: argparse.Namespace) -> int:
 
         spec = load_agent_file(args.agent)
     return serve_command(
-        _resolve(args),
+        _resolve(args, spec),  # the document's provider and failover, unless the flags name an endpoint
         host=args.host,
         port=args.port,
         tokens=tokens,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
@@ -100,7 +101,10 @@ def serve_command(
         node=node or f"{socket.gethostname()}:{port}",
         tokens=dict(tokens),
         tools=offered,
-        agent=spec,
+        # ``resolved`` already went where the document's provider (or the flags) said.
+        agent=None
+        if spec is None
+        else replace(spec, endpoint=replace(spec.endpoint, provider=None, failover=None)),
         context_length=resolved.context_length,
         limits=ServerLimits(max_runs_per_token=max_runs),
         durable=durable,

@@ -9,10 +9,22 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
-from steadyloop import AgentSpec, ApprovalPolicy, Endpoint, InvalidInput, MCPServer, Tool
+from steadyloop import (
+    AgentSpec,
+    ApprovalPolicy,
+    Endpoint,
+    InvalidInput,
+    MCPServer,
+    Target,
+    Tool,
+    failover,
+    provider,
+    provider_from_env,
+)
 from steadyloop.sessions import check_id
 
 __all__ = ["LOCAL_PRINCIPAL", "ServerLimits", "ServerSettings", "check_bind", "is_loopback"]
@@ -64,6 +76,10 @@ class ServerLimits:
 class ServerSettings:
     """Everything ``create_app`` needs.
 
+    A server whose own agent document names a provider (``endpoint.provider`` and ``endpoint.failover``)
+    is made with ``from_agent``, which builds that endpoint as the library does; handed to the constructor
+    with another endpoint, such a document is refused rather than quietly overruled.
+
     Attributes:
         endpoint: where every session's requests go (a session cannot point the server elsewhere).
         model: the model sessions use unless they name one; ``None`` asks the endpoint at start-up.
@@ -104,15 +120,80 @@ class ServerSettings:
     durable: bool = False
 
     def __post_init__(self) -> None:
+        if self.agent is not None and (self.agent.endpoint.provider or self.agent.endpoint.failover):
+            raise InvalidInput(
+                "the server's agent document names its provider: make the settings with "
+                "ServerSettings.from_agent, which builds that endpoint, instead of passing another one"
+            )
         for token, principal in self.tokens.items():
             if not isinstance(token, str) or len(token) < 8:
                 raise InvalidInput("each bearer token must be a string of at least 8 characters")
             check_id(principal, "a token's principal")
 
+    @classmethod
+    def from_agent(
+        cls,
+        agent: AgentSpec | None = None,
+        *,
+        env: Mapping[str, str] | None = None,
+        model: str | None = None,
+        **fields: Any,
+    ) -> ServerSettings:
+        """Settings whose endpoint is the one the agent document (else the environment) names.
+
+        The document's ``endpoint.provider`` with its ``failover`` is a chain made by
+        ``steadyloop.failover`` (preset URLs, ``<NAME>_BASE_URL`` and ``<NAME>_API_KEY``, the native
+        Anthropic and Gemini wires), at ``endpoint.base_url`` when the document names one, with its
+        timeouts. A document without a provider leaves the choice to ``steadyloop.provider_from_env``
+        (``STEADYLOOP_FAILOVER``, ``STEADYLOOP_PROVIDER``, ``STEADYLOOP_MODEL``).
+
+        Args:
+            agent: the server's own layer under every session's agent settings.
+            env: the environment the providers' URLs and keys are read from (default ``os.environ``).
+            model: the model sessions use unless they name one (default: the document's, else the
+                chain's first, else the environment's).
+            **fields: the other ``ServerSettings`` fields.
+
+        Raises:
+            UnknownProvider: the document or the environment names no known provider.
+            InvalidInput: a field is refused, or the document names a URL without a provider.
+        """
+        target = _target_of(agent, env)
+        model = model or (agent.model.name if agent is not None else None) or target.model
+        if agent is not None:
+            routed = replace(agent.endpoint, provider=None, failover=None, base_url=None)
+            agent = replace(agent, endpoint=routed)
+        return cls(endpoint=target.endpoint, model=model, agent=agent, **fields)
+
     @property
     def principals(self) -> list[str]:
         """Every principal a request may act as."""
         return sorted(set(self.tokens.values())) if self.tokens else [LOCAL_PRINCIPAL]
+
+
+def _target_of(agent: AgentSpec | None, env: Mapping[str, str] | None) -> Target:
+    routing = agent.endpoint if agent is not None else None
+    if routing is None or routing.provider is None:
+        if routing is not None and routing.base_url is not None:
+            raise InvalidInput(
+                "the server's agent document names a base_url without a provider: pass the endpoint "
+                "to ServerSettings, or name the provider the URL serves"
+            )
+        return provider_from_env(env)
+    model = agent.model.name if agent is not None else None
+    first = provider(routing.provider, base_url=routing.base_url, env=env)
+    timeouts = {
+        name: value
+        for name in ("request_timeout", "first_token_timeout")
+        if (value := getattr(routing, name)) is not None
+    }
+    if timeouts:
+        first = replace(first, **timeouts)
+    rest = [
+        (name.strip(), chosen.strip() or None)
+        for name, _, chosen in (candidate.partition(":") for candidate in routing.failover or ())
+    ]
+    return failover([Target(first, model), *rest], env=env)
 
 
 def is_loopback(host: str | None) -> bool:
