@@ -14,7 +14,7 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import EndpointError, InvalidInput
+from ..errors import EndpointError, EndpointUnreadable, InvalidInput, SteadyloopError
 from .anthropic_events import AnthropicEvents
 from .anthropic_shape import anthropic_request
 from .clients import lease_native
@@ -184,7 +184,9 @@ class _AnthropicStream:
             self._stream = await self._client.messages.create(
                 **self._request, stream=True, timeout=self._timeout
             )
-        except BaseException as exc:
+        except SteadyloopError:
+            raise
+        except Exception as exc:
             error = self._error(exc)
             if self._tap is not None:
                 await self._tap.tell(self._hooks)
@@ -205,7 +207,7 @@ class _AnthropicStream:
                     chunks = events.feed(payload)
                     # An empty batch still says the stream is alive (a ping, a signature).
                     yield chunks
-            except EndpointError:
+            except SteadyloopError:  # ours already: an in-stream failure, an interceptor that raised
                 raise
             except Exception as exc:
                 raise self._error(exc) from None
@@ -235,7 +237,8 @@ class _AnthropicStream:
             if done is not None:
                 await done()
 
-    def _error(self, exc: BaseException) -> EndpointError:
+    def _error(self, exc: Exception) -> EndpointError:
+        """Whatever the SDK raised, as a typed error (total): cancellation never comes here."""
         import anthropic
         import httpx2
 
@@ -258,8 +261,16 @@ class _AnthropicStream:
             failure = classify_failure(status, words, headers)
             prefix = "in the stream: " if exc.status_code == 200 else ""
             return error_for_failure(failure, endpoint=self._where, model=model, prefix=prefix)
-        if isinstance(exc, anthropic.APIError | httpx2.HTTPError | OSError | TimeoutError):
+        if isinstance(
+            exc, anthropic.APIError | httpx2.HTTPError | httpx2.InvalidURL | OSError | TimeoutError
+        ):
             # Covers a stream cut mid-reply too: the transport's error comes through the SDK unwrapped.
             timed_out = isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException)
             return unreachable_error(exc, endpoint=self._where, model=model, timed_out=timed_out)
-        raise exc
+        # The SDK's own decoding gave up (an event whose data is no JSON raises ``JSONDecodeError``), or
+        # the client refused something on the way (a header it cannot encode).
+        return EndpointUnreadable(
+            f"the Anthropic client failed reading {self._where}: {type(exc).__name__}: {exc}"[:2000],
+            endpoint=self._where,
+            model=model,
+        )

@@ -101,22 +101,19 @@ class GeminiProvider:
         client, release = lease_http(self._endpoint)
         response: httpx2.Response | None = None
         try:
-            # Bounds only the connection: the watchdog bounds silence.
-            request = client.build_request(
-                "POST",
-                url,
-                params={"alt": "sse"},
-                headers=_headers(self._endpoint),
-                content=content,
-                timeout=httpx2.Timeout(None, connect=connect_timeout or 30.0),
-            )
             try:
+                # Bounds only the connection: the watchdog bounds silence.
+                request = client.build_request(
+                    "POST",
+                    url,
+                    params={"alt": "sse"},
+                    headers=_headers(self._endpoint),
+                    content=content,
+                    timeout=httpx2.Timeout(None, connect=connect_timeout or 30.0),
+                )
                 response = await client.send(request, stream=True)
             except Exception as exc:
-                error = transport_error(exc, endpoint=where, model=named)
-                if error is None:
-                    raise
-                raise error from None
+                raise transport_error(exc, endpoint=where, model=named) from None
             if interceptors is not None and interceptors.on_response is not None:
                 info = ResponseInfo(
                     status=response.status_code, headers=dict(response.headers), endpoint=where, model=named
@@ -126,10 +123,7 @@ class GeminiProvider:
                 try:
                     raw = await response.aread()
                 except Exception as exc:
-                    error = transport_error(exc, endpoint=where, model=named)
-                    if error is None:
-                        raise
-                    raise error from None
+                    raise transport_error(exc, endpoint=where, model=named) from None
                 raise read_failure(response.status_code, raw, response.headers, endpoint=where, model=named)
         except BaseException:
             try:
@@ -142,7 +136,16 @@ class GeminiProvider:
 
 
 class _GeminiStream:
-    __slots__ = ("_chunks", "_decoder", "_hooks", "_model", "_release", "_response", "_where")
+    __slots__ = (
+        "_chunks",
+        "_decoder",
+        "_events",
+        "_hooks",
+        "_model",
+        "_release",
+        "_response",
+        "_where",
+    )
 
     def __init__(
         self,
@@ -157,7 +160,8 @@ class _GeminiStream:
         self._where = where
         self._model = model
         self._hooks = hooks if hooks is not None and hooks.on_sse_event is not None else None
-        self._decoder = SSEDecoder(keep_raw=self._hooks is not None)
+        self._decoder = SSEDecoder(keep_raw=self._hooks is not None, keep_stray=True)
+        self._events = 0
         self._chunks = GeminiChunks(endpoint=where, model=model)
 
     async def batches(self) -> AsyncIterator[Sequence[Any]]:
@@ -169,20 +173,26 @@ class _GeminiStream:
                 try:
                     data = await anext(received, None)
                 except Exception as exc:
-                    error = transport_error(exc, endpoint=self._where, model=self._model)
-                    if error is None:
-                        raise
-                    raise error from None
+                    raise transport_error(exc, endpoint=self._where, model=self._model) from None
                 payloads = decoder.feed(data) if data is not None else decoder.flush()
                 if self._hooks is not None:
                     await self._tell_raw()
                 if payloads:
+                    self._events += len(payloads)
                     batch: list[Any] = []
                     for payload in payloads:
                         batch.extend(reader.feed(payload))
                     # Empty when every chunk was usage alone: it still says the stream is alive.
                     yield batch
                 if data is None:
+                    # Bare JSON outside any event (an error written into a 200 without SSE framing):
+                    # read once the body is whole, since it spans lines.
+                    stray = decoder.stray
+                    if stray:
+                        cut, streamed = decoder.stray_cut, self._events > 0
+                        late = reader.feed_bare(bytes(stray), cut=cut, streamed=streamed)
+                        if late:
+                            yield late
                     return
 
     async def _tell_raw(self) -> None:

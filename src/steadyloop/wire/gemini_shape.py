@@ -419,6 +419,47 @@ class GeminiChunks:
             out.append(_signed(SignedThinking(provider="gemini", signature=signature)))
         return out
 
+    def feed_bare(self, text: bytes, *, cut: bool = False, streamed: bool = True) -> list[dict[str, Any]]:
+        """The lines of a 200 body that were outside any SSE event, read as the JSON they should be.
+
+        A server (or a proxy in front of it) that fails after answering 200 may write the error as bare
+        JSON, ``{"error": {...}}`` or the array form ``[{"error": {...}}]``, with no ``data:`` framing; an
+        array of chunks is the API's stream without ``alt=sse``. Each element is read as a chunk, so an
+        error is the same typed failure as one with an HTTP status.
+
+        Args:
+            text: the stray lines (``SSEDecoder.stray``).
+            cut: more stray text came than was kept.
+            streamed: SSE events came besides; stray text that is no JSON is then only counted.
+
+        Raises:
+            EndpointError: the body holds an error (its kind read as for an HTTP status).
+            ModelRefusal: as ``feed``.
+            EndpointUnreadable: nothing came but text that is no JSON.
+        """
+        if not text.strip():
+            return []
+        value: Any = None
+        if not cut:
+            try:
+                value = json.loads(text)
+            except (ValueError, RecursionError):
+                value = None
+        if not isinstance(value, list | Mapping):
+            if streamed:
+                self.skipped += 1
+                return []
+            shown = text[:200].decode("utf-8", "replace")
+            raise EndpointUnreadable(
+                f"a 200 answer whose body is no event stream and no JSON: {shown!r}",
+                endpoint=self.endpoint,
+                model=self.model,
+            )
+        out: list[dict[str, Any]] = []
+        for chunk in value if isinstance(value, list) else [value]:
+            out.extend(self.feed(chunk))
+        return out
+
     def _written(self, arguments: Any) -> str:
         try:
             return json.dumps(arguments, ensure_ascii=False)

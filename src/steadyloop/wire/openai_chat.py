@@ -41,11 +41,25 @@ class SSEDecoder:
 
     With ``keep_raw``, every event is also kept in ``raw`` as received, ``(event name, data)``, before it is
     decoded; the caller takes them out after each ``feed``.
+
+    With ``keep_stray``, lines that are no SSE field at all (a JSON body sent without ``data:`` framing,
+    such as an error a server or a proxy wrote into a stream that began with 200) are kept in ``stray``,
+    each with its line end, up to ``STRAY_LIMIT`` bytes; ``stray_cut`` says when more came.
     """
 
-    __slots__ = ("_data", "_event", "_parts", "comments", "first_unreadable", "raw", "unreadable")
+    __slots__ = (
+        "_data",
+        "_event",
+        "_parts",
+        "comments",
+        "first_unreadable",
+        "raw",
+        "stray",
+        "stray_cut",
+        "unreadable",
+    )
 
-    def __init__(self, *, keep_raw: bool = False) -> None:
+    def __init__(self, *, keep_raw: bool = False, keep_stray: bool = False) -> None:
         self._parts: list[bytes] = []  # the line being read, in the pieces it arrived in
         self._data: list[bytes] = []
         self._event = b""
@@ -53,6 +67,8 @@ class SSEDecoder:
         self.unreadable = 0
         self.first_unreadable = b""
         self.raw: list[tuple[bytes, bytes]] | None = [] if keep_raw else None
+        self.stray: bytearray | None = bytearray() if keep_stray else None
+        self.stray_cut = False
 
     def feed(self, data: bytes) -> list[Any]:
         if b"\n" not in data:
@@ -114,6 +130,12 @@ class SSEDecoder:
                 self.comments += 1
             elif line.startswith(b"event:"):
                 self._event = line[6:].strip()
+            elif (stray := self.stray) is not None and line.partition(b":")[0] not in _SSE_FIELDS:
+                if len(stray) + len(line) < STRAY_LIMIT:
+                    stray += line  # in place: ``stray`` is ``self.stray``
+                    stray += b"\n"
+                else:
+                    self.stray_cut = True
         return out
 
     def flush(self) -> list[Any]:
@@ -146,6 +168,9 @@ class SSEDecoder:
 
 
 _UNREADABLE: Any = object()
+_SSE_FIELDS = frozenset({b"data", b"event", b"id", b"retry"})
+#: How much of a body's non-SSE lines ``SSEDecoder`` keeps (an error body is a few hundred bytes).
+STRAY_LIMIT = 1 << 20
 
 
 class _ByteStream(Protocol):

@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import EndpointError
+from ..errors import EndpointError, EndpointUnreadable
 from .clients import lease_native
 from .failures import classify_failure
 from .openai_chat import error_for_failure, unreachable_error
@@ -55,11 +55,22 @@ def read_failure(
     return error_for_failure(classify_failure(status, words, headers), endpoint=endpoint, model=model)
 
 
-def transport_error(exc: BaseException, *, endpoint: str, model: str | None) -> EndpointError | None:
-    """A failure of the connection as the unreachable-endpoint error; None for anything else."""
+def transport_error(exc: Exception, *, endpoint: str, model: str | None) -> EndpointError:
+    """What went wrong sending a request or reading its answer, as a typed error (total).
+
+    A failure of the connection (``httpx2.HTTPError``, an ``OSError``, a timeout) is the unreachable-endpoint
+    error, a URL the client cannot use too (nothing was sent); anything else the client raised on the way
+    (a body read twice, a header it cannot encode) is ``EndpointUnreadable``, naming what it was.
+    """
     import httpx2
 
-    if isinstance(exc, httpx2.HTTPError | OSError | TimeoutError):
+    if isinstance(exc, EndpointError):
+        return exc
+    if isinstance(exc, httpx2.HTTPError | httpx2.InvalidURL | OSError | TimeoutError):
         timed_out = isinstance(exc, httpx2.TimeoutException | TimeoutError)
         return unreachable_error(exc, endpoint=endpoint, model=model, timed_out=timed_out)
-    return None
+    return EndpointUnreadable(
+        f"the request to {endpoint} failed in the HTTP client: {type(exc).__name__}: {exc}"[:2000],
+        endpoint=endpoint,
+        model=model,
+    )
