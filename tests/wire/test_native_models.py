@@ -1,47 +1,51 @@
 """Models, windows, liveness and token counts of the native wires, each asked in its own API's terms, on
-loopback. The model objects carry the fields the providers' API references publish: Anthropic's
-``GET /v1/models`` entries (``type``, ``id``, ``display_name``, ``created_at``, ``max_input_tokens``,
-``max_tokens``) and Gemini's ``models.get`` resource (``name``, ``inputTokenLimit``, ...)."""
+loopback, with the providers' own bodies (tests/data/providers, sources in the README there):
+
+- Anthropic: ``anthropic/models-list.documented.json`` is the API reference's List Models example (one
+  entry without window fields, ``has_more: true`` with the reference's ``"<string>"`` cursor);
+  ``anthropic/model-get.reconstructed.json`` is its Get a Model example with the documented
+  ``max_input_tokens`` / ``max_tokens`` fields filled with the published Claude Sonnet 4 values. No
+  recording of an Anthropic model listing was found.
+- Gemini: ``gemini/models-list.json`` is a ``GET /v1beta/models`` answer as a user of the API saved it
+  (yuv-man/habeat-server @ 29ef58f0aab5346d55683308e215f7a989df68dc, ``models.json``).
+"""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import steadyloop as sl
 from steadyloop.context.calibration import chars_per_token_for
 from steadyloop.context.counting import GeminiCounter, TokenizerUnavailable, token_counter_for
-from steadyloop.errors import EndpointRefused
+from steadyloop.errors import EndpointError, EndpointRefused
+from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.wire.endpoints import Endpoint
 from steadyloop.wire.liveness import endpoint_answers
 from steadyloop.wire.windows import context_limit_for, list_models
 
-from .provider_doubles import DOUBLES
+from .provider_doubles import DATA, DOUBLES
 
 pytestmark = pytest.mark.timeout(60)
 
-SONNET = {
-    "type": "model",
-    "id": "claude-sonnet-4-5",
-    "display_name": "Claude Sonnet 4.5",
-    "created_at": "2025-09-29T00:00:00Z",
-    "max_input_tokens": 200000,
-    "max_tokens": 64000,
-}
-# An older entry, from before the API named windows.
-HAIKU = {"type": "model", "id": "claude-3-5-haiku-20241022", "display_name": "Claude Haiku 3.5"}
-FLASH = {
-    "name": "models/gemini-2.5-flash",
-    "version": "001",
-    "displayName": "Gemini 2.5 Flash",
-    "inputTokenLimit": 1048576,
-    "outputTokenLimit": 65536,
-    "supportedGenerationMethods": ["generateContent", "countTokens"],
-    "thinking": True,
-}
-EMBEDDING = {"name": "models/gemini-embedding-001", "supportedGenerationMethods": ["embedContent"]}
+
+def _data(name: str) -> Any:
+    return json.loads((DATA / name).read_text(encoding="utf-8"))
+
+
+ANTHROPIC_LISTING = (DATA / "anthropic" / "models-list.documented.json").read_bytes()
+GEMINI_LISTING = (DATA / "gemini" / "models-list.json").read_bytes()
+# Claude Sonnet 4 with its window (Get a Model); Claude 3.7 Sonnet as the List Models example shows it.
+SONNET: dict[str, Any] = _data("anthropic/model-get.reconstructed.json")
+(OLDER,) = _data("anthropic/models-list.documented.json")["data"]
+GEMINI_MODELS: list[dict[str, Any]] = _data("gemini/models-list.json")["models"]
+FLASH = next(m for m in GEMINI_MODELS if m["name"] == "models/gemini-2.5-flash")
+JSON = {"content-type": "application/json"}
 
 
 def anthropic(server: ScriptedServer) -> Endpoint:
@@ -56,47 +60,59 @@ def asked(server: ScriptedServer) -> list[tuple[str, str]]:
     return [(r.method, r.path) for r in server.requests]
 
 
-async def test_anthropic_lists_its_models_and_names_their_windows() -> None:
-    async with ScriptedServer(models=[SONNET, HAIKU]) as server:
+async def test_anthropic_lists_its_models_as_the_reference_shows_them() -> None:
+    async with ScriptedServer(models=Reply.raw(ANTHROPIC_LISTING, headers=JSON)) as server:
+        endpoint = anthropic(server)
+        models = await list_models(endpoint)
+        assert [(m.id, m.context_length) for m in models] == [("claude-3-7-sonnet-20250219", None)]
+        first, again = server.requests
+        assert (first.method, first.path) == ("GET", "/v1/models")
+        assert first.header("x-api-key") == "test-key" and first.header("anthropic-version")
+        # has_more with a cursor: the next page is asked for once; a cursor that does not move ends it.
+        assert again.path == "/v1/models" and "after_id=%3Cstring%3E" in again.query
+
+
+async def test_anthropic_listing_names_the_window_where_the_entry_has_one() -> None:
+    async with ScriptedServer(models=[SONNET, OLDER]) as server:
         endpoint = anthropic(server)
         models = await list_models(endpoint)
         assert [(m.id, m.context_length) for m in models] == [
-            ("claude-sonnet-4-5", 200000),
-            ("claude-3-5-haiku-20241022", None),
+            ("claude-sonnet-4-20250514", 200000),
+            ("claude-3-7-sonnet-20250219", None),
         ]
-        request = server.requests[0]
-        assert (request.method, request.path) == ("GET", "/v1/models")
-        assert request.header("x-api-key") == "test-key" and request.header("anthropic-version")
         # The listing named the window: no second request for it.
-        assert await context_limit_for(endpoint, "claude-sonnet-4-5") == 200000
+        assert await context_limit_for(endpoint, "claude-sonnet-4-20250514") == 200000
         assert len(server.requests) == 1
 
 
 async def test_anthropic_window_of_one_model_and_a_model_without_one() -> None:
-    async with ScriptedServer(models=[SONNET, HAIKU]) as server:
+    async with ScriptedServer(models=[SONNET, OLDER]) as server:
         endpoint = anthropic(server)
-        assert await context_limit_for(endpoint, "claude-sonnet-4-5") == 200000
-        assert await context_limit_for(endpoint, "claude-3-5-haiku-20241022") is None
-        assert await context_limit_for(endpoint, "claude-3-5-haiku-20241022") is None  # the miss is kept
-        assert await context_limit_for(endpoint, "claude-sonnet-4-5") == 200000  # so is the window
+        assert await context_limit_for(endpoint, "claude-sonnet-4-20250514") == 200000
+        assert await context_limit_for(endpoint, "claude-3-7-sonnet-20250219") is None
+        assert await context_limit_for(endpoint, "claude-3-7-sonnet-20250219") is None  # the miss is kept
+        assert await context_limit_for(endpoint, "claude-sonnet-4-20250514") == 200000  # so is the window
         assert asked(server) == [
-            ("GET", "/v1/models/claude-sonnet-4-5"),
-            ("GET", "/v1/models/claude-3-5-haiku-20241022"),
+            ("GET", "/v1/models/claude-sonnet-4-20250514"),
+            ("GET", "/v1/models/claude-3-7-sonnet-20250219"),
         ]
-        assert await context_limit_for(endpoint, "claude-sonnet-4-5", operator_value=1000) == 1000
+        assert await context_limit_for(endpoint, "claude-sonnet-4-20250514", operator_value=1000) == 1000
 
 
 async def test_gemini_lists_its_models_and_names_their_windows() -> None:
-    async with ScriptedServer(models=[FLASH, EMBEDDING]) as server:
+    async with ScriptedServer(models=Reply.raw(GEMINI_LISTING, headers=JSON)) as server:
         endpoint = gemini(server)
         models = await list_models(endpoint)
         assert [(m.id, m.context_length) for m in models] == [
-            ("gemini-2.5-flash", 1048576),
-            ("gemini-embedding-001", None),
+            (m["name"].removeprefix("models/"), m["inputTokenLimit"]) for m in GEMINI_MODELS
         ]
-        request = server.requests[0]
+        assert ("gemini-2.5-flash", 1048576) in [(m.id, m.context_length) for m in models]
+        assert ("text-embedding-004", 2048) in [(m.id, m.context_length) for m in models]
+        (request,) = server.requests  # no nextPageToken: one page
         assert (request.method, request.path) == ("GET", "/v1beta/models")
         assert request.header("x-goog-api-key") == "test-key"
+        assert await context_limit_for(endpoint, "gemini-2.0-flash") == 1048576
+        assert len(server.requests) == 1
 
 
 async def test_gemini_window_is_the_models_input_token_limit() -> None:
@@ -174,3 +190,55 @@ async def test_the_first_gemini_request_is_calibrated_by_the_providers_count() -
         ]
     assert turn.content == double.plain_text
     assert chars_per_token_for(endpoint, double.model) > 5
+
+
+_json: Any = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=16,
+)
+
+
+def _mutated(listing: dict[str, Any], key: str) -> Any:
+    entry = st.fixed_dictionaries(
+        {}, optional=dict.fromkeys(("id", "name", "max_input_tokens", "inputTokenLimit"), _json)
+    )
+    return st.one_of(
+        _json,
+        st.builds(
+            lambda entries, more: {**listing, key: entries, **more},
+            st.lists(entry | _json, max_size=4),
+            st.dictionaries(st.sampled_from(["has_more", "last_id", "nextPageToken"]), _json),
+        ),
+    )
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.sampled_from(["anthropic", "gemini"]).flatmap(
+        lambda wire: st.tuples(
+            st.just(wire),
+            _mutated(_data("anthropic/models-list.documented.json"), "data")
+            if wire == "anthropic"
+            else _mutated(_data("gemini/models-list.json"), "models"),
+        )
+    )
+)
+async def test_any_listing_body_reads_or_is_a_typed_refusal(case: tuple[str, Any]) -> None:
+    wire, body = case
+    text = json.dumps(body) if not isinstance(body, str) else body
+    async with ScriptedServer(models=Reply.raw(text, headers=JSON)) as server:
+        endpoint = anthropic(server) if wire == "anthropic" else gemini(server)
+        try:
+            models = await list_models(endpoint)
+        except EndpointError:
+            return
+        assert len(server.requests) <= 20
+    assert len({m.id for m in models}) == len(models)
+    assert all(m.context_length is None or m.context_length > 0 for m in models)
+
+
+async def test_a_listing_nested_past_the_parsers_stack_is_a_typed_refusal() -> None:
+    async with ScriptedServer(models=Reply.raw("[" * 100_000, headers=JSON)) as server:
+        with pytest.raises(EndpointRefused):
+            await list_models(gemini(server))

@@ -89,7 +89,7 @@ async def _get(endpoint: Endpoint, url: str, params: Mapping[str, str], within_s
         release()
     try:
         return response.status_code, response.json()
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's stack
         return response.status_code, None
 
 
@@ -146,13 +146,16 @@ async def native_list_models(endpoint: Endpoint) -> list[ModelInfo]:
             )
         models.extend(info for info in (_info(entry, api) for entry in entries) if info is not None)
         following = _next_page(reply, api)
-        if following is None:
-            break
+        if following is None or all(params.get(k) == v for k, v in following.items()):
+            break  # the last page, or a cursor that does not move (the API reference's own example)
         params = {**params, **following}
-    for info in models:
+    unique: dict[str, ModelInfo] = {}
+    for info in models:  # a page read twice lists its models twice: the first of each id stands
+        unique.setdefault(info.id, info)
+    for info in unique.values():
         if info.context_length is not None:
             _windows[(endpoint_key(endpoint), info.id)] = info.context_length
-    return models
+    return list(unique.values())
 
 
 def _next_page(reply: Mapping[str, Any], api: str) -> dict[str, str] | None:
