@@ -4,10 +4,8 @@ same turn with a fresh client per request (the pool emptied after every turn, so
 opens its connection and closes both).
 
 Each wire's recorded plain-text stream (tests/data/providers/*/01-text.sse) is served by a bare HTTP/1.1 stub
-on loopback in the same event loop: one write per answer, keep-alive, nothing else. (The scripted server of
-``steadyloop.testing`` runs its own thread and costs about 40 ms a turn on this machine whichever wire or
-client is used, which would hide what a client costs.) The two ways run interleaved, turn by turn, in one
-process.
+on loopback in the same event loop: one write per answer, keep-alive, nothing else, so what is left to measure
+is the client. The two ways run interleaved, turn by turn, in one process.
 
 Most of a fresh client's cost is building it: ``httpx2.AsyncClient()`` and ``anthropic.AsyncAnthropic()`` each
 took 24-30 ms here, loading TLS certificates even for an ``http://`` URL.
