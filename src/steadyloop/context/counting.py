@@ -55,7 +55,7 @@ COUNT_TIMEOUT_S = 10.0
 
 # What Anthropic's count endpoint takes of a Messages request.
 _COUNTED_FIELDS = frozenset(
-    {"model", "messages", "system", "tools", "tool_choice", "thinking", "output_config"}
+    {"model", "messages", "system", "tools", "tool_choice", "thinking", "output_config", "extra_headers"}
 )
 
 # OpenAI's documented framing of a chat prompt: tokens per message, per name, and to start the reply.

@@ -20,9 +20,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._nesting import too_deep
+from ..errors import InvalidInput
 from ..messages import SignedThinking
 
-__all__ = ["anthropic_request", "arguments_of", "claude_generation"]
+__all__ = ["anthropic_betas", "anthropic_request", "arguments_of", "claude_generation"]
 
 #: The reply ceiling when the caller set none: Messages requires one.
 DEFAULT_MAX_TOKENS = 8192
@@ -36,6 +37,8 @@ _EPHEMERAL = {"type": "ephemeral"}
 _NEW_STYLE = re.compile(r"claude-(?:[a-z]+-)?(\d+)(?:-(\d))?(?:\b|-|$)")
 _OLD_STYLE = re.compile(r"claude-(\d+)(?:-(\d))?-[a-z]")
 # Thinking tokens an effort level is worth before 4.6 (the levels of steadyloop's thinking budgets).
+# A beta feature as Anthropic names them (``context-1m-2025-08-07``): what may go in the anthropic-beta header.
+_BETA_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384, "xhigh": 32768, "max": 32768}
 _EFFORTS = {"minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "max", "max": "max"}
 
@@ -131,7 +134,36 @@ def anthropic_request(body: Mapping[str, Any]) -> dict[str, Any]:
     user = body.get("user")
     if isinstance(user, str) and user:
         out["metadata"] = {"user_id": user}
+    if "anthropic_beta" in body:
+        betas = anthropic_betas(body["anthropic_beta"])
+        if betas:
+            # A header, not a body field: the SDK sends extra_headers with the request (and the count).
+            out["extra_headers"] = {"anthropic-beta": ",".join(betas)}
     _place_breakpoints(out)
+    return out
+
+
+def anthropic_betas(value: Any) -> list[str]:
+    """The beta features a request's ``anthropic_beta`` field names (one name or a list), each once.
+
+    They go out in the ``anthropic-beta`` header; put them in ``ModelParams.extra_body`` (``model.extra_body``
+    in an agent document) to ask for a beta on an Anthropic endpoint.
+
+    Raises:
+        InvalidInput: the value is not a name or a list of names (letters, digits, ``.``, ``_``, ``-``).
+    """
+    names = [value] if isinstance(value, str) else value if isinstance(value, list) else None
+    if names is None:
+        raise InvalidInput(f"anthropic_beta is a beta name or a list of them, got {type(value).__name__}")
+    out: list[str] = []
+    for name in names:
+        if not isinstance(name, str) or not _BETA_NAME.fullmatch(name.strip()):
+            shown = repr(name)[:80]
+            raise InvalidInput(
+                f"anthropic_beta: {shown} is no beta feature name (such as context-1m-2025-08-07)"
+            )
+        if name.strip() not in out:
+            out.append(name.strip())
     return out
 
 
