@@ -113,6 +113,52 @@ async def test_an_unreachable_database_is_a_typed_error_without_the_password() -
         await store.close()
 
 
+REFUSED_OPTIONS = {
+    "sslmode": ("?sslmode=bogus", "sslmode"),
+    "port out of range": (":99999", "port"),
+    "port not a number": (":abc", "port"),
+    "target_session_attrs": ("?target_session_attrs=primaryish", "target_session_attrs"),
+    "ports that do not match the hosts": ("?port=1,2,3", "port"),
+    "hostaddr": ("?hostaddr=1.2.3.4.5", "1.2.3.4.5"),
+}
+
+
+@pytest.mark.parametrize("options", list(REFUSED_OPTIONS.values()), ids=list(REFUSED_OPTIONS))
+def test_an_option_libpq_refuses_is_invalid_input_at_once_naming_it(options: tuple[str, str]) -> None:
+    # The pool would retry these until the connect timeout (an hour here) and lose the reason: the store
+    # refuses them when it is built, before any connection is tried.
+    suffix, named = options
+    if suffix.startswith(":"):
+        url = f"postgresql://me:s3cret@127.0.0.1{suffix}/x"
+    else:
+        url = f"postgresql://me:s3cret@127.0.0.1:1/x{suffix}"
+    with pytest.raises(InvalidInput, match="libpq refuses") as caught:
+        PostgresSessionStore(url, connect_timeout=3600)
+    assert named in str(caught.value)
+    assert "s3cret" not in str(caught.value)
+
+
+def test_an_unknown_parameter_is_invalid_input_without_the_password() -> None:
+    with pytest.raises(InvalidInput, match="not a PostgreSQL URL") as caught:
+        PostgresSessionStore("postgresql://me:s3cret@127.0.0.1:1/x?colour=blue", connect_timeout=3600)
+    assert "s3cret" not in str(caught.value)
+
+
+async def test_options_libpq_takes_still_reach_the_server(postgres_url: str) -> None:
+    # The check starts libpq on a socket folder that cannot exist: what it refuses there is the options,
+    # never the missing server, so a store on a good URL with options set works as before.
+    url = f"{postgres_url}?sslmode=disable&application_name=steadyloop-test&target_session_attrs=any"
+    async with PostgresSessionStore(url) as store:
+        info = await store.create(agent_id=A)
+        assert [s.session_id for s in await store.list(A)] == [info.session_id]
+
+
+def test_a_server_that_is_not_there_yet_is_not_refused_when_the_store_is_built() -> None:
+    # A missing socket or an unknown host may be a server still starting: the pool waits for those.
+    PostgresSessionStore("host=/nonexistent/folder dbname=x", connect_timeout=1)
+    PostgresSessionStore("postgresql://me@db.invalid:5432/x", connect_timeout=1)
+
+
 def test_open_store_picks_the_store_from_the_target(tmp_path: object) -> None:
     assert isinstance(open_store("postgresql://u@127.0.0.1/db"), PostgresSessionStore)
     assert isinstance(open_store("postgres://u@127.0.0.1/db"), AppendFeed)

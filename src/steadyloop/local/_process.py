@@ -160,6 +160,10 @@ def _pause(pidfd: int | None, seconds: float) -> None:
         select.select([pidfd], [], [], seconds)
 
 
+# How long a pause lasts when a watched process was gone before the watch began.
+_GONE_PAUSE = 0.1
+
+
 def _open_pidfd(pid: int) -> int | None:
     try:
         return os.pidfd_open(pid)
@@ -169,11 +173,25 @@ def _open_pidfd(pid: int) -> int | None:
 
 @contextmanager
 def exit_waiter(*pids: int) -> Iterator[Callable[[float], None]]:
-    """A ``pause(seconds)`` that returns early the moment any of ``pids`` exits (a plain sleep without pidfds)."""
-    pidfds = [fd for fd in map(_open_pidfd, pids) if fd is not None]
+    """A ``pause(seconds)`` that returns early the moment any of ``pids`` exits (a plain sleep without pidfds).
+
+    A process already gone (and reaped) when the waiter is made has exited: the pause is then brief, not
+    a full sleep, since the exit it would wait for has happened. The caller's next look sees it gone.
+    """
+    pidfds: list[int] = []
+    gone = unwatched = False
+    for pid in pids:
+        try:
+            pidfds.append(os.pidfd_open(pid))
+        except ProcessLookupError:
+            gone = True
+        except (AttributeError, OSError):
+            unwatched = True
 
     def pause(seconds: float) -> None:
-        if len(pidfds) < len(pids):
+        if gone:
+            time.sleep(min(seconds, _GONE_PAUSE))  # bounded, so a caller that misses the exit cannot spin
+        elif unwatched:
             time.sleep(seconds)  # one of them could not be watched: poll
         else:
             select.select(pidfds, [], [], seconds)

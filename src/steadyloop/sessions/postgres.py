@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from ..context.branches import BranchFiles, Entry
-from ..errors import InvalidInput, redact_url
+from ..errors import InvalidInput
 from ..events import Event, event_to_json
 from ..messages import Message, message_to_json
 from ..usage import Usage
@@ -61,7 +61,6 @@ from .store import (
 try:
     import psycopg
     from psycopg import AsyncConnection, errors, sql
-    from psycopg.conninfo import conninfo_to_dict
     from psycopg.rows import DictRow, dict_row
     from psycopg_pool import AsyncConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -69,6 +68,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "the PostgreSQL session store needs psycopg: pip install 'steadyloop[postgres]'"
     ) from exc
 
+from ._pg_conninfo import check_conninfo
 from ._pg_schema import INFO_QUERY, LEAF_QUERY, PATH_QUERY, migrate
 
 __all__ = ["PostgresSessionStore"]
@@ -114,15 +114,8 @@ class PostgresSessionStore:
             raise InvalidInput(f"channel must be a lower-case SQL identifier, got {channel!r}")
         if pool_size < 1:
             raise InvalidInput(f"pool_size must be at least 1, got {pool_size!r}")
-        try:
-            # Read here, not first by the pool: it retries a URL it cannot read until the connect timeout.
-            conninfo_to_dict(url)
-        except (psycopg.Error, ValueError):
-            # Not libpq's words: they may quote a piece of the password.
-            raise InvalidInput(
-                f"not a PostgreSQL URL or conninfo libpq can read: {redact_url(url)!r} "
-                "(postgresql://user@host:5432/dbname, with known query parameters)"
-            ) from None
+        # Checked here, not first by the pool: it retries a URL it cannot use until the connect timeout.
+        check_conninfo(url)
         self.url = url
         self._config = config or SessionConfig()
         self._clock = clock

@@ -53,7 +53,13 @@ def _env_proxy(url: str) -> tuple[str | None, dict[str, str] | None]:
     proxy = getproxies().get(parts.scheme)
     if not proxy:
         return None, None
-    parsed = yarl.URL(proxy)
+    parsed = yarl.URL(proxy if "://" in proxy else f"http://{proxy}")
+    if parsed.scheme not in ("http", "https"):
+        raise InvalidInput(
+            f"the aiohttp transport cannot send through the {parsed.scheme} proxy the environment names "
+            "(it speaks to http and https proxies only): use configure_clients(transport='httpx2') with "
+            "pip install socksio"
+        )
     if not parsed.user:
         return str(parsed), None
     pair = f"{parsed.user}:{parsed.password or ''}".encode()

@@ -28,9 +28,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterat
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, cast
 
-from ..errors import InvalidInput
+from ..errors import InvalidInput, SteadyloopError
 from .chat_client import ChatClient, ChatStream
 from .endpoints import Endpoint, endpoint_key
+from .environment import check_environment
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -75,6 +76,7 @@ class NativeClient(Protocol):
 
 
 _Native = TypeVar("_Native", bound=NativeClient)
+_Client = TypeVar("_Client")
 
 _DEFAULTS = ClientSettings()
 _settings = _DEFAULTS
@@ -107,7 +109,7 @@ class _Entry:
     @property
     def sdk(self) -> AsyncOpenAI:
         if self._sdk is None:
-            self._sdk = _sdk_client(self.endpoint, self.transport)
+            self._sdk = _built(self.endpoint, lambda: _sdk_client(self.endpoint, self.transport))
         return self._sdk
 
     def chat_client(self) -> ChatClient:
@@ -116,7 +118,7 @@ class _Entry:
             if self.transport == "aiohttp":
                 from .aiohttp_chat import AiohttpChatClient
 
-                chat = AiohttpChatClient(self.endpoint)
+                chat = _built(self.endpoint, lambda: AiohttpChatClient(self.endpoint))
             else:
                 from .sdk_chat import SdkChatClient
 
@@ -253,7 +255,7 @@ def lease_native(
     try:
         kept = entry.natives.get(slot)
         if kept is None:
-            client = build()
+            client = _built(endpoint, build)
             entry.natives[slot] = client
         else:
             client = cast(_Native, kept)
@@ -367,6 +369,26 @@ def _release(entry: _Entry) -> None:
         if _draining.get(entry.key) is entry:
             del _draining[entry.key]
         _close_soon(entry)
+
+
+def _built(endpoint: Endpoint, build: Callable[[], _Client]) -> _Client:
+    """What ``build`` makes for ``endpoint``, or ``InvalidInput`` when the environment or the HTTP library
+    refuses what it was given.
+
+    The environment is checked first, so a setting neither transport can use gives the same error on both.
+    Building a client opens no connection, so whatever else the library raises while building it is about
+    the configuration too (a SOCKS proxy without its extra, a certificate file that holds no certificate).
+    """
+    check_environment(endpoint.base_url)
+    try:
+        return build()
+    except SteadyloopError:
+        raise
+    except Exception as exc:
+        raise InvalidInput(
+            f"no HTTP client can be built for {endpoint.base_url} with the environment's proxy and "
+            f"certificate settings: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def _sdk_client(endpoint: Endpoint, transport: str) -> AsyncOpenAI:
