@@ -101,6 +101,17 @@ async def watch(clients: list[httpx.AsyncClient], first: int, sid: str) -> list[
     raise AssertionError(f"session {sid}: no completed run seen")
 
 
+def assert_messages_closed(events: list[tuple[int, str, str]]) -> None:
+    """Each run's stream closes every message it opens, one message at a time."""
+    open_in: dict[str, int] = {}
+    for seq, kind, data in events:
+        if kind in ("message_start", "message_end"):
+            run = json.loads(data)["run_id"]
+            open_in[run] = open_in.get(run, 0) + (1 if kind == "message_start" else -1)
+            assert open_in[run] in (0, 1), f"run {run}: {kind} at seq {seq} with {open_in[run]} open"
+    assert not any(open_in.values()), f"messages left open: {open_in}"
+
+
 async def post(http: httpx.AsyncClient, sid: str, index: int) -> None:
     # The node may be killed under this request: the run goes on elsewhere.
     with contextlib.suppress(httpx.TransportError):
@@ -169,6 +180,7 @@ async def test_a_node_killed_mid_run_has_every_run_completed_by_the_other_withou
             assert ids == sorted(set(ids)), "no event twice, none out of order"
             assert ids == list(range(ids[0], ids[0] + len(ids))), "no gap"
         assert from_a == from_b
+        assert_messages_closed(from_a)
     # Every run completed with the whole exchange, balanced.
     kept_answers: set[str] = set()
     for detail in details:
@@ -333,6 +345,7 @@ async def test_an_idempotent_call_in_flight_when_its_node_died_runs_again_on_the
                 drain.cancel()
     ids = [seq for seq, _, _ in seen]
     assert ids == list(range(1, len(ids) + 1)), "the watcher saw every event once, in order"
+    assert_messages_closed(seen)
     looked = [line.split() for line in (ledger / "look_up.log").read_text().splitlines()]
     assert [(node, name) for _, node, name in looked] == [("node-a", "look_up"), ("node-b", "look_up")]
     assert looked[0][0] == looked[1][0], "the same call, run again"
@@ -340,3 +353,79 @@ async def test_an_idempotent_call_in_flight_when_its_node_died_runs_again_on_the
     assert is_balanced(messages_from_json(json.dumps(messages)))
     assert [m["content"] for m in messages if m["role"] == "tool"] == ["case-3 is on file", "stamped v3"]
     assert len(model.chat_requests) == 3, "the lookup's request was answered and kept: not sent again"
+
+
+async def test_an_answer_cut_off_by_its_nodes_death_is_closed_in_the_record_but_not_kept(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    ledger = tmp_path / "ledger"
+    ledger.mkdir()
+    answers = itertools.count(1)
+
+    def answer(request: RecordedRequest) -> ScriptedReply:
+        if next(answers) == 1:  # streams for ten seconds: node a dies in the middle of it
+            words = [f"part{i} " for i in range(200)]
+            return Reply.stream([*text_chunks(words), usage_chunk(20, 200)], delay=0.05)
+        return Reply.stream([*text_chunks(["The whole ", "answer."]), usage_chunk(20, 3)])
+
+    async def heard(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readline()
+        writer.close()
+
+    signals = await asyncio.start_server(heard, "127.0.0.1", 0)
+    signal_port = signals.sockets[0].getsockname()[1]
+    async with signals, ScriptedServer(respond=answer) as model:
+        ports = [free_port(), free_port()]
+        nodes = [
+            await start_node(model.base_url, postgres_url, ledger, port, name, signal_port)
+            for port, name in zip(ports, ["node-a", "node-b"], strict=True)
+        ]
+        on_a, on_b = (httpx.AsyncClient(base_url=f"http://127.0.0.1:{p}", timeout=120) for p in ports)
+        try:
+            sid = (await on_a.post("/sessions", json={"title": "case 1"})).json()["id"]
+            seen: list[tuple[int, str, str]] = []
+            streamed = asyncio.Event()
+
+            async def watch_on_b() -> None:
+                params = {"after": 0, "follow": "session"}
+                async with on_b.stream("GET", f"/sessions/{sid}/events", params=params) as response:
+                    async for event in read_sse(response):
+                        if event.id is None:
+                            continue
+                        seen.append((event.id, event.event, json.dumps(event.data, sort_keys=True)))
+                        if event.event == "message_update":
+                            streamed.set()  # the record holds part of node a's answer
+                        if event.event == "agent_end":
+                            return
+
+            watcher = asyncio.create_task(watch_on_b())
+            posted = asyncio.create_task(post(on_a, sid, 1))
+            await asyncio.wait_for(streamed.wait(), 60)
+            nodes[0][0].send_signal(signal.SIGKILL)
+            await nodes[0][0].wait()
+            await asyncio.wait_for(watcher, 120)
+            await posted
+            detail = (await on_b.get(f"/sessions/{sid}")).json()
+        finally:
+            await on_a.aclose()
+            await on_b.aclose()
+            for process, drain in nodes:
+                if process.returncode is None:
+                    process.send_signal(signal.SIGINT)
+                    await process.wait()
+                drain.cancel()
+    ids = [seq for seq, _, _ in seen]
+    assert ids == list(range(1, len(ids) + 1)), "the watcher saw every event once, in order"
+    assert_messages_closed(seen)
+    ends = [json.loads(data) for _, kind, data in seen if kind == "agent_end"]
+    assert [end["outcome"] for end in ends] == ["completed"]
+    closed = [json.loads(data)["message"] for _, kind, data in seen if kind == "message_end"]
+    answers = [m["content"] for m in closed if m["role"] == "assistant"]
+    assert len(answers) == 2 and answers[0].startswith("part0 part1 "), answers
+    assert answers[1] == "The whole answer."
+    # The cut-off answer is only in the record: the transcript holds the whole answer asked for again.
+    assert [(m["role"], m["content"]) for m in detail["messages"]] == [
+        ("user", "please handle case 1"),
+        ("assistant", "The whole answer."),
+    ]
+    assert len(model.chat_requests) == 2

@@ -47,9 +47,18 @@ from steadyloop import (
     Turn,
     run_tool_calls,
 )
-from steadyloop.events import AgentStart, ApprovalDecided, ApprovalRequired, MessageEnd, Notice
+from steadyloop.events import (
+    AgentEnd,
+    AgentStart,
+    ApprovalDecided,
+    ApprovalRequired,
+    MessageEnd,
+    MessageStart,
+    Notice,
+)
 
 from .live import RUN_STATE, Job
+from .runtime import cut_off_message
 
 if TYPE_CHECKING:
     from .live import LiveSession
@@ -226,6 +235,7 @@ class DurableRuns:
         stored = await self.history_length(session_id, principal)
         state = await self.runtime.store.load_state(session_id, RUN_STATE, agent_id=principal)
         dead = str(json.loads(state).get("node", "another node")) if state else "another node"
+        await self._close_cut_off_message(live, dead)
         job: Job
         if stored > base:
             job = self._resume_job(live, dead)
@@ -238,6 +248,45 @@ class DurableRuns:
         with contextlib.suppress(Exception):
             await task
         return "ended"
+
+    async def _close_cut_off_message(self, live: LiveSession, dead: str) -> None:
+        """End, in the record only, the message the dead node's run had open, so every stream closes what
+        it opens.
+
+        The dead run's ``message_start`` (and the ``message_update`` the record kept of what streamed) get
+        their ``message_end``, with the text as far as it streamed, stamped with that run. It goes to the
+        record and the watchers, never to the history: the answer was cut off, and the resumed run, which
+        reads the history, asks the model again for a whole one.
+        """
+        sid, principal = live.session_id, live.principal
+        events = [e for _, e in await self.runtime.store.load_events(sid, agent_id=principal)]
+        opened = next((i for i in range(len(events) - 1, -1, -1) if isinstance(events[i], AgentStart)), None)
+        if opened is None or any(isinstance(e, AgentEnd) for e in events[opened:]):
+            return
+        run = events[opened:]
+        start: MessageStart | None = None
+        for event in run:
+            if isinstance(event, MessageStart):
+                start = event
+            elif isinstance(event, MessageEnd):
+                start = None
+        if start is None:
+            return
+        message = start.message
+        if isinstance(message, AssistantMessage):
+            cut = cut_off_message(run)
+            message = cut[0] if cut is not None else AssistantMessage()
+        closing: list[Event] = [
+            MessageEnd(message=message, step=start.step, run_id=start.run_id),
+            Notice(
+                text=f"cut off: {dead} stopped while this message was under way; it is closed here as far "
+                "as it got, and is not part of the transcript",
+                name="durable",
+                step=start.step,
+                run_id=start.run_id,
+            ),
+        ]
+        await self.runtime.recording.append_events(sid, closing, agent_id=principal)
 
     def _resume_job(self, live: LiveSession, dead: str) -> Job:
         async def resume(agent: Agent) -> Turn:
@@ -306,6 +355,7 @@ class DurableRuns:
                 results.update({result.call_id: result for result in batch.results})
             for call in open_calls:
                 result = results.get(call.id) or interrupted_result(call, dead)
+                queue.put_nowait(MessageStart(message=result, step=0))
                 queue.put_nowait(MessageEnd(message=result, step=0))
         finally:
             queue.put_nowait(None)
