@@ -15,6 +15,7 @@ import re
 import signal
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx2 as httpx
@@ -55,10 +56,18 @@ def respond(request: RecordedRequest) -> ScriptedReply:
 
 
 async def start_node(
-    model_url: str, store: str, ledger: Path, port: int, node: str, signals: int, gate: str = ""
+    model_url: str,
+    store: str,
+    ledger: Path,
+    port: int,
+    node: str,
+    signals: int,
+    gate: str = "",
+    max_runs: int = 200,
 ) -> tuple[asyncio.subprocess.Process, asyncio.Task[None]]:
     process = await asyncio.create_subprocess_exec(
         sys.executable, str(NODE), model_url, store, node, str(port), str(ledger), str(signals), gate,
+        str(max_runs),
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     assert process.stderr is not None
@@ -429,3 +438,103 @@ async def test_an_answer_cut_off_by_its_nodes_death_is_closed_in_the_record_but_
         ("assistant", "The whole answer."),
     ]
     assert len(model.chat_requests) == 2
+
+
+async def follow(
+    http: httpx.AsyncClient, sid: str, seen: list[tuple[int, str, str]], news: asyncio.Event
+) -> None:
+    """The session's record from its start, into ``seen`` (``news`` set at each event), until a run
+    ends."""
+    params = {"after": 0, "follow": "session"}
+    async with http.stream("GET", f"/sessions/{sid}/events", params=params) as response:
+        assert response.status_code == 200
+        async for event in read_sse(response):
+            if event.id is None:
+                continue
+            seen.append((event.id, event.event, json.dumps(event.data, sort_keys=True)))
+            news.set()
+            if event.event == "agent_end":
+                return
+
+
+async def until(test: Callable[[], bool], news: asyncio.Event, deadline_s: float) -> None:
+    """Wait until ``test()`` holds, looking again each time ``news`` is set, for at most ``deadline_s``."""
+    async with asyncio.timeout(deadline_s):
+        while not test():
+            news.clear()
+            await news.wait()
+
+
+def asked(seen: list[tuple[int, str, str]]) -> list[str]:
+    return [json.loads(data)["approval_id"] for _, kind, data in seen if kind == "approval_required"]
+
+
+async def stop(nodes: list[tuple[asyncio.subprocess.Process, asyncio.Task[None]]]) -> None:
+    """Stop the nodes still going: gracefully, or, after a minute (a test that failed may leave a node
+    waiting on a request that never ends), with SIGKILL."""
+    for process, drain in nodes:
+        if process.returncode is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                await asyncio.wait_for(process.wait(), 60)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+        drain.cancel()
+
+
+async def quiet_signals() -> asyncio.Server:
+    async def heard(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readline()
+        writer.close()
+
+    return await asyncio.start_server(heard, "127.0.0.1", 0)
+
+
+async def test_a_run_recovered_onto_a_node_at_its_run_limit_is_not_refused(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """Both nodes allow one run per token; node b already has one going when it takes over node a's."""
+    ledger = tmp_path / "ledger"
+    ledger.mkdir()
+    signals = await quiet_signals()
+    signal_port = signals.sockets[0].getsockname()[1]
+    async with signals, ScriptedServer(respond=respond) as model:
+        ports = [free_port(), free_port()]
+        nodes = [
+            await start_node(
+                model.base_url, postgres_url, ledger, port, name, signal_port, gate="gate", max_runs=1
+            )
+            for port, name in zip(ports, ["node-a", "node-b"], strict=True)
+        ]
+        on_a, on_b = (httpx.AsyncClient(base_url=f"http://127.0.0.1:{p}", timeout=120) for p in ports)
+        try:
+            first = (await on_a.post("/sessions", json={"title": "case 1"})).json()["id"]
+            second = (await on_b.post("/sessions", json={"title": "case 2"})).json()["id"]
+            news = asyncio.Event()
+            seen: tuple[list[tuple[int, str, str]], ...] = ([], [])
+            watchers = [
+                asyncio.create_task(follow(on_b, sid, seen[i], news)) for i, sid in enumerate((first, second))
+            ]
+            posts = [asyncio.create_task(post(on_a, first, 1))]
+            await until(lambda: len(asked(seen[0])) == 1, news, 60)  # the stamp waits on node a
+            posts.append(asyncio.create_task(post(on_b, second, 2)))
+            await until(lambda: len(asked(seen[1])) == 1, news, 60)  # node b has its one run going
+            nodes[0][0].send_signal(signal.SIGKILL)
+            await nodes[0][0].wait()
+            # Node b takes the first run over (its stamp asks again) though its token is at the limit.
+            await until(lambda: len(asked(seen[0])) == 2, news, 60)
+            for sid, approval in ((first, asked(seen[0])[1]), (second, asked(seen[1])[0])):
+                decided = await on_b.post(f"/sessions/{sid}/approvals/{approval}", json={"decision": "allow"})
+                assert decided.status_code == 200, decided.text
+            await asyncio.wait_for(asyncio.gather(*watchers), 120)
+            await asyncio.gather(*posts)
+        finally:
+            await on_a.aclose()
+            await on_b.aclose()
+            await stop(nodes)
+    for events in seen:
+        assert_messages_closed(events)
+        assert json.loads(events[-1][2])["outcome"] == "completed"
+    stamps = sorted(line.split()[1:] for line in (ledger / "stamp_visit.log").read_text().splitlines())
+    assert stamps == [["node-b", "stamp_visit"], ["node-b", "stamp_visit"]], "each stamped once, on node b"

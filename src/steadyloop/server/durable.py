@@ -244,7 +244,7 @@ class DurableRuns:
             async def job(agent: Agent) -> Turn:
                 return await agent.prompt(text, images=images)
 
-        task = self.runtime.start_job(live, job)
+        task = self.runtime.start_job(live, job, resumed=True)
         with contextlib.suppress(Exception):
             await task
         return "ended"

@@ -422,8 +422,8 @@ class Runtime:
         run = json.loads(state)
         return bool(run.get("status") == "running" and run.get("node", self.node) != self.node)
 
-    def check_can_run(self, live: LiveSession) -> None:
-        """Refuse a second run on a session, and a run past the principal's limit."""
+    def check_can_run(self, live: LiveSession, *, limited: bool = True) -> None:
+        """Refuse a second run on a session, and (when ``limited``) a run past the principal's limit."""
         if live.running:
             sid = live.session_id
             raise ApiError(
@@ -441,7 +441,7 @@ class Runtime:
                 f"POST /sessions/{live.session_id}/abort to cancel the summary",
             )
         limit = self.settings.limits.max_runs_per_token
-        if self._runs[live.principal] >= limit:
+        if limited and self._runs[live.principal] >= limit:
             raise ApiError(
                 "too_many_runs",
                 f"this token already has {limit} runs going",
@@ -469,9 +469,14 @@ class Runtime:
         response_format: dict[str, Any] | None = None,
         text: str = "",
         images: list[ImagePart] | None = None,
+        resumed: bool = False,
     ) -> asyncio.Task[RunOutcome]:
-        """Start ``job`` as the session's run (``None``: prompt with ``text``), counted and stated."""
-        self.check_can_run(live)
+        """Start ``job`` as the session's run (``None``: prompt with ``text``), counted and stated.
+
+        A ``resumed`` run (a durable run recovered from a node that stopped) is counted but never refused
+        for the principal's limit: it was admitted when it started, and refusing it now would end it.
+        """
+        self.check_can_run(live, limited=not resumed)
         principal, sid = live.principal, live.session_id
         self._runs[principal] += 1
 
