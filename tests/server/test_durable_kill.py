@@ -538,3 +538,56 @@ async def test_a_run_recovered_onto_a_node_at_its_run_limit_is_not_refused(
         assert json.loads(events[-1][2])["outcome"] == "completed"
     stamps = sorted(line.split()[1:] for line in (ledger / "stamp_visit.log").read_text().splitlines())
     assert stamps == [["node-b", "stamp_visit"], ["node-b", "stamp_visit"]], "each stamped once, on node b"
+
+
+async def test_a_node_restarted_under_its_own_name_resumes_its_runs(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """One node, killed with a stamp in flight and started again under its name: it resumes the run."""
+    ledger = tmp_path / "ledger"
+    ledger.mkdir()
+    stamping = asyncio.Event()
+
+    async def heard(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if (await reader.readline()).decode().split()[1:] == ["node-a", "stamp_visit"]:
+            stamping.set()
+        writer.close()
+
+    signals = await asyncio.start_server(heard, "127.0.0.1", 0)
+    signal_port = signals.sockets[0].getsockname()[1]
+    async with signals, ScriptedServer(respond=respond) as model:
+        ports = [free_port(), free_port()]
+        nodes = [await start_node(model.base_url, postgres_url, ledger, ports[0], "node-a", signal_port)]
+        before, after = (httpx.AsyncClient(base_url=f"http://127.0.0.1:{p}", timeout=120) for p in ports)
+        try:
+            sid = (await before.post("/sessions", json={"title": "case 4"})).json()["id"]
+            posted = asyncio.create_task(post(before, sid, 4))
+            await asyncio.wait_for(stamping.wait(), 60)
+            nodes[0][0].send_signal(signal.SIGKILL)
+            await nodes[0][0].wait()
+            await posted
+            nodes.append(
+                await start_node(model.base_url, postgres_url, ledger, ports[1], "node-a", signal_port)
+            )
+            seen: list[tuple[int, str, str]] = []
+            await asyncio.wait_for(follow(after, sid, seen, asyncio.Event()), 120)
+            detail = (await after.get(f"/sessions/{sid}")).json()
+        finally:
+            await before.aclose()
+            await after.aclose()
+            await stop(nodes)
+    ids = [seq for seq, _, _ in seen]
+    assert ids == list(range(1, len(ids) + 1))
+    assert_messages_closed(seen)
+    assert json.loads(seen[-1][2])["outcome"] == "completed"
+    assert [kind for _, kind, _ in seen].count("agent_start") == 2, "the run, then its resumption"
+    assert len((ledger / "look_up.log").read_text().splitlines()) == 1, "the finished lookup is not run again"
+    assert len((ledger / "stamp_visit.log").read_text().splitlines()) == 1, (
+        "the stamp in flight is not run again"
+    )
+    messages = detail["messages"]
+    assert is_balanced(messages_from_json(json.dumps(messages)))
+    results = [m for m in messages if m["role"] == "tool"]
+    assert [m["name"] for m in results] == ["look_up", "stamp_visit"]
+    assert "interrupted" in results[1]["content"] and results[1]["is_error"]
+    assert messages[-1]["role"] == "assistant" and messages[-1]["content"].startswith("Done with case 4")
