@@ -591,3 +591,69 @@ async def test_a_node_restarted_under_its_own_name_resumes_its_runs(
     assert [m["name"] for m in results] == ["look_up", "stamp_visit"]
     assert "interrupted" in results[1]["content"] and results[1]["is_error"]
     assert messages[-1]["role"] == "assistant" and messages[-1]["content"].startswith("Done with case 4")
+
+
+async def test_decisions_steers_follow_ups_and_aborts_posted_to_another_node_reach_the_run(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """Runs go on node a; every request about them goes to node b."""
+    ledger = tmp_path / "ledger"
+    ledger.mkdir()
+    signals = await quiet_signals()
+    signal_port = signals.sockets[0].getsockname()[1]
+    async with signals, ScriptedServer(respond=respond) as model:
+        ports = [free_port(), free_port()]
+        nodes = [
+            await start_node(model.base_url, postgres_url, ledger, port, name, signal_port, gate="gate")
+            for port, name in zip(ports, ["node-a", "node-b"], strict=True)
+        ]
+        on_a, on_b = (httpx.AsyncClient(base_url=f"http://127.0.0.1:{p}", timeout=120) for p in ports)
+        try:
+            decided, aborted = [
+                (await on_a.post("/sessions", json={"title": "a case"})).json()["id"] for _ in range(2)
+            ]
+            news = asyncio.Event()
+            seen: tuple[list[tuple[int, str, str]], ...] = ([], [])
+            watchers = [
+                asyncio.create_task(follow(on_b, sid, seen[i], news))
+                for i, sid in enumerate((decided, aborted))
+            ]
+            posts = [asyncio.create_task(post(on_a, sid, i)) for i, sid in enumerate((decided, aborted), 5)]
+            await until(lambda: all(asked(events) for events in seen), news, 60)  # both stamps wait on node a
+            # What node b knows of the approvals waiting on node a, and of the runs.
+            pending = (await on_b.get(f"/sessions/{decided}/approvals")).json()["approvals"]
+            assert [a["approval_id"] for a in pending] == asked(seen[0])
+            assert pending[0]["name"] == "stamp_visit" and pending[0]["arguments"] == {"visitor": "v5"}
+            unknown = await on_b.post(f"/sessions/{decided}/approvals/nope", json={"decision": "allow"})
+            assert unknown.status_code == 404, unknown.text  # answered by node a, which holds the run
+            approval = asked(seen[0])[0]
+            allowed = await on_b.post(
+                f"/sessions/{decided}/approvals/{approval}", json={"decision": "allow", "reason": "fine"}
+            )
+            assert allowed.status_code == 200, allowed.text
+            again = await on_b.post(f"/sessions/{decided}/approvals/{approval}", json={"decision": "deny"})
+            assert again.status_code == 409, again.text
+            # While the stamp runs (three seconds), a steer and a follow-up for its run.
+            stamping = ("tool_execution_start", "stamp_visit")
+            await until(lambda: stamping in [(k, json.loads(d).get("name")) for _, k, d in seen[0]], news, 60)
+            for which, text in (("steer", "the visitor is in a hurry"), ("follow_up", "and file the card")):
+                queued = await on_b.post(f"/sessions/{decided}/{which}", json={"text": text})
+                assert queued.status_code == 202, queued.text
+            stopped = await on_b.post(f"/sessions/{aborted}/abort")
+            assert stopped.status_code == 202, stopped.text
+            await asyncio.wait_for(asyncio.gather(*watchers), 120)
+            await asyncio.gather(*posts)
+            detail = (await on_b.get(f"/sessions/{decided}")).json()
+            idle = await on_b.post(f"/sessions/{decided}/steer", json={"text": "too late"})
+        finally:
+            await on_a.aclose()
+            await on_b.aclose()
+            await stop(nodes)
+    assert idle.status_code == 409 and idle.json()["error"]["code"] == "no_run_in_progress", idle.text
+    assert [json.loads(events[-1][2])["outcome"] for events in seen] == ["completed", "cancelled"]
+    decision = next(json.loads(data) for _, kind, data in seen[0] if kind == "approval_decided")
+    assert (decision["decision"], decision["reason"]) == ("allow", "fine")
+    stamps = [line.split()[1:] for line in (ledger / "stamp_visit.log").read_text().splitlines()]
+    assert stamps == [["node-a", "stamp_visit"]], "the allowed stamp ran on node a; the aborted one never ran"
+    users = [m["content"] for m in detail["messages"] if m["role"] == "user"]
+    assert users == ["please handle case 5", "the visitor is in a hurry", "and file the card"]
