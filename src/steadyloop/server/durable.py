@@ -306,6 +306,11 @@ class DurableRuns:
                     await conn.execute(f"LISTEN {ORDERS_CHANNEL}")
                     for answered in self._answered.values():
                         answered.set()  # an answer may have come while this node was not listening
+                    cursor = await conn.execute(
+                        "SELECT id, session_id FROM steadyloop.durable_orders WHERE answer IS NULL ORDER BY id"
+                    )
+                    for order_id, sid in await cursor.fetchall():  # and orders: take those for runs here
+                        self._order(int(order_id), str(sid))
                     async for notice in conn.notifies():
                         what, _, rest = notice.payload.partition(" ")
                         if what == "done":
@@ -314,16 +319,20 @@ class DurableRuns:
                                 done.set()
                         elif what == "order":
                             order_id, _, sid = rest.partition(" ")
-                            live = self.runtime.loaded(sid)
-                            if live is not None and live.busy:
-                                task = asyncio.get_running_loop().create_task(self._take(int(order_id)))
-                                self._taking.add(task)
-                                task.add_done_callback(self._taking.discard)
+                            self._order(int(order_id), sid)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the database went away for a while: listen again when it is back
                 log.warning("node %s: could not hear orders: %s", self.node, exc)
                 await asyncio.sleep(BEAT_S)
+
+    def _order(self, order_id: int, session_id: str) -> None:
+        """An order was posted for a session: take it if its run is going here."""
+        live = self.runtime.loaded(session_id)
+        if live is not None and live.busy:
+            task = asyncio.get_running_loop().create_task(self._take(order_id))
+            self._taking.add(task)
+            task.add_done_callback(self._taking.discard)
 
     async def _take(self, order_id: int) -> None:
         """Take an order for a run going here, carry it out, and answer it."""
