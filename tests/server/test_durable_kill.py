@@ -75,7 +75,7 @@ async def start_node(
     seen: list[str] = []
     while line := (await asyncio.wait_for(stderr.readline(), 120)).decode():
         seen.append(line)
-        if "Application startup complete" in line:
+        if "Uvicorn running on" in line:  # started, and listening (a port taken meanwhile fails here)
 
             async def drain() -> None:  # the node must never block writing its log into a full pipe
                 while await stderr.readline():
@@ -556,9 +556,10 @@ async def test_a_node_restarted_under_its_own_name_resumes_its_runs(
     signals = await asyncio.start_server(heard, "127.0.0.1", 0)
     signal_port = signals.sockets[0].getsockname()[1]
     async with signals, ScriptedServer(respond=respond) as model:
-        ports = [free_port(), free_port()]
-        nodes = [await start_node(model.base_url, postgres_url, ledger, ports[0], "node-a", signal_port)]
-        before, after = (httpx.AsyncClient(base_url=f"http://127.0.0.1:{p}", timeout=120) for p in ports)
+        port = free_port()
+        nodes = [await start_node(model.base_url, postgres_url, ledger, port, "node-a", signal_port)]
+        before = httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=120)
+        after = httpx.AsyncClient(timeout=120)
         try:
             sid = (await before.post("/sessions", json={"title": "case 4"})).json()["id"]
             posted = asyncio.create_task(post(before, sid, 4))
@@ -566,9 +567,9 @@ async def test_a_node_restarted_under_its_own_name_resumes_its_runs(
             nodes[0][0].send_signal(signal.SIGKILL)
             await nodes[0][0].wait()
             await posted
-            nodes.append(
-                await start_node(model.base_url, postgres_url, ledger, ports[1], "node-a", signal_port)
-            )
+            port = free_port()  # not the first one: the killed node's connections may still hold it
+            nodes.append(await start_node(model.base_url, postgres_url, ledger, port, "node-a", signal_port))
+            after.base_url = httpx.URL(f"http://127.0.0.1:{port}")
             seen: list[tuple[int, str, str]] = []
             await asyncio.wait_for(follow(after, sid, seen, asyncio.Event()), 120)
             detail = (await after.get(f"/sessions/{sid}")).json()
