@@ -1,5 +1,5 @@
 """One durable server node for the kill test, run as its own process: ``python durable_node.py MODEL_URL
-STORE NODE PORT LEDGER_DIR SIGNAL_PORT [GATE]``.
+STORE NODE PORT LEDGER_DIR SIGNAL_PORT [GATE [MAX_RUNS_PER_TOKEN]]``.
 
 It serves like ``steadyloop serve --durable`` with two tools that write a line to a ledger file each time
 they run (opened for appending, one write per line, so lines of two processes never mix):
@@ -58,7 +58,14 @@ def ledger_tools(ledger: Path, node: str, signal_port: int) -> list[object]:
 
 
 def main(
-    model_url: str, store: str, node: str, port: str, ledger: str, signal_port: str, gate: str = ""
+    model_url: str,
+    store: str,
+    node: str,
+    port: str,
+    ledger: str,
+    signal_port: str,
+    gate: str = "",
+    max_runs: str = "200",
 ) -> None:
     settings = ServerSettings(
         endpoint=Endpoint(model_url),
@@ -68,7 +75,7 @@ def main(
         tools=ledger_tools(Path(ledger), node, int(signal_port)),  # type: ignore[arg-type]
         # With GATE set, a stamp waits for a decision posted over HTTP.
         approval_policy=ApprovalPolicy(require_for=frozenset({"mutate-irreversible"} if gate else set())),
-        limits=ServerLimits(max_runs_per_token=200),
+        limits=ServerLimits(max_runs_per_token=int(max_runs)),
         durable=True,
         page=False,
     )
@@ -76,4 +83,4 @@ def main(
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:8])
+    main(*sys.argv[1:9])

@@ -15,6 +15,7 @@ import re
 import signal
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx2 as httpx
@@ -55,10 +56,18 @@ def respond(request: RecordedRequest) -> ScriptedReply:
 
 
 async def start_node(
-    model_url: str, store: str, ledger: Path, port: int, node: str, signals: int, gate: str = ""
+    model_url: str,
+    store: str,
+    ledger: Path,
+    port: int,
+    node: str,
+    signals: int,
+    gate: str = "",
+    max_runs: int = 200,
 ) -> tuple[asyncio.subprocess.Process, asyncio.Task[None]]:
     process = await asyncio.create_subprocess_exec(
         sys.executable, str(NODE), model_url, store, node, str(port), str(ledger), str(signals), gate,
+        str(max_runs),
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     assert process.stderr is not None
@@ -66,7 +75,7 @@ async def start_node(
     seen: list[str] = []
     while line := (await asyncio.wait_for(stderr.readline(), 120)).decode():
         seen.append(line)
-        if "Application startup complete" in line:
+        if "Uvicorn running on" in line:  # started, and listening (a port taken meanwhile fails here)
 
             async def drain() -> None:  # the node must never block writing its log into a full pipe
                 while await stderr.readline():
@@ -99,6 +108,17 @@ async def watch(clients: list[httpx.AsyncClient], first: int, sid: str) -> list[
             pass
         node = 1 - node
     raise AssertionError(f"session {sid}: no completed run seen")
+
+
+def assert_messages_closed(events: list[tuple[int, str, str]]) -> None:
+    """Each run's stream closes every message it opens, one message at a time."""
+    open_in: dict[str, int] = {}
+    for seq, kind, data in events:
+        if kind in ("message_start", "message_end"):
+            run = json.loads(data)["run_id"]
+            open_in[run] = open_in.get(run, 0) + (1 if kind == "message_start" else -1)
+            assert open_in[run] in (0, 1), f"run {run}: {kind} at seq {seq} with {open_in[run]} open"
+    assert not any(open_in.values()), f"messages left open: {open_in}"
 
 
 async def post(http: httpx.AsyncClient, sid: str, index: int) -> None:
@@ -169,6 +189,7 @@ async def test_a_node_killed_mid_run_has_every_run_completed_by_the_other_withou
             assert ids == sorted(set(ids)), "no event twice, none out of order"
             assert ids == list(range(ids[0], ids[0] + len(ids))), "no gap"
         assert from_a == from_b
+        assert_messages_closed(from_a)
     # Every run completed with the whole exchange, balanced.
     kept_answers: set[str] = set()
     for detail in details:
@@ -333,6 +354,7 @@ async def test_an_idempotent_call_in_flight_when_its_node_died_runs_again_on_the
                 drain.cancel()
     ids = [seq for seq, _, _ in seen]
     assert ids == list(range(1, len(ids) + 1)), "the watcher saw every event once, in order"
+    assert_messages_closed(seen)
     looked = [line.split() for line in (ledger / "look_up.log").read_text().splitlines()]
     assert [(node, name) for _, node, name in looked] == [("node-a", "look_up"), ("node-b", "look_up")]
     assert looked[0][0] == looked[1][0], "the same call, run again"
@@ -340,3 +362,299 @@ async def test_an_idempotent_call_in_flight_when_its_node_died_runs_again_on_the
     assert is_balanced(messages_from_json(json.dumps(messages)))
     assert [m["content"] for m in messages if m["role"] == "tool"] == ["case-3 is on file", "stamped v3"]
     assert len(model.chat_requests) == 3, "the lookup's request was answered and kept: not sent again"
+
+
+async def test_an_answer_cut_off_by_its_nodes_death_is_closed_in_the_record_but_not_kept(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    ledger = tmp_path / "ledger"
+    ledger.mkdir()
+    answers = itertools.count(1)
+
+    def answer(request: RecordedRequest) -> ScriptedReply:
+        if next(answers) == 1:  # streams for ten seconds: node a dies in the middle of it
+            words = [f"part{i} " for i in range(200)]
+            return Reply.stream([*text_chunks(words), usage_chunk(20, 200)], delay=0.05)
+        return Reply.stream([*text_chunks(["The whole ", "answer."]), usage_chunk(20, 3)])
+
+    async def heard(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readline()
+        writer.close()
+
+    signals = await asyncio.start_server(heard, "127.0.0.1", 0)
+    signal_port = signals.sockets[0].getsockname()[1]
+    async with signals, ScriptedServer(respond=answer) as model:
+        ports = [free_port(), free_port()]
+        nodes = [
+            await start_node(model.base_url, postgres_url, ledger, port, name, signal_port)
+            for port, name in zip(ports, ["node-a", "node-b"], strict=True)
+        ]
+        on_a, on_b = (httpx.AsyncClient(base_url=f"http://127.0.0.1:{p}", timeout=120) for p in ports)
+        try:
+            sid = (await on_a.post("/sessions", json={"title": "case 1"})).json()["id"]
+            seen: list[tuple[int, str, str]] = []
+            streamed = asyncio.Event()
+
+            async def watch_on_b() -> None:
+                params = {"after": 0, "follow": "session"}
+                async with on_b.stream("GET", f"/sessions/{sid}/events", params=params) as response:
+                    async for event in read_sse(response):
+                        if event.id is None:
+                            continue
+                        seen.append((event.id, event.event, json.dumps(event.data, sort_keys=True)))
+                        if event.event == "message_update":
+                            streamed.set()  # the record holds part of node a's answer
+                        if event.event == "agent_end":
+                            return
+
+            watcher = asyncio.create_task(watch_on_b())
+            posted = asyncio.create_task(post(on_a, sid, 1))
+            await asyncio.wait_for(streamed.wait(), 60)
+            nodes[0][0].send_signal(signal.SIGKILL)
+            await nodes[0][0].wait()
+            await asyncio.wait_for(watcher, 120)
+            await posted
+            detail = (await on_b.get(f"/sessions/{sid}")).json()
+        finally:
+            await on_a.aclose()
+            await on_b.aclose()
+            for process, drain in nodes:
+                if process.returncode is None:
+                    process.send_signal(signal.SIGINT)
+                    await process.wait()
+                drain.cancel()
+    ids = [seq for seq, _, _ in seen]
+    assert ids == list(range(1, len(ids) + 1)), "the watcher saw every event once, in order"
+    assert_messages_closed(seen)
+    ends = [json.loads(data) for _, kind, data in seen if kind == "agent_end"]
+    assert [end["outcome"] for end in ends] == ["completed"]
+    closed = [json.loads(data)["message"] for _, kind, data in seen if kind == "message_end"]
+    answers = [m["content"] for m in closed if m["role"] == "assistant"]
+    assert len(answers) == 2 and answers[0].startswith("part0 part1 "), answers
+    assert answers[1] == "The whole answer."
+    # The cut-off answer is only in the record: the transcript holds the whole answer asked for again.
+    assert [(m["role"], m["content"]) for m in detail["messages"]] == [
+        ("user", "please handle case 1"),
+        ("assistant", "The whole answer."),
+    ]
+    assert len(model.chat_requests) == 2
+
+
+async def follow(
+    http: httpx.AsyncClient, sid: str, seen: list[tuple[int, str, str]], news: asyncio.Event
+) -> None:
+    """The session's record from its start, into ``seen`` (``news`` set at each event), until a run
+    ends."""
+    params = {"after": 0, "follow": "session"}
+    async with http.stream("GET", f"/sessions/{sid}/events", params=params) as response:
+        assert response.status_code == 200
+        async for event in read_sse(response):
+            if event.id is None:
+                continue
+            seen.append((event.id, event.event, json.dumps(event.data, sort_keys=True)))
+            news.set()
+            if event.event == "agent_end":
+                return
+
+
+async def until(test: Callable[[], bool], news: asyncio.Event, deadline_s: float) -> None:
+    """Wait until ``test()`` holds, looking again each time ``news`` is set, for at most ``deadline_s``."""
+    async with asyncio.timeout(deadline_s):
+        while not test():
+            news.clear()
+            await news.wait()
+
+
+def asked(seen: list[tuple[int, str, str]]) -> list[str]:
+    return [json.loads(data)["approval_id"] for _, kind, data in seen if kind == "approval_required"]
+
+
+async def stop(nodes: list[tuple[asyncio.subprocess.Process, asyncio.Task[None]]]) -> None:
+    """Stop the nodes still going: gracefully, or, after a minute (a test that failed may leave a node
+    waiting on a request that never ends), with SIGKILL."""
+    for process, drain in nodes:
+        if process.returncode is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                await asyncio.wait_for(process.wait(), 60)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+        drain.cancel()
+
+
+async def quiet_signals() -> asyncio.Server:
+    async def heard(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readline()
+        writer.close()
+
+    return await asyncio.start_server(heard, "127.0.0.1", 0)
+
+
+async def test_a_run_recovered_onto_a_node_at_its_run_limit_is_not_refused(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """Both nodes allow one run per token; node b already has one going when it takes over node a's."""
+    ledger = tmp_path / "ledger"
+    ledger.mkdir()
+    signals = await quiet_signals()
+    signal_port = signals.sockets[0].getsockname()[1]
+    async with signals, ScriptedServer(respond=respond) as model:
+        ports = [free_port(), free_port()]
+        nodes = [
+            await start_node(
+                model.base_url, postgres_url, ledger, port, name, signal_port, gate="gate", max_runs=1
+            )
+            for port, name in zip(ports, ["node-a", "node-b"], strict=True)
+        ]
+        on_a, on_b = (httpx.AsyncClient(base_url=f"http://127.0.0.1:{p}", timeout=120) for p in ports)
+        try:
+            first = (await on_a.post("/sessions", json={"title": "case 1"})).json()["id"]
+            second = (await on_b.post("/sessions", json={"title": "case 2"})).json()["id"]
+            news = asyncio.Event()
+            seen: tuple[list[tuple[int, str, str]], ...] = ([], [])
+            watchers = [
+                asyncio.create_task(follow(on_b, sid, seen[i], news)) for i, sid in enumerate((first, second))
+            ]
+            posts = [asyncio.create_task(post(on_a, first, 1))]
+            await until(lambda: len(asked(seen[0])) == 1, news, 60)  # the stamp waits on node a
+            posts.append(asyncio.create_task(post(on_b, second, 2)))
+            await until(lambda: len(asked(seen[1])) == 1, news, 60)  # node b has its one run going
+            nodes[0][0].send_signal(signal.SIGKILL)
+            await nodes[0][0].wait()
+            # Node b takes the first run over (its stamp asks again) though its token is at the limit.
+            await until(lambda: len(asked(seen[0])) == 2, news, 60)
+            for sid, approval in ((first, asked(seen[0])[1]), (second, asked(seen[1])[0])):
+                decided = await on_b.post(f"/sessions/{sid}/approvals/{approval}", json={"decision": "allow"})
+                assert decided.status_code == 200, decided.text
+            await asyncio.wait_for(asyncio.gather(*watchers), 120)
+            await asyncio.gather(*posts)
+        finally:
+            await on_a.aclose()
+            await on_b.aclose()
+            await stop(nodes)
+    for events in seen:
+        assert_messages_closed(events)
+        assert json.loads(events[-1][2])["outcome"] == "completed"
+    stamps = sorted(line.split()[1:] for line in (ledger / "stamp_visit.log").read_text().splitlines())
+    assert stamps == [["node-b", "stamp_visit"], ["node-b", "stamp_visit"]], "each stamped once, on node b"
+
+
+async def test_a_node_restarted_under_its_own_name_resumes_its_runs(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """One node, killed with a stamp in flight and started again under its name: it resumes the run."""
+    ledger = tmp_path / "ledger"
+    ledger.mkdir()
+    stamping = asyncio.Event()
+
+    async def heard(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if (await reader.readline()).decode().split()[1:] == ["node-a", "stamp_visit"]:
+            stamping.set()
+        writer.close()
+
+    signals = await asyncio.start_server(heard, "127.0.0.1", 0)
+    signal_port = signals.sockets[0].getsockname()[1]
+    async with signals, ScriptedServer(respond=respond) as model:
+        port = free_port()
+        nodes = [await start_node(model.base_url, postgres_url, ledger, port, "node-a", signal_port)]
+        before = httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=120)
+        after = httpx.AsyncClient(timeout=120)
+        try:
+            sid = (await before.post("/sessions", json={"title": "case 4"})).json()["id"]
+            posted = asyncio.create_task(post(before, sid, 4))
+            await asyncio.wait_for(stamping.wait(), 60)
+            nodes[0][0].send_signal(signal.SIGKILL)
+            await nodes[0][0].wait()
+            await posted
+            port = free_port()  # not the first one: the killed node's connections may still hold it
+            nodes.append(await start_node(model.base_url, postgres_url, ledger, port, "node-a", signal_port))
+            after.base_url = httpx.URL(f"http://127.0.0.1:{port}")
+            seen: list[tuple[int, str, str]] = []
+            await asyncio.wait_for(follow(after, sid, seen, asyncio.Event()), 120)
+            detail = (await after.get(f"/sessions/{sid}")).json()
+        finally:
+            await before.aclose()
+            await after.aclose()
+            await stop(nodes)
+    ids = [seq for seq, _, _ in seen]
+    assert ids == list(range(1, len(ids) + 1))
+    assert_messages_closed(seen)
+    assert json.loads(seen[-1][2])["outcome"] == "completed"
+    assert [kind for _, kind, _ in seen].count("agent_start") == 2, "the run, then its resumption"
+    assert len((ledger / "look_up.log").read_text().splitlines()) == 1, "the finished lookup is not run again"
+    assert len((ledger / "stamp_visit.log").read_text().splitlines()) == 1, (
+        "the stamp in flight is not run again"
+    )
+    messages = detail["messages"]
+    assert is_balanced(messages_from_json(json.dumps(messages)))
+    results = [m for m in messages if m["role"] == "tool"]
+    assert [m["name"] for m in results] == ["look_up", "stamp_visit"]
+    assert "interrupted" in results[1]["content"] and results[1]["is_error"]
+    assert messages[-1]["role"] == "assistant" and messages[-1]["content"].startswith("Done with case 4")
+
+
+async def test_decisions_steers_follow_ups_and_aborts_posted_to_another_node_reach_the_run(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """Runs go on node a; every request about them goes to node b."""
+    ledger = tmp_path / "ledger"
+    ledger.mkdir()
+    signals = await quiet_signals()
+    signal_port = signals.sockets[0].getsockname()[1]
+    async with signals, ScriptedServer(respond=respond) as model:
+        ports = [free_port(), free_port()]
+        nodes = [
+            await start_node(model.base_url, postgres_url, ledger, port, name, signal_port, gate="gate")
+            for port, name in zip(ports, ["node-a", "node-b"], strict=True)
+        ]
+        on_a, on_b = (httpx.AsyncClient(base_url=f"http://127.0.0.1:{p}", timeout=120) for p in ports)
+        try:
+            decided, aborted = [
+                (await on_a.post("/sessions", json={"title": "a case"})).json()["id"] for _ in range(2)
+            ]
+            news = asyncio.Event()
+            seen: tuple[list[tuple[int, str, str]], ...] = ([], [])
+            watchers = [
+                asyncio.create_task(follow(on_b, sid, seen[i], news))
+                for i, sid in enumerate((decided, aborted))
+            ]
+            posts = [asyncio.create_task(post(on_a, sid, i)) for i, sid in enumerate((decided, aborted), 5)]
+            await until(lambda: all(asked(events) for events in seen), news, 60)  # both stamps wait on node a
+            # What node b knows of the approvals waiting on node a, and of the runs.
+            pending = (await on_b.get(f"/sessions/{decided}/approvals")).json()["approvals"]
+            assert [a["approval_id"] for a in pending] == asked(seen[0])
+            assert pending[0]["name"] == "stamp_visit" and pending[0]["arguments"] == {"visitor": "v5"}
+            unknown = await on_b.post(f"/sessions/{decided}/approvals/nope", json={"decision": "allow"})
+            assert unknown.status_code == 404, unknown.text  # answered by node a, which holds the run
+            approval = asked(seen[0])[0]
+            allowed = await on_b.post(
+                f"/sessions/{decided}/approvals/{approval}", json={"decision": "allow", "reason": "fine"}
+            )
+            assert allowed.status_code == 200, allowed.text
+            again = await on_b.post(f"/sessions/{decided}/approvals/{approval}", json={"decision": "deny"})
+            assert again.status_code == 409, again.text
+            # While the stamp runs (three seconds), a steer and a follow-up for its run.
+            stamping = ("tool_execution_start", "stamp_visit")
+            await until(lambda: stamping in [(k, json.loads(d).get("name")) for _, k, d in seen[0]], news, 60)
+            for which, text in (("steer", "the visitor is in a hurry"), ("follow_up", "and file the card")):
+                queued = await on_b.post(f"/sessions/{decided}/{which}", json={"text": text})
+                assert queued.status_code == 202, queued.text
+            stopped = await on_b.post(f"/sessions/{aborted}/abort")
+            assert stopped.status_code == 202, stopped.text
+            await asyncio.wait_for(asyncio.gather(*watchers), 120)
+            await asyncio.gather(*posts)
+            detail = (await on_b.get(f"/sessions/{decided}")).json()
+            idle = await on_b.post(f"/sessions/{decided}/steer", json={"text": "too late"})
+        finally:
+            await on_a.aclose()
+            await on_b.aclose()
+            await stop(nodes)
+    assert idle.status_code == 409 and idle.json()["error"]["code"] == "no_run_in_progress", idle.text
+    assert [json.loads(events[-1][2])["outcome"] for events in seen] == ["completed", "cancelled"]
+    decision = next(json.loads(data) for _, kind, data in seen[0] if kind == "approval_decided")
+    assert (decision["decision"], decision["reason"]) == ("allow", "fine")
+    stamps = [line.split()[1:] for line in (ledger / "stamp_visit.log").read_text().splitlines()]
+    assert stamps == [["node-a", "stamp_visit"]], "the allowed stamp ran on node a; the aborted one never ran"
+    users = [m["content"] for m in detail["messages"] if m["role"] == "user"]
+    assert users == ["please handle case 5", "the visitor is in a hurry", "and file the card"]

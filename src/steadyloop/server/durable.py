@@ -15,10 +15,26 @@ node died, it knows from the checkpoint and the history what was done:
   was still waiting for its approval (it never ran: it asks again, and waits again), and otherwise closed
   with an "interrupted" result the model reads; then the model is asked again.
 
+The dead run's record is closed where it was cut off: a message it had open (an answer streaming) gets
+its ``message_end`` in the record only, never in the history, so the resumed run asks for a whole answer.
+
+Why the history, and not one DBOS step per model request and per tool call: the property a step would
+give (a request or call that completed is not done again after recovery) is already had, because the
+agent appends each answer and each result to the session before the next step starts. Wrapping them as
+steps would store each output twice (in DBOS and in the history) and replay it through the loop on
+recovery, and DBOS matches a step to its checkpoint by the order steps start in the workflow, which
+parallel tool calls do not keep from one execution to the next. A step cut off mid-way is run again by
+DBOS, too: whether that is safe is what ``Tool.idempotent`` decides per tool here.
+So DBOS checkpoints only where the run began, and the history is the checkpoint of every step after.
+
 Nodes beat in PostgreSQL every second. A node whose beat is older than ``STALE_S`` is dead: the live nodes
 ask DBOS to recover its pending workflows (DBOS re-enqueues them, and one live node dequeues each), and a
 node restarting under its own name recovers its own at launch. A run ended by a graceful stop (or an
 abort) is an ended workflow and is not resumed.
+
+A decision, steer, follow-up or abort posted to a node that is not running the run is an order: a row of
+``steadyloop.durable_orders`` announced on ``ORDERS_CHANNEL``; the node running the run takes it, applies
+it (``control.apply``) and writes its answer, which the posting node returns (``DurableRuns.forward``).
 """
 
 from __future__ import annotations
@@ -47,9 +63,20 @@ from steadyloop import (
     Turn,
     run_tool_calls,
 )
-from steadyloop.events import AgentStart, ApprovalDecided, ApprovalRequired, MessageEnd, Notice
+from steadyloop.events import (
+    AgentEnd,
+    AgentStart,
+    ApprovalDecided,
+    ApprovalRequired,
+    MessageEnd,
+    MessageStart,
+    Notice,
+)
 
+from .control import Order, apply
+from .errors import ApiError
 from .live import RUN_STATE, Job
+from .runtime import cut_off_message
 
 if TYPE_CHECKING:
     from .live import LiveSession
@@ -66,11 +93,24 @@ BEAT_S = 1.0
 #: A node silent this long is taken for dead and its runs are recovered elsewhere.
 STALE_S = 5.0
 
-_BEATS = """
+#: Seconds a node forwarding an order waits for the node running the run to take it.
+ORDER_WAIT_S = 10.0
+#: Where nodes announce orders (``order ID SESSION``) and their answers (``done ID``).
+ORDERS_CHANNEL = "steadyloop_durable_orders"
+
+_TABLES = """
 CREATE SCHEMA IF NOT EXISTS steadyloop;
 CREATE TABLE IF NOT EXISTS steadyloop.durable_nodes (
     node text PRIMARY KEY,
     beat timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS steadyloop.durable_orders (
+    id bigserial PRIMARY KEY,
+    session_id text NOT NULL,
+    principal text NOT NULL,
+    body text NOT NULL,
+    answer text,
+    made timestamptz NOT NULL DEFAULT now()
 )
 """
 
@@ -108,13 +148,16 @@ class DurableRuns:
         self._turns: dict[str, Turn | RunError] = {}
         self._beating: asyncio.Task[None] | None = None
         self._recovering: set[asyncio.Task[None]] = set()
+        self._listening: asyncio.Task[None] | None = None
+        self._taking: set[asyncio.Task[None]] = set()
+        self._answered: dict[int, asyncio.Event] = {}  # orders this node forwarded, set when answered
 
     async def start(self) -> None:
         """Launch DBOS as this node (recovering the runs it left going) and start beating."""
         global _current
         _current = self
         async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
-            await conn.execute(_BEATS)
+            await conn.execute(_TABLES)
             await self._beat(conn)
         DBOS(
             config={
@@ -125,16 +168,19 @@ class DurableRuns:
             }
         )
         DBOS.launch()  # here, on the server's loop: DBOS runs recovered workflows on this loop
-        self._beating = asyncio.get_running_loop().create_task(self._keep_beating())
+        loop = asyncio.get_running_loop()
+        self._beating = loop.create_task(self._keep_beating())
+        self._listening = loop.create_task(self._listen())
 
     async def close(self) -> None:
         global _current
-        if self._beating is not None:
-            self._beating.cancel()
-            await asyncio.gather(self._beating, return_exceptions=True)
-        for task in list(self._recovering):
+        for running in (self._beating, self._listening):
+            if running is not None:
+                running.cancel()
+                await asyncio.gather(running, return_exceptions=True)
+        for task in [*self._recovering, *self._taking]:
             task.cancel()
-        await asyncio.gather(*self._recovering, return_exceptions=True)
+        await asyncio.gather(*self._recovering, *self._taking, return_exceptions=True)
         await asyncio.to_thread(DBOS.destroy, destroy_registry=False)
         _current = None
 
@@ -184,6 +230,136 @@ class DurableRuns:
             len(handles),
         )
 
+    # -- orders to runs on other nodes ---------------------------------------------------------------------
+
+    async def forward(self, live: LiveSession, order: Order) -> None:
+        """Have the node running the session's run carry ``order`` out, and answer as it answers.
+
+        The order is a row of ``steadyloop.durable_orders``, announced on ``ORDERS_CHANNEL``; the node
+        whose run it is takes it (one update: no two nodes take one order), applies it, writes its answer
+        and announces that. An order nobody took within ``ORDER_WAIT_S`` is withdrawn.
+
+        Raises:
+            ApiError: the error the running node answered; ``unavailable`` when no node took the order.
+        """
+        sid = live.session_id
+        answered = asyncio.Event()
+        async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
+            cursor = await conn.execute(
+                "INSERT INTO steadyloop.durable_orders (session_id, principal, body) VALUES (%s, %s, %s) "
+                "RETURNING id",
+                (sid, live.principal, order.to_json()),
+            )
+            row = await cursor.fetchone()
+            assert row is not None
+            order_id = int(row[0])
+            self._answered[order_id] = answered
+            try:
+                await conn.execute("SELECT pg_notify(%s, %s)", (ORDERS_CHANNEL, f"order {order_id} {sid}"))
+                answer = await self._answer(conn, order_id, answered)
+            finally:
+                self._answered.pop(order_id, None)
+                await conn.execute("DELETE FROM steadyloop.durable_orders WHERE id = %s", (order_id,))
+        if answer is None:
+            raise ApiError(
+                "unavailable",
+                "the node running this session's run did not take the request in time",
+                hint="post it again; a run whose node stopped resumes on another node within "
+                f"{STALE_S + BEAT_S:.0f} s",
+            )
+        error = json.loads(answer).get("error")
+        if error is not None:
+            raise ApiError(error["code"], error["message"], hint=error.get("hint"))
+
+    async def _answer(
+        self, conn: psycopg.AsyncConnection[Any], order_id: int, answered: asyncio.Event
+    ) -> str | None:
+        """The order's answer, once written; ``None`` if no node took it in time (it is withdrawn)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + ORDER_WAIT_S
+        while True:
+            # Looked at on each announcement, and at least each beat in case one was missed.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(answered.wait(), min(BEAT_S, max(0.0, deadline - loop.time())))
+            answered.clear()
+            cursor = await conn.execute(
+                "SELECT answer FROM steadyloop.durable_orders WHERE id = %s", (order_id,)
+            )
+            row = await cursor.fetchone()
+            answer = row[0] if row is not None else None
+            if answer:
+                return str(answer)
+            if loop.time() >= deadline:
+                cursor = await conn.execute(
+                    "DELETE FROM steadyloop.durable_orders WHERE id = %s AND answer IS NULL RETURNING id",
+                    (order_id,),
+                )
+                if await cursor.fetchone() is not None:
+                    return None  # withdrawn before any node took it
+                deadline = loop.time() + ORDER_WAIT_S  # taken: its answer is on its way
+
+    async def _listen(self) -> None:
+        """Hear orders for the runs going here, and answers to the orders this node forwarded."""
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
+                    await conn.execute(f"LISTEN {ORDERS_CHANNEL}")
+                    for answered in self._answered.values():
+                        answered.set()  # an answer may have come while this node was not listening
+                    cursor = await conn.execute(
+                        "SELECT id, session_id FROM steadyloop.durable_orders WHERE answer IS NULL ORDER BY id"
+                    )
+                    for order_id, sid in await cursor.fetchall():  # and orders: take those for runs here
+                        self._order(int(order_id), str(sid))
+                    async for notice in conn.notifies():
+                        what, _, rest = notice.payload.partition(" ")
+                        if what == "done":
+                            done = self._answered.get(int(rest))
+                            if done is not None:
+                                done.set()
+                        elif what == "order":
+                            order_id, _, sid = rest.partition(" ")
+                            self._order(int(order_id), sid)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the database went away for a while: listen again when it is back
+                log.warning("node %s: could not hear orders: %s", self.node, exc)
+                await asyncio.sleep(BEAT_S)
+
+    def _order(self, order_id: int, session_id: str) -> None:
+        """An order was posted for a session: take it if its run is going here."""
+        live = self.runtime.loaded(session_id)
+        if live is not None and live.busy:
+            task = asyncio.get_running_loop().create_task(self._take(order_id))
+            self._taking.add(task)
+            task.add_done_callback(self._taking.discard)
+
+    async def _take(self, order_id: int) -> None:
+        """Take an order for a run going here, carry it out, and answer it."""
+        async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
+            cursor = await conn.execute(
+                "UPDATE steadyloop.durable_orders SET answer = '' WHERE id = %s AND answer IS NULL "
+                "RETURNING session_id, principal, body",
+                (order_id,),
+            )
+            row = await cursor.fetchone()
+            if row is None:
+                return  # withdrawn, or taken already
+            sid, principal, body = str(row[0]), str(row[1]), str(row[2])
+            live = self.runtime.loaded(sid)
+            answer: dict[str, Any] = {}
+            try:
+                if live is None or live.principal != principal:
+                    raise ApiError("no_run_in_progress", "nothing is running in this session")
+                await apply(live, Order.from_json(body))
+            except ApiError as exc:
+                answer = {"error": {"code": exc.code, "message": exc.message, "hint": exc.hint}}
+            await conn.execute(
+                "UPDATE steadyloop.durable_orders SET answer = %s WHERE id = %s",
+                (json.dumps(answer), order_id),
+            )
+            await conn.execute("SELECT pg_notify(%s, %s)", (ORDERS_CHANNEL, f"done {order_id}"))
+
     # -- runs ---------------------------------------------------------------------------------------------
 
     async def run(self, live: LiveSession, text: str, images: list[ImagePart]) -> Turn:
@@ -226,6 +402,7 @@ class DurableRuns:
         stored = await self.history_length(session_id, principal)
         state = await self.runtime.store.load_state(session_id, RUN_STATE, agent_id=principal)
         dead = str(json.loads(state).get("node", "another node")) if state else "another node"
+        await self._close_cut_off_message(live, dead)
         job: Job
         if stored > base:
             job = self._resume_job(live, dead)
@@ -234,10 +411,49 @@ class DurableRuns:
             async def job(agent: Agent) -> Turn:
                 return await agent.prompt(text, images=images)
 
-        task = self.runtime.start_job(live, job)
+        task = self.runtime.start_job(live, job, resumed=True)
         with contextlib.suppress(Exception):
             await task
         return "ended"
+
+    async def _close_cut_off_message(self, live: LiveSession, dead: str) -> None:
+        """End, in the record only, the message the dead node's run had open, so every stream closes what
+        it opens.
+
+        The dead run's ``message_start`` (and the ``message_update`` the record kept of what streamed) get
+        their ``message_end``, with the text as far as it streamed, stamped with that run. It goes to the
+        record and the watchers, never to the history: the answer was cut off, and the resumed run, which
+        reads the history, asks the model again for a whole one.
+        """
+        sid, principal = live.session_id, live.principal
+        events = [e for _, e in await self.runtime.store.load_events(sid, agent_id=principal)]
+        opened = next((i for i in range(len(events) - 1, -1, -1) if isinstance(events[i], AgentStart)), None)
+        if opened is None or any(isinstance(e, AgentEnd) for e in events[opened:]):
+            return
+        run = events[opened:]
+        start: MessageStart | None = None
+        for event in run:
+            if isinstance(event, MessageStart):
+                start = event
+            elif isinstance(event, MessageEnd):
+                start = None
+        if start is None:
+            return
+        message = start.message
+        if isinstance(message, AssistantMessage):
+            cut = cut_off_message(run)
+            message = cut[0] if cut is not None else AssistantMessage()
+        closing: list[Event] = [
+            MessageEnd(message=message, step=start.step, run_id=start.run_id),
+            Notice(
+                text=f"cut off: {dead} stopped while this message was under way; it is closed here as far "
+                "as it got, and is not part of the transcript",
+                name="durable",
+                step=start.step,
+                run_id=start.run_id,
+            ),
+        ]
+        await self.runtime.recording.append_events(sid, closing, agent_id=principal)
 
     def _resume_job(self, live: LiveSession, dead: str) -> Job:
         async def resume(agent: Agent) -> Turn:
@@ -306,6 +522,7 @@ class DurableRuns:
                 results.update({result.call_id: result for result in batch.results})
             for call in open_calls:
                 result = results.get(call.id) or interrupted_result(call, dead)
+                queue.put_nowait(MessageStart(message=result, step=0))
                 queue.put_nowait(MessageEnd(message=result, step=0))
         finally:
             queue.put_nowait(None)

@@ -205,8 +205,9 @@ class LiveSession:
             messages=[json.loads(message_to_json(m)) for m in agent.state.messages[before:]],
         )
 
-    async def close(self) -> None:
-        """Stop the run (if any), wait for it, and release what the agent holds."""
+    async def close(self, *, end_watchers: bool = True) -> None:
+        """Stop the run (if any), wait for it, and release what the agent holds; ``end_watchers``: end the
+        hub's watchers too (not when the session is loaded again with the same hub)."""
         if self.moving:
             self.agent.abort()  # the branch summary: the move is cancelled and nothing moves
         if self.task is not None and not self.task.done():
@@ -215,5 +216,6 @@ class LiveSession:
                 await asyncio.wait_for(asyncio.shield(self.task), 10.0)
             if not self.task.done():
                 self.agent.force_abort("the server is stopping")
-        self.hub.close()
+        if end_watchers:
+            self.hub.close()
         await self.stack.aclose()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hmac
 import json
 from collections.abc import AsyncIterator
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
@@ -14,6 +14,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from steadyloop import message_to_json
 from steadyloop.sessions import SessionInfo, reconstruct
 
+from .control import Order
 from .errors import ApiError
 from .hub import attach
 from .runtime import Runtime
@@ -188,7 +189,7 @@ class Api:
                     effect=r.effect,
                     expires_at=r.expires_at,
                 )
-                for r in live.approvals.pending()
+                for r in await self.runtime.pending_approvals(live)
             ],
             tools=[t.name for t in live.agent.state.tools],
             system=live.agent.state.system_prompt,
@@ -367,30 +368,18 @@ class Api:
     async def follow_up(self, request: Request) -> Response:
         return await self._queue(request, "follow_up")
 
-    async def _queue(self, request: Request, which: str) -> Response:
+    async def _queue(self, request: Request, which: Literal["steer", "follow_up"]) -> Response:
         principal = self.principal(request)
         sid = request.path_params["session_id"]
         body = await self.body(request, QueueMessage)
         live = await self.runtime.live(principal, sid)
-        if not live.running:
-            raise ApiError(
-                "no_run_in_progress",
-                f"nothing is running in this session to {which.replace('_', ' ')}",
-                hint=f"POST /sessions/{sid}/messages to start a run",
-            )
-        if which == "steer":
-            live.agent.steer(body.text)
-        else:
-            live.agent.follow_up(body.text)
-        return _json(QueuedOut(queued=which), 202)  # type: ignore[arg-type]
+        await self.runtime.control(live, Order(which, text=body.text))
+        return _json(QueuedOut(queued=which), 202)
 
     async def abort(self, request: Request) -> Response:
         principal = self.principal(request)
-        sid = request.path_params["session_id"]
-        live = await self.runtime.live(principal, sid)
-        if not live.busy:
-            raise ApiError("no_run_in_progress", "nothing is running in this session")
-        live.agent.abort()  # the run, or the summary of a move to another entry
+        live = await self.runtime.live(principal, request.path_params["session_id"])
+        await self.runtime.control(live, Order("abort"))
         return Response(status_code=202)
 
     async def pending(self, request: Request) -> Response:
@@ -407,7 +396,7 @@ class Api:
                         effect=r.effect,
                         expires_at=r.expires_at,
                     ).model_dump(mode="json")
-                    for r in live.approvals.pending()
+                    for r in await self.runtime.pending_approvals(live)
                 ]
             }
         )
@@ -418,18 +407,14 @@ class Api:
         approval_id = request.path_params["approval_id"]
         body = await self.body(request, Decision)
         live = await self.runtime.live(principal, sid)
-        broker = live.approvals
-        if not broker.is_pending(approval_id):
-            earlier = broker.decision(approval_id)
-            if earlier is not None:
-                raise ApiError(
-                    "already_decided",
-                    f"approval {approval_id!r} was already decided: {earlier.decision}"
-                    + (f" ({earlier.reason})" if earlier.reason else ""),
-                )
-            raise ApiError("not_found", f"no approval {approval_id!r} is waiting in this session")
-        if not await broker.decide(approval_id, body.decision, body.reason, principal):
-            raise ApiError("already_decided", f"approval {approval_id!r} was decided meanwhile")
+        order = Order(
+            "decide",
+            approval_id=approval_id,
+            decision=body.decision,
+            reason=body.reason,
+            decided_by=principal,
+        )
+        await self.runtime.control(live, order)
         return _json(DecisionOut(approval_id=approval_id, decision=body.decision))
 
 

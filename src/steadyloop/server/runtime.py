@@ -26,14 +26,16 @@ import socket
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from steadyloop import (
     Agent,
     AgentBusy,
     AgentSession,
+    ApprovalRequest,
     AssistantMessage,
     BranchMove,
+    EffectClass,
     Entry,
     Event,
     ImagePart,
@@ -44,11 +46,20 @@ from steadyloop import (
     mcp_server_spec,
 )
 from steadyloop import context_limit_for as window_of
-from steadyloop.events import AgentEnd, AgentStart, MessageEnd, MessageStart, MessageUpdate
+from steadyloop.events import (
+    AgentEnd,
+    AgentStart,
+    ApprovalDecided,
+    ApprovalRequired,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+)
 from steadyloop.sessions import AppendFeed, SessionInfo, StateSwap, is_shared_store, open_store
 
 from .agents import build_settings, document_of, layer_of, session_layer
 from .approvals import RemoteApprovals
+from .control import Order, apply
 from .errors import ApiError, Scrubber
 from .hub import EventHub
 from .live import RUN_STATE, Job, LiveSession, RunOutcome
@@ -320,9 +331,9 @@ class Runtime:
             if info.last_event_seq <= live.synced_seq and session_id in self._live:
                 return live
             # Another node sharing the store ran the session since this one loaded it: load it again.
+            # Its hub stays, with its watchers: it follows the record, whoever writes it.
             self._live.pop(session_id, None)
-            await live.close()
-            self._hubs.pop(session_id, None)
+            await live.close(end_watchers=False)
         info = await self.info(principal, session_id)
         await self._let_go()
         document = await self.store.load_state(session_id, AGENT_STATE, agent_id=principal)
@@ -359,6 +370,10 @@ class Runtime:
         live.synced_seq = info.last_event_seq
         self._live[session_id] = live
         return live
+
+    def loaded(self, session_id: str) -> LiveSession | None:
+        """The session as this process has it loaded, if it has."""
+        return self._live.get(session_id)
 
     async def _let_go(self) -> None:
         """Unload the least recently used sessions that are idle and unwatched, past ``MAX_LOADED``."""
@@ -415,6 +430,46 @@ class Runtime:
             idle = json.dumps({"status": "idle", "since": time.time(), "node": self.node})
             await self.store.save_state(live.session_id, RUN_STATE, idle, agent_id=live.principal)
 
+    async def control(self, live: LiveSession, order: Order) -> None:
+        """Carry ``order`` out on the session's run: here, or, when another node runs it (durable runs),
+        there, through the store's database.
+
+        Raises:
+            ApiError: what ``apply`` raises, here or on the node running the run; ``unavailable`` when
+                that node did not take the order in time.
+        """
+        durable = self.durable
+        if (
+            durable is not None
+            and not live.busy
+            and await self.running_elsewhere(live.principal, live.session_id)
+        ):
+            await durable.forward(live, order)
+            return
+        await apply(live, order)
+
+    async def pending_approvals(self, live: LiveSession) -> list[ApprovalRequest]:
+        """The session's approvals waiting for a decision, here or (from the record) on another node."""
+        if live.busy or not await self.running_elsewhere(live.principal, live.session_id):
+            return list(live.approvals.pending())
+        events = [e for _, e in await self.store.load_events(live.session_id, agent_id=live.principal)]
+        start = next((i for i in range(len(events) - 1, -1, -1) if isinstance(events[i], AgentStart)), 0)
+        waiting: dict[str, ApprovalRequest] = {}
+        for event in events[start:]:
+            if isinstance(event, ApprovalRequired) and event.expires_at is not None:  # the runner sets it
+                # A call asked again after its node died replaces its earlier asking.
+                waiting[event.call_id] = ApprovalRequest(
+                    approval_id=event.approval_id,
+                    call_id=event.call_id,
+                    name=event.name,
+                    arguments=event.arguments,
+                    effect=cast("EffectClass | None", event.effect),
+                    expires_at=event.expires_at,
+                )
+            elif isinstance(event, ApprovalDecided):
+                waiting.pop(event.call_id, None)
+        return list(waiting.values())
+
     def _elsewhere(self, state: str | None) -> bool:
         """Whether a run state says another node is running the session."""
         if state is None:
@@ -422,8 +477,8 @@ class Runtime:
         run = json.loads(state)
         return bool(run.get("status") == "running" and run.get("node", self.node) != self.node)
 
-    def check_can_run(self, live: LiveSession) -> None:
-        """Refuse a second run on a session, and a run past the principal's limit."""
+    def check_can_run(self, live: LiveSession, *, limited: bool = True) -> None:
+        """Refuse a second run on a session, and (when ``limited``) a run past the principal's limit."""
         if live.running:
             sid = live.session_id
             raise ApiError(
@@ -441,7 +496,7 @@ class Runtime:
                 f"POST /sessions/{live.session_id}/abort to cancel the summary",
             )
         limit = self.settings.limits.max_runs_per_token
-        if self._runs[live.principal] >= limit:
+        if limited and self._runs[live.principal] >= limit:
             raise ApiError(
                 "too_many_runs",
                 f"this token already has {limit} runs going",
@@ -469,9 +524,14 @@ class Runtime:
         response_format: dict[str, Any] | None = None,
         text: str = "",
         images: list[ImagePart] | None = None,
+        resumed: bool = False,
     ) -> asyncio.Task[RunOutcome]:
-        """Start ``job`` as the session's run (``None``: prompt with ``text``), counted and stated."""
-        self.check_can_run(live)
+        """Start ``job`` as the session's run (``None``: prompt with ``text``), counted and stated.
+
+        A ``resumed`` run (a durable run recovered from a node that stopped) is counted but never refused
+        for the principal's limit: it was admitted when it started, and refusing it now would end it.
+        """
+        self.check_can_run(live, limited=not resumed)
         principal, sid = live.principal, live.session_id
         self._runs[principal] += 1
 
