@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import InvalidInput, SteadyloopError
-from ..wire.endpoints import NO_KEY, Endpoint, endpoint_key
+from ..wire.endpoints import Endpoint, endpoint_key
 from .calibration import body_chars, body_has_image, calibrate, chars_per_token_for
 from .tokens import IMAGE_TOKENS, context_chars, json_text, reply_ceiling, request_tokens
 
@@ -297,7 +297,7 @@ class GeminiCounter:
     async def count(self, body: Mapping[str, Any]) -> int:
         import httpx2
 
-        from ..wire.gemini_content import gemini_body, gemini_url
+        from ..wire.gemini_content import gemini_auth, gemini_body, gemini_url
         from ..wire.gemini_shape import gemini_request
         from ..wire.rest import lease_http
 
@@ -308,9 +308,7 @@ class GeminiCounter:
             payload = json.dumps(request, separators=(",", ":"), allow_nan=False).encode()
         except (ValueError, TypeError, RecursionError) as exc:  # NaN, a foreign type, a cycle, too deep
             raise InvalidInput(f"the request cannot be sent to be counted: {type(exc).__name__}") from None
-        headers = {"content-type": "application/json"}
-        if self.endpoint.key and self.endpoint.key != NO_KEY:
-            headers["x-goog-api-key"] = self.endpoint.key
+        headers = {"content-type": "application/json", **gemini_auth(self.endpoint)}
         where = self.endpoint.shown_url
         client, release = lease_http(self.endpoint)
         try:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import signal
 import sys
 import threading
@@ -44,11 +45,16 @@ _CHAT_PATH = "/v1/chat/completions"
 _ANTHROPIC_PATH = "/v1/messages"
 _GEMINI_STREAM = ":streamGenerateContent"
 _GEMINI_MODELS = "/v1beta/models/"
+# Vertex AI's publisher path (``/v1beta1/projects/P/locations/L/publishers/google/models/...``).
+_VERTEX_MODELS = re.compile(
+    r"/v\d+(?:alpha|beta)?\d*/projects/[^/]+/locations/[^/]+/publishers/[^/]+/models/"
+)
 
 
 def _is_model_call(path: str) -> bool:
     return path in (_CHAT_PATH, _ANTHROPIC_PATH) or (
-        path.startswith("/v1beta/models/") and path.endswith(_GEMINI_STREAM)
+        (path.startswith(_GEMINI_MODELS) or _VERTEX_MODELS.match(path) is not None)
+        and path.endswith(_GEMINI_STREAM)
     )
 
 

@@ -11,7 +11,10 @@ spelling; and a stream that ends in an error or is cancelled is closed at once, 
 read it (the SDK's nested generators are left to the collector, which closes them out of order).
 
 The base URL names the API version it ends in (``https://generativelanguage.googleapis.com/v1beta``, the
-default when it names none).
+default when it names none). A Vertex AI base URL names its project, location and publisher instead
+(``https://aiplatform.googleapis.com/v1beta1/projects/P/locations/global/publishers/google``) and is used as
+given; its key is an OAuth access token, sent as ``Authorization: Bearer`` (the Gemini API's key goes in
+``x-goog-api-key``).
 """
 
 from __future__ import annotations
@@ -35,17 +38,24 @@ if TYPE_CHECKING:
 
     from .endpoints import Endpoint
 
-__all__ = ["GeminiProvider", "gemini_body", "gemini_url"]
+__all__ = ["GeminiProvider", "gemini_auth", "gemini_body", "gemini_url", "is_vertex"]
 
 _VERSION_SUFFIX = re.compile(r"/(v\d+(?:alpha|beta)?\d*)$")
+_VERTEX_PATH = re.compile(r"/v\d+(?:alpha|beta)?\d*/projects/[^/]+/locations/[^/]+/publishers/[^/]+$")
 # Request fields that stay at the top of the body; every other field of the config is a generation setting.
 _TOP_LEVEL = ("systemInstruction", "tools", "toolConfig", "safetySettings", "cachedContent", "labels")
 
 
+def is_vertex(base_url: str) -> bool:
+    """Whether ``base_url`` is a Vertex AI publisher path (``.../projects/P/locations/L/publishers/google``)."""
+    return _VERTEX_PATH.search(base_url.rstrip("/")) is not None
+
+
 def gemini_url(base_url: str, model: str, method: str) -> str:
-    """The URL of ``models/{model}:{method}`` under ``base_url`` (``/v1beta`` when it names no version)."""
+    """The URL of ``models/{model}:{method}`` under ``base_url`` (``/v1beta`` when it names no version and
+    is no Vertex AI publisher path)."""
     url = base_url.rstrip("/")
-    if not _VERSION_SUFFIX.search(url):
+    if not _VERSION_SUFFIX.search(url) and not is_vertex(url):
         url += "/v1beta"
     name = model if model.startswith(("models/", "tunedModels/")) else f"models/{model}"
     return f"{url}/{quote(name, safe='/-._~')}:{method}"
@@ -65,11 +75,17 @@ def gemini_body(contents: list[dict[str, Any]], config: Mapping[str, Any]) -> di
     return body
 
 
+def gemini_auth(endpoint: Endpoint) -> dict[str, str]:
+    """The header that carries the endpoint's key: a Vertex AI access token as a bearer, else the Gemini
+    API key; none without a key."""
+    key = endpoint.key
+    if not key or key == NO_KEY:
+        return {}
+    return {"authorization": f"Bearer {key}"} if is_vertex(endpoint.base_url) else {"x-goog-api-key": key}
+
+
 def _headers(endpoint: Endpoint) -> dict[str, str]:
-    headers = {"content-type": "application/json", "accept": "text/event-stream"}
-    if endpoint.key and endpoint.key != NO_KEY:
-        headers["x-goog-api-key"] = endpoint.key
-    return headers
+    return {"content-type": "application/json", "accept": "text/event-stream", **gemini_auth(endpoint)}
 
 
 class GeminiProvider:

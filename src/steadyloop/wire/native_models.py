@@ -24,7 +24,7 @@ from urllib.parse import quote
 from ..errors import EndpointRefused, EndpointUnavailable
 from .clients import client_settings
 from .endpoints import NO_KEY, Endpoint, endpoint_key
-from .gemini_content import gemini_url
+from .gemini_content import gemini_auth, gemini_url
 from .rest import lease_http
 from .windows import LISTING_TIMEOUT, ModelInfo
 
@@ -52,7 +52,7 @@ def _headers(endpoint: Endpoint) -> dict[str, str]:
         if key:
             headers["x-api-key"] = key
         return headers
-    return {"x-goog-api-key": key} if key else {}
+    return gemini_auth(endpoint)
 
 
 def _listing_url(endpoint: Endpoint) -> str:
