@@ -104,19 +104,16 @@ def _files(root: _Root, start: Path) -> Iterator[Path]:
             yield resolved
 
 
-def file_tools(root: Path, *, writable: bool = True) -> list[Tool]:
-    """The file tools over ``root``: reads always, ``write_file`` and ``edit_file`` when ``writable``."""
+def file_tools(root: Path, *, writable: bool = True, paged: bool = True) -> list[Tool]:
+    """The file tools over ``root``: reads always, ``write_file`` and ``edit_file`` when ``writable``.
+
+    Args:
+        paged: ``read_file`` takes the first line and the number of lines to read; without, it reads a
+            file from its start (a small model's tool: see :func:`default_tools`).
+    """
     where = _Root(root)
 
-    @tool(effect="read", claims=_READ)
-    def read_file(path: str, offset: int = 1, limit: int = _READ_LIMIT) -> str:
-        """Read a text file, with line numbers.
-
-        Args:
-            path: the file's path.
-            offset: the first line to read.
-            limit: the most lines to read.
-        """
+    def read(path: str, offset: int, limit: int) -> str:
         target = where.inside(path)
         lines = _text(target, path).splitlines()
         start = max(offset, 1) - 1
@@ -127,8 +124,35 @@ def file_tools(root: Path, *, writable: bool = True) -> list[Tool]:
             text = text[:_MAX_READ_BYTES] + "\n[cut: read fewer lines]"
         if start + len(chosen) < len(lines):
             after = start + len(chosen)
-            text += f"\n[{len(lines) - after} more lines: read again with offset={after + 1}]"
+            more = f"read again with offset={after + 1}" if paged else "search_text finds lines in it"
+            text += f"\n[{len(lines) - after} more lines: {more}]"
         return text or "(empty file)"
+
+    @tool(effect="read", claims=_READ)
+    def read_file(path: str, offset: int = 1, limit: int = _READ_LIMIT) -> str:
+        """Read a text file, with line numbers.
+
+        Args:
+            path: the file's path.
+            offset: the first line to read.
+            limit: the most lines to read.
+        """
+        return read(path, offset, limit)
+
+    if not paged:
+        # Asked for "the second item in todo.txt", the 1.5B model read line 2 alone (offset 2, limit 1)
+        # and answered from the call's arguments; a small file read whole holds the item and its
+        # neighbours, and the schema is shorter.
+        @tool(name="read_file", effect="read", claims=_READ)
+        def read_whole(path: str) -> str:
+            """Read a text file, with line numbers.
+
+            Args:
+                path: the file's path.
+            """
+            return read(path, 1, _READ_LIMIT)
+
+        read_file = read_whole
 
     @tool(effect="read", claims=_READ)
     def list_dir(path: str = ".") -> str:
@@ -338,13 +362,13 @@ def default_tools(root: Path, *, compact: bool = False) -> list[Tool]:
 
     Args:
         compact: for a small model (see :data:`COMPACT_WINDOW`): only ``read_file``, ``list_dir``,
-            ``search_text`` and ``write_file``; ``search_text`` without a file-name pattern; and, in a
-            small folder, the paths ``list_dir``, ``read_file`` and ``search_text`` take are the ones that
-            exist, listed in their schemas. A grammar server then holds
-            the model to a real path: asked about "this folder", the 0.5B model otherwise writes
+            ``search_text`` and ``write_file``; ``search_text`` without a file-name pattern;
+            ``read_file`` without a line range (from the file's start); and, in a small folder, the paths
+            ``list_dir`` and ``read_file`` take are the ones that exist, listed in their schemas, and
+            ``search_text`` searches all of it. A grammar server then holds the model to a real path: asked about "this folder", the 0.5B model otherwise writes
             '/path/to/folder', '".".' or an example it saw. The lists are taken when the tools are made.
     """
-    tools = file_tools(root)
+    tools = file_tools(root, paged=not compact)
     if not compact:
         return [*tools, shell_tool(root)]
     kept = [t for t in tools if t.name in ("read_file", "list_dir", "search_text", "write_file")]
@@ -360,11 +384,11 @@ def default_tools(root: Path, *, compact: bool = False) -> list[Tool]:
             # The 0.5B model filled the optional pattern with the description's own example, period and
             # all ('*.py.'), and the path with '.".' from its default: it searched nothing. The whole
             # folder, or one of its folders or files, and no name pattern.
+            # In a small folder it searches all of it: asked to find which file mentions Alice, the 1.5B
+            # model searched docs (Alice is in todo.txt), and a search of every file costs little here.
             each = _without(each, "glob")
             if folders is not None and files:
-                each = _choices(
-                    each, "path", sorted({*folders, *files}), "the folder or file; . is all of them."
-                )
+                each = _without(each, "path")
         out.append(each)
     return out
 
