@@ -190,7 +190,7 @@ async def test_a_small_models_read_file_reads_from_the_start_whole(tmp_path: Pat
     # no line range to pick: asked for the second item, the whole small file holds it and its neighbours
     assert set(reading.parameters["properties"]) == {"path"}
     got = await reading.execute({"path": "todo.txt"}, ToolContext("c1", "read_file"))
-    assert got == "     1  1. Buy milk\n     2  2. Call Alice\n     3  3. Fix the bike"
+    assert got == "1. Buy milk\n2. Call Alice\n3. Fix the bike"  # as it is: no line numbers to misread
     # past the first 400 lines it says what is left, and not an offset it cannot take
     long = await reading.execute({"path": "long.txt"}, ToolContext("c2", "read_file"))
     assert long.endswith("line 400\n[50 more lines: search_text finds lines in it]")

@@ -129,9 +129,10 @@ def test_nothing_to_ask(body: dict[str, Any]) -> None:
         ('{"choice": "answer"}', "answer"),
         ('```json\n{"choice": "answer"}\n```', "answer"),
         ('{"choice": "maybe"}', None),
-        ('{"about": "the user\'s files"}', "tool"),
-        ('{"about": "how to do something"}', "answer"),
-        ('{"about": "writing or translating"}', "answer"),
+        ('{"about": "looking in the user\'s files"}', "tool"),
+        ('{"about": "converting money between currencies"}', "tool"),
+        ('{"about": "how to do something in code or a shell"}', "answer"),
+        ('{"about": "translating or composing text"}', "answer"),
         ('{"about": "gossip"}', None),  # a kind that is not one
         ('{"about": 3}', None),
         ("tool", None),

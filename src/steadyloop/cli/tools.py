@@ -108,8 +108,9 @@ def file_tools(root: Path, *, writable: bool = True, paged: bool = True) -> list
     """The file tools over ``root``: reads always, ``write_file`` and ``edit_file`` when ``writable``.
 
     Args:
-        paged: ``read_file`` takes the first line and the number of lines to read; without, it reads a
-            file from its start (a small model's tool: see :func:`default_tools`).
+        paged: ``read_file`` takes the first line and the number of lines to read, and numbers the lines;
+            without, it reads a file from its start, as it is (a small model's tool: see
+            :func:`default_tools`).
     """
     where = _Root(root)
 
@@ -118,7 +119,10 @@ def file_tools(root: Path, *, writable: bool = True, paged: bool = True) -> list
         lines = _text(target, path).splitlines()
         start = max(offset, 1) - 1
         chosen = lines[start : start + max(limit, 1)]
-        out = [f"{start + i + 1:6}  {line[:2000]}" for i, line in enumerate(chosen)]
+        if paged:
+            out = [f"{start + i + 1:6}  {line[:2000]}" for i, line in enumerate(chosen)]
+        else:  # the 1.5B model read "     1  Lisbon" as 1 degree in Lisbon; nothing here edits by line
+            out = [line[:2000] for line in chosen]
         text = "\n".join(out)
         if len(text) > _MAX_READ_BYTES:
             text = text[:_MAX_READ_BYTES] + "\n[cut: read fewer lines]"
@@ -145,7 +149,7 @@ def file_tools(root: Path, *, writable: bool = True, paged: bool = True) -> list
         # neighbours, and the schema is shorter.
         @tool(name="read_file", effect="read", claims=_READ)
         def read_whole(path: str) -> str:
-            """Read a text file, with line numbers.
+            """Read a text file.
 
             Args:
                 path: the file's path.

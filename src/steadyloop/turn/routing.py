@@ -218,17 +218,23 @@ def read_decision(text: str, tools: Sequence[Mapping[str, Any]]) -> Decision | N
     return Decision(name, arguments)
 
 
-def _just_made(body: Mapping[str, Any], decision: Decision) -> bool:
-    """Whether ``decision`` is a call the last assistant message of ``body`` already made."""
+def _calls_for_request(body: Mapping[str, Any]) -> list[tuple[Any, Any]]:
+    """``(name, arguments)`` of every call the assistant made since the last user message of ``body``."""
     messages = body.get("messages")
     if not isinstance(messages, list):
-        return False
+        return []
+    made: list[tuple[Any, Any]] = []
     for message in reversed(messages):
-        if not isinstance(message, Mapping) or message.get("role") != "assistant":
+        if not isinstance(message, Mapping):
             continue
-        for call in message.get("tool_calls") or ():
+        if message.get("role") == "user":
+            break
+        if message.get("role") != "assistant":
+            continue
+        calls = message.get("tool_calls")
+        for call in calls if isinstance(calls, list) else ():
             function = call.get("function") if isinstance(call, Mapping) else None
-            if not isinstance(function, Mapping) or function.get("name") != decision.name:
+            if not isinstance(function, Mapping):
                 continue
             arguments = function.get("arguments")
             if isinstance(arguments, str):
@@ -236,10 +242,13 @@ def _just_made(body: Mapping[str, Any], decision: Decision) -> bool:
                     arguments = json.loads(arguments)
                 except ValueError:
                     continue
-            if arguments == decision.arguments:
-                return True
-        return False
-    return False
+            made.append((function.get("name"), arguments))
+    return made
+
+
+def _already_made(body: Mapping[str, Any], decision: Decision) -> bool:
+    """Whether ``decision`` is a call made already for the request ``body`` ends with."""
+    return (decision.name, decision.arguments) in _calls_for_request(body)
 
 
 def _one_read(first: Usage, then: Usage) -> Usage:
@@ -477,19 +486,25 @@ async def routed_turn(
                 )
             )
         return RoutedTurn(await as_usual())
-    if not decision.answers and choice == "tool" and _just_made(planned, decision):
-        # The gate said the request needs more, and the model made the call it just made: the 1.5B model,
-        # asked for the weather in the city named in city.txt, read city.txt again rather than ask for
-        # Lisbon's. Asked once more without that tool (the prompt is cached: only the reply costs).
+    if (
+        not decision.answers
+        and choice == "tool"
+        and len(_calls_for_request(planned)) == 1
+        and _already_made(planned, decision)
+    ):
+        # The gate said the request needs more after its first call, and the model made that call again:
+        # the 1.5B model, asked for the weather in the city named in city.txt, read city.txt again rather
+        # than ask for Lisbon's. Asked once more without that tool (the prompt is cached: only the reply
+        # costs). Once only: where the gate is wrong, the 0.5B model then calls tool after tool.
         others = [t for t in tools if _tool_names([t]) and _tool_names([t])[0][0] != decision.name]
         again = await run_turn(endpoint, deciding_among(others), **deciding_options) if others else None
         second = read_decision(again.content, others) if again is not None and not again.tool_calls else None
         if again is not None and second is not None:
             decided = Turn(again.content, again.reasoning, [], _one_read(decided.usage, again.usage))
             decision = second
-    if not decision.answers and _just_made(planned, decision):
-        # The same call again, its result already in the prompt: a small model at temperature 0 repeats it
-        # until the loop guard stops the run. What it has is what it answers from.
+    if not decision.answers and _already_made(planned, decision):
+        # A call made already, its result in the prompt: a small model at temperature 0 repeats it (or two
+        # in turn) until the loop guard stops the run. What it has is what it answers from.
         decision = Decision(ANSWER, {})
     if not decision.answers:
         call = ToolCall(f"call_routed_{step}", decision.name, decision.arguments)

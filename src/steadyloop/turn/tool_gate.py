@@ -65,11 +65,13 @@ _LATER_RULES = (
 #: them as answers and every request of the benchmark's other categories as tools. Live data names its
 #: kinds: a currency conversion was otherwise maths.
 KINDS: dict[str, GateChoice] = {
-    "the user's files": "tool",
-    "live data (weather, prices, exchange rates, news)": "tool",
+    "looking in the user's files": "tool",
+    "creating or changing files": "tool",
+    "live data (weather, prices, news)": "tool",
+    "converting money between currencies": "tool",
     "an action to do": "tool",
-    "how to do something": "answer",
-    "writing or translating": "answer",
+    "how to do something in code or a shell": "answer",
+    "translating or composing text": "answer",
     "general knowledge": "answer",
     "maths": "answer",
     "chat": "answer",
@@ -82,7 +84,7 @@ KIND_SCHEMA: dict[str, Any] = {
     "required": ["about"],
 }
 
-_FILES, _LIVE, _ACTION, _HOW, _WRITING, _KNOWLEDGE, _MATHS, _CHAT = KINDS
+_FILES, _CHANGE, _LIVE, _MONEY, _ACTION, _HOW, _WRITING, _KNOWLEDGE, _MATHS, _CHAT = KINDS
 
 # Before any tool ran: the request alone, and what it is about.
 _FIRST_EXAMPLES: tuple[tuple[str, str], ...] = (
@@ -92,20 +94,22 @@ _FIRST_EXAMPLES: tuple[tuple[str, str], ...] = (
     ("How do I delete a folder in Linux?", _HOW),
     ("Which file defines the main function?", _FILES),
     ("What is a CSV file?", _KNOWLEDGE),
-    ("Add a file todo.md with the text: ship it", _ACTION),
+    ("Add a file todo.md with the text: ship it", _CHANGE),
     ("List four animals.", _KNOWLEDGE),
     ("What's the stock price of ACME right now?", _LIVE),
     ("Explain what a stock is.", _KNOWLEDGE),
     ("How do I count the lines of a file in Bash?", _HOW),
     ("Count the lines of main.py.", _FILES),
+    ("How can I open a file and print it in Java?", _HOW),
     ("What does the grep command do?", _KNOWLEDGE),
     ("Translate 'thank you' into German.", _WRITING),
-    ("Translate intro.md into German and save it as intro.de.md.", _ACTION),
+    ("Translate intro.md into German and save it as intro.de.md.", _CHANGE),
     ("Write a short list of tips for packing a suitcase.", _WRITING),
-    ("Write a list of packing tips into packing.txt.", _ACTION),
+    ("Write a list of packing tips into packing.txt.", _CHANGE),
     ("What is 7 plus 5?", _MATHS),
     ("Thanks!", _CHAT),
-    ("What is 50 Swiss francs in pounds?", _LIVE),
+    ("Send the report to Dana by email.", _ACTION),
+    ("What is 50 Swiss francs in pounds?", _MONEY),
     ("Look for the file that mentions Redis, then open it and tell me its first line.", _FILES),
 )
 
@@ -124,15 +128,16 @@ _LATER_EXAMPLES: tuple[tuple[str, str | None, GateChoice], ...] = (
     ("What's the stock price of ACME right now?", None, "tool"),
     ("What version does setup.py declare?", "read_file returned: version='2.1'", "answer"),
     ("Read name.txt, then greet the person named in it by email.", "read_file returned: Dana", "tool"),
-    # What a file names may be what a tool is asked about: the 1.5B model read city.txt, said answer, and
-    # made up the weather in Lisbon.
-    ("What's the stock price of the company named in ticker.txt?", "read_file returned: 1 ACME", "tool"),
-    ("What does the word in word.txt mean?", "read_file returned: 1 ephemeral", "answer"),
     ("Which files are in src?", "list_dir returned: main.py util.py", "answer"),
     (
         "Find the file that mentions Redis, then read it.",
         "search_text returned: cache.md:3: use Redis",
         "tool",
+    ),
+    (  # and once both steps are done, the answer: the 1.5B model went on listing and reading other files
+        "Find the file that mentions Redis, then read it.",
+        "search_text returned: cache.md:3: use Redis; read_file returned: # Cache use Redis on port 6379",
+        "answer",
     ),
     # A write that was asked for is done once it is written: without these the 0.5B model wrote the same
     # file again and again, and the 1.5B model wrote each line of a list over the one it was asked for.
@@ -142,6 +147,11 @@ _LATER_EXAMPLES: tuple[tuple[str, str | None, GateChoice], ...] = (
         "write_file returned: wrote 2 bytes to a.txt",
         "tool",
     ),
+    # What a file names may be what a tool is asked about: the 1.5B model read city.txt, said answer, and
+    # made up the weather in Lisbon. Last, where they weigh most: earlier, it still answered.
+    ("What does the word in word.txt mean?", "read_file returned: ephemeral", "answer"),
+    ("What's the stock price of the company named in ticker.txt?", "read_file returned: ACME", "tool"),
+    ("Look up the phone number of the person named in contact.txt.", "read_file returned: Dana", "tool"),
 )
 
 _DESCRIPTION_CHARS = 120  # a tool's line: the first line of its description, cut here
