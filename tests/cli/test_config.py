@@ -88,7 +88,10 @@ async def test_a_path_the_model_quoted_is_read_as_the_path_it_quotes(tmp_path: P
     (tmp_path / ".git").mkdir()
     for quoted in ('".".', '.".', '""', "'.'"):
         listing = await tools["list_dir"].execute({"path": quoted}, ToolContext("c1", "list_dir"))
-        assert listing == "- docs/ (folder)\n- notes.txt\n(and 1 hidden, named with a leading dot)", quoted
+        assert (
+            listing
+            == "- docs/ (folder)\n- notes.txt\n(hidden entries, named with a leading dot, are not shown)"
+        ), quoted
     for written in ('"notes.txt"', "/notes.txt"):
         read = await tools["read_file"].execute({"path": written}, ToolContext("c2", "read_file"))
         assert "hi" in str(read)

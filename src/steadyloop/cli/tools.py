@@ -178,8 +178,10 @@ def file_tools(root: Path, *, writable: bool = True, paged: bool = True) -> list
         shown = [f"- {p.name}/ (folder)" if p.is_dir() else f"- {p.name}" for p in entries[:_MAX_LISTED]]
         if len(entries) > _MAX_LISTED:
             shown.append(f"(and {len(entries) - _MAX_LISTED} more)")
-        if hidden := len(every) - len(entries):
-            shown.append(f"(and {hidden} hidden, named with a leading dot)")
+        if len(every) > len(entries):
+            # Said without a count: after "(and 7 hidden, ...)" the 1.5B model answered "What is in this
+            # folder?" with a count of files, 3 times in 8 at temperature 0.2 (0 in 8 without the count).
+            shown.append("(hidden entries, named with a leading dot, are not shown)")
         return "\n".join(shown) or "(empty folder)"
 
     @tool(effect="read", claims=_READ)
