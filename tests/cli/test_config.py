@@ -88,7 +88,10 @@ async def test_a_path_the_model_quoted_is_read_as_the_path_it_quotes(tmp_path: P
     (tmp_path / ".git").mkdir()
     for quoted in ('".".', '.".', '""', "'.'"):
         listing = await tools["list_dir"].execute({"path": quoted}, ToolContext("c1", "list_dir"))
-        assert listing == "- docs/ (folder)\n- notes.txt\n(and 1 hidden, named with a leading dot)", quoted
+        assert (
+            listing
+            == "- docs/ (folder)\n- notes.txt\n(hidden entries, named with a leading dot, are not shown)"
+        ), quoted
     for written in ('"notes.txt"', "/notes.txt"):
         read = await tools["read_file"].execute({"path": written}, ToolContext("c2", "read_file"))
         assert "hi" in str(read)
@@ -124,7 +127,7 @@ def test_a_small_models_file_tools_name_the_paths_that_exist(tmp_path: Path) -> 
     assert tools["list_dir"].parameters["properties"]["path"]["enum"] == [".", "docs"]
     assert tools["read_file"].parameters["properties"]["path"]["enum"] == ["docs/faq.md", "notes.txt"]
     searched = tools["search_text"].parameters["properties"]
-    assert searched["path"]["enum"] == [".", "docs", "docs/faq.md", "notes.txt"] and "glob" not in searched
+    assert set(searched) == {"pattern"}  # a small folder is searched whole
     assert "enum" not in tools["write_file"].parameters["properties"]["path"]
     for name in ("a", "b", "c"):
         (tmp_path / name).mkdir()
@@ -134,6 +137,7 @@ def test_a_small_models_file_tools_name_the_paths_that_exist(tmp_path: Path) -> 
         (many / f"f{i}.txt").write_text("x")
     tools = {t.name: t for t in default_tools(tmp_path, compact=True)}
     assert "enum" not in tools["read_file"].parameters["properties"]["path"]  # too many to name
+    assert "path" in tools["search_text"].parameters["properties"]  # and a search may name one
     assert tools["list_dir"].parameters["properties"]["path"]["enum"] == [".", "a", "b", "c", "docs", "many"]
     assert all("enum" not in t.parameters["properties"].get("path", {}) for t in default_tools(tmp_path))
 
@@ -178,3 +182,22 @@ def test_the_local_server_config_takes_the_chosen_model(monkeypatch: pytest.Monk
     assert _config(LocalChoice(model="qwen")).model == "qwen"  # the flag over the environment
     with pytest.raises(InvalidInput, match="--model goes with"):
         local_command("status", model="qwen")
+
+
+async def test_a_small_models_read_file_reads_from_the_start_whole(tmp_path: Path) -> None:
+    from steadyloop.cli.tools import default_tools
+
+    (tmp_path / "todo.txt").write_text("1. Buy milk\n2. Call Alice\n3. Fix the bike\n")
+    (tmp_path / "long.txt").write_text("".join(f"line {i}\n" for i in range(1, 451)))
+    reading = {t.name: t for t in default_tools(tmp_path, compact=True)}["read_file"]
+    # no line range to pick: asked for the second item, the whole small file holds it and its neighbours
+    assert set(reading.parameters["properties"]) == {"path"}
+    got = await reading.execute({"path": "todo.txt"}, ToolContext("c1", "read_file"))
+    assert got == "1. Buy milk\n2. Call Alice\n3. Fix the bike"  # as it is: no line numbers to misread
+    # past the first 400 lines it says what is left, and not an offset it cannot take
+    long = await reading.execute({"path": "long.txt"}, ToolContext("c2", "read_file"))
+    assert long.endswith("line 400\n[50 more lines: search_text finds lines in it]")
+    paged = {t.name: t for t in default_tools(tmp_path)}["read_file"]
+    assert {"offset", "limit"} <= set(paged.parameters["properties"])
+    tail = await paged.execute({"path": "long.txt", "offset": 449}, ToolContext("c3", "read_file"))
+    assert tail == "   449  line 449\n   450  line 450"

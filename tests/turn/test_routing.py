@@ -212,6 +212,19 @@ async def test_the_call_just_made_again_is_read_as_the_choice_to_answer() -> Non
     assert "response_format" not in bodies[2]
 
 
+async def test_a_call_made_two_steps_back_again_is_read_as_the_choice_to_answer() -> None:
+    # two calls in turn, then the first again: without a look past the last step, a small model's
+    # ping-pong runs until the loop guard stops the run
+    listing = text('{"name": "list_dir", "arguments": {"path": "."}}')
+    weather = text('{"name": "get_weather", "arguments": {"city": "Oslo"}}')
+    async with ScriptedServer(listing, weather, listing, text("Done.")) as server:
+        result, _ = await run(server, "What is in this folder?")
+        bodies = [r.json for r in server.chat_requests]
+    calls = [c.name for m in result.messages if hasattr(m, "tool_calls") for c in m.tool_calls]
+    assert calls == ["list_dir", "get_weather"]
+    assert result.turn.content == "Done." and len(bodies) == 4 and "response_format" not in bodies[3]
+
+
 async def test_an_answered_step_reports_one_read_of_the_prompt_and_both_replies() -> None:
     decision = Reply.stream(stream_of('{"name": "answer"}', usage=usage_chunk(400, 6, cached=380)))
     reply = Reply.stream(stream_of("Hello.", usage=usage_chunk(400, 3, cached=400)))

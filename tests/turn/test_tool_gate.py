@@ -20,7 +20,7 @@ from steadyloop.tools.definition import tool
 from steadyloop.turn.capabilities import model_capabilities_for, reset_capabilities
 from steadyloop.turn.routing import ANSWER_GRAMMAR
 from steadyloop.turn.run import RetryPolicy
-from steadyloop.turn.tool_gate import GATE_SCHEMA, gate_messages, read_gate
+from steadyloop.turn.tool_gate import GATE_SCHEMA, KIND_SCHEMA, KINDS, gate_messages, gate_schema, read_gate
 from steadyloop.wire.endpoints import Endpoint
 
 GATED = LoopPolicy(tool_routing=True, retry=RetryPolicy(base_delay_s=0.01, max_retries=1))
@@ -84,8 +84,10 @@ def test_the_first_question_names_each_tool_in_a_line_and_ends_with_the_request(
     # worked examples as earlier turns, each answered with the shape the schema holds the reply to
     shots = asked[1:-1]
     assert shots and [m["role"] for m in shots] == ["user", "assistant"] * (len(shots) // 2)
-    choices = {json.loads(m["content"])["choice"] for m in shots if m["role"] == "assistant"}
-    assert choices == {"tool", "answer"}
+    kinds = {json.loads(m["content"])["about"] for m in shots if m["role"] == "assistant"}
+    assert kinds == set(KINDS)  # every kind shown, so both choices are
+    assert all(kind in system for kind in KINDS)
+    assert gate_schema({**body, "tools": TOOLS}) == KIND_SCHEMA
     assert "Be brief." not in json.dumps(asked)  # the gate has its own instructions
 
 
@@ -102,6 +104,7 @@ def test_after_tool_results_the_question_carries_what_they_returned() -> None:
         "Request: Weather in the city in city.txt?\nDone so far: read_file returned: Lisbon"
     )
     assert "what was done so far is enough" in asked[0]["content"]
+    assert gate_schema({"messages": messages, "tools": TOOLS}) == GATE_SCHEMA  # a choice, as before
 
 
 @pytest.mark.parametrize(
@@ -126,6 +129,12 @@ def test_nothing_to_ask(body: dict[str, Any]) -> None:
         ('{"choice": "answer"}', "answer"),
         ('```json\n{"choice": "answer"}\n```', "answer"),
         ('{"choice": "maybe"}', None),
+        ('{"about": "looking in the user\'s files"}', "tool"),
+        ('{"about": "converting money between currencies"}', "tool"),
+        ('{"about": "how to do something in code or a shell"}', "answer"),
+        ('{"about": "translating or composing text"}', "answer"),
+        ('{"about": "gossip"}', None),  # a kind that is not one
+        ('{"about": 3}', None),
         ("tool", None),
         ("", None),
         ("[1, 2]", None),
@@ -170,11 +179,11 @@ async def test_an_answer_the_gate_chose_is_asked_for_without_a_decision() -> Non
         result, events = await run(server, "List three colors.")
         gate, answer = (r.json for r in server.chat_requests)
     assert result.turn.content == "Red, blue and green." and not result.turn.tool_calls
-    # the gate: a question of its own, at temperature 0, held to the two choices
+    # the gate: a question of its own, at temperature 0, held to the kinds of request
     assert gate["temperature"] == 0
     assert gate["response_format"] == {
         "type": "json_schema",
-        "json_schema": {"name": "gate", "schema": GATE_SCHEMA},
+        "json_schema": {"name": "gate", "schema": KIND_SCHEMA},
     }
     assert "tools" not in gate and gate["messages"][-1] == {"role": "user", "content": "List three colors."}
     # the answer: the step's own messages without the tools, never opening like a call
@@ -205,7 +214,9 @@ async def test_a_tool_the_gate_chose_makes_the_decision_a_call_and_the_gate_is_a
     assert second_gate["temperature"] == 0
     assert second_gate["messages"][-1]["content"].startswith("Request: What is in this folder?\nDone so far:")
     assert "list_dir returned: notes.txt docs/" in second_gate["messages"][-1]["content"]
-    assert "tools" not in answer and answer["messages"][-1]["role"] == "tool"
+    # after results the answer keeps the step's tools: its prompt is then the one the server has cached
+    assert answer["tools"] == decision["tools"] and answer["tool_choice"] == "none"
+    assert answer["grammar"] == ANSWER_GRAMMAR and answer["messages"][-1]["role"] == "tool"
 
 
 async def test_a_gate_reply_without_a_choice_latches_the_gate_off_and_the_step_is_routed() -> None:
@@ -347,3 +358,101 @@ async def test_a_request_naming_a_listed_file_goes_straight_to_the_call() -> Non
     assert result.turn.content == "It sets port 8042."
     assert "gate" not in json.dumps(decision["response_format"]["json_schema"]["name"])
     assert [e.kind for e in events if isinstance(e, SideTask)] == ["tool_gate"]  # only after the result
+
+
+def _file_and_city_tools() -> list[dict[str, Any]]:
+    def fn(name: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+        schema = {"type": "object", "properties": properties, "required": required}
+        return {"type": "function", "function": {"name": name, "parameters": schema}}
+
+    paths = {"type": "string", "enum": ["city.txt", "notes.txt", "docs/faq.md"]}
+    return [
+        fn("read_file", {"path": paths}, ["path"]),
+        fn(
+            "search_text",
+            {"pattern": {"type": "string"}, "path": {**paths, "enum": [".", *paths["enum"]]}},
+            ["pattern"],
+        ),
+        fn("get_weather", {"city": {"type": "string"}}, ["city"]),
+    ]
+
+
+def test_a_request_naming_a_file_is_first_a_call_on_that_file() -> None:
+    from steadyloop.turn.tool_gate import tools_on_named_paths
+
+    tools = _file_and_city_tools()
+    asked = {"tools": tools, "messages": [{"role": "user", "content": "Weather in the city in city.txt?"}]}
+    # the tools that need nothing but the file, held to it: reading it
+    [reading] = tools_on_named_paths(asked) or []
+    assert reading["function"]["name"] == "read_file"
+    assert reading["function"]["parameters"]["properties"]["path"]["enum"] == ["city.txt"]
+    assert tools[0]["function"]["parameters"]["properties"]["path"]["enum"][0] == "city.txt"  # untouched
+    # without such a tool, every tool that lists the file, each held to it
+    [searching] = tools_on_named_paths({**asked, "tools": tools[1:]}) or []
+    assert searching["function"]["parameters"]["properties"]["path"]["enum"] == ["city.txt"]
+    # nothing named, or a tool already ran: nothing to narrow
+    assert (
+        tools_on_named_paths({**asked, "messages": [{"role": "user", "content": "Weather in Oslo?"}]}) is None
+    )
+    ran = [
+        *asked["messages"],
+        {"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "read_file"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "Lisbon"},
+    ]
+    assert tools_on_named_paths({**asked, "messages": ran}) is None
+
+
+async def test_a_routed_step_on_a_named_file_reads_it_before_anything_else() -> None:
+    @tool
+    def read_file(path: str) -> str:
+        """Read a text file."""
+        return "Lisbon"
+
+    @tool
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        return f"{city}: 18C"
+
+    listed_parameters = {
+        **read_file.parameters,
+        "properties": {"path": {"type": "string", "enum": ["city.txt", "notes.txt"]}},
+    }
+    from dataclasses import replace
+
+    reading = replace(read_file, parameters=listed_parameters)
+    async with ScriptedServer(
+        text('{"name": "read_file", "arguments": {"path": "city.txt"}}'),
+        choose("tool"),
+        # the same call again, its result in the prompt: asked once more without that tool
+        text('{"name": "read_file", "arguments": {"path": "city.txt"}}'),
+        text('{"name": "get_weather", "arguments": {"city": "Lisbon"}}'),
+        choose("answer"),
+        text("18C in Lisbon."),
+    ) as server:
+        result = await run_agent_loop(
+            Endpoint(server.base_url),
+            ModelParams(model="m"),
+            messages=[UserMessage(content="What is the weather in the city named in city.txt?")],
+            tools=[reading, get_weather],
+            policy=GATED,
+        )
+        bodies = [r.json for r in server.chat_requests]
+    calls = [(c.name, c.arguments) for m in result.messages for c in getattr(m, "tool_calls", ())]
+    assert calls == [("read_file", {"path": "city.txt"}), ("get_weather", {"city": "Lisbon"})]
+    assert result.turn.content == "18C in Lisbon."
+    first, _gate, repeated, again = bodies[:4]
+    # no gate question first: the decision, held to a call of read_file on city.txt, tools sent unchanged
+    [only] = first["response_format"]["json_schema"]["schema"]["anyOf"]
+    assert only["properties"]["name"] == {"const": "read_file"}
+    assert only["properties"]["arguments"]["properties"]["path"]["enum"] == ["city.txt"]
+    assert sorted(t["function"]["name"] for t in first["tools"]) == ["get_weather", "read_file"]
+    assert first["response_format"]["json_schema"]["name"] == "step"
+    names = [
+        b["properties"]["name"]["const"]
+        for b in repeated["response_format"]["json_schema"]["schema"]["anyOf"]
+    ]
+    assert sorted(names) == ["get_weather", "read_file"]
+    names = [
+        b["properties"]["name"]["const"] for b in again["response_format"]["json_schema"]["schema"]["anyOf"]
+    ]
+    assert names == ["get_weather"]

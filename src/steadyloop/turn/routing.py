@@ -37,7 +37,7 @@ from .capabilities import EndpointCapabilities, ModelCapabilities, capabilities_
 from .fences import ALL_FENCES, Fence
 from .run import BodyBuilder, RetryPolicy, run_turn
 from .side_tasks import read_json
-from .tool_gate import GATE_SCHEMA, GateChoice, gate_messages, names_a_listed_path, read_gate
+from .tool_gate import GateChoice, gate_messages, gate_schema, read_gate, tools_on_named_paths
 
 __all__ = [
     "ANSWER",
@@ -155,7 +155,11 @@ def _asked_choice(choice: Any, names: Collection[str]) -> tuple[bool, str | None
 
 
 def decision_body(
-    body: Mapping[str, Any], model: ModelCapabilities, *, call: bool = False
+    body: Mapping[str, Any],
+    model: ModelCapabilities,
+    *,
+    call: bool = False,
+    among: Sequence[Mapping[str, Any]] | None = None,
 ) -> dict[str, Any] | None:
     """``body`` asked as a decision; ``None`` when there is nothing to decide.
 
@@ -166,6 +170,8 @@ def decision_body(
 
     Args:
         call: a call it must be (the tool gate said so): the answer is left out.
+        among: the calls the schema allows, when fewer than the body's tools (those tools, or narrower
+            schemas of them); the body's own tools are sent unchanged, for the prompt cache.
     """
     tools = body.get("tools")
     if not isinstance(tools, list) or not tools:
@@ -175,11 +181,16 @@ def decision_body(
         return None
     answer, only = asked
     answer = answer and not call
+    if among is not None and only is not None:
+        among = [t for t in among if t.get("function", {}).get("name") == only] or None
     out = dict(body)
     out["tool_choice"] = "none"
     out["response_format"] = {
         "type": "json_schema",
-        "json_schema": {"name": "step", "schema": decision_schema(tools, answer=answer, only=only)},
+        "json_schema": {
+            "name": "step",
+            "schema": decision_schema(tools if among is None else among, answer=answer, only=only),
+        },
     }
     if model.chosen_temperature:
         out["temperature"] = 0
@@ -207,17 +218,23 @@ def read_decision(text: str, tools: Sequence[Mapping[str, Any]]) -> Decision | N
     return Decision(name, arguments)
 
 
-def _just_made(body: Mapping[str, Any], decision: Decision) -> bool:
-    """Whether ``decision`` is a call the last assistant message of ``body`` already made."""
+def _calls_for_request(body: Mapping[str, Any]) -> list[tuple[Any, Any]]:
+    """``(name, arguments)`` of every call the assistant made since the last user message of ``body``."""
     messages = body.get("messages")
     if not isinstance(messages, list):
-        return False
+        return []
+    made: list[tuple[Any, Any]] = []
     for message in reversed(messages):
-        if not isinstance(message, Mapping) or message.get("role") != "assistant":
+        if not isinstance(message, Mapping):
             continue
-        for call in message.get("tool_calls") or ():
+        if message.get("role") == "user":
+            break
+        if message.get("role") != "assistant":
+            continue
+        calls = message.get("tool_calls")
+        for call in calls if isinstance(calls, list) else ():
             function = call.get("function") if isinstance(call, Mapping) else None
-            if not isinstance(function, Mapping) or function.get("name") != decision.name:
+            if not isinstance(function, Mapping):
                 continue
             arguments = function.get("arguments")
             if isinstance(arguments, str):
@@ -225,9 +242,41 @@ def _just_made(body: Mapping[str, Any], decision: Decision) -> bool:
                     arguments = json.loads(arguments)
                 except ValueError:
                     continue
-            if arguments == decision.arguments:
-                return True
+            made.append((function.get("name"), arguments))
+    return made
+
+
+def _already_made(body: Mapping[str, Any], decision: Decision) -> bool:
+    """Whether ``decision`` is a call made already for the request ``body`` ends with."""
+    return (decision.name, decision.arguments) in _calls_for_request(body)
+
+
+def _one_read(first: Usage, then: Usage) -> Usage:
+    """Two requests of one step as one: the first read the prompt, the second found it cached.
+
+    The step's usage then reads like any step's (one prompt, both replies), so the cache watch compares
+    prompt with prompt.
+    """
+    both = first + then
+    return both.with_(
+        prompt_tokens=first.prompt_tokens,
+        cached_tokens=first.cached_tokens,
+        uncached_tokens=first.uncached_tokens,
+        total_tokens=first.prompt_tokens + both.completion_tokens,
+    )
+
+
+def _ran_tools(body: Mapping[str, Any]) -> bool:
+    """Whether tool results follow the last user message of ``body``."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
         return False
+    for message in reversed(messages):
+        role = message.get("role") if isinstance(message, Mapping) else None
+        if role == "tool":
+            return True
+        if role == "user":
+            return False
     return False
 
 
@@ -236,10 +285,13 @@ def gate_body(body: Mapping[str, Any], model: ModelCapabilities) -> dict[str, An
     messages = gate_messages(body)
     if messages is None:
         return None
-    out: dict[str, Any] = {"messages": messages, "max_tokens": 16}
+    out: dict[str, Any] = {"messages": messages, "max_tokens": 32}
     if "model" in body:
         out["model"] = body["model"]
-    out["response_format"] = {"type": "json_schema", "json_schema": {"name": "gate", "schema": GATE_SCHEMA}}
+    out["response_format"] = {
+        "type": "json_schema",
+        "json_schema": {"name": "gate", "schema": gate_schema(body)},
+    }
     if model.chosen_temperature:
         out["temperature"] = 0
     return out
@@ -348,21 +400,13 @@ async def routed_turn(
         body.pop("parallel_tool_calls", None)
         return body
 
-    async def answer_after(decided: Turn | None) -> RoutedTurn:
+    async def answer_after(decided: Turn | None, *, bare: bool = False) -> RoutedTurn:
         """The answer, asked for once the model chose it (by the gate, or by a decision ``decided``)."""
         asked: TurnOptions = {**options, "droppable": (*droppable, "grammar")}
-        answer = await run_turn(endpoint, answering if decided is not None else answering_bare, **asked)
+        answer = await run_turn(endpoint, answering_bare if bare else answering, **asked)
         if decided is None:
             return RoutedTurn(answer, decided=True)
-        # One read of the prompt (the decision's; the answer found it all cached) and both replies: the
-        # step's usage then reads like any step's, so the cache watch compares prompt with prompt.
-        both = decided.usage + answer.usage
-        usage = both.with_(
-            prompt_tokens=decided.usage.prompt_tokens,
-            cached_tokens=decided.usage.cached_tokens,
-            uncached_tokens=decided.usage.uncached_tokens,
-            total_tokens=decided.usage.prompt_tokens + both.completion_tokens,
-        )
+        usage = _one_read(decided.usage, answer.usage)
         return RoutedTurn(
             Turn(
                 answer.content,
@@ -381,8 +425,9 @@ async def routed_turn(
 
     choice: GateChoice | None = None
     asked_gate = gate_body(planned, latches) if gate and latches.tool_gate else None
-    if asked_gate is not None and names_a_listed_path(planned):
-        choice = "tool"  # the request names one of the user's files: nothing to ask
+    on_named = tools_on_named_paths(planned) if asked_gate is not None else None
+    if on_named is not None:
+        choice = "tool"  # the request names one of the user's files: nothing to ask, and a call on it first
     elif asked_gate is not None:
         choice, said = await _ask_gate(
             endpoint,
@@ -405,12 +450,18 @@ async def routed_turn(
                     )
                 )
     if choice == "answer":
-        return await answer_after(None)
+        # Before any tool ran, the tools are left out of the answer's prompt: they only invite a small model
+        # to write about them. After results they stay: the prompt then matches the steps before it, which
+        # the server has cached, and an answer from the results needs no second read of them.
+        return await answer_after(None, bare=not _ran_tools(planned))
 
-    def deciding(c: EndpointCapabilities, m: ModelCapabilities) -> Mapping[str, Any]:
-        body = build(c, m)
-        asked = decision_body(body, m, call=choice == "tool") if routable(c, m) else None
-        return asked if asked is not None else body
+    def deciding_among(among: Sequence[Mapping[str, Any]] | None) -> BodyBuilder:
+        def deciding(c: EndpointCapabilities, m: ModelCapabilities) -> Mapping[str, Any]:
+            body = build(c, m)
+            asked = decision_body(body, m, call=choice == "tool", among=among) if routable(c, m) else None
+            return asked if asked is not None else body
+
+        return deciding
 
     # The decision is JSON, not the answer: it is not streamed to the caller as output.
     deciding_options: TurnOptions = {
@@ -418,7 +469,7 @@ async def routed_turn(
         "droppable": (*droppable, "response_format"),
         "on_output": None,
     }
-    decided = await run_turn(endpoint, deciding, **deciding_options)
+    decided = await run_turn(endpoint, deciding_among(on_named), **deciding_options)
     if decided.tool_calls:  # a server that answered with a native call: that is a decision too
         return RoutedTurn(decided, decided=True)
     decision = read_decision(decided.content, tools) if latches.structured_output else None
@@ -435,9 +486,25 @@ async def routed_turn(
                 )
             )
         return RoutedTurn(await as_usual())
-    if not decision.answers and _just_made(planned, decision):
-        # The same call again, its result already in the prompt: a small model at temperature 0 repeats it
-        # until the loop guard stops the run. What it has is what it answers from.
+    if (
+        not decision.answers
+        and choice == "tool"
+        and len(_calls_for_request(planned)) == 1
+        and _already_made(planned, decision)
+    ):
+        # The gate said the request needs more after its first call, and the model made that call again:
+        # the 1.5B model, asked for the weather in the city named in city.txt, read city.txt again rather
+        # than ask for Lisbon's. Asked once more without that tool (the prompt is cached: only the reply
+        # costs). Once only: where the gate is wrong, the 0.5B model then calls tool after tool.
+        others = [t for t in tools if _tool_names([t]) and _tool_names([t])[0][0] != decision.name]
+        again = await run_turn(endpoint, deciding_among(others), **deciding_options) if others else None
+        second = read_decision(again.content, others) if again is not None and not again.tool_calls else None
+        if again is not None and second is not None:
+            decided = Turn(again.content, again.reasoning, [], _one_read(decided.usage, again.usage))
+            decision = second
+    if not decision.answers and _already_made(planned, decision):
+        # A call made already, its result in the prompt: a small model at temperature 0 repeats it (or two
+        # in turn) until the loop guard stops the run. What it has is what it answers from.
         decision = Decision(ANSWER, {})
     if not decision.answers:
         call = ToolCall(f"call_routed_{step}", decision.name, decision.arguments)

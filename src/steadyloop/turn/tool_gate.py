@@ -30,7 +30,17 @@ from typing import Any, Literal
 
 from .side_tasks import read_json
 
-__all__ = ["GATE_SCHEMA", "GateChoice", "gate_messages", "names_a_listed_path", "read_gate"]
+__all__ = [
+    "GATE_SCHEMA",
+    "KINDS",
+    "KIND_SCHEMA",
+    "GateChoice",
+    "gate_messages",
+    "gate_schema",
+    "names_a_listed_path",
+    "read_gate",
+    "tools_on_named_paths",
+]
 
 GateChoice = Literal["tool", "answer"]
 
@@ -41,11 +51,6 @@ GATE_SCHEMA: dict[str, Any] = {
     "required": ["choice"],
 }
 
-_FIRST_RULES = (
-    "Say tool when the request needs information or an action only a tool gives (the user's files, live "
-    "data, doing something). Say answer for general knowledge, maths, writing, translation and programming "
-    "help, even when they mention files or lists."
-)
 _LATER_RULES = (
     "Say tool when the request still needs information or an action only a tool gives (the user's files, "
     "live data, doing something). Say answer for general knowledge, maths, writing, translation and "
@@ -53,18 +58,59 @@ _LATER_RULES = (
     "answer."
 )
 
-# Before any tool ran: the request alone.
-_FIRST_EXAMPLES: tuple[tuple[str, GateChoice], ...] = (
-    ("What does setup.py contain?", "tool"),
-    ("Name four fruits.", "answer"),
-    ("Show me the files in src.", "tool"),
-    ("How do I delete a folder in Linux?", "answer"),
-    ("Which file defines the main function?", "tool"),
-    ("What is a CSV file?", "answer"),
-    ("Add a file todo.md with the text: ship it", "tool"),
-    ("List four animals.", "answer"),
-    ("What's the stock price of ACME right now?", "tool"),
-    ("Explain what a stock is.", "answer"),
+#: What a request is about, as the first question asks it, and the choice each kind makes. Asked "tool or
+#: answer?", the 1.5B model said tool for "How do I read a text file in Python?", "How do I list the files
+#: in a folder with Python?" and "Translate 'good morning' into Spanish." (it wrote the translation into a
+#: file), however the rules and examples were worded; asked what the request is about, it sorted all of
+#: them as answers and every request of the benchmark's other categories as tools. Live data names its
+#: kinds: a currency conversion was otherwise maths.
+KINDS: dict[str, GateChoice] = {
+    "looking in the user's files": "tool",
+    "creating or changing files": "tool",
+    "live data (weather, prices, news)": "tool",
+    "converting money between currencies": "tool",
+    "an action to do": "tool",
+    "how to do something in code or a shell": "answer",
+    "translating or composing text": "answer",
+    "general knowledge": "answer",
+    "maths": "answer",
+    "chat": "answer",
+}
+
+#: The first question's reply: one of :data:`KINDS`, which a grammar server holds the model to.
+KIND_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"about": {"enum": list(KINDS)}},
+    "required": ["about"],
+}
+
+_FILES, _CHANGE, _LIVE, _MONEY, _ACTION, _HOW, _WRITING, _KNOWLEDGE, _MATHS, _CHAT = KINDS
+
+# Before any tool ran: the request alone, and what it is about.
+_FIRST_EXAMPLES: tuple[tuple[str, str], ...] = (
+    ("What does setup.py contain?", _FILES),
+    ("Name four fruits.", _KNOWLEDGE),
+    ("Show me the files in src.", _FILES),
+    ("How do I delete a folder in Linux?", _HOW),
+    ("Which file defines the main function?", _FILES),
+    ("What is a CSV file?", _KNOWLEDGE),
+    ("Add a file todo.md with the text: ship it", _CHANGE),
+    ("List four animals.", _KNOWLEDGE),
+    ("What's the stock price of ACME right now?", _LIVE),
+    ("Explain what a stock is.", _KNOWLEDGE),
+    ("How do I count the lines of a file in Bash?", _HOW),
+    ("Count the lines of main.py.", _FILES),
+    ("How can I open a file and print it in Java?", _HOW),
+    ("What does the grep command do?", _KNOWLEDGE),
+    ("Translate 'thank you' into German.", _WRITING),
+    ("Translate intro.md into German and save it as intro.de.md.", _CHANGE),
+    ("Write a short list of tips for packing a suitcase.", _WRITING),
+    ("Write a list of packing tips into packing.txt.", _CHANGE),
+    ("What is 7 plus 5?", _MATHS),
+    ("Thanks!", _CHAT),
+    ("Send the report to Dana by email.", _ACTION),
+    ("What is 50 Swiss francs in pounds?", _MONEY),
+    ("Look for the file that mentions Redis, then open it and tell me its first line.", _FILES),
 )
 
 # After tool results: the request and what the tools returned.
@@ -88,6 +134,24 @@ _LATER_EXAMPLES: tuple[tuple[str, str | None, GateChoice], ...] = (
         "search_text returned: cache.md:3: use Redis",
         "tool",
     ),
+    (  # and once both steps are done, the answer: the 1.5B model went on listing and reading other files
+        "Find the file that mentions Redis, then read it.",
+        "search_text returned: cache.md:3: use Redis; read_file returned: # Cache use Redis on port 6379",
+        "answer",
+    ),
+    # A write that was asked for is done once it is written: without these the 0.5B model wrote the same
+    # file again and again, and the 1.5B model wrote each line of a list over the one it was asked for.
+    ("Add a file todo.md with the text: ship it", "write_file returned: wrote 7 bytes to todo.md", "answer"),
+    (
+        "Create a.txt saying hi, then create b.txt saying bye.",
+        "write_file returned: wrote 2 bytes to a.txt",
+        "tool",
+    ),
+    # What a file names may be what a tool is asked about: the 1.5B model read city.txt, said answer, and
+    # made up the weather in Lisbon. Last, where they weigh most: earlier, it still answered.
+    ("What does the word in word.txt mean?", "read_file returned: ephemeral", "answer"),
+    ("What's the stock price of the company named in ticker.txt?", "read_file returned: ACME", "tool"),
+    ("Look up the phone number of the person named in contact.txt.", "read_file returned: Dana", "tool"),
 )
 
 _DESCRIPTION_CHARS = 120  # a tool's line: the first line of its description, cut here
@@ -157,25 +221,51 @@ _WORD_EDGES = ".,:;!?'\"()"
 _LISTED_CAP = 2000  # enum values looked at, over all tools
 
 
+def _path_properties(tool: Any) -> list[tuple[str, list[Any]]]:
+    """A tool's arguments whose schema lists values (``(argument, enum values)``), in schema order."""
+    function = tool.get("function") if isinstance(tool, Mapping) else None
+    parameters = function.get("parameters") if isinstance(function, Mapping) else None
+    properties = parameters.get("properties") if isinstance(parameters, Mapping) else None
+    if not isinstance(properties, Mapping):
+        return []
+    out: list[tuple[str, list[Any]]] = []
+    for name, schema in properties.items():
+        values = schema.get("enum") if isinstance(schema, Mapping) else None
+        if isinstance(name, str) and isinstance(values, list):
+            out.append((name, values[:_LISTED_CAP]))
+    return out
+
+
+def _is_path(value: Any) -> bool:
+    return isinstance(value, str) and len(value) >= 3 and ("." in value.strip(".") or "/" in value)
+
+
 def _listed_paths(tools: Sequence[Any]) -> set[str]:
     """String enum values of the tools' arguments that look like paths: a dot or a slash inside a name."""
     found: set[str] = set()
     for tool in tools:
-        function = tool.get("function") if isinstance(tool, Mapping) else None
-        parameters = function.get("parameters") if isinstance(function, Mapping) else None
-        properties = parameters.get("properties") if isinstance(parameters, Mapping) else None
-        if not isinstance(properties, Mapping):
-            continue
-        for schema in properties.values():
-            values = schema.get("enum") if isinstance(schema, Mapping) else None
-            if not isinstance(values, list):
-                continue
-            for value in values[:_LISTED_CAP]:
-                if isinstance(value, str) and len(value) >= 3 and ("." in value.strip(".") or "/" in value):
+        for _name, values in _path_properties(tool):
+            for value in values:
+                if _is_path(value):
                     found.add(value)
                 if len(found) >= _LISTED_CAP:
                     return found
     return found
+
+
+def _named_paths(body: Mapping[str, Any]) -> set[str]:
+    """The listed paths a step's request names as words of their own, before any tool ran for it."""
+    tools = body.get("tools")
+    messages = body.get("messages")
+    if not isinstance(tools, list) or not isinstance(messages, list):
+        return set()
+    found = _request_and_results(messages)
+    if found is None or found[1]:
+        return set()
+    listed = _listed_paths(tools)
+    if not listed:
+        return set()
+    return {w for w in (word.strip(_WORD_EDGES) for word in _WORD.findall(found[0])) if w in listed}
 
 
 def names_a_listed_path(body: Mapping[str, Any]) -> bool:
@@ -183,17 +273,46 @@ def names_a_listed_path(body: Mapping[str, Any]) -> bool:
 
     Only before any tool ran for the request: after results, whether more is needed is the gate's question.
     """
+    return bool(_named_paths(body))
+
+
+def tools_on_named_paths(body: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The step's tools that list a path its request names, each held to the named paths; ``None``: none named.
+
+    A request that names one of the user's files depends on what the file holds: "the weather in the city
+    named in city.txt" is not answered by a call of ``get_weather`` with a city the model picks, and the
+    1.5B model picked one (New York) rather than read the file. The first step is then a call on that
+    file: of a tool whose schema lists it, with the path held to the files named; of those, the ones that
+    need nothing else where there are any (reading it: given a search too, the model searched todo.txt for
+    "todo" when asked for its second item). Only before any tool ran for the request, as
+    :func:`names_a_listed_path`.
+    """
+    named = _named_paths(body)
     tools = body.get("tools")
-    messages = body.get("messages")
-    if not isinstance(tools, list) or not isinstance(messages, list):
-        return False
-    found = _request_and_results(messages)
-    if found is None or found[1]:
-        return False
-    listed = _listed_paths(tools)
-    if not listed:
-        return False
-    return any(word.strip(_WORD_EDGES) in listed for word in _WORD.findall(found[0]))
+    if not named or not isinstance(tools, list):
+        return None
+    out: list[dict[str, Any]] = []
+    whole: list[dict[str, Any]] = []  # the tools that need nothing but the named path
+    for tool in tools:
+        held = {
+            name: [v for v in values if v in named]
+            for name, values in _path_properties(tool)
+            if any(v in named for v in values)
+        }
+        if not held:
+            continue
+        function = dict(tool["function"])
+        parameters = dict(function["parameters"])
+        properties = dict(parameters["properties"])
+        for name, values in held.items():
+            properties[name] = {**properties[name], "enum": values}
+        parameters["properties"] = properties
+        function["parameters"] = parameters
+        out.append({**tool, "function": function})
+        required = parameters.get("required")
+        if isinstance(required, list) and all(name in held for name in required):
+            whole.append(out[-1])
+    return whole or out or None
 
 
 def _choice(choice: GateChoice) -> str:
@@ -218,9 +337,12 @@ def gate_messages(body: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     head = f"You are a router. An assistant can answer from its own knowledge, or use these tools:\n{lines}\n"
     out: list[dict[str, Any]] = []
     if not results:
-        out.append({"role": "system", "content": head + _FIRST_RULES})
-        for text, choice in _FIRST_EXAMPLES:
-            out += [{"role": "user", "content": text}, {"role": "assistant", "content": _choice(choice)}]
+        kinds = ", ".join(KINDS)
+        sort = f"You sort requests to an assistant that can answer from its own knowledge, or use these tools:\n{lines}\n"
+        out.append({"role": "system", "content": f"{sort}Say what the request is about: {kinds}."})
+        for text, kind in _FIRST_EXAMPLES:
+            reply = json.dumps({"about": kind})
+            out += [{"role": "user", "content": text}, {"role": "assistant", "content": reply}]
         out.append({"role": "user", "content": request})
         return out
     out.append({"role": "system", "content": head + _LATER_RULES})
@@ -232,10 +354,22 @@ def gate_messages(body: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     return out
 
 
+def gate_schema(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The schema of the gate's reply to :func:`gate_messages` of ``body``: a kind first, a choice later."""
+    messages = body.get("messages")
+    found = _request_and_results(messages) if isinstance(messages, list) else None
+    return GATE_SCHEMA if found is not None and found[1] else KIND_SCHEMA
+
+
 def read_gate(text: str) -> GateChoice | None:
-    """The gate's choice in a reply; ``None`` when the reply holds none."""
+    """The gate's choice in a reply (a choice, or a kind of :data:`KINDS`); ``None`` when it holds neither."""
     value = read_json(text)
-    choice = value.get("choice") if isinstance(value, dict) else None
+    if not isinstance(value, dict):
+        return None
+    kind = value.get("about")
+    if isinstance(kind, str) and kind in KINDS:
+        return KINDS[kind]
+    choice = value.get("choice")
     if choice == "tool":
         return "tool"
     if choice == "answer":
