@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from steadyloop.errors import InvalidInput, RunError
@@ -231,7 +231,6 @@ _ANY = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
 @given(
     st.dictionaries(
         st.sampled_from(

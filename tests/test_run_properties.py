@@ -111,7 +111,6 @@ _SCHEMAS = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
 @given(
     text=st.text(max_size=300)
     | _JSON.map(json.dumps)
@@ -125,13 +124,11 @@ def test_read_structured_answers_or_names_the_problem(text: str, schema: dict[st
         assert str(problem)
 
 
-@settings(max_examples=200, deadline=None)
 @given(value=_JSON)
 def test_any_json_fits_the_empty_schema(value: Any) -> None:
     assert sl.read_structured(json.dumps(value), {}) == value
 
 
-@settings(max_examples=200, deadline=None)
 @given(text=st.text(max_size=300) | _JSON.map(json.dumps))
 def test_a_stored_context_state_is_read_or_refused_typed(text: str) -> None:
     state = sl.ContextState()
@@ -139,7 +136,6 @@ def test_a_stored_context_state_is_read_or_refused_typed(text: str) -> None:
         state.restore(text, [sl.UserMessage(content="a")])
 
 
-@settings(max_examples=200, deadline=None)
 @given(
     kinds=st.lists(st.sampled_from(["user", "assistant"]), min_size=2, max_size=12),
     data=st.data(),

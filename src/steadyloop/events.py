@@ -22,8 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import Field, TypeAdapter
+from pydantic import Field, TypeAdapter, ValidationError
 
+from .errors import InvalidInput
 from .messages import AssistantMessage, Disposition, Message, ToolResultMessage
 from .usage import Usage
 
@@ -493,6 +494,13 @@ def event_to_json(event: Event) -> str:
 
 
 def event_from_json(text: str | bytes) -> Event:
-    """An event back from ``event_to_json``'s output."""
-    result: Event = _EVENT.validate_json(text)
+    """An event back from ``event_to_json``'s output.
+
+    Raises:
+        InvalidInput: the text is not an event (or is one of a type this version does not know).
+    """
+    try:
+        result: Event = _EVENT.validate_json(text)
+    except ValidationError as exc:
+        raise InvalidInput(f"not a steadyloop event: {exc}") from None
     return result

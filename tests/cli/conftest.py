@@ -23,6 +23,10 @@ from typing import Any
 import pytest
 
 CLI = [sys.executable, "-m", "steadyloop.cli"]
+# The most a wait on the command is given. Each wait ends on the event itself (the text appears, the
+# process exits), so this only matters when something is wrong; on two shared cores under a full suite a
+# fresh Python importing the CLI has taken most of the old 15 s before printing anything.
+PATIENCE = 120.0
 
 # Make the pty the child's controlling terminal, so a typed Ctrl-C reaches it as SIGINT like in a shell.
 _LAUNCH = "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); os.execv(sys.argv[1], sys.argv[1:])"
@@ -75,7 +79,7 @@ def scripted(tmp_path: Path) -> Iterator[Callable[[Any], str]]:
     for proc in procs:
         proc.send_signal(signal.SIGINT)
         try:
-            proc.wait(timeout=10)
+            proc.wait(timeout=PATIENCE)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -120,7 +124,7 @@ class Terminal:
         self.output += _ANSI.sub("", self._decoder.decode(data).replace("\r\n", "\n"))
         return True
 
-    def expect(self, pattern: str, timeout: float = 15.0) -> re.Match[str]:
+    def expect(self, pattern: str, timeout: float = PATIENCE) -> re.Match[str]:
         """Wait until ``pattern`` appears in output not yet matched; the output after it is next."""
         deadline = time.monotonic() + timeout
         regex = re.compile(pattern)
@@ -137,7 +141,7 @@ class Terminal:
     def send(self, text: str) -> None:
         os.write(self.fd, text.encode())
 
-    def wait(self, timeout: float = 15.0) -> int:
+    def wait(self, timeout: float = PATIENCE) -> int:
         """The exit code, reading what is left so the child never blocks on a full terminal."""
         deadline = time.monotonic() + timeout
         while self.proc.poll() is None and time.monotonic() < deadline:
@@ -182,7 +186,7 @@ def piped(env: dict[str, str], workdir: Path) -> Callable[..., subprocess.Comple
             text=True,
             env=env,
             cwd=workdir,
-            timeout=60,
+            timeout=PATIENCE,
         )
 
     return run

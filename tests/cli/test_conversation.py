@@ -19,6 +19,8 @@ from steadyloop.context.compaction import SUMMARY_LEAD
 from steadyloop.context.folding import SUMMARY_PROMPT
 from steadyloop.testing import RecordedRequest, Reply, ScriptedServer, stream_of, text_chunks
 
+from .conftest import PATIENCE
+
 PROMPT = "› "
 # A window the chat learns from the server, as from a llama.cpp server's /props.
 WINDOW = {"default_generation_settings": {"n_ctx": 4000}}
@@ -119,7 +121,7 @@ def test_a_kill_mid_prompt_keeps_the_question_in_the_session(
             assert chunk, "the command ended before streaming"
             shown += chunk
         proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
+        proc.wait(timeout=PATIENCE)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -132,7 +134,7 @@ def test_a_kill_mid_prompt_keeps_the_question_in_the_session(
         text=True,
         env=env,
         cwd=workdir,
-        timeout=60,
+        timeout=PATIENCE,
     )
     assert "remember me" in listed.stdout, listed.stdout + listed.stderr
     found = re.search(r"ses_\w+", listed.stdout)
@@ -144,7 +146,7 @@ def test_a_kill_mid_prompt_keeps_the_question_in_the_session(
         text=True,
         env=env,
         cwd=workdir,
-        timeout=60,
+        timeout=PATIENCE,
     )
     lines = [json.loads(line) for line in exported.stdout.splitlines() if line.strip()]
     messages = [line["message"] for line in lines if line["kind"] == "message"]
@@ -173,7 +175,7 @@ def test_json_lines_carry_the_runs_seq_in_order(
         text=True,
         env=env,
         cwd=workdir,
-        timeout=60,
+        timeout=PATIENCE,
         stdin=subprocess.DEVNULL,
     )
     assert done.returncode == 0, done.stderr

@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from steadyloop.cli.markdown import MarkdownStream
@@ -194,21 +194,18 @@ MARKDOWNISH = st.lists(
 ).map("".join)
 
 
-@settings(max_examples=300)
 @given(st.data(), st.text(max_size=200))
 def test_styling_off_the_output_is_the_input_under_any_chunking(data: st.DataObject, text: str) -> None:
     pieces = data.draw(chunkings(text))
     assert render(pieces, on=False) == text
 
 
-@settings(max_examples=300)
 @given(st.data(), MARKDOWNISH)
 def test_styling_on_the_screen_is_the_same_under_any_chunking(data: st.DataObject, text: str) -> None:
     pieces = data.draw(chunkings(text))
     assert screen(render(pieces)) == screen(render([text]))
 
 
-@settings(max_examples=300)
 @given(st.data(), MARKDOWNISH.filter(lambda text: "`" not in text and "~" not in text))
 def test_styling_keeps_every_letter_and_digit(data: st.DataObject, text: str) -> None:
     # Only fence lines (and their info strings) are dropped, so without fences no word is lost.
@@ -217,7 +214,6 @@ def test_styling_keeps_every_letter_and_digit(data: st.DataObject, text: str) ->
     assert letters == [c for c in text if c.isalnum()]
 
 
-@settings(max_examples=300)
 @given(st.data(), MARKDOWNISH.filter(lambda text: "日" not in text and "\t" not in text), st.integers(2, 12))
 def test_a_rewrite_only_follows_raw_text_that_stayed_on_its_row(
     data: st.DataObject, text: str, width: int

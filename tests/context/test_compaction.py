@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from steadyloop.context.compaction import (
@@ -303,7 +303,6 @@ def transcripts(draw: st.DrawFn) -> list[Message]:
     return out
 
 
-@settings(max_examples=300)
 @given(messages=transcripts(), limit=st.integers(1, 20_000), ratio=st.sampled_from([1.5, 3.0, 4.0]))
 def test_every_plan_keeps_the_rules(messages: list[Message], limit: int, ratio: float) -> None:
     assert check_transcript(messages) == messages

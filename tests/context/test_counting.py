@@ -137,7 +137,7 @@ _message = st.fixed_dictionaries(
 )
 
 
-@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=200)
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(messages=st.lists(_message | _json, max_size=6), tools=_json)
 async def test_any_body_counts_to_a_number(tiktoken_cache: Path, messages: list[Any], tools: Any) -> None:
     body = {"messages": messages, "tools": tools}

@@ -274,7 +274,7 @@ def test_stop_terminates_by_recorded_pid(tmp_path: Path) -> None:
         assert (found.port, found.pid, found.model) == (18127, proc.pid, "fake")
         assert found.base_url == "http://127.0.0.1:18127/v1"
         assert stop(18127, home=tmp_path) is True
-        assert proc.wait(timeout=5) is not None
+        assert proc.wait(timeout=60) is not None
         assert not cache.pid_file(18127).exists()
 
 
@@ -285,8 +285,8 @@ def test_stop_kills_what_ignores_sigterm(tmp_path: Path) -> None:
         cache.pid_file(18128).write_text(f"{proc.pid}\n")
         t0 = time.monotonic()
         assert stop(18128, home=tmp_path, grace=0.3) is True
-        assert 0.3 <= time.monotonic() - t0 < 5
-        proc.wait(timeout=5)
+        assert 0.3 <= time.monotonic() - t0 < 60  # the grace, then the kill: not a wait without end
+        proc.wait(timeout=60)
 
 
 # ------------------------------------------------------------------------------------------------- health
@@ -337,7 +337,7 @@ def test_health_waits_through_loading(
     _Health.loading_answers = 3
     events, progress = _recorder()
     port = health_server.server_address[1]
-    wait_healthy(port, sleeper.pid, timeout=10, log_path=tmp_path / "log", progress=progress)
+    wait_healthy(port, sleeper.pid, timeout=60, log_path=tmp_path / "log", progress=progress)
     assert health_server.count == 4  # type: ignore[attr-defined]
     assert ("loading model", None, None) in events
 
@@ -361,8 +361,8 @@ def test_a_crash_during_startup_is_seen_at_once(tmp_path: Path) -> None:
         pid = spawn(["/bin/sh", "-c", "sleep 0.2; echo 'error: model is broken' >&2; exit 3"], log)
         t0 = time.monotonic()
         with pytest.raises(LocalServerError, match="exit code 3") as info:
-            wait_healthy(port, pid, timeout=60, log_path=log)
-    assert time.monotonic() - t0 < 2
+            wait_healthy(port, pid, timeout=3600, log_path=log)
+    assert time.monotonic() - t0 < 120  # seen when it exits, not at the hour's end
     assert "model is broken" in str(info.value) and info.value.log_path == log
 
 

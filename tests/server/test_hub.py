@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from steadyloop.events import AgentEnd, Event, MessageUpdate, Notice
@@ -78,7 +78,6 @@ async def simulate(
     return watched, record, after
 
 
-@settings(max_examples=300, deadline=None)
 @given(
     ops=ops_strategy,
     attach_at=st.integers(0, 45),

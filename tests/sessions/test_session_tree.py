@@ -265,7 +265,6 @@ def test_any_sequence_of_moves_reads_back_as_the_walk_from_the_leaf(
 IDS = st.one_of(st.none(), st.text(max_size=6), st.integers(min_value=-3, max_value=40).map(str))
 
 
-@settings(max_examples=200, deadline=None)
 @given(lines=st.lists(st.tuples(IDS, IDS, st.booleans()), max_size=8), leaf=IDS)
 def test_any_ids_and_parents_in_an_export_read_back_or_are_refused_typed(
     lines: list[tuple[str | None, str | None, bool]], leaf: str | None

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import steadyloop as sl
 from steadyloop.spec import FEATURES, HOOK_EVENTS, SpecError, parse_spec
 
-_SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_SETTINGS = settings(suppress_health_check=[HealthCheck.too_slow])
 
 scalars = (
     st.none()

@@ -6,7 +6,7 @@ import random
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from steadyloop.tools.definition import ResourceClaim, Tool
@@ -183,7 +183,6 @@ _claims: st.SearchStrategy[Claims | None] = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
 @given(
     claims=st.lists(_claims, max_size=9),
     cap=st.integers(0, 4),

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from steadyloop.turn.assembly import StreamAssembler, usage_from
@@ -274,7 +274,6 @@ _batch_chunks = st.sampled_from(
 )
 
 
-@settings(max_examples=300, deadline=None)
 @given(st.lists(_batch_chunks, max_size=14), st.data())
 def test_feeding_a_read_at_once_tells_the_same_text_as_feeding_chunk_by_chunk(
     chunks: list[dict[str, Any]], data: st.DataObject

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import FrozenInstanceError
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from steadyloop.errors import InvalidInput
@@ -150,7 +150,6 @@ def chunked(draw: st.DrawFn) -> tuple[str, list[str]]:
     return text, cut(text, points)
 
 
-@settings(max_examples=400, deadline=None)
 @given(case=chunked(), table=st.sampled_from(sorted(TABLES)), start_in_reasoning=st.booleans())
 def test_any_chunking_gives_the_reference_result(
     case: tuple[str, list[str]], table: str, start_in_reasoning: bool
@@ -159,7 +158,6 @@ def test_any_chunking_gives_the_reference_result(
     check(text, chunks, TABLES[table], start_in_reasoning)
 
 
-@settings(max_examples=200, deadline=None)
 @given(case=chunked(), table=st.sampled_from(sorted(TABLES)))
 def test_only_a_possible_tag_start_is_held_back(case: tuple[str, list[str]], table: str) -> None:
     fences = TABLES[table]
@@ -179,7 +177,6 @@ small_tables = st.lists(
 ).map(tuple)
 
 
-@settings(max_examples=400, deadline=None)
 @given(table=small_tables, data=st.data(), start_in_reasoning=st.booleans())
 def test_any_fence_table_and_chunking_gives_the_reference_result(
     table: tuple[Fence, ...], data: st.DataObject, start_in_reasoning: bool

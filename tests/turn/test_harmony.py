@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from steadyloop.events import Event, Notice
@@ -58,7 +58,6 @@ def test_a_header_never_closed_by_a_message_was_answer_text() -> None:
     assert leak is not None and leak.cleaned == "Hello there"
 
 
-@settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from([*HARMONY_MARKERS, "final", "analysis", " to=x", "text", "<|", "|>", "\n"])))
 def test_total_and_nothing_of_the_framing_left(parts: list[str]) -> None:
     text = "".join(parts)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import pytest
@@ -164,11 +163,13 @@ async def test_cancelling_closes_the_request_at_once() -> None:
         streaming = asyncio.Event()
         task = asyncio.create_task(turn_from(server, idle_timeout=None, on_output=lambda _t: streaming.set()))
         await streaming.wait()
-        started = time.perf_counter()
         task.cancel()
+        # The stream stalls for good and no watchdog runs: only the cancellation reaching the request ends
+        # the task. The bound tells that from a hang, on however loaded a machine.
+        done, _ = await asyncio.wait({task}, timeout=60)
+        assert done == {task}, "the cancellation did not reach the request"
         with pytest.raises(asyncio.CancelledError):
             await task
-        assert time.perf_counter() - started < 1.0
 
 
 async def test_tool_calls_split_into_many_fragments() -> None:

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import steadyloop as sl
@@ -282,7 +282,6 @@ _event_types = st.sampled_from(
 )
 
 
-@settings(max_examples=300, deadline=None)
 @given(
     st.lists(
         st.fixed_dictionaries(
@@ -302,7 +301,6 @@ def test_any_event_sequence_reads_without_surprises(events: list[dict[str, Any]]
     reader.chat_usage()
 
 
-@settings(max_examples=300, deadline=None)
 @given(
     st.dictionaries(
         st.sampled_from(

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from steadyloop.errors import EndpointError, ModelRefusal
@@ -243,7 +243,6 @@ _chunk = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=300, deadline=None)
 @given(st.lists(_chunk | _json, max_size=8))
 def test_any_chunk_sequence_reads_without_surprises(chunks: list[Any]) -> None:
     reader = GeminiChunks()
@@ -255,7 +254,6 @@ def test_any_chunk_sequence_reads_without_surprises(chunks: list[Any]) -> None:
     reader.chat_usage()
 
 
-@settings(max_examples=300, deadline=None)
 @given(
     st.dictionaries(
         st.sampled_from(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from steadyloop.wire import json_codec
@@ -94,7 +94,6 @@ _pieces = st.sampled_from(
 )
 
 
-@settings(max_examples=400, deadline=None)
 @given(st.lists(_pieces, max_size=12), st.data())
 def test_every_chunking_decodes_like_the_reference(blocks: list[bytes], data: st.DataObject) -> None:
     stream = b"".join(blocks)
