@@ -55,7 +55,7 @@ def test_a_value_that_is_no_beta_name_is_refused(bad: Any) -> None:
         anthropic_request({"model": "claude-sonnet-4-5", "messages": [], "anthropic_beta": bad})
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(
     st.one_of(
         st.text(max_size=40),

@@ -133,7 +133,7 @@ _error_body = st.fixed_dictionaries(
 _recorded = st.sampled_from([row["body"] for row in ROWS if row["body"]])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(
     st.lists(
         _recorded
@@ -191,7 +191,7 @@ def _build(kind: type[Exception], message: str) -> Exception:
     return kind(message)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(_exceptions, st.text(max_size=200))
 def test_whatever_the_http_client_raises_is_a_typed_endpoint_error(
     kind: type[Exception], message: str
