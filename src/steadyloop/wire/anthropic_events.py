@@ -8,13 +8,13 @@ input in the pieces it came in. Usage is counted the way chat completions counts
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import EndpointRefused, EndpointUnreadable, ModelRefusal
+from ..errors import EndpointRefused, ModelRefusal
 from ..messages import SignedThinking
 from .anthropic_shape import arguments_of
+from .call_arguments import arguments_text
 from .failures import classify_failure
 from .openai_chat import DONE, error_for_failure
 
@@ -209,16 +209,10 @@ class AnthropicEvents:
         self.content.append(block)
         return out
 
-    def _written(self, given: Mapping[str, Any]) -> str:
-        try:
-            return json.dumps(given, ensure_ascii=False)
-        except (TypeError, ValueError, RecursionError) as exc:
-            # Not from JSON as the API sends it (a key that is no string, nesting past the stack).
-            raise EndpointUnreadable(
-                f"in the stream: a tool_use block's input cannot be written as JSON ({type(exc).__name__})",
-                endpoint=self.endpoint,
-                model=self.model,
-            ) from None
+    def _written(self, arguments: Any) -> str:
+        return arguments_text(
+            arguments, what="a tool_use block's input", endpoint=self.endpoint, model=self.model
+        )
 
     def _add_usage(self, usage: Mapping[str, Any]) -> None:
         # message_delta counts are this message's totals so far, so they replace rather than add. With

@@ -21,6 +21,7 @@ from typing import Any
 from ..errors import EndpointRefused, EndpointUnreadable, ModelRefusal
 from ..messages import SignedThinking
 from ..tools.schema_compat import sanitize_schema
+from .call_arguments import arguments_text
 from .failures import classify_failure
 from .openai_chat import error_for_failure
 
@@ -461,15 +462,9 @@ class GeminiChunks:
         return out
 
     def _written(self, arguments: Any) -> str:
-        try:
-            return json.dumps(arguments, ensure_ascii=False)
-        except (TypeError, ValueError, RecursionError) as exc:
-            # Not from JSON as the API sends it (a key that is no string, nesting past the stack).
-            raise EndpointUnreadable(
-                f"in the stream: a functionCall's args cannot be written as JSON ({type(exc).__name__})",
-                endpoint=self.endpoint,
-                model=self.model,
-            ) from None
+        return arguments_text(
+            arguments, what="a functionCall's args", endpoint=self.endpoint, model=self.model
+        )
 
     def chat_usage(self) -> dict[str, Any]:
         """The last usage reported, in the chat-completions spelling."""
