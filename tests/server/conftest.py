@@ -56,6 +56,17 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+async def until_started(process: asyncio.subprocess.Process) -> None:
+    """Read a ``steadyloop serve`` child's log until its app has started; its log so far if it never does."""
+    assert process.stderr is not None
+    seen: list[str] = []
+    while line := (await asyncio.wait_for(process.stderr.readline(), 120)).decode():
+        seen.append(line)
+        if "Application startup complete" in line:
+            return
+    raise AssertionError("the server did not start:\n" + "".join(seen))
+
+
 class LiveServer:
     """The app served by uvicorn on a loopback port, for as long as the context lasts."""
 

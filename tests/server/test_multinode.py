@@ -22,7 +22,7 @@ from steadyloop.testing.chunks import text_chunks, tool_call_chunks, usage_chunk
 from steadyloop.testing.replies import Reply, ScriptedReply
 from steadyloop.testing.server import RecordedRequest, ScriptedServer
 
-from .conftest import LiveServer, Sse, free_port, read_sse
+from .conftest import LiveServer, Sse, free_port, read_sse, until_started
 
 SESSIONS = int(os.environ.get("STEADYLOOP_MULTINODE_SESSIONS", "50"))
 
@@ -57,15 +57,11 @@ async def start_node(
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "STEADYLOOP_SERVER_TOKENS": ""},
     )  # fmt: skip
+    await until_started(process)
     assert process.stderr is not None
-    seen: list[str] = []
-    while line := (await asyncio.wait_for(process.stderr.readline(), 120)).decode():
-        seen.append(line)
-        if "Application startup complete" in line:
-            # Read on, so the node never blocks writing its log into a full pipe.
-            DRAINS.append(asyncio.create_task(drain(process.stderr)))
-            return process
-    raise AssertionError("the node did not start:\n" + "".join(seen))
+    # Read on, so the node never blocks writing its log into a full pipe.
+    DRAINS.append(asyncio.create_task(drain(process.stderr)))
+    return process
 
 
 async def watch(http: httpx.AsyncClient, sid: str, after: int, follow: str) -> list[Sse]:

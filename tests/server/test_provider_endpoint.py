@@ -19,7 +19,7 @@ import steadyloop as sl
 from steadyloop.server import ServerSettings
 from steadyloop.testing import Reply, ScriptedServer, stream_of
 
-from .conftest import LiveServer, free_port, read_sse
+from .conftest import LiveServer, free_port, read_sse, until_started
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -127,15 +127,8 @@ async def test_steadyloop_serve_takes_the_chain_from_its_agent_document(tmp_path
             stderr=asyncio.subprocess.PIPE,
             env=env,
         )
-        assert process.stderr is not None
         try:
-            seen: list[str] = []
-            while line := (await asyncio.wait_for(process.stderr.readline(), 120)).decode():
-                seen.append(line)
-                if "Application startup complete" in line:
-                    break
-            else:
-                raise AssertionError("the server did not start:\n" + "".join(seen))
+            await until_started(process)
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
                 answer, kinds, hop = await _answer_and_events(http)
         finally:

@@ -15,7 +15,7 @@ from steadyloop import messages_from_json
 from steadyloop.sessions import SQLiteSessionStore, is_balanced
 from steadyloop.testing import Reply, ScriptedServer, stream_of
 
-from .conftest import free_port, read_sse, wait_for_event
+from .conftest import free_port, read_sse, until_started, wait_for_event
 
 
 async def start_server(model_url: str, store: Path, workdir: Path, port: int) -> asyncio.subprocess.Process:
@@ -38,13 +38,8 @@ async def start_server(model_url: str, store: Path, workdir: Path, port: int) ->
         stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "STEADYLOOP_SERVER_TOKENS": ""},
     )
-    assert process.stderr is not None
-    seen: list[str] = []
-    while line := (await asyncio.wait_for(process.stderr.readline(), 120)).decode():
-        seen.append(line)
-        if "Application startup complete" in line:
-            return process
-    raise AssertionError("the server did not start:\n" + "".join(seen))
+    await until_started(process)
+    return process
 
 
 async def test_a_server_killed_mid_run_lists_every_session_balanced_with_the_run_marked_interrupted(

@@ -16,7 +16,7 @@ import pytest
 from steadyloop.cli.app import build_parser
 from steadyloop.testing import Reply, ScriptedServer, stream_of
 
-from .conftest import free_port
+from .conftest import free_port, until_started
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -52,15 +52,8 @@ async def test_a_served_run_streams_through_the_transport_asked_for(
             stderr=asyncio.subprocess.PIPE,
             env={**os.environ, "STEADYLOOP_SERVER_TOKENS": ""},
         )
-        assert process.stderr is not None
         try:
-            seen: list[str] = []
-            while line := (await asyncio.wait_for(process.stderr.readline(), 120)).decode():
-                seen.append(line)
-                if "Application startup complete" in line:
-                    break
-            else:
-                raise AssertionError("the server did not start:\n" + "".join(seen))
+            await until_started(process)
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
                 session = (await http.post("/sessions", json={})).json()["id"]
                 answer = await http.post(f"/sessions/{session}/messages", json={"text": "hi"})
