@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 from pydantic import Field, TypeAdapter, ValidationError
 
 from .errors import InvalidInput
-from .messages import AssistantMessage, Disposition, Message, ToolResultMessage
+from .messages import AssistantMessage, Disposition, Message, ToolResultMessage, refuse_non_finite
 from .usage import Usage
 
 __all__ = [
@@ -503,4 +503,5 @@ def event_from_json(text: str | bytes) -> Event:
         result: Event = _EVENT.validate_json(text)
     except ValidationError as exc:
         raise InvalidInput(f"not a steadyloop event: {exc}") from None
+    refuse_non_finite(text, "event")
     return result

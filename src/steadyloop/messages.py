@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import Field, TypeAdapter, ValidationError
+from pydantic_core import from_json
 
 from .errors import InvalidInput
 from .usage import Usage
@@ -235,6 +236,23 @@ _MESSAGE = TypeAdapter[Any](Message)
 _MESSAGES = TypeAdapter[Any](list[Message])
 
 
+def refuse_non_finite(text: str | bytes, what: str) -> None:
+    """Raise ``InvalidInput`` when ``text`` holds NaN or Infinity outside a string.
+
+    They are not JSON, and the writers put ``null`` in their place, so a value read with them would not
+    come back from its own JSON. The full check runs only when the words occur at all.
+    """
+    if isinstance(text, str):
+        if "NaN" not in text and "Infinity" not in text:
+            return
+    elif b"NaN" not in text and b"Infinity" not in text:
+        return
+    try:
+        from_json(text, allow_inf_nan=False)
+    except ValueError as exc:
+        raise InvalidInput(f"not a steadyloop {what}: {exc}") from None
+
+
 def message_to_json(message: Message) -> str:
     """The message as JSON text, with its ``role`` as the discriminator."""
     return _MESSAGE.dump_json(message).decode()
@@ -250,6 +268,7 @@ def message_from_json(text: str | bytes) -> Message:
         result: Message = _MESSAGE.validate_json(text)
     except ValidationError as exc:
         raise InvalidInput(f"not a steadyloop message: {exc}") from None
+    refuse_non_finite(text, "message")
     return result
 
 
@@ -268,6 +287,7 @@ def messages_from_json(text: str | bytes) -> list[Message]:
         result: list[Message] = _MESSAGES.validate_json(text)
     except ValidationError as exc:
         raise InvalidInput(f"not a steadyloop transcript: {exc}") from None
+    refuse_non_finite(text, "transcript")
     return result
 
 

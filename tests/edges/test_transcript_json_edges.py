@@ -205,3 +205,21 @@ def test_reading_an_agent_file_takes_linear_time() -> None:
         assert sl.parse_spec_text(notes + SPEC_TOML + prompts).spec.name == "reader"
 
     assert growth(read, 2_000) < LINEAR_BOUND
+
+
+@pytest.mark.parametrize("number", ["Infinity", "-Infinity", "NaN"])
+def test_a_number_json_has_no_words_for_is_refused_not_written_back_as_null(number: str) -> None:
+    # Read as a float, it was written back as null: the transcript did not come back from its own JSON.
+    call = '{"id": "c1", "name": "weather", "arguments": {"city": ' + number + "}}"
+    message = '{"role": "assistant", "content": "checking", "tool_calls": [' + call + "]}"
+    event = '{"type": "message_end", "message": ' + message + "}"
+    for read, text in [
+        (sl.message_from_json, message),
+        (sl.messages_from_json, "[" + message + "]"),
+        (sl.event_from_json, event),
+    ]:
+        with pytest.raises(sl.InvalidInput):
+            read(text)
+    # The words inside a string are text like any other.
+    said = sl.message_from_json('{"role": "user", "content": "' + number + ' is a word here"}')
+    assert sl.message_from_json(sl.message_to_json(said)) == said
