@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.server
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -491,6 +493,19 @@ def test_real_llama_server_starts_and_stops() -> None:
         with urllib.request.urlopen(f"{server.base_url}/models", timeout=10) as r:
             assert json.load(r)["data"][0]["id"] == "qwen2.5-coder-0.5b-instruct"
     assert not Cache(cfg.home).pid_file(server.port).exists()
+    # stop() signals and waits its grace, then SIGKILL and 5 s more; on a loaded machine the killed server
+    # was once still tearing down when it returned (a fresh-clone CI run): wait on the exit itself.
+    try:
+        exited = os.pidfd_open(server.pid)
+    except ProcessLookupError:
+        pass
+    else:
+        try:
+            assert select.select([exited], [], [], 120)[0], "the stopped server did not exit"
+        finally:
+            os.close(exited)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(server.pid, os.WNOHANG)  # ours to reap
     with pytest.raises(ProcessLookupError):
         os.kill(server.pid, 0)  # signal 0 only asks whether the pid exists
 
