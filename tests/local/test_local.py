@@ -33,7 +33,7 @@ from steadyloop.local import (
     stop,
 )
 from steadyloop.local.__main__ import main
-from steadyloop.local._process import spawn, wait_healthy
+from steadyloop.local._process import spawn, terminate, wait_healthy
 from steadyloop.local.build import parse_build_step
 from steadyloop.local.config import Cache, cpu_key
 from steadyloop.local.models import MODELS, ModelSpec, WheelPart, fetch_model, model_path
@@ -289,6 +289,13 @@ def test_stop_kills_what_ignores_sigterm(tmp_path: Path) -> None:
         assert stop(18128, home=tmp_path, grace=0.3) is True
         assert 0.3 <= time.monotonic() - t0 < 60  # the grace, then the kill: not a wait without end
         proc.wait(timeout=60)
+
+
+def test_terminate_returns_only_once_the_process_is_gone() -> None:
+    with _fake_server_process(18129, ignore_term=True) as proc:
+        assert terminate(proc.pid, grace=0.2) is True
+        # Gone already, not merely signalled: the exit status is there to collect without waiting.
+        assert proc.poll() is not None
 
 
 # ------------------------------------------------------------------------------------------------- health

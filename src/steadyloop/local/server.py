@@ -24,7 +24,17 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import InvalidInput
-from ._process import cmdline, health, read_pid, serves_port, spawn, terminate, wait_healthy, write_pid
+from ._process import (
+    KILL_WAIT,
+    cmdline,
+    health,
+    read_pid,
+    serves_port,
+    spawn,
+    terminate,
+    wait_healthy,
+    write_pid,
+)
 from .build import ensure_binary, ensure_xllamacpp
 from .config import (
     CLI_STARTED_BY,
@@ -387,19 +397,28 @@ def _launch(
 def stop(port: int, home: Path | None = None, *, grace: float = 5.0) -> bool:
     """Stop the server recorded for ``port``: SIGTERM, up to ``grace`` seconds, then SIGKILL.
 
-    The pid file and sidecar are removed in every case; the server's reaper sees it go and exits by itself.
-    A recorded PID that no longer serves that port (the server died and the PID was reused) is not signalled.
+    Returns once the process is gone. The pid file and sidecar are then removed; the server's reaper sees it
+    go and exits by itself. A recorded PID that no longer serves that port (the server died and the PID was
+    reused) is not signalled, and its records are removed.
 
     Returns:
         Whether a running server was stopped.
+
+    Raises:
+        LocalServerError: the process was still there a minute after SIGKILL (its records are kept).
     """
     cache = Cache(home or default_home())
     pid_file = cache.pid_file(port)
     pid = read_pid(pid_file)
     stopped = False
     if pid is not None and serves_port(pid, port):
-        terminate(pid, grace)
+        gone = terminate(pid, grace)
         stopped = True
+        if not gone:  # records kept: they are how a later stop or status finds the process
+            raise LocalServerError(
+                f"the local server on port {port} (pid {pid}) was sent SIGKILL but had not exited "
+                f"{KILL_WAIT:.0f} s later; it may be stuck in the kernel (see /proc/{pid}/status)"
+            )
     pid_file.unlink(missing_ok=True)
     cache.sidecar(port).unlink(missing_ok=True)
     return stopped
