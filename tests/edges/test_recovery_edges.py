@@ -24,37 +24,9 @@ SAMPLES = json.loads((Path(__file__).parent.parent / "data" / "tool_call_samples
 ]
 TEXTS = [s["text"] for s in SAMPLES]
 NAMES = sorted({name for s in SAMPLES for name in s["tool_names"]})
-MARKERS = [
-    "<tool_call>",
-    "</tool_call>",
-    "<function=get_weather>",
-    "<parameter=city>",
-    "</parameter>",
-    "</function>",
-    "[TOOL_CALLS]",
-    "[ARGS]",
-    "[CALL_ID]",
-    "<|python_tag|>",
-    "<|python_start|>",
-    "<|python_end|>",
-    "<|channel|>",
-    "<|message|>",
-    "<|start|>assistant",
-    "<|constrain|>",
-    "<|call|>",
-    " to=functions.get_weather ",
-    "<|function_call|>",
-    "<|content_invoke_tool_json|>",
-    "<|message_model|>",
-    "<|eom_id|>",
-    "<TOOLCALL>",
-    "```json\n",
-    "Action:",
-    "<think>",
-    "</think>",
-    '{"name": "get_weather", "arguments": ',
-    "[get_weather(city='x')",
-]
+MARKERS: list[str] = json.loads(
+    (Path(__file__).parent.parent / "data" / "tool_call_markers.json").read_text()
+)["markers"]
 ARGUMENTS = [
     '{"city": "Paris", "days": 3}',
     "{'city': 'Paris', 'days': 3,}",

@@ -331,52 +331,10 @@ def test_at_most_a_bounded_number_of_blocks_is_read() -> None:
     assert len(result.calls) == MAX_BLOCKS
 
 
+# The shared marker spellings, and the single characters that most often break a parse when spliced in.
 _MARKS = st.sampled_from(
-    [
-        "<tool_call>",
-        "</tool_call>",
-        "<function=get_weather>",
-        "<parameter=city>",
-        "</parameter>",
-        "</function>",
-        "[TOOL_CALLS]",
-        "[ARGS]",
-        "[CALL_ID]",
-        "<|python_tag|>",
-        "<|python_start|>",
-        "<|python_end|>",
-        "<|channel|>",
-        "<|message|>",
-        "<|start|>assistant",
-        "<|constrain|>",
-        "<|call|>",
-        "<|end|>",
-        " to=functions.get_weather ",
-        " to=assistant ",
-        "analysis",
-        "<|function_call|>",
-        "function call<|role_sep|>",
-        "<|content_invoke_tool_json|>",
-        "<response>",
-        "</response>",
-        "<TOOLCALL>",
-        "```json\n",
-        "```",
-        "Action:",
-        "</think>",
-        '{"name": "get_weather", "arguments": {"city": "P"}}',
-        '{"name": "search", "arguments": ',
-        "{'name': 'search', 'parameters': {'q': 'x',}}",
-        "[get_weather(city='x')]",
-        "[",
-        "{",
-        "]",
-        "}",
-        '"',
-        "'",
-        ",",
-        ";",
-    ]
+    json.loads((Path(__file__).parent.parent / "data" / "tool_call_markers.json").read_text())["markers"]
+    + ["[", "{", "]", "}", '"', "'", ",", ";"]
 )
 
 
