@@ -278,8 +278,8 @@ class AnthropicCounter:
 
 
 class GeminiCounter:
-    """Gemini's own count of a request (``POST models/{model}:countTokens`` with the whole request as
-    ``generateContentRequest``): system instruction and tools included, for one round trip.
+    """Gemini's own count of a request (``POST models/{model}:countTokens``, in the body the Gemini API
+    or Vertex AI takes: ``gemini_count_body``): system instruction and tools included, for one round trip.
 
     Args:
         endpoint: an ``api="gemini"`` endpoint.
@@ -297,13 +297,12 @@ class GeminiCounter:
     async def count(self, body: Mapping[str, Any]) -> int:
         import httpx2
 
-        from ..wire.gemini_content import gemini_auth, gemini_body, gemini_url
+        from ..wire.gemini_content import gemini_auth, gemini_count_body, gemini_url
         from ..wire.gemini_shape import gemini_request
         from ..wire.rest import lease_http
 
         model, contents, config = gemini_request({**body, "model": self.model or body.get("model")})
-        name = model if model.startswith(("models/", "tunedModels/")) else f"models/{model}"
-        request = {"generateContentRequest": {"model": name, **gemini_body(contents, config)}}
+        request = gemini_count_body(self.endpoint.base_url, model, contents, config)
         try:
             payload = json.dumps(request, separators=(",", ":"), allow_nan=False).encode()
         except (ValueError, TypeError, RecursionError) as exc:  # NaN, a foreign type, a cycle, too deep
