@@ -270,12 +270,8 @@ def _gemini() -> Double:
         rate_limited=error_reply("gemini", 4),
         retry_after=26.0,
         overloaded=error_reply("gemini", 5),
-        overloaded_in_stream=gemini_stream(
-            [
-                {"candidates": [{"content": {"role": "model", "parts": [{"text": "Hel"}]}, "index": 0}]},
-                json.loads(_errors("gemini")[4]["body"]),
-            ]
-        ),
+        # Gemini's 503 UNAVAILABLE body as an event of a stream that showed nothing yet.
+        overloaded_in_stream=gemini_stream([json.loads(_errors("gemini")[4]["body"])]),
         refusal=gemini_stream(gemini_chunks(safety)),
         signature=signature,
         plain_raw=(d / "01-text.sse").read_bytes(),

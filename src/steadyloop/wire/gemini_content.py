@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from ..errors import EndpointError
 from .endpoints import NO_KEY
 from .gemini_shape import GeminiChunks, gemini_request
 from .interceptors import Interceptors, ResponseInfo, observe
@@ -214,10 +215,21 @@ class _GeminiStream:
                 if payloads:
                     self._events += len(payloads)
                     batch: list[Any] = []
+                    failure: EndpointError | None = None
                     for payload in payloads:
-                        batch.extend(reader.feed(payload))
+                        try:
+                            batch.extend(reader.feed(payload))
+                        except EndpointError as error:
+                            # What came before the error in the same read is shown before it fails the
+                            # turn: else whether it was shown (and so whether a chain may hop) would
+                            # depend on how the bytes were cut into reads.
+                            failure = error
+                            break
                     # Empty when every chunk was usage alone: it still says the stream is alive.
-                    yield batch
+                    if batch or failure is None:
+                        yield batch
+                    if failure is not None:
+                        raise failure
                 if data is None:
                     # Bare JSON outside any event (an error written into a 200 without SSE framing):
                     # read once the body is whole, since it spans lines.
