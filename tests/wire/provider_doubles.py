@@ -77,6 +77,31 @@ class Double:
     signature: str | None  # what the thinking call signed, to be replayed byte for byte
     plain_raw: bytes | None  # a plain answer's raw body, for stalls and cuts
 
+    def say(self, text: str) -> ScriptedReply:
+        """A plain answer saying ``text``, in this wire's own stream."""
+        if self.api == "anthropic":
+            message = {
+                "model": self.model,
+                "content": [{"type": "text", "text": text}],
+                "stop_reason": "end_turn",
+                "usage": {"input_tokens": 20, "output_tokens": 9},
+            }
+            return anthropic_stream(anthropic_events(message))
+        if self.api == "gemini":
+            response = {
+                "candidates": [
+                    {
+                        "content": {"role": "model", "parts": [{"text": text}]},
+                        "finishReason": "STOP",
+                        "index": 0,
+                    }
+                ],
+                "usageMetadata": {"promptTokenCount": 20, "candidatesTokenCount": 9, "totalTokenCount": 29},
+                "modelVersion": self.model,
+            }
+            return gemini_stream(gemini_chunks(response))
+        return Reply.stream(stream_of(text))
+
     def plain_with(self, **faults: Any) -> ScriptedReply:
         if self.plain_raw is None:
             return Reply.stream(stream_of("Hello there, friend."), **faults)
@@ -188,7 +213,23 @@ def _openai() -> Double:
         rate_limited=Reply.json(rate, status=429, headers={"retry-after": "8"}),
         retry_after=8.0,
         overloaded=Reply.json(busy, status=503),
-        overloaded_in_stream=None,
+        # An error after the stream began, as an OpenAI-compatible router sends one: a chunk carrying
+        # ``error`` and finish_reason "error" (OpenRouter's documented shape, openrouter.ai/docs/api/errors
+        # and "Handling Errors During Streaming" in its streaming reference).
+        overloaded_in_stream=Reply.stream(
+            [
+                opener_chunk(),
+                {
+                    "id": "cmpl-abc123",
+                    "object": "chat.completion.chunk",
+                    "created": 1234567890,
+                    "model": "gpt-4o",
+                    "provider": "openai",
+                    "error": {"code": "server_error", "message": "Provider disconnected unexpectedly"},
+                    "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}],
+                },
+            ]
+        ),
         # OpenAI's chat-completions refusal: the words in ``delta.refusal``, no content.
         refusal=Reply.stream(
             [
@@ -229,12 +270,8 @@ def _gemini() -> Double:
         rate_limited=error_reply("gemini", 4),
         retry_after=26.0,
         overloaded=error_reply("gemini", 5),
-        overloaded_in_stream=gemini_stream(
-            [
-                {"candidates": [{"content": {"role": "model", "parts": [{"text": "Hel"}]}, "index": 0}]},
-                json.loads(_errors("gemini")[4]["body"]),
-            ]
-        ),
+        # Gemini's 503 UNAVAILABLE body as an event of a stream that showed nothing yet.
+        overloaded_in_stream=gemini_stream([json.loads(_errors("gemini")[4]["body"])]),
         refusal=gemini_stream(gemini_chunks(safety)),
         signature=signature,
         plain_raw=(d / "01-text.sse").read_bytes(),

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import steadyloop as sl
 from steadyloop.errors import EndpointError, ModelRefusal
+from steadyloop.events import UsageReport
 from steadyloop.testing.provider_streams import anthropic_events, anthropic_stream, sse_reply
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.turn.run import run_turn
@@ -113,6 +114,34 @@ async def test_cache_reads_and_writes_reach_usage() -> None:
     assert hit.usage.cached_tokens == 55096
     assert hit.usage.cache_write_tokens == 0
     assert hit.usage.prompt_tokens == 100 + 55096 + 181
+
+
+async def test_an_agents_usage_events_show_cache_writes_then_reads() -> None:
+    # The first request writes the prefix to the cache; the second reads it: the run's UsageReport events
+    # carry both, per request and in the totals.
+    @sl.tool
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        return f"value of {key}"
+
+    block = {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"key": "k1"}}
+    replies = [
+        anthropic_stream(anthropic_events(message([block], "tool_use", cache_creation_input_tokens=1500))),
+        anthropic_stream(
+            anthropic_events(
+                message([{"type": "text", "text": "k1 found"}], "end_turn", cache_read_input_tokens=1500)
+            )
+        ),
+    ]
+    async with ScriptedServer(*replies) as server:
+        agent = sl.Agent(endpoint(server), "claude-sonnet-4-5", system="You look things up.", tools=[lookup])
+        reports: list[UsageReport] = []
+        agent.subscribe(lambda e: reports.append(e) if isinstance(e, UsageReport) else None)
+        await agent.prompt("Look up k1.")
+    first, second = (r.turn for r in reports)
+    assert (first.cache_write_tokens, first.cached_tokens) == (1500, 0)
+    assert (second.cache_write_tokens, second.cached_tokens) == (0, 1500)
+    assert (reports[-1].totals.cache_write_tokens, reports[-1].totals.cached_tokens) == (1500, 1500)
 
 
 async def test_redacted_thinking_is_kept_and_replayed_unchanged() -> None:

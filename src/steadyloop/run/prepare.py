@@ -21,7 +21,7 @@ from ..context.counting import measure_before_sending, measured
 from ..context.integrity import check_transcript
 from ..context.tokens import reply_ceiling, request_tokens
 from ..errors import ModelCallDenied
-from ..events import HookDenied
+from ..events import HookDenied, Notice
 from ..messages import Message
 from ..request_body import ModelParams, ToolBlock, build_body, order_tools
 from ..tools.batch import HookDecision
@@ -147,7 +147,12 @@ async def prepare_request(run: RunState) -> Request:
         if not measured(endpoint, config.params.model):
             caps = capabilities_for(endpoint)
             planned = request(caps, caps.model(config.params.model))
-            await measure_before_sending(endpoint, config.params.model, planned)
+            await measure_before_sending(
+                endpoint,
+                config.params.model,
+                planned,
+                on_notice=lambda text: run.events.emit(Notice(text=text, name="tokenizer", step=step)),
+            )
         ratio = chars_per_token_for(endpoint, config.params.model)
         folded = await keeper.before_request(
             request.view, request.index, used=_used(run, request, ratio), chars_per_token=ratio, step=step

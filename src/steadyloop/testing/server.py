@@ -118,7 +118,8 @@ class ScriptedServer:
         health: served by ``GET /health`` and ``/v1/health``; None answers 404.
         count_tokens: served by ``POST /v1/messages/count_tokens`` (Anthropic's count), e.g.
             ``{"input_tokens": 1234}``, and by Gemini's ``POST /v1beta/models/{model}:countTokens``
-            (``{"totalTokens": 1234}``); None (the default) answers 404.
+            (``{"totalTokens": 1234}``; Vertex AI's publisher path too); None (the default) answers 404.
+            A function of the ``RecordedRequest`` answers each count by what it asks.
         requests: every request received, in order (the script's own and the metadata ones).
         disconnects: replies that ended because the client went away while the server was waiting
             (a stall, a delay): what a client that closes a stream early should cause.
@@ -143,7 +144,7 @@ class ScriptedServer:
         self.models = models
         self.props = props
         self.health = health
-        self.count_tokens: Document = None
+        self.count_tokens: Document | Callable[[RecordedRequest], Document] = None
         self.requests: list[RecordedRequest] = []
         self.disconnects = 0
         self._chat_count = 0
@@ -282,7 +283,10 @@ class ScriptedServer:
         if method == "GET" and path in ("/health", "/v1/health"):  # llama.cpp serves both
             return _static(self.health)
         if method == "POST" and (path == "/v1/messages/count_tokens" or _is_gemini_count(path)):
-            return _static(self.count_tokens)
+            count = self.count_tokens
+            if callable(count):  # a responder: it reads the request, as a real count checks its shape
+                return _static(count(request))
+            return _static(count)
         if method == "GET" and path.startswith(("/v1/models/", _GEMINI_MODELS)):
             return self._model(path)
         if method == "GET" and path == _GEMINI_MODELS.rstrip("/"):
@@ -397,7 +401,9 @@ def _gemini_entry(model: str | Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _is_gemini_count(path: str) -> bool:
-    return path.startswith(_GEMINI_MODELS) and path.endswith(":countTokens")
+    return (path.startswith(_GEMINI_MODELS) or _VERTEX_MODELS.match(path) is not None) and path.endswith(
+        ":countTokens"
+    )
 
 
 def _static(value: Document) -> ScriptedReply:

@@ -135,6 +135,7 @@ class StreamAssembler:
                         and type(choices) is list
                         and not chunk.get("usage")
                         and "timings" not in chunk
+                        and "error" not in chunk
                     ):
                         choice = choices[0]
                         delta = choice.get("delta") if type(choice) is dict else None
@@ -166,6 +167,11 @@ class StreamAssembler:
         if not isinstance(chunk, Mapping):
             self._skip("events that are not JSON objects")
             return
+        if chunk.get("error"):
+            # An error inside the stream, with or without choices: a router sends it as a chunk whose
+            # choice finishes with "error" and an empty delta, which read as a chunk is a blank reply.
+            self.error = chunk
+            return
         choices = chunk.get("choices")
         if choices is not None and not isinstance(choices, list):
             self._skip("choices that are not a list")
@@ -179,8 +185,6 @@ class StreamAssembler:
             # llama.cpp puts timings on the finish chunk when usage is not asked for.
             if "timings" in chunk:
                 self._take_timings(chunk["timings"])
-        elif chunk.get("error"):
-            self.error = chunk
         usage = chunk.get("usage")
         if usage:
             if isinstance(usage, Mapping):

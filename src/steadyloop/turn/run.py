@@ -220,7 +220,14 @@ async def run_turn(
     chars = body_chars(asked)
     has_image = body_has_image(asked)
     # Before the endpoint has reported a count, the model's tokenizer (where there is one) calibrates.
-    await measure_before_sending(endpoint, name, asked)
+    await measure_before_sending(
+        endpoint,
+        name,
+        asked,
+        on_notice=None
+        if on_event is None
+        else lambda text: on_event(Notice(text=text, name="tokenizer", step=step)),
+    )
     if context_limit:
         need = request_tokens(asked, chars_per_token=chars_per_token_for(endpoint, name or ""))
         if need > context_limit:

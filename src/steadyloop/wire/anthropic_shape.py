@@ -23,8 +23,10 @@ from .._nesting import too_deep
 from ..errors import InvalidInput
 from ..messages import SignedThinking
 
-__all__ = ["anthropic_betas", "anthropic_request", "arguments_of", "claude_generation"]
+__all__ = ["ANTHROPIC_SETTINGS", "anthropic_betas", "anthropic_request", "arguments_of", "claude_generation"]
 
+#: Request fields only the Anthropic wire reads: the beta features sent in the ``anthropic-beta`` header.
+ANTHROPIC_SETTINGS: frozenset[str] = frozenset({"anthropic_beta"})
 #: The reply ceiling when the caller set none: Messages requires one.
 DEFAULT_MAX_TOKENS = 8192
 #: Anthropic's smallest thinking budget.
@@ -147,7 +149,8 @@ def anthropic_betas(value: Any) -> list[str]:
     """The beta features a request's ``anthropic_beta`` field names (one name or a list), each once.
 
     They go out in the ``anthropic-beta`` header; put them in ``ModelParams.extra_body`` (``model.extra_body``
-    in an agent document) to ask for a beta on an Anthropic endpoint.
+    in an agent document) to ask for a beta on an Anthropic endpoint. The other wires of a failover chain
+    are never sent it.
 
     Raises:
         InvalidInput: the value is not a name or a list of names (letters, digits, ``.``, ``_``, ``-``).

@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from ..errors import EndpointError
 from .endpoints import NO_KEY
 from .gemini_shape import GeminiChunks, gemini_request
 from .interceptors import Interceptors, ResponseInfo, observe
@@ -38,12 +39,14 @@ if TYPE_CHECKING:
 
     from .endpoints import Endpoint
 
-__all__ = ["GeminiProvider", "gemini_auth", "gemini_body", "gemini_url", "is_vertex"]
+__all__ = ["GeminiProvider", "gemini_auth", "gemini_body", "gemini_count_body", "gemini_url", "is_vertex"]
 
 _VERSION_SUFFIX = re.compile(r"/(v\d+(?:alpha|beta)?\d*)$")
 _VERTEX_PATH = re.compile(r"/v\d+(?:alpha|beta)?\d*/projects/[^/]+/locations/[^/]+/publishers/[^/]+$")
 # Request fields that stay at the top of the body; every other field of the config is a generation setting.
 _TOP_LEVEL = ("systemInstruction", "tools", "toolConfig", "safetySettings", "cachedContent", "labels")
+# What Vertex AI's countTokens takes of a request (no tool config, safety settings, cached content, labels).
+_VERTEX_COUNTED = frozenset({"contents", "systemInstruction", "tools", "generationConfig"})
 
 
 def is_vertex(base_url: str) -> bool:
@@ -73,6 +76,22 @@ def gemini_body(contents: list[dict[str, Any]], config: Mapping[str, Any]) -> di
     if generation:
         body["generationConfig"] = generation
     return body
+
+
+def gemini_count_body(
+    base_url: str, model: str, contents: list[dict[str, Any]], config: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The ``countTokens`` body of ``gemini_request``'s contents and config, as the API at ``base_url`` takes it.
+
+    The Gemini API counts a whole request wrapped as ``generateContentRequest`` (naming its model). Vertex
+    AI's count takes ``contents``, ``systemInstruction``, ``tools`` and ``generationConfig`` side by side
+    and refuses any other field, the wrapper among them.
+    """
+    body = gemini_body(contents, config)
+    if is_vertex(base_url):
+        return {k: v for k, v in body.items() if k in _VERTEX_COUNTED}
+    name = model if model.startswith(("models/", "tunedModels/")) else f"models/{model}"
+    return {"generateContentRequest": {"model": name, **body}}
 
 
 def gemini_auth(endpoint: Endpoint) -> dict[str, str]:
@@ -196,10 +215,21 @@ class _GeminiStream:
                 if payloads:
                     self._events += len(payloads)
                     batch: list[Any] = []
+                    failure: EndpointError | None = None
                     for payload in payloads:
-                        batch.extend(reader.feed(payload))
+                        try:
+                            batch.extend(reader.feed(payload))
+                        except EndpointError as error:
+                            # What came before the error in the same read is shown before it fails the
+                            # turn: else whether it was shown (and so whether a chain may hop) would
+                            # depend on how the bytes were cut into reads.
+                            failure = error
+                            break
                     # Empty when every chunk was usage alone: it still says the stream is alive.
-                    yield batch
+                    if batch or failure is None:
+                        yield batch
+                    if failure is not None:
+                        raise failure
                 if data is None:
                     # Bare JSON outside any event (an error written into a 200 without SSE framing):
                     # read once the body is whole, since it spans lines.

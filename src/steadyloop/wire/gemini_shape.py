@@ -18,14 +18,22 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import EndpointRefused, EndpointUnreadable, ModelRefusal
+from .._nesting import MAX_NESTING
+from ..errors import EndpointRefused, EndpointUnreadable, InvalidInput, ModelRefusal
 from ..messages import SignedThinking
 from ..tools.schema_compat import sanitize_schema
 from .call_arguments import arguments_text
 from .failures import classify_failure
 from .openai_chat import error_for_failure
 
-__all__ = ["GENERATED_ID", "GeminiChunks", "gemini_generation", "gemini_request", "gemini_schema"]
+__all__ = [
+    "GEMINI_SETTINGS",
+    "GENERATED_ID",
+    "GeminiChunks",
+    "gemini_generation",
+    "gemini_request",
+    "gemini_schema",
+]
 
 #: Ids given to calls Gemini sent without one; never sent back to Gemini as if it had issued them.
 GENERATED_ID = "sl-gemini-call-"
@@ -40,6 +48,15 @@ _LEVELS = {
     "xhigh": "high",
     "max": "high",
 }
+#: Request fields only the Gemini API reads, taken from the request as they are: safety thresholds, a
+#: thinking config given outright, a cached content's name, Vertex AI labels.
+_OWN_SETTINGS: dict[str, tuple[tuple[type, ...], str]] = {
+    "safetySettings": ((list, tuple), "list"),
+    "thinkingConfig": ((Mapping,), "object"),
+    "cachedContent": ((str,), "string"),
+    "labels": ((Mapping,), "object"),
+}
+GEMINI_SETTINGS: frozenset[str] = frozenset(_OWN_SETTINGS)
 # Finish reasons that mean the model would not answer: a refusal naming the reason, never a blank reply.
 _REFUSALS = frozenset(
     {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY", "LANGUAGE", "OTHER"}
@@ -65,7 +82,12 @@ def gemini_request(body: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]], 
     """``(model, contents, config)`` for a chat-completions-shaped ``body``, in the API's camelCase.
 
     ``config`` is the flat ``GenerateContentConfig`` the SDK takes (system instruction, tools and
-    generation settings side by side).
+    generation settings side by side). The Gemini API's own settings in the body (``GEMINI_SETTINGS``,
+    set through ``ModelParams.extra_body``) are taken as they are; a chat-completions endpoint of a
+    failover chain is never sent them.
+
+    Raises:
+        InvalidInput: one of those settings is of the wrong JSON type, or nests absurdly deep.
     """
     model = str(body.get("model") or "")
     newer = gemini_generation(model) >= (3, 0)
@@ -114,6 +136,14 @@ def gemini_request(body: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]], 
     thinking = _thinking(body.get("reasoning_effort"), model, newer)
     if thinking is not None:
         config["thinkingConfig"] = thinking
+    # The caller's own Gemini settings, in the API's spelling (``ModelParams.extra_body``): a thinkingConfig
+    # given outright wins over the one the effort makes.
+    for name, (kinds, kind_name) in _OWN_SETTINGS.items():
+        if name in body:
+            value = body[name]
+            if not isinstance(value, kinds):
+                raise InvalidInput(f"{name} is a {kind_name} in the Gemini API, got {type(value).__name__}")
+            config[name] = _plain(value, name)
     response_format = body.get("response_format")
     if isinstance(response_format, Mapping) and response_format.get("type") in ("json_schema", "json_object"):
         config["responseMimeType"] = "application/json"
@@ -122,6 +152,17 @@ def gemini_request(body: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]], 
         if isinstance(schema, Mapping):
             config["responseJsonSchema"] = dict(schema)
     return model, contents, config
+
+
+def _plain(value: Any, name: str, depth: int = 0) -> Any:
+    """A copy of a setting as lists and dicts (what the JSON encoder takes), so the request owns it."""
+    if depth > MAX_NESTING:
+        raise InvalidInput(f"{name} nests deeper than {MAX_NESTING} levels")
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v, name, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v, name, depth + 1) for v in value]
+    return value
 
 
 def _thinking(effort: Any, model: str, newer: bool) -> dict[str, Any] | None:

@@ -26,6 +26,8 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
+from .anthropic_shape import ANTHROPIC_SETTINGS
+from .gemini_shape import GEMINI_SETTINGS
 from .interceptors import Interceptors, ResponseInfo, SseEvent, SseEventInterceptor, observe
 from .openai_chat import DONE, SSEDecoder, unreachable_error
 
@@ -112,7 +114,7 @@ class OpenAIChatProvider:
         connect_timeout: float | None,
         interceptors: Interceptors | None = None,
     ) -> ProviderStream:
-        sent = _without_signed_thinking(body)
+        sent = _chat_request(body)
         if interceptors is None or interceptors.on_response is None:
             response = await self._client.open_stream(sent, connect_timeout=connect_timeout)
         else:
@@ -223,14 +225,21 @@ async def tell_sse_event(interceptors: Interceptors | None, event: str, data: st
 
 # Fields the transcript carries for native providers that no chat-completions server reads.
 _NATIVE_ONLY = ("thinking_blocks", "is_error")
+# Request fields only a native wire reads: in a failover chain one request is built for every candidate,
+# and the Anthropic beta names or Gemini's own settings meant for one are no chat-completions field.
+_NATIVE_FIELDS = ANTHROPIC_SETTINGS | GEMINI_SETTINGS
 
 
-def _without_signed_thinking(body: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The body without what only native providers read: signed thinking, a result's error flag.
+def _chat_request(body: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The body without what only native providers read: their own settings, signed thinking, a result's
+    error flag.
 
-    A transcript that moved from Anthropic to a chat-completions server still carries them; no
-    chat-completions server reads them and a strict one refuses the unknown fields.
+    A transcript that moved from Anthropic to a chat-completions server still carries them, and a chain's
+    request carries every candidate's settings; no chat-completions server reads them and a strict one
+    refuses the unknown fields.
     """
+    if not _NATIVE_FIELDS.isdisjoint(body):
+        body = {k: v for k, v in body.items() if k not in _NATIVE_FIELDS}
     messages = body.get("messages")
     if not isinstance(messages, list) or not any(
         isinstance(m, Mapping) and ("thinking_blocks" in m or "is_error" in m) for m in messages
