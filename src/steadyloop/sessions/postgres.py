@@ -98,7 +98,9 @@ class PostgresSessionStore:
         clock: seconds since the epoch; injectable so tests can move time.
         pool_size: connections kept at most (the listener's own connection is extra).
         channel: the ``NOTIFY`` channel appends are announced on.
-        connect_timeout: seconds to wait for a connection before ``StoreUnavailable``.
+        connect_timeout: seconds to wait for a connection before ``StoreUnavailable``. A refusal no
+            wait would change (a wrong password, a role or database that does not exist, SSL or
+            ``pg_hba.conf`` rules) is an ``InvalidInput`` at the first call instead, with libpq's reason.
     """
 
     def __init__(
