@@ -116,3 +116,31 @@ def new_postgres_database(postgres_server: str) -> Callable[[], str]:
 def postgres_url(new_postgres_database: Callable[[], str]) -> str:
     """The URL of a new, empty database on the test session's PostgreSQL."""
     return new_postgres_database()
+
+
+@pytest.fixture
+def postgres_password_url(postgres_server: str) -> str:
+    """The URL, right password included, of a new role that must log in with a password (SCRAM) and owns a
+    new database of its own; the test session's server trusts every other role on loopback."""
+    import psycopg
+
+    role = f"pw_{uuid.uuid4().hex[:12]}"
+    password = uuid.uuid4().hex
+    with psycopg.connect(postgres_server, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{password}'")  # type: ignore[arg-type]
+        conn.execute(f"CREATE DATABASE {role} OWNER {role}")  # type: ignore[arg-type]
+        row = conn.execute("SHOW hba_file").fetchone()
+        assert row is not None
+        rules = Path(row[0])
+        # The first rule that matches wins: this one, for this role only, goes before the trusting ones.
+        rules.write_text(f"host all {role} 127.0.0.1/32 scram-sha-256\n" + rules.read_text())
+        conn.execute("SELECT pg_reload_conf()")
+    base = postgres_server.split("://", 1)[1].split("@", 1)[1].rsplit("/", 1)[0]
+    url = f"postgresql://{role}:{password}@{base}/{role}"
+    # The server reads its rules again when it gets to the signal: wait until a wrong password is refused.
+    for _ in range(1000):
+        try:
+            psycopg.connect(url.replace(password, "wrong"), connect_timeout=5).close()
+        except psycopg.OperationalError:
+            return url
+    pytest.fail("the server never started asking the new role for a password")

@@ -78,10 +78,11 @@ def test_local_options_go_with_their_action(
         (("local", "down", "--idle", "5"), "--idle goes with"),
         (("local", "down", "--ctx", "512"), "--ctx goes with"),
         (("local", "status", "--template", "stock"), "--template goes with"),
-        (("local", "up", "--idle", "-1"), "--idle must be seconds"),
     ):
         done = piped(*args)
         assert done.returncode == 1 and done.stderr.startswith(f"steadyloop: error: {wrong}"), done.stderr
+    done = piped("local", "up", "--idle", "-1")  # refused by argparse, before anything starts
+    assert done.returncode == 2 and "argument --idle: must be a finite number of seconds" in done.stderr
     assert piped("local", "down", "--port", "5", "--all").returncode == 2  # argparse: not both
     done = piped("local", "down")
     assert done.returncode == 0 and "no local model started by steadyloop is running" in done.stderr

@@ -40,6 +40,7 @@ from .. import (
     resolve_api_key,
 )
 from .config import EndpointChoice, Resolved, resolve
+from .files import read_named_text
 
 __all__ = ["cli_settings", "flag_layer", "load_agent_file", "resolve_for_agent", "servers_of"]
 
@@ -51,11 +52,7 @@ def load_agent_file(path: str, *, trust_bundle: bool = False) -> AgentSpec:
         InvalidInput: it cannot be read, or it was refused (every reason on the one line).
     """
     file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        raise InvalidInput(f"cannot read agent file {path}: {reason}") from exc
+    text = read_named_text(path, "agent file")
     try:
         parsed = parse_spec_text(
             text, format="json" if file.suffix.lower() == ".json" else "toml", bundle=trust_bundle
@@ -111,10 +108,19 @@ def resolve_for_agent(
 
 
 def servers_of(lines: Sequence[str]) -> list[MCPServer]:
-    """``--mcp`` command lines as servers, labelled by their executable (``_2``, ``_3`` for repeats)."""
+    """``--mcp`` command lines as servers, labelled by their executable (``_2``, ``_3`` for repeats).
+
+    Raises:
+        InvalidInput: a line is empty, has a quote left open, or holds a NUL.
+    """
     servers: list[MCPServer] = []
     for line in lines:
-        words = shlex.split(line)
+        if "\x00" in line:
+            raise InvalidInput("an MCP server command line cannot hold a NUL character")
+        try:
+            words = shlex.split(line)
+        except ValueError as exc:  # a quote or an escape left open
+            raise InvalidInput(f"cannot split the MCP server command line {line!r}: {exc}") from None
         if not words:
             raise InvalidInput("an MCP server command line cannot be empty")
         base = os.path.basename(words[0])

@@ -15,15 +15,19 @@ from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from .. import PROVIDERS, AgentSpec, __version__
-from ..errors import EndpointUnavailable, InvalidInput, RunCancelled, SteadyloopError
+from ..errors import EndpointUnavailable, RunCancelled, SteadyloopError
+from . import flag_values as flags
 from .config import BUNDLED, PRESETS, EndpointChoice, Resolved, config_path, resolve, with_model
 from .kit import AgentOptions
 from .render import one_line
 
-__all__ = ["build_parser", "main"]
+__all__ = ["MAX_OPTIONS", "build_parser", "main", "parse_argv"]
 
 COMMANDS = ("run", "chat", "sessions", "models", "local", "serve")
 _STDERR_LINES = 20
+#: The most option words one command line may hold. argparse finds each option's end by scanning the
+#: positions of all of them, so its time grows with their square: 25,600 ``--mcp`` flags took 10 s of CPU.
+MAX_OPTIONS = 1_000
 
 _EPILOG = """\
 Endpoints, first match wins: --provider NAME[:MODEL][,...] (a provider, or a failover chain);
@@ -69,7 +73,7 @@ def _agent_options() -> argparse.ArgumentParser:
     parent = argparse.ArgumentParser(add_help=False)
     group = parent.add_argument_group("agent")
     group.add_argument("--system", metavar="TEXT", help="the system prompt")
-    group.add_argument("--max-turns", type=int, metavar="N", help="requests one prompt may make")
+    group.add_argument("--max-turns", type=flags.count, metavar="N", help="requests one prompt may make")
     group.add_argument(
         "-c", "--continue", dest="resume_latest", action="store_true", help="resume the latest session"
     )
@@ -102,7 +106,7 @@ def _agent_options() -> argparse.ArgumentParser:
     )
     group.add_argument(
         "--idle",
-        type=float,
+        type=flags.seconds,
         metavar="SECONDS",
         help="a bundled server started now stops after this long without a request (0 = never; "
         "default $STEADYLOOP_LOCAL_IDLE or 900)",
@@ -111,8 +115,8 @@ def _agent_options() -> argparse.ArgumentParser:
         "-q", "--quiet", action="store_true", help="no notices or progress on stderr, only errors"
     )
     group.add_argument("--think", metavar="LEVEL", help="reasoning effort: none, low, medium, high, or off")
-    group.add_argument("--max-tokens", type=int, metavar="N", help="the reply ceiling")
-    group.add_argument("--temperature", type=float, metavar="T", help="sampling temperature")
+    group.add_argument("--max-tokens", type=flags.count, metavar="N", help="the reply ceiling")
+    group.add_argument("--temperature", type=flags.temperature, metavar="T", help="sampling temperature")
     group.add_argument(
         "--agent", metavar="FILE", help="an agent spec document (TOML, or .json); the flags above override it"
     )
@@ -170,15 +174,20 @@ def build_parser() -> argparse.ArgumentParser:
     local.add_argument("action", choices=["up", "down", "status"])
     which = local.add_mutually_exclusive_group()
     which.add_argument(
-        "--port", type=int, metavar="N", help="up: listen on this port; down: stop the server on it"
+        "--port", type=flags.port(1), metavar="N", help="up: listen on this port; down: stop the server on it"
     )
     which.add_argument(
         "--all", dest="every", action="store_true", help="down: every server, also those started elsewhere"
     )
     local.add_argument(
-        "--idle", type=float, metavar="SECONDS", help="up: stop after this long without a request (0 = never)"
+        "--idle",
+        type=flags.seconds,
+        metavar="SECONDS",
+        help="up: stop after this long without a request (0 = never)",
     )
-    local.add_argument("--ctx", type=int, metavar="N", help="up: the context size in tokens (default 4096)")
+    local.add_argument(
+        "--ctx", type=flags.count, metavar="N", help="up: the context size in tokens (default 4096)"
+    )
     local.add_argument(
         "--template",
         choices=["jsonblock", "think", "stock"],
@@ -201,8 +210,12 @@ def _serve_parser(sub: Any, endpoint: argparse.ArgumentParser) -> None:
     serve = sub.add_parser(
         "serve", parents=[endpoint], help="the HTTP API and web page (needs the server extra)"
     )
-    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    serve.add_argument(
+        "--host", type=flags.host, default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
+    )
+    serve.add_argument(
+        "--port", type=flags.port(0), default=8765, help="port (default 8765; 0: any free one)"
+    )
     serve.add_argument(
         "--token",
         action="append",
@@ -210,7 +223,13 @@ def _serve_parser(sub: Any, endpoint: argparse.ArgumentParser) -> None:
         metavar="NAME=TOKEN",
         help="a bearer token and whose sessions it opens (repeatable; also $STEADYLOOP_SERVER_TOKENS)",
     )
-    serve.add_argument("--workdir", default=".", metavar="DIR", help="the file tools' folder (default .)")
+    serve.add_argument(
+        "--workdir",
+        type=flags.path_text,
+        default=".",
+        metavar="DIR",
+        help="the file tools' folder (default .)",
+    )
     serve.add_argument("--no-tools", action="store_true", help="offer sessions no tools")
     serve.add_argument("--allow-shell", action="store_true", help="offer the shell tool too")
     serve.add_argument(
@@ -220,10 +239,13 @@ def _serve_parser(sub: Any, endpoint: argparse.ArgumentParser) -> None:
         "(default $STEADYLOOP_STORE, else the CLI's)",
     )
     serve.add_argument(
-        "--node", metavar="NAME", help="this node's name among nodes sharing a store (default host:port)"
+        "--node",
+        type=flags.name,
+        metavar="NAME",
+        help="this node's name among nodes sharing a store (default host:port)",
     )
     serve.add_argument(
-        "--max-runs", type=int, default=16, metavar="N", help="runs one token may have going (16)"
+        "--max-runs", type=flags.count, default=16, metavar="N", help="runs one token may have going (16)"
     )
     serve.add_argument("--agent", metavar="FILE", help="an agent document under every session's settings")
     serve.add_argument(
@@ -288,10 +310,7 @@ def _resolve(args: argparse.Namespace, spec: AgentSpec | None = None) -> Resolve
         provider=args.provider,
         api=getattr(args, "api", None),
     )
-    idle = getattr(args, "idle", None)
-    if idle is not None and not 0 <= idle < float("inf"):
-        raise InvalidInput(f"--idle must be seconds (0 = never stop), not {idle}")
-    local = LocalChoice(idle=idle)
+    local = LocalChoice(idle=getattr(args, "idle", None))  # a finite number of seconds (flags.seconds)
     quiet = bool(getattr(args, "quiet", False))
     if spec is not None:
         from .agent_file import resolve_for_agent
@@ -446,6 +465,22 @@ def _own_words(exc: BaseException) -> None:
         print("\n".join(f"  | {line}" for line in lines), file=sys.stderr, flush=True)
 
 
+def parse_argv(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    """``argv`` parsed, after refusing one with more option words than ``MAX_OPTIONS``.
+
+    Raises:
+        SystemExit: argparse's usage error (exit code 2, the reason on stderr).
+    """
+    options = 0
+    for word in argv:
+        if word == "--":
+            break
+        options += word.startswith("-") and word != "-"
+    if options > MAX_OPTIONS:
+        parser.error(f"too many options ({options}); a command line takes at most {MAX_OPTIONS}")
+    return parser.parse_args(argv)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``steadyloop`` command; returns the exit code."""
     from .run import Interrupted
@@ -453,7 +488,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     given = list(sys.argv[1:] if argv is None else argv)
     piped = sys.stdin is not None and not sys.stdin.isatty()
     parser = build_parser()
-    args = parser.parse_args(_with_shorthand(given, piped))
+    args = parse_argv(parser, _with_shorthand(given, piped))
     if args.command is None:
         parser.print_help()
         return 0

@@ -43,6 +43,7 @@ from typing import Any
 from .. import Endpoint, InvalidInput, failover, provider_from_env
 from ..wire.endpoints import API
 from ..wire.windows import list_models
+from .files import read_text_if_any
 
 __all__ = [
     "BUNDLED",
@@ -171,46 +172,56 @@ def load_config(path: Path) -> dict[str, Any]:
     """The config file's contents, ``{}`` when there is none.
 
     Raises:
-        InvalidInput: it is not valid TOML, or an endpoint entry is malformed.
+        InvalidInput: it cannot be read, is not valid TOML, or a value in it has the wrong type (an
+            endpoint without a ``base_url``, a ``model`` that is no string, a ``context_length`` that is no
+            positive integer, a ``default`` naming no endpoint).
     """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    text = read_text_if_any(path, "config file")
+    if text is None:
         return {}
-    except OSError as exc:
-        raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from exc
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise InvalidInput(f"{path} is not valid TOML: {exc}") from exc
+        raise InvalidInput(f"{path} is not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib reads nested arrays and tables by recursion
+        raise InvalidInput(f"{path} is not valid TOML: nested too deep") from None
     endpoints = data.get("endpoints", {})
     if not isinstance(endpoints, dict):
         raise InvalidInput(f"{path}: [endpoints] must be a table of named endpoints")
     for name, entry in endpoints.items():
-        if not isinstance(entry, dict) or not isinstance(entry.get("base_url"), str):
-            raise InvalidInput(f'{path}: [endpoints.{name}] needs base_url = "http://..."')
+        _check_entry(path, name, entry)
     default = data.get("default")
+    if default is not None and not isinstance(default, str):
+        raise InvalidInput(f"{path}: default must be the name of an endpoint, not {type(default).__name__}")
     if default is not None and default not in endpoints and default not in PRESETS:
         raise InvalidInput(f"{path}: default = {default!r} names no endpoint in the file")
     return data
 
 
+def _check_entry(path: Path, name: str, entry: object) -> None:
+    """Refuse an endpoint entry whose values would otherwise be dropped for their type, unsaid."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("base_url"), str):
+        raise InvalidInput(f'{path}: [endpoints.{name}] needs base_url = "http://..."')
+    for key in ("api_key_env", "model"):
+        if key in entry and not isinstance(entry[key], str):
+            raise InvalidInput(f"{path}: [endpoints.{name}] {key} must be a string")
+    window = entry.get("context_length")
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+        raise InvalidInput(f"{path}: [endpoints.{name}] context_length must be a positive integer")
+
+
 def _from_entry(
     name: str, entry: Mapping[str, Any], env: Mapping[str, str], api_key: str | None
 ) -> tuple[Endpoint, str | None, int | None]:
+    # load_config checked the types; a config handed to resolve() directly is checked here the same way.
+    _check_entry(Path("config"), name, entry)
     key = api_key
     key_env = entry.get("api_key_env")
-    if key is None and isinstance(key_env, str):
+    if key is None and key_env is not None:
         key = env.get(key_env)
         if not key:
             raise InvalidInput(f"endpoint {name!r} reads its key from ${key_env}, which is not set")
-    model = entry.get("model")
-    window = entry.get("context_length")
-    return (
-        Endpoint(entry["base_url"], api_key=key),
-        model if isinstance(model, str) else None,
-        window if isinstance(window, int) and window > 0 else None,
-    )
+    return Endpoint(entry["base_url"], api_key=key), entry.get("model"), entry.get("context_length")
 
 
 def _preset(name: str, api_key: str | None) -> Endpoint:

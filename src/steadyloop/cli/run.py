@@ -19,6 +19,7 @@ from ..errors import InvalidInput
 from ..messages import ImagePart
 from .approvals import TerminalApprovals, open_terminal
 from .config import Resolved, with_model
+from .files import read_named_bytes, read_named_text
 from .kit import AgentOptions, open_conversation
 from .render import JsonRenderer, TextRenderer, to_json_line
 
@@ -65,24 +66,23 @@ def load_image(path: str) -> ImagePart:
     mime = _IMAGE_TYPES.get(file.suffix.lower())
     if mime is None:
         raise InvalidInput(f"{path}: images must be .png, .jpg, .jpeg, .gif or .webp")
-    try:
-        size = file.stat().st_size
-        if size > _IMAGE_CAP:
-            raise InvalidInput(f"{path} is {size / 1e6:.1f} MB; images are capped at 5 MB each")
-        data = file.read_bytes()
-    except OSError as exc:
-        raise InvalidInput(f"cannot read image {path}: {exc.strerror or exc}") from exc
+    data = read_named_bytes(file, "image", limit=_IMAGE_CAP)
     return ImagePart.from_bytes(data, mime)
+
+
+def _no_constant(word: str) -> Any:
+    raise ValueError(f"{word} is no JSON number")
 
 
 def load_schema(path: str) -> dict[str, Any]:
     """A JSON Schema file as the ``response_format`` that holds the answer to it."""
+    text = read_named_text(path, "schema")
     try:
-        schema = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InvalidInput(f"cannot read schema {path}: {exc.strerror or exc}") from exc
+        schema = json.loads(text, parse_constant=_no_constant)
     except ValueError as exc:
-        raise InvalidInput(f"{path} is not JSON: {exc}") from exc
+        raise InvalidInput(f"{path} is not JSON: {exc}") from None
+    except RecursionError:
+        raise InvalidInput(f"{path} is not JSON a schema can be: nested too deep") from None
     if not isinstance(schema, dict):
         raise InvalidInput(f"{path}: a JSON Schema is an object")
     return {"type": "json_schema", "json_schema": {"name": "output", "schema": schema, "strict": True}}

@@ -10,6 +10,7 @@ answers this machine only and refuses to listen anywhere else. Sessions may use 
 from __future__ import annotations
 
 import os
+import re
 import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -24,12 +25,16 @@ from .tools import file_tools, shell_tool
 
 __all__ = ["check_open_bind", "parse_tokens", "serve_command"]
 
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_TOKEN = re.compile(r"[!-~]+")  # visible ASCII: what a bearer token in a header can be
+
 
 def parse_tokens(given: Sequence[str], env: Mapping[str, str] | None = None) -> dict[str, str]:
     """Bearer tokens by token, each naming its principal, from the flags and the environment.
 
     Raises:
-        InvalidInput: a pair is empty or a name is not ``[A-Za-z0-9_-]{1,64}``.
+        InvalidInput: a pair is empty, a name is not ``[A-Za-z0-9_-]{1,64}``, or a token holds a character
+            no ``Authorization`` header can carry (a space, a control character, anything not ASCII).
     """
     env = os.environ if env is None else env
     pairs = [*given, *(p for p in env.get("STEADYLOOP_SERVER_TOKENS", "").split(",") if p.strip())]
@@ -40,6 +45,11 @@ def parse_tokens(given: Sequence[str], env: Mapping[str, str] | None = None) -> 
             name, token = "default", name
         if not token:
             raise InvalidInput("a token is NAME=TOKEN, or TOKEN alone")
+        if _NAME.fullmatch(name) is None:
+            raise InvalidInput(f"a token's name must be 1-64 of A-Z, a-z, 0-9, '_' or '-', not {name[:70]!r}")
+        if _TOKEN.fullmatch(token) is None:
+            # Its words, never the token: it is a secret, and only its name may be shown.
+            raise InvalidInput(f"the token of {name!r} must be visible ASCII (no space or control character)")
         tokens[token] = name
     return tokens
 

@@ -50,6 +50,23 @@ _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 _HEARTBEAT_S = 15.0
 
 
+class _NotANumber(ValueError):
+    """A number JSON cannot hold, which Python's reader would have taken as a float."""
+
+
+def _no_constant(word: str) -> Any:
+    # NaN and the infinities are no JSON; read as floats they went on into free-form fields (an output
+    # schema, an agent document) and from there onto the wire to the model as text no JSON reader takes.
+    raise _NotANumber(f"{word} is no JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise _NotANumber(f"{text[:40]} is past what a JSON number can be read as")
+    return value
+
+
 def _json(model: BaseModel, status: int = 200) -> JSONResponse:
     return JSONResponse(model.model_dump(mode="json", by_alias=True), status_code=status)
 
@@ -96,7 +113,11 @@ class Api:
             chunks.append(chunk)
         raw = b"".join(chunks)
         try:
-            data: Any = json.loads(raw) if raw.strip() else {}
+            data: Any = (
+                json.loads(raw, parse_constant=_no_constant, parse_float=_finite) if raw.strip() else {}
+            )
+        except _NotANumber as exc:
+            raise ApiError("invalid_request", f"the body is not JSON: {exc}") from None
         except (ValueError, RecursionError):
             raise ApiError("invalid_request", "the body is not JSON") from None
         try:

@@ -640,7 +640,10 @@ class Runtime:
     def response_format(self, schema: OutputSchema | None) -> dict[str, Any] | None:
         if schema is None:
             return None
-        text = json.dumps(schema.schema_)
+        try:
+            text = json.dumps(schema.schema_, allow_nan=False)
+        except (ValueError, RecursionError):  # the body's reader refuses NaN; a schema too deep to write
+            raise ApiError("invalid_request", "the output schema cannot be written as JSON") from None
         if len(text.encode()) > self.settings.limits.max_schema_bytes:
             raise ApiError(
                 "payload_too_large",

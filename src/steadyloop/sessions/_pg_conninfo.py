@@ -15,7 +15,8 @@ import psycopg
 from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from ..errors import InvalidInput, redact_url
+from ..errors import InvalidInput
+from ._pg_reach import shown_url
 
 __all__ = ["check_conninfo"]
 
@@ -29,7 +30,7 @@ def check_conninfo(url: str) -> None:
         InvalidInput: the text is no URL or conninfo, or an option in it has a value libpq refuses. The
             message has libpq's reason with the password hidden.
     """
-    shown = redact_url(url)
+    shown = shown_url(url)
     try:
         params = conninfo_to_dict(url)
     except (psycopg.Error, ValueError):

@@ -69,6 +69,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 from ._pg_conninfo import check_conninfo
+from ._pg_reach import first_connection, shown_url
 from ._pg_schema import INFO_QUERY, LEAF_QUERY, PATH_QUERY, migrate
 
 __all__ = ["PostgresSessionStore"]
@@ -97,7 +98,9 @@ class PostgresSessionStore:
         clock: seconds since the epoch; injectable so tests can move time.
         pool_size: connections kept at most (the listener's own connection is extra).
         channel: the ``NOTIFY`` channel appends are announced on.
-        connect_timeout: seconds to wait for a connection before ``StoreUnavailable``.
+        connect_timeout: seconds to wait for a connection before ``StoreUnavailable``. A refusal no
+            wait would change (a wrong password, a role or database that does not exist, SSL or
+            ``pg_hba.conf`` rules) is an ``InvalidInput`` at the first call instead, with libpq's reason.
     """
 
     def __init__(
@@ -145,6 +148,16 @@ class PostgresSessionStore:
         self._opening = self._opening or asyncio.Lock()
         async with self._opening:
             if self._pool is None:
+                # One connection first, by hand: the pool would retry a refusal no retry can change
+                # (a wrong password) until the timeout, and drop libpq's reason.
+                first = await first_connection(self.url, self._timeout)
+                try:
+                    async with first:
+                        await migrate(first)
+                except psycopg.Error as exc:
+                    raise StoreUnavailable(
+                        f"the session database at {shown_url(self.url)} is unavailable: {exc}"
+                    ) from None
                 pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
                     self.url,
                     min_size=1,
@@ -155,12 +168,10 @@ class PostgresSessionStore:
                 )
                 try:
                     await pool.open(wait=True, timeout=self._timeout)
-                    async with pool.connection() as conn:
-                        await migrate(conn)
                 except (psycopg.Error, PoolTimeout) as exc:
                     await pool.close()
                     raise StoreUnavailable(
-                        f"the session database at {self.url} is unavailable: {exc}"
+                        f"the session database at {shown_url(self.url)} is unavailable: {exc}"
                     ) from None
                 except BaseException:
                     await pool.close()
@@ -182,7 +193,9 @@ class PostgresSessionStore:
                     ) from None
                 await asyncio.sleep(random.uniform(0, 0.005 * attempt))  # let the winner finish
             except (psycopg.OperationalError, PoolTimeout) as exc:
-                raise StoreUnavailable(f"the session database at {self.url} is unavailable: {exc}") from None
+                raise StoreUnavailable(
+                    f"the session database at {shown_url(self.url)} is unavailable: {exc}"
+                ) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
     # -- inside a transaction ----------------------------------------------------------------------
@@ -597,7 +610,7 @@ class PostgresSessionStore:
             await asyncio.wait_for(listening.wait(), self._timeout)
         except TimeoutError:
             self._subscribers.pop(key, None)
-            raise StoreUnavailable(f"could not listen for appends at {self.url}") from None
+            raise StoreUnavailable(f"could not listen for appends at {shown_url(self.url)}") from None
         return lambda: self._subscribers.pop(key, None) and None
 
     async def _listen(self) -> None:

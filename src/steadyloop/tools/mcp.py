@@ -122,8 +122,17 @@ class MCPServerSpec:
         Args:
             command_line: split with ``shlex``; no shell runs it.
             name: the label; defaults to the executable's file name.
+
+        Raises:
+            InvalidInput: the line is empty, has a quote left open, or holds a NUL (no process can be
+                started with one).
         """
-        words = shlex.split(command_line)
+        if "\x00" in command_line:
+            raise InvalidInput("an MCP server command line cannot hold a NUL character")
+        try:
+            words = shlex.split(command_line)
+        except ValueError as exc:  # a quote or an escape left open
+            raise InvalidInput(f"cannot split the MCP server command line {command_line!r}: {exc}") from None
         if not words:
             raise InvalidInput("an MCP server command line cannot be empty")
         return cls(
