@@ -2,30 +2,35 @@
 
 The only module that imports ``dbos``. A run is the workflow ``steadyloop_run(session, principal, text,
 images)``, owned by the node that started it (DBOS's executor id is the node's name, and the application
-version is pinned, so any node may recover any other's workflows). Its first step, checkpointed by DBOS,
-is the length of the session's history when the run began; everything after is checkpointed where the
-session already keeps it: a model request's answer is appended to the history when it ends, each tool
-result when its call ends, and every event is in the record. So when the workflow runs again after its
-node died, it knows from the checkpoint and the history what was done:
+version is pinned, so any node may recover any other's workflows). Its first step (ID 1) is the length of
+the session's history when the run began. After it, each model request and each tool execution is a DBOS
+step whose output DBOS keeps (``Checkpoints``, the agent's ``StepRecorder``; the loop knows nothing of
+DBOS): a request takes the next step ID when the loop makes it, and a batch's calls take theirs in the
+order the model listed them, before any starts (``DBOS.reserve_step``), so IDs do not depend on which
+parallel call starts or ends first. A tool step's name carries its call's id: DBOS refuses a step whose
+name differs from the one kept at its ID, so a kept result is never given to another call.
+
+The history keeps each answer and each batch's results as they end, so when the workflow runs again after
+its node died, the run goes on from the history, and DBOS's steps answer what the history does not hold yet:
 
 - the user message not stored yet: the prompt is run from the start;
-- otherwise the run goes on from the history: completed model requests are not sent again and completed
-  tool calls are not run again. A call of the last answer that has no result was in flight (or not yet
-  started): it is run again if its tool is idempotent (``Tool.idempotent``, or a ``read`` effect) or if it
-  was still waiting for its approval (it never ran: it asks again, and waits again), and otherwise closed
-  with an "interrupted" result the model reads; then the model is asked again.
+- otherwise ``step_ids`` draws again the IDs the kept answers and their calls took (one per request, one
+  per call), and the calls of the last answer that have no result are answered each at its own ID: with
+  the result its step kept when it completed on the dead node (a batch's results reach the history only
+  when the whole batch ends), else run again if its tool is idempotent (``Tool.idempotent``, or a
+  ``read`` effect) or it was still waiting for its approval (it never ran: it asks again, and waits
+  again), else closed with an "interrupted" result the model reads, which its step keeps too (a second
+  recovery closes it the same way). Then the model is asked again: a request that completed on the dead
+  node is given back from its step, not sent again.
+
+A step cut off mid-way has kept nothing, and DBOS would run it again: for a tool that is what
+``Tool.idempotent`` decides here. What is not a step is done again after a recovery: requests a context
+fold sends on its own, and a hook's calls. Outputs are pickled by DBOS; a request's error is not kept
+(the run ends with it; a replay of such a step ends the run).
 
 The dead run's record is closed where it was cut off: a message it had open (an answer streaming) gets
-its ``message_end`` in the record only, never in the history, so the resumed run asks for a whole answer.
-
-Why the history, and not one DBOS step per model request and per tool call: the property a step would
-give (a request or call that completed is not done again after recovery) is already had, because the
-agent appends each answer and each result to the session before the next step starts. Wrapping them as
-steps would store each output twice (in DBOS and in the history) and replay it through the loop on
-recovery, and DBOS matches a step to its checkpoint by the order steps start in the workflow, which
-parallel tool calls do not keep from one execution to the next. A step cut off mid-way is run again by
-DBOS, too: whether that is safe is what ``Tool.idempotent`` decides per tool here.
-So DBOS checkpoints only where the run began, and the history is the checkpoint of every step after.
+its ``message_end`` in the record only, never in the history; the resumed run's request gives the whole
+answer (from its step if the dead node had it already).
 
 Nodes beat in PostgreSQL every second. A node whose beat is older than ``STALE_S`` is dead: the live nodes
 ask DBOS to recover its pending workflows (DBOS re-enqueues them, and one live node dequeues each), and a
@@ -45,10 +50,11 @@ import dataclasses
 import json
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
-from dbos import DBOS, SetWorkflowID
+from dbos import DBOS, SetWorkflowID, StepReservation
 
 from steadyloop import (
     Agent,
@@ -56,6 +62,7 @@ from steadyloop import (
     AssistantMessage,
     Event,
     ImagePart,
+    Message,
     RunError,
     Tool,
     ToolCall,
@@ -83,6 +90,8 @@ if TYPE_CHECKING:
     from .runtime import Runtime
 
 __all__ = ["APP_VERSION", "STALE_S", "DurableRuns", "interrupted_result", "repeatable"]
+
+T = TypeVar("T")
 
 log = logging.getLogger("steadyloop.server.durable")
 
@@ -117,6 +126,27 @@ CREATE TABLE IF NOT EXISTS steadyloop.durable_orders (
 # DBOS is one per process, and so is the node whose runs its workflows are.
 _current: DurableRuns | None = None
 
+#: The name of the step that holds a model request's answer.
+MODEL_STEP = "model_request"
+#: What a tool call's step keeps when the call was in flight on a node that died and may not run again.
+INTERRUPTED = "steadyloop:interrupted"
+#: What a model request's step keeps when the request failed (the run ended there; its error is not kept).
+FAILED = "steadyloop:failed"
+
+
+#: Calls answered with what they returned on the node that died are not asked about again.
+_NO_GATES = ApprovalPolicy(require_for=frozenset())
+
+
+def tool_step(call: ToolCall) -> str:
+    """The name of the step that holds a tool call's result: the call's id is in it, so a result is never
+    given back to another call (DBOS refuses a step whose name differs from the one kept at its ID)."""
+    return f"tool {call.id}"
+
+
+def in_workflow() -> bool:
+    return DBOS.workflow_id is not None
+
 
 def repeatable(tool: Tool | None) -> bool:
     """Whether a call of ``tool`` that may have run already may run again."""
@@ -137,6 +167,118 @@ def interrupted_result(call: ToolCall, node: str) -> ToolResultMessage:
     )
 
 
+class Checkpoints:
+    """The ``StepRecorder`` of durable runs: each model request and each tool execution is a DBOS step.
+
+    A model request is a step started where the loop makes it. A batch's calls draw their step IDs
+    (``DBOS.reserve_step``) in the order the model listed them, before any starts, and each runs at its
+    own ID when it is cleared to run: the IDs do not depend on which call starts or ends first. Outside a
+    workflow the recorder only awaits what it is given.
+    """
+
+    def __init__(self) -> None:
+        self._reserved: dict[tuple[str, str], StepReservation] = {}  # (workflow, call id)
+
+    async def model_request(self, send: Callable[[], Awaitable[T]]) -> T:
+        if not in_workflow():
+            return await send()
+        failed: list[Exception] = []
+
+        async def step() -> Any:
+            try:
+                return await send()
+            except Exception as exc:  # kept as FAILED: an error may not survive DBOS's pickling
+                failed.append(exc)
+                return FAILED
+
+        kept = await DBOS.run_step_async({"name": MODEL_STEP}, step)
+        if failed:
+            raise failed[0]
+        if isinstance(kept, str) and kept == FAILED:
+            raise RunError(
+                "the model request failed on the node that ran it before it stopped; the run ends here",
+                reason="error",
+            )
+        return kept  # type: ignore[no-any-return]
+
+    def tool_batch(self, calls: Sequence[ToolCall]) -> None:
+        if not in_workflow():
+            return
+        workflow_id = DBOS.workflow_id or ""
+        # A new batch: the last one's calls that never ran (denied, skipped) keep their gaps.
+        self.forget(workflow_id)
+        for call in calls:
+            self._reserved[workflow_id, call.id] = DBOS.reserve_step()
+
+    def adopt(self, reserved: dict[str, StepReservation]) -> None:
+        """Have calls run at IDs drawn elsewhere (the resumed run's open calls)."""
+        workflow_id = DBOS.workflow_id or ""
+        self._reserved.update({(workflow_id, call_id): r for call_id, r in reserved.items()})
+
+    def forget(self, workflow_id: str) -> None:
+        for key in [key for key in self._reserved if key[0] == workflow_id]:
+            del self._reserved[key]
+
+    async def tool_execution(self, call: ToolCall, execute: Callable[[], Awaitable[T]]) -> T:
+        reserved = self._reserved.pop((DBOS.workflow_id or "", call.id), None) if in_workflow() else None
+        if reserved is None:
+            return await execute()
+
+        async def step() -> Any:
+            return await execute()
+
+        return await reserved.run_async({"name": tool_step(call)}, step)
+
+
+class _Adopted:
+    """The recorder of the resumed run's open calls: their IDs were drawn by ``step_ids``."""
+
+    def __init__(self, checkpoints: Checkpoints) -> None:
+        self._checkpoints = checkpoints
+
+    async def model_request(self, send: Callable[[], Awaitable[T]]) -> T:
+        return await send()
+
+    def tool_batch(self, calls: Sequence[ToolCall]) -> None:
+        pass
+
+    async def tool_execution(self, call: ToolCall, execute: Callable[[], Awaitable[T]]) -> T:
+        return await self._checkpoints.tool_execution(call, execute)
+
+
+class _Given:
+    """The recorder giving back a call's kept result: the call completed on the node that died."""
+
+    def __init__(self, kept: dict[str, Any]) -> None:
+        self._kept = kept
+
+    async def model_request(self, send: Callable[[], Awaitable[T]]) -> T:
+        return await send()
+
+    def tool_batch(self, calls: Sequence[ToolCall]) -> None:
+        pass
+
+    async def tool_execution(self, call: ToolCall, execute: Callable[[], Awaitable[T]]) -> T:
+        return self._kept[call.id]  # type: ignore[no-any-return]
+
+
+def step_ids(messages: Sequence[Message], base: int) -> dict[str, StepReservation]:
+    """Draw again the step IDs the run's kept answers and their calls took, in the order they took them;
+    returns the ones of the last answer's calls, by call id.
+
+    After the first step (the history's length at the start, ID 1), a run draws one ID per model request
+    and one per call of its answer, before any call starts: every answer the history kept since
+    ``base`` came from one request, and lists its calls. The IDs that are not run again leave their
+    kept outputs where they are; the next request the resumed run makes gets the ID after them.
+    """
+    last: dict[str, StepReservation] = {}
+    for message in messages[base:]:
+        if isinstance(message, AssistantMessage):
+            DBOS.reserve_step()  # its request: answered and kept, never run again
+            last = {call.id: DBOS.reserve_step() for call in message.tool_calls}
+    return last
+
+
 class DurableRuns:
     """The durable half of one server process: DBOS, the node's beat, and the run workflows' bodies."""
 
@@ -151,6 +293,7 @@ class DurableRuns:
         self._listening: asyncio.Task[None] | None = None
         self._taking: set[asyncio.Task[None]] = set()
         self._answered: dict[int, asyncio.Event] = {}  # orders this node forwarded, set when answered
+        self.checkpoints = Checkpoints()
 
     async def start(self) -> None:
         """Launch DBOS as this node (recovering the runs it left going) and start beating."""
@@ -389,31 +532,38 @@ class DurableRuns:
         workflow_id = DBOS.workflow_id or ""
         live = self._fresh.pop(workflow_id, None)
         if live is not None:  # started here on a request: that request's run task awaits this workflow
+            live.agent.recorder = self.checkpoints
             try:
                 self._turns[workflow_id] = await live.agent.prompt(text, images=images)
             except RunError as exc:
                 self._turns[workflow_id] = exc
+            finally:
+                self.checkpoints.forget(workflow_id)
             return "ended"
         # Recovered: on this node after a restart, or taken over from a node that died.
         live = await self.runtime.live(principal, session_id)
         await live.settled()
         if live.running:
             return "ended"  # cannot happen while claims hold; never run one session twice at once
-        stored = await self.history_length(session_id, principal)
+        raw = await self.runtime.store.load_messages(session_id, agent_id=principal)
         state = await self.runtime.store.load_state(session_id, RUN_STATE, agent_id=principal)
         dead = str(json.loads(state).get("node", "another node")) if state else "another node"
         await self._close_cut_off_message(live, dead)
+        live.agent.recorder = self.checkpoints
         job: Job
-        if stored > base:
-            job = self._resume_job(live, dead)
+        if len(raw) > base:
+            job = self._resume_job(live, dead, raw, step_ids(raw, base))
         else:
 
             async def job(agent: Agent) -> Turn:
                 return await agent.prompt(text, images=images)
 
         task = self.runtime.start_job(live, job, resumed=True)
-        with contextlib.suppress(Exception):
-            await task
+        try:
+            with contextlib.suppress(Exception):
+                await task
+        finally:
+            self.checkpoints.forget(workflow_id)
         return "ended"
 
     async def _close_cut_off_message(self, live: LiveSession, dead: str) -> None:
@@ -455,21 +605,31 @@ class DurableRuns:
         ]
         await self.runtime.recording.append_events(sid, closing, agent_id=principal)
 
-    def _resume_job(self, live: LiveSession, dead: str) -> Job:
+    def _resume_job(
+        self, live: LiveSession, dead: str, raw: list[Message], reserved: dict[str, StepReservation]
+    ) -> Job:
         async def resume(agent: Agent) -> Turn:
-            await self._close_open_calls(live, agent, dead)
+            await self._close_open_calls(live, agent, dead, raw, reserved)
             return await agent.continue_()
 
         return resume
 
-    async def _close_open_calls(self, live: LiveSession, agent: Agent, dead: str) -> None:
-        """Answer the calls of the last answer that have no result: again, or as interrupted.
+    async def _close_open_calls(
+        self,
+        live: LiveSession,
+        agent: Agent,
+        dead: str,
+        raw: list[Message],
+        reserved: dict[str, StepReservation],
+    ) -> None:
+        """Answer the calls of the last answer that have no result in the history, each at its own step:
+        with the result DBOS kept when the call completed on the dead node, else by running it again (an
+        idempotent tool, or a call still waiting for its approval), else as interrupted.
 
         Read from the stored history as it is: the agent's transcript, loaded through ``reconstruct``,
         leaves out an answer whose calls are not all answered, so it is put back here with the results
         it has, and closed.
         """
-        raw = await self.runtime.store.load_messages(live.session_id, agent_id=live.principal)
         last = next((i for i in range(len(raw) - 1, -1, -1) if isinstance(raw[i], AssistantMessage)), None)
         if last is None:
             return
@@ -486,6 +646,13 @@ class DurableRuns:
         tools = {tool.name: tool for tool in config.tools}
         waiting = await self._waiting_for_approval(live)
         again = [call for call in open_calls if call.id in waiting or repeatable(tools.get(call.name))]
+        # The others may not run again: their steps keep their results if they completed, else INTERRUPTED.
+        kept: dict[str, Any] = {}
+        for call in open_calls:
+            if call not in again:
+                kept[call.id] = await reserved[call.id].run_async({"name": tool_step(call)}, _interrupted)
+        completed = [call for call in open_calls if not _is_interrupted(kept.get(call.id, INTERRUPTED))]
+        self.checkpoints.adopt({call.id: reserved[call.id] for call in again})
         run_id = f"resume-{uuid.uuid4().hex[:12]}"
         # Recorded as they come, in order: an approval asked again must reach the watchers while it waits.
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
@@ -505,12 +672,18 @@ class DurableRuns:
         try:
             queue.put_nowait(
                 Notice(
-                    text=f"resumed on {self.node}: {len(again)} call(s) run again, "
-                    f"{len(open_calls) - len(again)} closed as interrupted",
+                    text=f"resumed on {self.node}: {len(completed)} call(s) completed there, "
+                    f"{len(again)} run again (their results kept if they had completed), "
+                    f"{len(open_calls) - len(again) - len(completed)} closed as interrupted",
                     name="durable",
                 )
             )
             results: dict[str, ToolResultMessage] = {}
+            if completed:  # answered with what they returned, never run again (nor asked about again)
+                batch = await run_tool_calls(
+                    completed, tools, approval_policy=_NO_GATES, emit=queue.put_nowait, recorder=_Given(kept)
+                )
+                results.update({result.call_id: result for result in batch.results})
             if again:
                 batch = await run_tool_calls(
                     again,
@@ -518,6 +691,7 @@ class DurableRuns:
                     approvals=config.approvals,
                     approval_policy=config.approval_policy or ApprovalPolicy(),
                     emit=queue.put_nowait,
+                    recorder=_Adopted(self.checkpoints),
                 )
                 results.update({result.call_id: result for result in batch.results})
             for call in open_calls:
@@ -537,6 +711,14 @@ class DurableRuns:
         start = next((i for i in range(len(events) - 1, -1, -1) if isinstance(events[i], AgentStart)), 0)
         asked = {e.call_id for e in events[start:] if isinstance(e, ApprovalRequired)}
         return asked - {e.call_id for e in events[start:] if isinstance(e, ApprovalDecided)}
+
+
+async def _interrupted() -> str:
+    return INTERRUPTED
+
+
+def _is_interrupted(kept: object) -> bool:
+    return isinstance(kept, str) and kept == INTERRUPTED
 
 
 @DBOS.workflow(name="steadyloop_run")
