@@ -138,6 +138,11 @@ FAILED = "steadyloop:failed"
 _NO_GATES = ApprovalPolicy(require_for=frozenset())
 
 
+def listener_name(node: str) -> str:
+    """The ``application_name`` of the node's connection that hears orders (``pg_stat_activity`` shows it)."""
+    return f"steadyloop-orders {node}"[:63]
+
+
 def tool_step(call: ToolCall) -> str:
     """The name of the step that holds a tool call's result: the call's id is in it, so a result is never
     given back to another call (DBOS refuses a step whose name differs from the one kept at its ID)."""
@@ -182,18 +187,29 @@ class Checkpoints:
     async def model_request(self, send: Callable[[], Awaitable[T]]) -> T:
         if not in_workflow():
             return await send()
+        made: list[T] = []  # what this node's request returned, or raised (its step keeps FAILED)
         failed: list[Exception] = []
 
         async def step() -> Any:
             try:
-                return await send()
-            except Exception as exc:  # kept as FAILED: an error may not survive DBOS's pickling
+                made.append(await send())
+            except Exception as exc:  # not kept itself: an error may not survive DBOS's pickling
                 failed.append(exc)
                 return FAILED
+            return made[0]
 
-        kept = await DBOS.run_step_async({"name": MODEL_STEP}, step)
+        try:
+            kept = await DBOS.run_step_async({"name": MODEL_STEP}, step)
+        except Exception as exc:
+            if not (made or failed):
+                raise
+            # DBOS could not keep the answer (the database is away): it is still this run's, and its
+            # step is left as one cut off.
+            log.warning("a model request's answer could not be kept: %s", exc)
         if failed:
             raise failed[0]
+        if made:
+            return made[0]
         if isinstance(kept, str) and kept == FAILED:
             raise RunError(
                 "the model request failed on the node that ran it before it stopped; the run ends here",
@@ -224,10 +240,23 @@ class Checkpoints:
         if reserved is None:
             return await execute()
 
-        async def step() -> Any:
-            return await execute()
+        made: list[T] = []
 
-        return await reserved.run_async({"name": tool_step(call)}, step)
+        async def step() -> Any:
+            made.append(await execute())
+            return made[0]
+
+        try:
+            kept = await reserved.run_async({"name": tool_step(call)}, step)
+        except Exception as exc:
+            if made:  # DBOS could not keep it (it does not pickle; DBOS kept that error at the step)
+                log.warning("the result of call %s could not be kept: %s", call.id, exc)
+                return made[0]
+            # Given back: the error its step kept, not a result. Run again (only calls that may be are
+            # given back here), unkept.
+            log.warning("call %s kept no result (%s): it runs again", call.id, exc)
+            return await execute()
+        return made[0] if made else kept
 
 
 class _Adopted:
@@ -445,7 +474,9 @@ class DurableRuns:
         """Hear orders for the runs going here, and answers to the orders this node forwarded."""
         while True:
             try:
-                async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
+                async with await psycopg.AsyncConnection.connect(
+                    self.url, autocommit=True, application_name=listener_name(self.node)
+                ) as conn:
                     await conn.execute(f"LISTEN {ORDERS_CHANNEL}")
                     for answered in self._answered.values():
                         answered.set()  # an answer may have come while this node was not listening
@@ -650,7 +681,10 @@ class DurableRuns:
         kept: dict[str, Any] = {}
         for call in open_calls:
             if call not in again:
-                kept[call.id] = await reserved[call.id].run_async({"name": tool_step(call)}, _interrupted)
+                try:
+                    kept[call.id] = await reserved[call.id].run_async({"name": tool_step(call)}, _interrupted)
+                except Exception:  # its step kept an error, not a result (the result did not pickle)
+                    kept[call.id] = INTERRUPTED
         completed = [call for call in open_calls if not _is_interrupted(kept.get(call.id, INTERRUPTED))]
         self.checkpoints.adopt({call.id: reserved[call.id] for call in again})
         run_id = f"resume-{uuid.uuid4().hex[:12]}"
