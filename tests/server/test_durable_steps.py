@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,8 @@ class Killed:
     requests: list[RecordedRequest]
     kept: list[Message]
     steps: list[tuple[int, str]]
+    executions: Counter[tuple[str, str]]  # (event, call id): how often the record tells of it, but the
+    # call in flight
 
 
 async def kill_mid_batch(
@@ -101,7 +104,13 @@ async def kill_mid_batch(
         for name in ("look_up", "stamp_visit")
         if (path := ledger / f"{name}.log").exists()
     }
-    return Killed(logs, requests, kept, steps)
+    executions = Counter(
+        (kind, json.loads(data)["call_id"]) for _, kind, data in seen if kind.startswith("tool_execution_")
+    )
+    # The call in flight: its start reached the record or not before the kill; it never ended.
+    assert executions.pop(("tool_execution_start", kill_on), 0) <= 1
+    assert ("tool_execution_end", kill_on) not in executions
+    return Killed(logs, requests, kept, steps, executions)
 
 
 def results(killed: Killed) -> list[tuple[str, str]]:
@@ -128,6 +137,14 @@ async def test_lookups_that_completed_before_their_node_died_are_given_back_not_
     assert read[:2] == ["case-4-a is on file", "case-4-b is on file"]
     assert read[2].startswith("interrupted:")
     assert [call_id for call_id, _ in results(killed)] == ["call_look_a", "call_look_b", "call_stamp"]
+    assert killed.executions == Counter(
+        {
+            ("tool_execution_start", "call_look_a"): 1,
+            ("tool_execution_end", "call_look_a"): 1,
+            ("tool_execution_start", "call_look_b"): 1,
+            ("tool_execution_end", "call_look_b"): 1,
+        }
+    ), "the record tells of each execution once: one given back is not told again"
     assert killed.steps == [
         (1, "history_length"),
         (2, "model_request"),
@@ -155,6 +172,12 @@ async def test_a_stamp_that_completed_before_its_node_died_keeps_its_result_and_
     kept = results(killed)
     assert kept[0] == ("call_stamp_1", "stamped v1"), "the completed stamp's own result, not 'interrupted'"
     assert kept[1][0] == "call_stamp_2" and kept[1][1].startswith("interrupted:")
+    assert killed.executions == Counter(
+        {
+            ("tool_execution_start", "call_stamp_1"): 1,
+            ("tool_execution_end", "call_stamp_1"): 1,
+        }
+    )
     assert killed.steps == [
         (1, "history_length"),
         (2, "model_request"),

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import dataclasses
 import json
 import logging
@@ -78,6 +79,8 @@ from steadyloop.events import (
     MessageEnd,
     MessageStart,
     Notice,
+    ToolExecutionEnd,
+    ToolExecutionStart,
 )
 
 from .control import Order, apply
@@ -675,17 +678,31 @@ class DurableRuns:
             messages.extend(raw[last:])
         config = agent.run_config()
         tools = {tool.name: tool for tool in config.tools}
-        waiting = await self._waiting_for_approval(live)
-        again = [call for call in open_calls if call.id in waiting or repeatable(tools.get(call.name))]
-        # The others may not run again: their steps keep their results if they completed, else INTERRUPTED.
+        dead_run = await self._dead_run(live)
+        waiting = waiting_for_approval(dead_run)
+        # Calls whose steps kept their results completed on the dead node: given back, never run again.
+        kept_steps = await kept_outputs(DBOS.workflow_id or "")
         kept: dict[str, Any] = {}
         for call in open_calls:
-            if call not in again:
-                try:
-                    kept[call.id] = await reserved[call.id].run_async({"name": tool_step(call)}, _interrupted)
-                except Exception:  # its step kept an error, not a result (the result did not pickle)
-                    kept[call.id] = INTERRUPTED
-        completed = [call for call in open_calls if not _is_interrupted(kept.get(call.id, INTERRUPTED))]
+            name, output = kept_steps.get(reserved[call.id].step_id, ("", None))
+            if name == tool_step(call) and not _is_interrupted(output):
+                kept[call.id] = output
+        again = [
+            call
+            for call in open_calls
+            if call.id not in kept and (call.id in waiting or repeatable(tools.get(call.name)))
+        ]
+        # The others may not run again: closed as interrupted, which their steps keep.
+        for call in open_calls:
+            if call.id not in kept and call not in again:
+                with contextlib.suppress(Exception):  # a step that kept an error: interrupted all the same
+                    output = await reserved[call.id].run_async({"name": tool_step(call)}, _interrupted)
+                    if not _is_interrupted(output):
+                        kept[call.id] = output
+        completed = [call for call in open_calls if call.id in kept]
+        # The dead run recorded these calls' executions as far as it got: what it recorded is not told again.
+        started = {e.call_id for e in dead_run if isinstance(e, ToolExecutionStart)}
+        ended = {e.call_id for e in dead_run if isinstance(e, ToolExecutionEnd)}
         self.checkpoints.adopt({call.id: reserved[call.id] for call in again})
         run_id = f"resume-{uuid.uuid4().hex[:12]}"
         # Recorded as they come, in order: an approval asked again must reach the watchers while it waits.
@@ -707,15 +724,24 @@ class DurableRuns:
             queue.put_nowait(
                 Notice(
                     text=f"resumed on {self.node}: {len(completed)} call(s) completed there, "
-                    f"{len(again)} run again (their results kept if they had completed), "
+                    f"{len(again)} run again, "
                     f"{len(open_calls) - len(again) - len(completed)} closed as interrupted",
                     name="durable",
                 )
             )
             results: dict[str, ToolResultMessage] = {}
             if completed:  # answered with what they returned, never run again (nor asked about again)
+
+                def given_back(event: Event) -> None:
+                    told = started if isinstance(event, ToolExecutionStart) else ended
+                    if (
+                        not isinstance(event, ToolExecutionStart | ToolExecutionEnd)
+                        or event.call_id not in told
+                    ):
+                        queue.put_nowait(event)
+
                 batch = await run_tool_calls(
-                    completed, tools, approval_policy=_NO_GATES, emit=queue.put_nowait, recorder=_Given(kept)
+                    completed, tools, approval_policy=_NO_GATES, emit=given_back, recorder=_Given(kept)
                 )
                 results.update({result.call_id: result for result in batch.results})
             if again:
@@ -736,15 +762,36 @@ class DurableRuns:
             queue.put_nowait(None)
             await recorder
 
-    async def _waiting_for_approval(self, live: LiveSession) -> set[str]:
-        """The calls of the session's last run that were waiting for a decision: they never ran, so they
-        run again, and ask for their decision again (it is waited for here, posted to this node)."""
+    async def _dead_run(self, live: LiveSession) -> list[Event]:
+        """The record of the session's last run (the one whose node died), from its ``agent_start``."""
         events = [
             e for _, e in await self.runtime.store.load_events(live.session_id, agent_id=live.principal)
         ]
         start = next((i for i in range(len(events) - 1, -1, -1) if isinstance(events[i], AgentStart)), 0)
-        asked = {e.call_id for e in events[start:] if isinstance(e, ApprovalRequired)}
-        return asked - {e.call_id for e in events[start:] if isinstance(e, ApprovalDecided)}
+        return events[start:]
+
+
+def waiting_for_approval(dead_run: Sequence[Event]) -> set[str]:
+    """The calls of the dead run that were waiting for a decision: they never ran, so they run again, and
+    ask for their decision again (it is waited for on the resuming node, posted to any node)."""
+    asked = {e.call_id for e in dead_run if isinstance(e, ApprovalRequired)}
+    return asked - {e.call_id for e in dead_run if isinstance(e, ApprovalDecided)}
+
+
+async def kept_outputs(workflow_id: str) -> dict[int, tuple[str, Any]]:
+    """The steps of the workflow for which DBOS kept an output, by ID: (name, output).
+
+    Read in a context of its own, outside the workflow's: DBOS takes a call made inside a workflow for
+    one of its steps, which would draw an ID the run's replay does not expect.
+    """
+    steps = await asyncio.create_task(
+        DBOS.list_workflow_steps_async(workflow_id), context=contextvars.Context()
+    )
+    return {
+        int(step["function_id"]): (str(step["function_name"]), step["output"])
+        for step in steps
+        if step["error"] is None and step["output"] is not None
+    }
 
 
 async def _interrupted() -> str:
