@@ -17,7 +17,8 @@ its node died, the run goes on from the history, and DBOS's steps answer what th
 - otherwise ``step_ids`` draws again the IDs the kept answers and their calls took (one per request, one
   per call), and the calls of the last answer that have no result are answered each at its own ID: with
   the result its step kept when it completed on the dead node (a batch's results reach the history only
-  when the whole batch ends), else run again if its tool is idempotent (``Tool.idempotent``, or a
+  when the whole batch ends; ``kept_outputs`` reads DBOS's records, and the record is not told again of
+  an execution the dead run recorded), else run again if its tool is idempotent (``Tool.idempotent``, or a
   ``read`` effect) or it was still waiting for its approval (it never ran: it asks again, and waits
   again), else closed with an "interrupted" result the model reads, which its step keeps too (a second
   recovery closes it the same way). Then the model is asked again: a request that completed on the dead
@@ -26,7 +27,8 @@ its node died, the run goes on from the history, and DBOS's steps answer what th
 A step cut off mid-way has kept nothing, and DBOS would run it again: for a tool that is what
 ``Tool.idempotent`` decides here. What is not a step is done again after a recovery: requests a context
 fold sends on its own, and a hook's calls. Outputs are pickled by DBOS; a request's error is not kept
-(the run ends with it; a replay of such a step ends the run).
+(the run ends with it; a replay of such a step ends the run), and an output that does not pickle is
+still the run's, its step left as one cut off (DBOS keeps the pickling error there instead).
 
 The dead run's record is closed where it was cut off: a message it had open (an answer streaming) gets
 its ``message_end`` in the record only, never in the history; the resumed run's request gives the whole
