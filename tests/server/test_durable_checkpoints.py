@@ -19,7 +19,7 @@ pytest.importorskip("dbos")
 from dbos import DBOS, SetWorkflowID
 
 from steadyloop import ToolCall
-from steadyloop.server.durable import FAILED, MODEL_STEP, Checkpoints, tool_step
+from steadyloop.server.durable_steps import FAILED, MODEL_STEP, Checkpoints, tool_step
 
 CALLS = [ToolCall(id="c1", name="t", arguments={}), ToolCall(id="c2", name="t", arguments={})]
 checkpoints = Checkpoints()

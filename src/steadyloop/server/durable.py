@@ -1,10 +1,10 @@
 """Durable runs (the ``durable`` extra): each run the server starts is a DBOS workflow that outlives its node.
 
-The only module that imports ``dbos``. A run is the workflow ``steadyloop_run(session, principal, text,
+With ``durable_steps`` (the steps), the only modules that import ``dbos``. A run is the workflow ``steadyloop_run(session, principal, text,
 images)``, owned by the node that started it (DBOS's executor id is the node's name, and the application
 version is pinned, so any node may recover any other's workflows). Its first step (ID 1) is the length of
 the session's history when the run began. After it, each model request and each tool execution is a DBOS
-step whose output DBOS keeps (``Checkpoints``, the agent's ``StepRecorder``; the loop knows nothing of
+step whose output DBOS keeps (``durable_steps.Checkpoints``, the agent's ``StepRecorder``; the loop knows nothing of
 DBOS): a request takes the next step ID when the loop makes it, and a batch's calls take theirs in the
 order the model listed them, before any starts (``DBOS.reserve_step``), so IDs do not depend on which
 parallel call starts or ends first. A tool step's name carries its call's id: DBOS refuses a step whose
@@ -48,13 +48,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import dataclasses
 import json
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from dbos import DBOS, SetWorkflowID, StepReservation
@@ -86,6 +85,16 @@ from steadyloop.events import (
 )
 
 from .control import Order, apply
+from .durable_steps import (
+    Adopted,
+    Checkpoints,
+    Given,
+    interrupted,
+    is_interrupted,
+    kept_outputs,
+    step_ids,
+    tool_step,
+)
 from .errors import ApiError
 from .live import RUN_STATE, Job
 from .runtime import cut_off_message
@@ -96,7 +105,6 @@ if TYPE_CHECKING:
 
 __all__ = ["APP_VERSION", "STALE_S", "DurableRuns", "interrupted_result", "repeatable"]
 
-T = TypeVar("T")
 
 log = logging.getLogger("steadyloop.server.durable")
 
@@ -131,14 +139,6 @@ CREATE TABLE IF NOT EXISTS steadyloop.durable_orders (
 # DBOS is one per process, and so is the node whose runs its workflows are.
 _current: DurableRuns | None = None
 
-#: The name of the step that holds a model request's answer.
-MODEL_STEP = "model_request"
-#: What a tool call's step keeps when the call was in flight on a node that died and may not run again.
-INTERRUPTED = "steadyloop:interrupted"
-#: What a model request's step keeps when the request failed (the run ended there; its error is not kept).
-FAILED = "steadyloop:failed"
-
-
 #: Calls answered with what they returned on the node that died are not asked about again.
 _NO_GATES = ApprovalPolicy(require_for=frozenset())
 
@@ -146,16 +146,6 @@ _NO_GATES = ApprovalPolicy(require_for=frozenset())
 def listener_name(node: str) -> str:
     """The ``application_name`` of the node's connection that hears orders (``pg_stat_activity`` shows it)."""
     return f"steadyloop-orders {node}"[:63]
-
-
-def tool_step(call: ToolCall) -> str:
-    """The name of the step that holds a tool call's result: the call's id is in it, so a result is never
-    given back to another call (DBOS refuses a step whose name differs from the one kept at its ID)."""
-    return f"tool {call.id}"
-
-
-def in_workflow() -> bool:
-    return DBOS.workflow_id is not None
 
 
 def repeatable(tool: Tool | None) -> bool:
@@ -175,142 +165,6 @@ def interrupted_result(call: ToolCall, node: str) -> ToolResultMessage:
         name=call.name,
         disposition="aborted",
     )
-
-
-class Checkpoints:
-    """The ``StepRecorder`` of durable runs: each model request and each tool execution is a DBOS step.
-
-    A model request is a step started where the loop makes it. A batch's calls draw their step IDs
-    (``DBOS.reserve_step``) in the order the model listed them, before any starts, and each runs at its
-    own ID when it is cleared to run: the IDs do not depend on which call starts or ends first. Outside a
-    workflow the recorder only awaits what it is given.
-    """
-
-    def __init__(self) -> None:
-        self._reserved: dict[tuple[str, str], StepReservation] = {}  # (workflow, call id)
-
-    async def model_request(self, send: Callable[[], Awaitable[T]]) -> T:
-        if not in_workflow():
-            return await send()
-        made: list[T] = []  # what this node's request returned, or raised (its step keeps FAILED)
-        failed: list[Exception] = []
-
-        async def step() -> Any:
-            try:
-                made.append(await send())
-            except Exception as exc:  # not kept itself: an error may not survive DBOS's pickling
-                failed.append(exc)
-                return FAILED
-            return made[0]
-
-        try:
-            kept = await DBOS.run_step_async({"name": MODEL_STEP}, step)
-        except Exception as exc:
-            if not (made or failed):
-                raise
-            # DBOS could not keep the answer (the database is away): it is still this run's, and its
-            # step is left as one cut off.
-            log.warning("a model request's answer could not be kept: %s", exc)
-        if failed:
-            raise failed[0]
-        if made:
-            return made[0]
-        if isinstance(kept, str) and kept == FAILED:
-            raise RunError(
-                "the model request failed on the node that ran it before it stopped; the run ends here",
-                reason="error",
-            )
-        return kept  # type: ignore[no-any-return]
-
-    def tool_batch(self, calls: Sequence[ToolCall]) -> None:
-        if not in_workflow():
-            return
-        workflow_id = DBOS.workflow_id or ""
-        # A new batch: the last one's calls that never ran (denied, skipped) keep their gaps.
-        self.forget(workflow_id)
-        for call in calls:
-            self._reserved[workflow_id, call.id] = DBOS.reserve_step()
-
-    def adopt(self, reserved: dict[str, StepReservation]) -> None:
-        """Have calls run at IDs drawn elsewhere (the resumed run's open calls)."""
-        workflow_id = DBOS.workflow_id or ""
-        self._reserved.update({(workflow_id, call_id): r for call_id, r in reserved.items()})
-
-    def forget(self, workflow_id: str) -> None:
-        for key in [key for key in self._reserved if key[0] == workflow_id]:
-            del self._reserved[key]
-
-    async def tool_execution(self, call: ToolCall, execute: Callable[[], Awaitable[T]]) -> T:
-        reserved = self._reserved.pop((DBOS.workflow_id or "", call.id), None) if in_workflow() else None
-        if reserved is None:
-            return await execute()
-
-        made: list[T] = []
-
-        async def step() -> Any:
-            made.append(await execute())
-            return made[0]
-
-        try:
-            kept = await reserved.run_async({"name": tool_step(call)}, step)
-        except Exception as exc:
-            if made:  # DBOS could not keep it (it does not pickle; DBOS kept that error at the step)
-                log.warning("the result of call %s could not be kept: %s", call.id, exc)
-                return made[0]
-            # Given back: the error its step kept, not a result. Run again (only calls that may be are
-            # given back here), unkept.
-            log.warning("call %s kept no result (%s): it runs again", call.id, exc)
-            return await execute()
-        return made[0] if made else kept
-
-
-class _Adopted:
-    """The recorder of the resumed run's open calls: their IDs were drawn by ``step_ids``."""
-
-    def __init__(self, checkpoints: Checkpoints) -> None:
-        self._checkpoints = checkpoints
-
-    async def model_request(self, send: Callable[[], Awaitable[T]]) -> T:
-        return await send()
-
-    def tool_batch(self, calls: Sequence[ToolCall]) -> None:
-        pass
-
-    async def tool_execution(self, call: ToolCall, execute: Callable[[], Awaitable[T]]) -> T:
-        return await self._checkpoints.tool_execution(call, execute)
-
-
-class _Given:
-    """The recorder giving back a call's kept result: the call completed on the node that died."""
-
-    def __init__(self, kept: dict[str, Any]) -> None:
-        self._kept = kept
-
-    async def model_request(self, send: Callable[[], Awaitable[T]]) -> T:
-        return await send()
-
-    def tool_batch(self, calls: Sequence[ToolCall]) -> None:
-        pass
-
-    async def tool_execution(self, call: ToolCall, execute: Callable[[], Awaitable[T]]) -> T:
-        return self._kept[call.id]  # type: ignore[no-any-return]
-
-
-def step_ids(messages: Sequence[Message], base: int) -> dict[str, StepReservation]:
-    """Draw again the step IDs the run's kept answers and their calls took, in the order they took them;
-    returns the ones of the last answer's calls, by call id.
-
-    After the first step (the history's length at the start, ID 1), a run draws one ID per model request
-    and one per call of its answer, before any call starts: every answer the history kept since
-    ``base`` came from one request, and lists its calls. The IDs that are not run again leave their
-    kept outputs where they are; the next request the resumed run makes gets the ID after them.
-    """
-    last: dict[str, StepReservation] = {}
-    for message in messages[base:]:
-        if isinstance(message, AssistantMessage):
-            DBOS.reserve_step()  # its request: answered and kept, never run again
-            last = {call.id: DBOS.reserve_step() for call in message.tool_calls}
-    return last
 
 
 class DurableRuns:
@@ -687,7 +541,7 @@ class DurableRuns:
         kept: dict[str, Any] = {}
         for call in open_calls:
             name, output = kept_steps.get(reserved[call.id].step_id, ("", None))
-            if name == tool_step(call) and not _is_interrupted(output):
+            if name == tool_step(call) and not is_interrupted(output):
                 kept[call.id] = output
         again = [
             call
@@ -698,8 +552,8 @@ class DurableRuns:
         for call in open_calls:
             if call.id not in kept and call not in again:
                 with contextlib.suppress(Exception):  # a step that kept an error: interrupted all the same
-                    output = await reserved[call.id].run_async({"name": tool_step(call)}, _interrupted)
-                    if not _is_interrupted(output):
+                    output = await reserved[call.id].run_async({"name": tool_step(call)}, interrupted)
+                    if not is_interrupted(output):
                         kept[call.id] = output
         completed = [call for call in open_calls if call.id in kept]
         # The dead run recorded these calls' executions as far as it got: what it recorded is not told again.
@@ -743,7 +597,7 @@ class DurableRuns:
                         queue.put_nowait(event)
 
                 batch = await run_tool_calls(
-                    completed, tools, approval_policy=_NO_GATES, emit=given_back, recorder=_Given(kept)
+                    completed, tools, approval_policy=_NO_GATES, emit=given_back, recorder=Given(kept)
                 )
                 results.update({result.call_id: result for result in batch.results})
             if again:
@@ -753,7 +607,7 @@ class DurableRuns:
                     approvals=config.approvals,
                     approval_policy=config.approval_policy or ApprovalPolicy(),
                     emit=queue.put_nowait,
-                    recorder=_Adopted(self.checkpoints),
+                    recorder=Adopted(self.checkpoints),
                 )
                 results.update({result.call_id: result for result in batch.results})
             for call in open_calls:
@@ -778,30 +632,6 @@ def waiting_for_approval(dead_run: Sequence[Event]) -> set[str]:
     ask for their decision again (it is waited for on the resuming node, posted to any node)."""
     asked = {e.call_id for e in dead_run if isinstance(e, ApprovalRequired)}
     return asked - {e.call_id for e in dead_run if isinstance(e, ApprovalDecided)}
-
-
-async def kept_outputs(workflow_id: str) -> dict[int, tuple[str, Any]]:
-    """The steps of the workflow for which DBOS kept an output, by ID: (name, output).
-
-    Read in a context of its own, outside the workflow's: DBOS takes a call made inside a workflow for
-    one of its steps, which would draw an ID the run's replay does not expect.
-    """
-    steps = await asyncio.create_task(
-        DBOS.list_workflow_steps_async(workflow_id), context=contextvars.Context()
-    )
-    return {
-        int(step["function_id"]): (str(step["function_name"]), step["output"])
-        for step in steps
-        if step["error"] is None and step["output"] is not None
-    }
-
-
-async def _interrupted() -> str:
-    return INTERRUPTED
-
-
-def _is_interrupted(kept: object) -> bool:
-    return isinstance(kept, str) and kept == INTERRUPTED
 
 
 @DBOS.workflow(name="steadyloop_run")
