@@ -162,6 +162,7 @@ from .tools.definition import EffectClass, ResourceClaim, Tool, ToolContext, Too
 from .tools.execution import BatchOutcome, HookDecision, ToolHooks, ToolPolicy, run_tool_calls
 from .tools.loading import CatalogEntry, ToolLoader, catalog_of, preselect, preselect_by_keywords
 from .tools.loop_detection import LoopDetectorConfig, ToolLoopDetector
+from .tools.recorder import StepRecorder
 from .tools.recovery import RecoveredCalls, recover_tool_calls
 from .tools.schema_compat import is_grammar_error, relax_tools, sanitize_tools
 from .turn.assembly import Produced, StreamAssembler
@@ -327,6 +328,7 @@ __all__ = [
     "SseEventInterceptor",
     "StablePrefix",
     "SteadyloopError",
+    "StepRecorder",
     "StreamAssembler",
     "StreamFunction",
     "SystemMessage",

@@ -64,6 +64,7 @@ from .sessions.bound import AgentSession
 from .tools.approvals import ApprovalBroker, ApprovalPolicy
 from .tools.definition import Tool
 from .tools.execution import ToolHooks
+from .tools.recorder import StepRecorder
 from .wire.endpoints import Endpoint
 from .wire.interceptors import Interceptors, wire_only
 from .wire.windows import context_limit_for
@@ -177,6 +178,9 @@ class Agent:
             ``on_sse_event``) and before listeners hear each streamed assistant event
             (``on_assistant_event``); ``agent.interceptors`` may be set again, and a run uses what was set
             when it started.
+        recorder: runs each model request and each tool execution, and may give back what an earlier run
+            of them returned instead (a durable host's ``StepRecorder``); ``agent.recorder`` may be set
+            again, and a run uses what was set when it started.
     """
 
     def __init__(
@@ -209,6 +213,7 @@ class Agent:
         session: AgentSession | None = None,
         prefix: StablePrefix | None = None,
         interceptors: Interceptors | None = None,
+        recorder: StepRecorder | None = None,
     ) -> None:
         params = model if isinstance(model, ModelParams) else ModelParams(model=model)
         if thinking is not None:
@@ -245,6 +250,7 @@ class Agent:
         self.lifecycle = lifecycle
         self.before_llm_call = before_llm_call
         self.interceptors = interceptors
+        self.recorder = recorder
         self.context = session.context if session is not None else ContextState()
         """The conversation's fold and pruning, kept from one prompt to the next."""
         self.prefix = prefix if prefix is not None else StablePrefix()
@@ -494,6 +500,7 @@ class Agent:
                 transform_context=self.transform_context,
                 # The default keeps the loop's own view, which the prefix can admit without re-reading it.
                 convert_to_llm=None if self.convert_to_llm is _default_convert else self.convert_to_llm,
+                recorder=self.recorder,
             ),
             queues=RunQueues(
                 steering=lambda: self._take(self._steering, self.steering_mode),

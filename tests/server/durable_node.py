@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from steadyloop import ApprovalPolicy, Endpoint, ToolContext, tool
+from steadyloop import ApprovalPolicy, Endpoint, ResourceClaim, ToolContext, tool
 from steadyloop.server import ServerLimits, ServerSettings, serve
 
 
@@ -43,7 +43,8 @@ def ledger_tools(ledger: Path, node: str, signal_port: int) -> list[object]:
         await asyncio.sleep(3.0)  # long enough for a kill to land while calls are in flight
         return f"stamped {visitor}"
 
-    @tool(effect="read", idempotent=True)
+    # Lookups read the records together: several in one answer run at once (a stamp runs alone, after them).
+    @tool(effect="read", idempotent=True, claims=[ResourceClaim("records")])
     async def look_up(key: str, context: ToolContext) -> str:
         """Look a key up.
 

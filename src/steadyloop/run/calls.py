@@ -49,6 +49,7 @@ async def run_calls(run: RunState, turn: Turn) -> BatchOutcome | None:
         cancel=run.cancel,
         interrupt=config.queues.interrupt,
         loop_detector=run.detector,
+        recorder=config.hooks.recorder,
     )
     for result in batch.results:
         run.transcript.append(result)

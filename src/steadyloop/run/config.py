@@ -22,6 +22,7 @@ from ..tools.batch import HookDecision, ToolHooks, ToolPolicy
 from ..tools.definition import Tool
 from ..tools.loading import CatalogEntry
 from ..tools.loop_detection import LoopDetectorConfig
+from ..tools.recorder import StepRecorder
 from ..turn.fences import DEFAULT_FENCES, Fence
 from ..turn.harmony import HarmonyLeakCallback
 from ..turn.run import RetryPolicy
@@ -176,6 +177,8 @@ class RunHooks:
             it returns is sent, the transcript itself is left alone.
         convert_to_llm: turns the transcript (which may hold a host's own message types) into the messages
             a model reads, before every request (default: keep the steadyloop messages).
+        recorder: runs each model request and each tool execution, and may give back what an earlier
+            run of them returned (a durable host; see ``StepRecorder``).
     """
 
     tools: ToolHooks | None = None
@@ -186,6 +189,7 @@ class RunHooks:
     tool_choice: ToolChoiceFn | None = None
     transform_context: TransformContext | None = None
     convert_to_llm: ConvertToLlm | None = None
+    recorder: StepRecorder | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

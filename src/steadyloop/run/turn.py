@@ -31,14 +31,11 @@ __all__ = ["stream_turn"]
 
 async def stream_turn(run: RunState, request: Request) -> Turn:
     """Send the step's request and close its assistant message; the turn as the transcript keeps it."""
-    turn, decided = await _send(run, request)
+    recorder = run.config.hooks.recorder
+    answer = partial(_answer, run, request)
+    turn, decided = await (answer() if recorder is None else recorder.model_request(answer))
     events, step = run.events, run.events.step
     run.steps = step
-    if turn.finish_reason == "length":
-        events.say(
-            Notice, text="the answer was cut off at the token ceiling (max_tokens)", name="length", step=step
-        )
-        turn = await _continue(run, request, turn)
     turn = await mend_harmony(turn, step=step, emit=events.emit, on_leak=run.config.policy.on_harmony_leak)
     if not decided:  # a decided answer is no call
         turn = _recover_calls(run, request, turn)
@@ -55,6 +52,19 @@ async def stream_turn(run: RunState, request: Request) -> Turn:
     _report_usage(run, request, turn)
     run.last_turn = Turn(turn.content, turn.reasoning, calls, turn.usage, turn.finish_reason, thinking)
     return run.last_turn
+
+
+async def _answer(run: RunState, request: Request) -> tuple[Turn, bool]:
+    """The model's answer to the request, carried on when it was cut at the token ceiling: what a
+    ``StepRecorder`` sees as one model request (the same answer for the same request when it is replayed)."""
+    turn, decided = await _send(run, request)
+    if turn.finish_reason == "length":
+        step = run.events.step
+        run.events.say(
+            Notice, text="the answer was cut off at the token ceiling (max_tokens)", name="length", step=step
+        )
+        turn = await _continue(run, request, turn)
+    return turn, decided
 
 
 def _follow_renames(

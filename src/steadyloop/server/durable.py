@@ -1,31 +1,38 @@
 """Durable runs (the ``durable`` extra): each run the server starts is a DBOS workflow that outlives its node.
 
-The only module that imports ``dbos``. A run is the workflow ``steadyloop_run(session, principal, text,
+With ``durable_steps`` (the steps), the only modules that import ``dbos``. A run is the workflow ``steadyloop_run(session, principal, text,
 images)``, owned by the node that started it (DBOS's executor id is the node's name, and the application
-version is pinned, so any node may recover any other's workflows). Its first step, checkpointed by DBOS,
-is the length of the session's history when the run began; everything after is checkpointed where the
-session already keeps it: a model request's answer is appended to the history when it ends, each tool
-result when its call ends, and every event is in the record. So when the workflow runs again after its
-node died, it knows from the checkpoint and the history what was done:
+version is pinned, so any node may recover any other's workflows). Its first step (ID 1) is the length of
+the session's history when the run began. After it, each model request and each tool execution is a DBOS
+step whose output DBOS keeps (``durable_steps.Checkpoints``, the agent's ``StepRecorder``; the loop knows nothing of
+DBOS): a request takes the next step ID when the loop makes it, and a batch's calls take theirs in the
+order the model listed them, before any starts (``DBOS.reserve_step``), so IDs do not depend on which
+parallel call starts or ends first. A tool step's name carries its call's id: DBOS refuses a step whose
+name differs from the one kept at its ID, so a kept result is never given to another call.
+
+The history keeps each answer and each batch's results as they end, so when the workflow runs again after
+its node died, the run goes on from the history, and DBOS's steps answer what the history does not hold yet:
 
 - the user message not stored yet: the prompt is run from the start;
-- otherwise the run goes on from the history: completed model requests are not sent again and completed
-  tool calls are not run again. A call of the last answer that has no result was in flight (or not yet
-  started): it is run again if its tool is idempotent (``Tool.idempotent``, or a ``read`` effect) or if it
-  was still waiting for its approval (it never ran: it asks again, and waits again), and otherwise closed
-  with an "interrupted" result the model reads; then the model is asked again.
+- otherwise ``step_ids`` draws again the IDs the kept answers and their calls took (one per request, one
+  per call), and the calls of the last answer that have no result are answered each at its own ID: with
+  the result its step kept when it completed on the dead node (a batch's results reach the history only
+  when the whole batch ends; ``kept_outputs`` reads DBOS's records, and the record is not told again of
+  an execution the dead run recorded), else run again if its tool is idempotent (``Tool.idempotent``, or a
+  ``read`` effect) or it was still waiting for its approval (it never ran: it asks again, and waits
+  again), else closed with an "interrupted" result the model reads, which its step keeps too (a second
+  recovery closes it the same way). Then the model is asked again: a request that completed on the dead
+  node is given back from its step, not sent again.
+
+A step cut off mid-way has kept nothing, and DBOS would run it again: for a tool that is what
+``Tool.idempotent`` decides here. What is not a step is done again after a recovery: requests a context
+fold sends on its own, and a hook's calls. Outputs are pickled by DBOS; a request's error is not kept
+(the run ends with it; a replay of such a step ends the run), and an output that does not pickle is
+still the run's, its step left as one cut off (DBOS keeps the pickling error there instead).
 
 The dead run's record is closed where it was cut off: a message it had open (an answer streaming) gets
-its ``message_end`` in the record only, never in the history, so the resumed run asks for a whole answer.
-
-Why the history, and not one DBOS step per model request and per tool call: the property a step would
-give (a request or call that completed is not done again after recovery) is already had, because the
-agent appends each answer and each result to the session before the next step starts. Wrapping them as
-steps would store each output twice (in DBOS and in the history) and replay it through the loop on
-recovery, and DBOS matches a step to its checkpoint by the order steps start in the workflow, which
-parallel tool calls do not keep from one execution to the next. A step cut off mid-way is run again by
-DBOS, too: whether that is safe is what ``Tool.idempotent`` decides per tool here.
-So DBOS checkpoints only where the run began, and the history is the checkpoint of every step after.
+its ``message_end`` in the record only, never in the history; the resumed run's request gives the whole
+answer (from its step if the dead node had it already).
 
 Nodes beat in PostgreSQL every second. A node whose beat is older than ``STALE_S`` is dead: the live nodes
 ask DBOS to recover its pending workflows (DBOS re-enqueues them, and one live node dequeues each), and a
@@ -45,10 +52,11 @@ import dataclasses
 import json
 import logging
 import uuid
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import psycopg
-from dbos import DBOS, SetWorkflowID
+from dbos import DBOS, SetWorkflowID, StepReservation
 
 from steadyloop import (
     Agent,
@@ -56,6 +64,7 @@ from steadyloop import (
     AssistantMessage,
     Event,
     ImagePart,
+    Message,
     RunError,
     Tool,
     ToolCall,
@@ -71,9 +80,21 @@ from steadyloop.events import (
     MessageEnd,
     MessageStart,
     Notice,
+    ToolExecutionEnd,
+    ToolExecutionStart,
 )
 
 from .control import Order, apply
+from .durable_steps import (
+    Adopted,
+    Checkpoints,
+    Given,
+    interrupted,
+    is_interrupted,
+    kept_outputs,
+    step_ids,
+    tool_step,
+)
 from .errors import ApiError
 from .live import RUN_STATE, Job
 from .runtime import cut_off_message
@@ -83,6 +104,7 @@ if TYPE_CHECKING:
     from .runtime import Runtime
 
 __all__ = ["APP_VERSION", "STALE_S", "DurableRuns", "interrupted_result", "repeatable"]
+
 
 log = logging.getLogger("steadyloop.server.durable")
 
@@ -116,6 +138,14 @@ CREATE TABLE IF NOT EXISTS steadyloop.durable_orders (
 
 # DBOS is one per process, and so is the node whose runs its workflows are.
 _current: DurableRuns | None = None
+
+#: Calls answered with what they returned on the node that died are not asked about again.
+_NO_GATES = ApprovalPolicy(require_for=frozenset())
+
+
+def listener_name(node: str) -> str:
+    """The ``application_name`` of the node's connection that hears orders (``pg_stat_activity`` shows it)."""
+    return f"steadyloop-orders {node}"[:63]
 
 
 def repeatable(tool: Tool | None) -> bool:
@@ -151,6 +181,7 @@ class DurableRuns:
         self._listening: asyncio.Task[None] | None = None
         self._taking: set[asyncio.Task[None]] = set()
         self._answered: dict[int, asyncio.Event] = {}  # orders this node forwarded, set when answered
+        self.checkpoints = Checkpoints()
 
     async def start(self) -> None:
         """Launch DBOS as this node (recovering the runs it left going) and start beating."""
@@ -302,7 +333,9 @@ class DurableRuns:
         """Hear orders for the runs going here, and answers to the orders this node forwarded."""
         while True:
             try:
-                async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
+                async with await psycopg.AsyncConnection.connect(
+                    self.url, autocommit=True, application_name=listener_name(self.node)
+                ) as conn:
                     await conn.execute(f"LISTEN {ORDERS_CHANNEL}")
                     for answered in self._answered.values():
                         answered.set()  # an answer may have come while this node was not listening
@@ -389,31 +422,38 @@ class DurableRuns:
         workflow_id = DBOS.workflow_id or ""
         live = self._fresh.pop(workflow_id, None)
         if live is not None:  # started here on a request: that request's run task awaits this workflow
+            live.agent.recorder = self.checkpoints
             try:
                 self._turns[workflow_id] = await live.agent.prompt(text, images=images)
             except RunError as exc:
                 self._turns[workflow_id] = exc
+            finally:
+                self.checkpoints.forget(workflow_id)
             return "ended"
         # Recovered: on this node after a restart, or taken over from a node that died.
         live = await self.runtime.live(principal, session_id)
         await live.settled()
         if live.running:
             return "ended"  # cannot happen while claims hold; never run one session twice at once
-        stored = await self.history_length(session_id, principal)
+        raw = await self.runtime.store.load_messages(session_id, agent_id=principal)
         state = await self.runtime.store.load_state(session_id, RUN_STATE, agent_id=principal)
         dead = str(json.loads(state).get("node", "another node")) if state else "another node"
         await self._close_cut_off_message(live, dead)
+        live.agent.recorder = self.checkpoints
         job: Job
-        if stored > base:
-            job = self._resume_job(live, dead)
+        if len(raw) > base:
+            job = self._resume_job(live, dead, raw, step_ids(raw, base))
         else:
 
             async def job(agent: Agent) -> Turn:
                 return await agent.prompt(text, images=images)
 
         task = self.runtime.start_job(live, job, resumed=True)
-        with contextlib.suppress(Exception):
-            await task
+        try:
+            with contextlib.suppress(Exception):
+                await task
+        finally:
+            self.checkpoints.forget(workflow_id)
         return "ended"
 
     async def _close_cut_off_message(self, live: LiveSession, dead: str) -> None:
@@ -455,21 +495,31 @@ class DurableRuns:
         ]
         await self.runtime.recording.append_events(sid, closing, agent_id=principal)
 
-    def _resume_job(self, live: LiveSession, dead: str) -> Job:
+    def _resume_job(
+        self, live: LiveSession, dead: str, raw: list[Message], reserved: dict[str, StepReservation]
+    ) -> Job:
         async def resume(agent: Agent) -> Turn:
-            await self._close_open_calls(live, agent, dead)
+            await self._close_open_calls(live, agent, dead, raw, reserved)
             return await agent.continue_()
 
         return resume
 
-    async def _close_open_calls(self, live: LiveSession, agent: Agent, dead: str) -> None:
-        """Answer the calls of the last answer that have no result: again, or as interrupted.
+    async def _close_open_calls(
+        self,
+        live: LiveSession,
+        agent: Agent,
+        dead: str,
+        raw: list[Message],
+        reserved: dict[str, StepReservation],
+    ) -> None:
+        """Answer the calls of the last answer that have no result in the history, each at its own step:
+        with the result DBOS kept when the call completed on the dead node, else by running it again (an
+        idempotent tool, or a call still waiting for its approval), else as interrupted.
 
         Read from the stored history as it is: the agent's transcript, loaded through ``reconstruct``,
         leaves out an answer whose calls are not all answered, so it is put back here with the results
         it has, and closed.
         """
-        raw = await self.runtime.store.load_messages(live.session_id, agent_id=live.principal)
         last = next((i for i in range(len(raw) - 1, -1, -1) if isinstance(raw[i], AssistantMessage)), None)
         if last is None:
             return
@@ -484,8 +534,32 @@ class DurableRuns:
             messages.extend(raw[last:])
         config = agent.run_config()
         tools = {tool.name: tool for tool in config.tools}
-        waiting = await self._waiting_for_approval(live)
-        again = [call for call in open_calls if call.id in waiting or repeatable(tools.get(call.name))]
+        dead_run = await self._dead_run(live)
+        waiting = waiting_for_approval(dead_run)
+        # Calls whose steps kept their results completed on the dead node: given back, never run again.
+        kept_steps = await kept_outputs(DBOS.workflow_id or "")
+        kept: dict[str, Any] = {}
+        for call in open_calls:
+            name, output = kept_steps.get(reserved[call.id].step_id, ("", None))
+            if name == tool_step(call) and not is_interrupted(output):
+                kept[call.id] = output
+        again = [
+            call
+            for call in open_calls
+            if call.id not in kept and (call.id in waiting or repeatable(tools.get(call.name)))
+        ]
+        # The others may not run again: closed as interrupted, which their steps keep.
+        for call in open_calls:
+            if call.id not in kept and call not in again:
+                with contextlib.suppress(Exception):  # a step that kept an error: interrupted all the same
+                    output = await reserved[call.id].run_async({"name": tool_step(call)}, interrupted)
+                    if not is_interrupted(output):
+                        kept[call.id] = output
+        completed = [call for call in open_calls if call.id in kept]
+        # The dead run recorded these calls' executions as far as it got: what it recorded is not told again.
+        started = {e.call_id for e in dead_run if isinstance(e, ToolExecutionStart)}
+        ended = {e.call_id for e in dead_run if isinstance(e, ToolExecutionEnd)}
+        self.checkpoints.adopt({call.id: reserved[call.id] for call in again})
         run_id = f"resume-{uuid.uuid4().hex[:12]}"
         # Recorded as they come, in order: an approval asked again must reach the watchers while it waits.
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
@@ -505,12 +579,27 @@ class DurableRuns:
         try:
             queue.put_nowait(
                 Notice(
-                    text=f"resumed on {self.node}: {len(again)} call(s) run again, "
-                    f"{len(open_calls) - len(again)} closed as interrupted",
+                    text=f"resumed on {self.node}: {len(completed)} call(s) completed there, "
+                    f"{len(again)} run again, "
+                    f"{len(open_calls) - len(again) - len(completed)} closed as interrupted",
                     name="durable",
                 )
             )
             results: dict[str, ToolResultMessage] = {}
+            if completed:  # answered with what they returned, never run again (nor asked about again)
+
+                def given_back(event: Event) -> None:
+                    told = started if isinstance(event, ToolExecutionStart) else ended
+                    if (
+                        not isinstance(event, ToolExecutionStart | ToolExecutionEnd)
+                        or event.call_id not in told
+                    ):
+                        queue.put_nowait(event)
+
+                batch = await run_tool_calls(
+                    completed, tools, approval_policy=_NO_GATES, emit=given_back, recorder=Given(kept)
+                )
+                results.update({result.call_id: result for result in batch.results})
             if again:
                 batch = await run_tool_calls(
                     again,
@@ -518,6 +607,7 @@ class DurableRuns:
                     approvals=config.approvals,
                     approval_policy=config.approval_policy or ApprovalPolicy(),
                     emit=queue.put_nowait,
+                    recorder=Adopted(self.checkpoints),
                 )
                 results.update({result.call_id: result for result in batch.results})
             for call in open_calls:
@@ -528,15 +618,20 @@ class DurableRuns:
             queue.put_nowait(None)
             await recorder
 
-    async def _waiting_for_approval(self, live: LiveSession) -> set[str]:
-        """The calls of the session's last run that were waiting for a decision: they never ran, so they
-        run again, and ask for their decision again (it is waited for here, posted to this node)."""
+    async def _dead_run(self, live: LiveSession) -> list[Event]:
+        """The record of the session's last run (the one whose node died), from its ``agent_start``."""
         events = [
             e for _, e in await self.runtime.store.load_events(live.session_id, agent_id=live.principal)
         ]
         start = next((i for i in range(len(events) - 1, -1, -1) if isinstance(events[i], AgentStart)), 0)
-        asked = {e.call_id for e in events[start:] if isinstance(e, ApprovalRequired)}
-        return asked - {e.call_id for e in events[start:] if isinstance(e, ApprovalDecided)}
+        return events[start:]
+
+
+def waiting_for_approval(dead_run: Sequence[Event]) -> set[str]:
+    """The calls of the dead run that were waiting for a decision: they never ran, so they run again, and
+    ask for their decision again (it is waited for on the resuming node, posted to any node)."""
+    asked = {e.call_id for e in dead_run if isinstance(e, ApprovalRequired)}
+    return asked - {e.call_id for e in dead_run if isinstance(e, ApprovalDecided)}
 
 
 @DBOS.workflow(name="steadyloop_run")

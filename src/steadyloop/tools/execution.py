@@ -39,6 +39,7 @@ import copy
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, Literal
 
 from ..errors import ToolArgumentsError
@@ -49,6 +50,7 @@ from .approvals import ApprovalBroker, ApprovalPolicy
 from .arguments import canonical_arguments, parse_tool_arguments
 from .batch import BatchOutcome, CallOutcome, HookDecision, LoopGuard, ToolHooks, ToolPolicy
 from .definition import Tool
+from .recorder import StepRecorder
 from .scheduler import Claims, Scheduler, claims_for_call, plan_calls
 
 # The values live in ``batch``; they are re-exported so one import serves a caller of ``run_tool_calls``.
@@ -81,6 +83,7 @@ async def run_tool_calls(
     cancel: asyncio.Event | None = None,
     interrupt: Callable[[], bool] | None = None,
     loop_detector: LoopGuard | None = None,
+    recorder: StepRecorder | None = None,
 ) -> BatchOutcome:
     """Run one step's tool calls and answer every one of them.
 
@@ -97,6 +100,8 @@ async def run_tool_calls(
         cancel: the run's abort: running calls are stopped and the rest are not run.
         interrupt: polled before calls start; once true (steering arrived), calls not yet started are skipped.
         loop_detector: records calls and results, adds its notes to results, can stop the batch.
+        recorder: told the calls before any starts, and runs each execution (a durable host keeps what
+            they returned; see ``StepRecorder``).
 
     Returns:
         The outcomes in call order. Cancelling the task cancels every call still running and waits for them.
@@ -111,12 +116,15 @@ async def run_tool_calls(
         step=step,
         cancel=cancel,
     )
+    if recorder is not None:
+        recorder.tool_batch(calls)
     batch = _Batch(
         calls,
         tools,
         policy=policy,
         hooks=hooks,
         steps=steps,
+        recorder=recorder,
         truncated=truncated,
         interrupt=interrupt,
         loop_detector=loop_detector,
@@ -160,6 +168,7 @@ class _Batch:
         policy: ToolPolicy,
         hooks: ToolHooks,
         steps: CallSteps,
+        recorder: StepRecorder | None,
         truncated: bool,
         interrupt: Callable[[], bool] | None,
         loop_detector: LoopGuard | None,
@@ -171,6 +180,7 @@ class _Batch:
         self._policy = policy
         self._hooks = hooks
         self._steps = steps
+        self._recorder = recorder
         self._truncated = truncated
         self._interrupt = interrupt
         self._interrupted = False
@@ -385,9 +395,14 @@ class _Batch:
                 step=self._step,
             )
         )
-        answer = await self._steps.execute(
-            call, entry.tool, entry.arguments, is_open=lambda: entry.index not in self._outcomes
+        execute = partial(
+            self._steps.execute,
+            call,
+            entry.tool,
+            entry.arguments,
+            is_open=lambda: entry.index not in self._outcomes,
         )
+        answer = await (execute() if self._recorder is None else self._recorder.tool_execution(call, execute))
         answer = await self._steps.after(call, answer)
         self._commit(entry, answer, duration_ms=(time.monotonic() - started) * 1000)
 
