@@ -88,7 +88,8 @@ def _names(answer: str, entry: str) -> bool:
 
 
 def _grounded(word: str, sources: Sequence[str]) -> bool:
-    bare = word.rstrip("/")
+    """Whether ``word`` is in one of ``sources`` (lower-cased, as the caller gives them)."""
+    bare = word.rstrip("/").lower()
     if any(bare in source for source in sources):
         return True
     # "src/steadyloop/" after a listing that showed "src/" and one of "src" that showed "steadyloop/":
@@ -111,7 +112,7 @@ def answer_gaps(answer: str, results: Sequence[str], request: str = "") -> Answe
     if all(entries is not None for entries in listings):
         for entries in listings:
             missing += [e for e in entries or () if not _names(answer, e) and e not in missing]
-    sources = [*results, request]
+    sources = [s.lower() for s in (*results, request)]
     invented = list(dict.fromkeys(w for w in path_words(answer) if not _grounded(w, sources)))
     return AnswerGaps(tuple(missing), tuple(invented))
 
