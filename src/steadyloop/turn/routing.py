@@ -10,7 +10,9 @@ user's sampling). A call is the step's turn as it is, unless it is the very call
 result is in the prompt; a small model at temperature 0 would repeat it until the loop guard stops the run),
 which reads as the choice to answer. An answer is then asked for as usual, streamed, with
 ``tool_choice: "none"`` and a grammar that keeps it from opening like a call, and costs the server only the
-reply (the prompt is already cached).
+reply (the prompt is already cached). An answer after tool results is asked at temperature 0 and held to
+them before it is shown (``turn/grounding.py``): sent back once where it left out entries of a listing or
+named a path no result holds.
 
 The decision body and its reading are sans I/O (:func:`decision_body`, :func:`read_decision`);
 :func:`routed_turn` sends. A server that refuses the schema, or answers outside it, latches routing off for
