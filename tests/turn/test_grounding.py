@@ -86,7 +86,7 @@ def test_the_correction_names_the_gaps_and_what_to_do() -> None:
     told = correction(AnswerGaps(missing=("pyproject.toml",), invented=("tests/cli/",)))
     assert "pyproject.toml" in told and "tests/cli/" in told and "every entry" in told
     only_invented = correction(AnswerGaps(invented=("setup.py",)))
-    assert "setup.py" in only_invented and "only what they hold" in only_invented
+    assert "setup.py" in only_invented and "only what the tools returned" in only_invented
     many = correction(AnswerGaps(missing=tuple(f"f{i}.txt" for i in range(30))))
     assert "f11.txt" in many and "f12.txt" not in many and "18 more" in many
 

@@ -301,3 +301,15 @@ async def test_an_answer_true_to_its_results_is_asked_once() -> None:
         result, events, bodies = await run_listing(server)
     assert len(bodies) == 3 and result.turn.content == "docs/, README.md, pyproject.toml"
     assert not any(isinstance(e, Notice) and e.name == "grounding" for e in events)
+
+
+async def test_an_answer_still_short_of_the_listing_after_the_correction_gives_way_to_the_listing() -> None:
+    async with ScriptedServer(
+        text('{"name": "list_files", "arguments": {}}'),
+        text('{"name": "answer"}'),
+        text("There are three entries."),
+        text("It holds docs/ and README.md."),
+    ) as server:
+        result, events, _ = await run_listing(server)
+    listing = "- docs/ (folder)\n- README.md\n- pyproject.toml"
+    assert result.turn.content == listing and shown_text(events) == listing

@@ -6,7 +6,8 @@ temperature 0, the same seven every time), with a count and no names, or with al
 does not exist. The answer to a routed step after tool results is checked here before it is shown
 (``turn/routing.py``): the entries a listing result holds that the answer leaves out, and the path-like words
 of the answer (``tests/cli/``, ``setup.py``) that no tool result and not the request itself holds. A gap is
-sent back once, as a short correction, and the answer asked again.
+sent back once, as a short correction, and the answer asked again; one still short of a listing after that
+gives way to the listing itself (``turn/routing.py``).
 
 A listing is a result whose lines are bulleted names (one word each, a note in parentheses after it
 allowed), with notes in parentheses between them: a file's own bulleted prose is no listing. The entries
@@ -131,10 +132,11 @@ def correction(gaps: AnswerGaps) -> str:
         said.append(f"Your answer leaves out entries the tool returned: {_some(gaps.missing)}.")
     if gaps.invented:
         said.append(f"Your answer names {_some(gaps.invented)}, which no tool returned.")
-    # Not "and nothing else": told that, the 1.5B model answered "How many files are in docs?" again with
-    # the two names and without their count.
-    wanted = "name every entry they list" if gaps.missing else "name only what they hold"
-    return " ".join([*said, f"Answer the question again from the tool results, and {wanted}."])
+    # "and nothing else" costs a count asked for ("How many files are in docs?" came back as the two names
+    # alone); without it, or with "keep any count", the 1.5B model left pyproject.toml out of the repo's
+    # listing again, every time. The main job's listing wins.
+    wanted = "name every entry the tool returned" if gaps.missing else "name only what the tools returned"
+    return " ".join([*said, f"Answer the question again from the tool results: {wanted}, and nothing else."])
 
 
 def _text(content: Any) -> str:
