@@ -234,3 +234,82 @@ async def test_an_answered_step_reports_one_read_of_the_prompt_and_both_replies(
     usage = report.turn
     assert (usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens) == (400, 380, 9)
     assert usage.total_tokens == 409 and result.usage.prompt_tokens == 400
+
+
+@tool
+def list_files(path: str = ".") -> str:
+    """List a folder as bullets."""
+    return "- docs/ (folder)\n- README.md\n- pyproject.toml"
+
+
+async def run_listing(server: ScriptedServer) -> tuple[Any, list[Event], list[dict[str, Any]]]:
+    events: list[Event] = []
+    result = await run_agent_loop(
+        Endpoint(server.base_url),
+        ModelParams(model="m", temperature=0.2),
+        messages=[UserMessage(content="What is in this folder?")],
+        tools=[list_files],
+        policy=ROUTED,
+        on_event=events.append,
+    )
+    return result, events, [r.json for r in server.chat_requests]
+
+
+def shown_text(events: list[Event]) -> str:
+    return "".join(e.delta for e in events if e.type == "message_update" and e.kind == "text")
+
+
+async def test_an_answer_that_leaves_out_a_listed_entry_is_asked_again_and_shown_once() -> None:
+    complete = "It holds docs/, README.md and pyproject.toml."
+    async with ScriptedServer(
+        text('{"name": "list_files", "arguments": {}}'),
+        text('{"name": "answer"}'),
+        text("It holds docs/ and README.md."),
+        text(complete),
+    ) as server:
+        result, events, bodies = await run_listing(server)
+    assert result.turn.content == complete
+    assert shown_text(events) == complete  # the first answer was held back, never shown
+    answered, asked_again = bodies[2], bodies[3]
+    assert answered["temperature"] == 0 and asked_again["temperature"] == 0
+    assert asked_again["messages"][:-2] == answered["messages"]
+    said, told = asked_again["messages"][-2:]
+    assert said == {"role": "assistant", "content": "It holds docs/ and README.md."}
+    assert told["role"] == "user" and "pyproject.toml" in told["content"]
+    assert any(isinstance(e, Notice) and e.name == "grounding" for e in events)
+
+
+async def test_a_made_up_path_is_sent_back_and_a_worse_second_answer_is_not_taken() -> None:
+    first = "It holds docs/, README.md, pyproject.toml and tests/cli/."
+    async with ScriptedServer(
+        text('{"name": "list_files", "arguments": {}}'),
+        text('{"name": "answer"}'),
+        text(first),
+        text("Nothing."),
+    ) as server:
+        result, events, bodies = await run_listing(server)
+    assert "tests/cli/" in bodies[3]["messages"][-1]["content"]
+    assert result.turn.content == first and shown_text(events) == first
+
+
+async def test_an_answer_true_to_its_results_is_asked_once() -> None:
+    async with ScriptedServer(
+        text('{"name": "list_files", "arguments": {}}'),
+        text('{"name": "answer"}'),
+        text("docs/, README.md, pyproject.toml"),
+    ) as server:
+        result, events, bodies = await run_listing(server)
+    assert len(bodies) == 3 and result.turn.content == "docs/, README.md, pyproject.toml"
+    assert not any(isinstance(e, Notice) and e.name == "grounding" for e in events)
+
+
+async def test_an_answer_still_short_of_the_listing_after_the_correction_gives_way_to_the_listing() -> None:
+    async with ScriptedServer(
+        text('{"name": "list_files", "arguments": {}}'),
+        text('{"name": "answer"}'),
+        text("There are three entries."),
+        text("It holds docs/ and README.md."),
+    ) as server:
+        result, events, _ = await run_listing(server)
+    listing = "- docs/ (folder)\n- README.md\n- pyproject.toml"
+    assert result.turn.content == listing and shown_text(events) == listing
