@@ -56,6 +56,16 @@ def test_a_count_instead_of_the_entries_leaves_them_all_out() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "request_text",
+    ["How many files are in the docs folder?", "What is the number of entries here?", "Count the files."],
+)
+def test_a_count_asked_for_is_not_held_to_the_names(request_text: str) -> None:
+    assert not answer_gaps("There are 2 folders and 2 files.", [LISTING], request_text)
+    # Still held to what the results say: a path none of them named is made up.
+    assert answer_gaps("2 files: README.md and setup.py", [LISTING], request_text).invented == ("setup.py",)
+
+
 def test_a_path_no_result_named_is_invented() -> None:
     answer = "docs/, src/, tests/cli/, README.md, pyproject.toml and setup.py"
     assert answer_gaps(answer, [LISTING]).invented == ("tests/cli/", "setup.py")

@@ -36,6 +36,9 @@ _PATH_WORD = re.compile(
 _NOT_PATHS = frozenset({"e.g", "i.e", "etc", "vs", "a.m", "p.m"})
 _QUOTES = "`'\"*"
 _SHOWN_IN_CORRECTION = 12  # entries named in a correction, at most
+# A request for a count is answered by a number, not by the names: held to the listing, "How many files are
+# in the docs folder?" was sent back for leaving out the two names and came back with them and no count.
+_COUNT_ASKED = re.compile(r"\bhow many\b|\bnumber of\b|\bcount\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +113,7 @@ def answer_gaps(answer: str, results: Sequence[str], request: str = "") -> Answe
         return AnswerGaps()
     listings = [listed_entries(r) for r in results]
     missing: list[str] = []
-    if all(entries is not None for entries in listings):
+    if all(entries is not None for entries in listings) and not _COUNT_ASKED.search(request):
         for entries in listings:
             missing += [e for e in entries or () if not _names(answer, e) and e not in missing]
     sources = [s.lower() for s in (*results, request)]
