@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import steadyloop as sl
 
@@ -534,7 +534,9 @@ async def run_all(
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--base-url", help="a running server (default: start the bundled one)")
+    ap.add_argument(
+        "--base-url", help="a running server (default: start the model the steadyloop command serves)"
+    )
     ap.add_argument("-m", "--model", help="the model name (default: the first the server lists)")
     ap.add_argument(
         "--routing",
@@ -580,7 +582,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         # it: slots sharing one window would run out of it together.
         slots = max(1, args.concurrency)
         per_slot = LocalServerConfig().ctx
-        cfg = LocalServerConfig(ctx=per_slot * slots, extra_args=("-np", str(slots), "--no-kv-unified"))
+        # The model the steadyloop command serves (STEADYLOOP_LOCAL_MODEL, else its default), not
+        # LocalServerConfig's own default: this bench measures what a user of the command gets.
+        from steadyloop.cli.config import local_model
+
+        cfg = LocalServerConfig(
+            model=cast(Any, local_model()),
+            ctx=per_slot * slots,
+            extra_args=("-np", str(slots), "--no-kv-unified"),
+        )
         progress = lambda event, done, total: print(f"[local] {event}", file=sys.stderr)  # noqa: E731
         started = start(cfg, progress=progress, **stop_with(os.getpid()))
         with started as server:
