@@ -24,7 +24,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["AnswerGaps", "answer_gaps", "correction", "listed_entries", "path_words", "request_and_results"]
+__all__ = [
+    "AnswerGaps",
+    "answer_gaps",
+    "chat_text",
+    "correction",
+    "listed_entries",
+    "path_words",
+    "request_and_results",
+]
 
 _BULLET = re.compile(r"[-*•]\s+(\S+)(?:\s+\([^()\n]*\))?")
 _NOTE = re.compile(r"\([^\n]*\)")
@@ -142,7 +150,8 @@ def correction(gaps: AnswerGaps) -> str:
     return " ".join([*said, f"Answer the question again from the tool results: {wanted}, and nothing else."])
 
 
-def _text(content: Any) -> str:
+def chat_text(content: Any) -> str:
+    """The text parts of a chat message's ``content`` (a string, or a list of parts), one per line."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -161,8 +170,8 @@ def request_and_results(messages: Sequence[Any]) -> tuple[str, list[str]]:
         if not isinstance(message, Mapping):
             continue
         if message.get("role") == "user":
-            request = _text(message.get("content"))
+            request = chat_text(message.get("content"))
             break
         if message.get("role") == "tool":
-            results.append(_text(message.get("content")))
+            results.append(chat_text(message.get("content")))
     return request, results[::-1]

@@ -28,6 +28,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from .grounding import chat_text
 from .side_tasks import read_json
 
 __all__ = [
@@ -172,18 +173,6 @@ def _tool_lines(tools: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(
-            str(part.get("text", ""))
-            for part in content
-            if isinstance(part, Mapping) and part.get("type") == "text"
-        )
-    return ""
-
-
 def _request_and_results(messages: Sequence[Any]) -> tuple[str, list[str]] | None:
     """The last user request, and what tools returned after it (``name returned: text``)."""
     last = None
@@ -194,7 +183,7 @@ def _request_and_results(messages: Sequence[Any]) -> tuple[str, list[str]] | Non
             break
     if last is None:
         return None
-    request = " ".join(_text(messages[last].get("content")).split())
+    request = " ".join(chat_text(messages[last].get("content")).split())
     if not request:
         return None
     names: dict[str, str] = {}
@@ -209,7 +198,7 @@ def _request_and_results(messages: Sequence[Any]) -> tuple[str, list[str]] | Non
                 names[call["id"]] = str(function.get("name", "a tool"))
         if message.get("role") == "tool":
             name = names.get(str(message.get("tool_call_id")), "a tool")
-            shown = " ".join(_text(message.get("content")).split())[:_RESULT_CHARS]
+            shown = " ".join(chat_text(message.get("content")).split())[:_RESULT_CHARS]
             results.append(f"{name} returned: {shown}")
     return request, results
 
