@@ -14,7 +14,6 @@ rule of ``resolve_api_key`` gives it one: ``--api-key``, or ``OPENAI_API_KEY`` w
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -113,21 +112,16 @@ def servers_of(lines: Sequence[str]) -> list[MCPServer]:
     Raises:
         InvalidInput: a line is empty, has a quote left open, or holds a NUL.
     """
+    from ..tools.mcp import MCPServerSpec
+
     servers: list[MCPServer] = []
     for line in lines:
-        if "\x00" in line:
-            raise InvalidInput("an MCP server command line cannot hold a NUL character")
-        try:
-            words = shlex.split(line)
-        except ValueError as exc:  # a quote or an escape left open
-            raise InvalidInput(f"cannot split the MCP server command line {line!r}: {exc}") from None
-        if not words:
-            raise InvalidInput("an MCP server command line cannot be empty")
-        base = os.path.basename(words[0])
-        name, n = base, 2
+        parsed = MCPServerSpec.from_command_line(line)  # the one reading of a command line, and its refusals
+        base, n = parsed.name, 2
+        name = base
         while name in {s.name for s in servers}:
             name, n = f"{base}_{n}", n + 1
-        servers.append(MCPServer(name=name, command=words[0], args=tuple(words[1:])))
+        servers.append(MCPServer(name=name, command=parsed.command, args=parsed.args))
     return servers
 
 
