@@ -134,3 +134,21 @@ async def wait_for_event(http: httpx.AsyncClient, session_id: str, kind: str) ->
             if event.event == kind:
                 return event
     raise AssertionError(f"the stream ended before a {kind} event")
+
+
+@pytest.fixture
+async def live(
+    model: ScriptedServer, settings_for: Callable[..., ServerSettings]
+) -> AsyncIterator[tuple[httpx.AsyncClient, str]]:
+    """A server in this process on the scripted model, and a session made on it."""
+    async with LiveServer(settings_for(model.base_url)) as server, server.client() as http:
+        sid = (await http.post("/sessions", json={})).json()["id"]
+        yield http, sid
+
+
+def assert_typed_refusal(response: httpx.Response) -> None:
+    """An answer, or a refusal with the server's one error shape: never a 5xx."""
+    assert response.status_code < 500, response.text[:500]
+    if response.status_code >= 400:
+        body = response.json()
+        assert set(body) == {"error"} and isinstance(body["error"]["code"], str), body

@@ -6,18 +6,13 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx2 as httpx
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from steadyloop.server import ServerSettings
-from steadyloop.testing import ScriptedServer
-
-from .conftest import LiveServer
+from .conftest import assert_typed_refusal
 
 # A live server per test, shared by its examples; fewer examples than a pure function gets.
 _EDGES = settings(
@@ -49,22 +44,6 @@ VALID = {
 }
 
 
-@pytest.fixture
-async def live(
-    model: ScriptedServer, settings_for: Callable[..., ServerSettings]
-) -> AsyncIterator[tuple[httpx.AsyncClient, str]]:
-    async with LiveServer(settings_for(model.base_url)) as server, server.client() as http:
-        sid = (await http.post("/sessions", json={})).json()["id"]
-        yield http, sid
-
-
-def _typed(response: httpx.Response) -> None:
-    assert response.status_code < 500, response.text
-    if response.status_code >= 400:
-        body = response.json()
-        assert set(body) == {"error"} and isinstance(body["error"]["code"], str), body
-
-
 def _path(sid: str, route: str) -> str:
     return route if route.startswith("/") else f"/sessions/{sid}/{route}"
 
@@ -76,12 +55,12 @@ def _mutations(valid: dict[str, Any]) -> st.SearchStrategy[Any]:
 
 @_EDGES
 @given(st.sampled_from(sorted(VALID)).flatmap(lambda r: st.tuples(st.just(r), _mutations(VALID[r]))))
-async def test_any_body_on_any_route_is_answered_or_refused_typed(
+async def test_any_body_on_any_route_is_answered_or_refusedassert_typed_refusal(
     live: tuple[httpx.AsyncClient, str], case: tuple[str, Any]
 ) -> None:
     http, sid = live
     route, body = case
-    _typed(await http.post(_path(sid, route), content=json.dumps(body).encode()))
+    assert_typed_refusal(await http.post(_path(sid, route), content=json.dumps(body).encode()))
 
 
 @_EDGES
@@ -89,11 +68,11 @@ async def test_any_body_on_any_route_is_answered_or_refused_typed(
     st.sampled_from(sorted(VALID)),
     st.binary(max_size=60) | st.sampled_from([b"[" * 100_000, b'{"text": NaN}']),
 )
-async def test_any_bytes_as_a_body_are_refused_typed(
+async def test_any_bytes_as_a_body_are_refusedassert_typed_refusal(
     live: tuple[httpx.AsyncClient, str], route: str, blob: bytes
 ) -> None:
     http, sid = live
-    _typed(await http.post(_path(sid, route), content=blob))
+    assert_typed_refusal(await http.post(_path(sid, route), content=blob))
 
 
 @_EDGES
@@ -102,7 +81,7 @@ async def test_any_bytes_as_a_body_are_refused_typed(
     texts,
     st.text(alphabet=st.characters(max_codepoint=255, blacklist_categories=("Cc",)), max_size=30),
 )
-async def test_any_seq_follow_and_last_event_id_are_read_or_refused_typed(
+async def test_any_seq_follow_and_last_event_id_are_read_or_refusedassert_typed_refusal(
     live: tuple[httpx.AsyncClient, str], after: str, follow: str, last_event_id: str
 ) -> None:
     http, sid = live
@@ -114,7 +93,7 @@ async def test_any_seq_follow_and_last_event_id_are_read_or_refused_typed(
         async with http.stream("GET", f"/sessions/{sid}/events", params=params, headers=headers) as response:
             if response.status_code >= 400:
                 await response.aread()
-                _typed(response)
+                assert_typed_refusal(response)
 
 
 @_EDGES
@@ -126,9 +105,11 @@ async def test_any_seq_follow_and_last_event_id_are_read_or_refused_typed(
     .map("".join),
     st.none() | st.sampled_from(["image/png", "image/bmp", ""]),
 )
-async def test_any_image_data_url_is_taken_or_refused_typed(
+async def test_any_image_data_url_is_taken_or_refusedassert_typed_refusal(
     live: tuple[httpx.AsyncClient, str], data: str, mime: str | None
 ) -> None:
     http, sid = live
     image: dict[str, Any] = {"data": data} if mime is None else {"data": data, "mime_type": mime}
-    _typed(await http.post(f"/sessions/{sid}/messages", json={"text": "look", "images": [image]}))
+    assert_typed_refusal(
+        await http.post(f"/sessions/{sid}/messages", json={"text": "look", "images": [image]})
+    )

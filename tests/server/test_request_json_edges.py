@@ -7,18 +7,15 @@ including the free-form ones (an agent document, an output schema, approval over
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx2 as httpx
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from steadyloop.server import ServerSettings
 from steadyloop.testing import ScriptedServer
 
-from .conftest import LiveServer
+from .conftest import assert_typed_refusal
 
 _EDGES = settings(
     max_examples=min(settings.default.max_examples, 300),
@@ -70,22 +67,6 @@ NOT_JSON = {"NaN", "Infinity", "-Infinity", "1e999", "-1e999"}
 CASES = [(route, path) for route, body in sorted(VALID.items()) for path in _paths(body)]
 
 
-@pytest.fixture
-async def live(
-    model: ScriptedServer, settings_for: Callable[..., ServerSettings]
-) -> AsyncIterator[tuple[httpx.AsyncClient, str]]:
-    async with LiveServer(settings_for(model.base_url)) as server, server.client() as http:
-        sid = (await http.post("/sessions", json={})).json()["id"]
-        yield http, sid
-
-
-def _typed(response: httpx.Response) -> None:
-    assert response.status_code < 500, response.text[:500]
-    if response.status_code >= 400:
-        body = response.json()
-        assert set(body) == {"error"} and isinstance(body["error"]["code"], str), body
-
-
 @_EDGES
 @given(st.sampled_from(CASES), st.sampled_from(RAW))
 async def test_json_no_field_can_hold_is_refused_typed_wherever_it_is(
@@ -96,7 +77,7 @@ async def test_json_no_field_can_hold_is_refused_typed_wherever_it_is(
     text = json.dumps(_holed(VALID[route], path)).replace(json.dumps(HOLE), raw)
     url = route if route.startswith("/") else f"/sessions/{sid}/{route}"
     response = await http.post(url, content=text.encode("utf-8", "surrogatepass"))
-    _typed(response)
+    assert_typed_refusal(response)
     if raw in NOT_JSON:
         # Read as floats, these went on into free-form fields and from there to the model as no JSON.
         assert response.status_code == 400, response.text
