@@ -10,6 +10,7 @@ from steadyloop.turn.grounding import (
     AnswerGaps,
     answer_gaps,
     correction,
+    last_request,
     listed_entries,
     path_words,
     request_and_results,
@@ -114,6 +115,14 @@ def test_the_request_and_results_of_a_chat_body() -> None:
     ]
     assert request_and_results(messages) == ("What is here?", [LISTING, "x"])
     assert request_and_results([]) == ("", [])
+
+
+def test_the_last_request_and_the_messages_after_it() -> None:
+    user = {"role": "user", "content": "now"}
+    after = [{"role": "assistant", "content": ""}, {"role": "tool", "content": "x"}]
+    assert last_request([{"role": "user", "content": "before"}, user, after[0], 7, after[1]]) == (user, after)
+    assert last_request([after[0], "not a message", after[1]]) == (None, after), "no request: all of them"
+    assert last_request([]) == (None, [])
 
 
 @given(st.text(), st.lists(st.text(), max_size=4), st.text())

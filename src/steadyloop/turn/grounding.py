@@ -29,6 +29,7 @@ __all__ = [
     "answer_gaps",
     "chat_text",
     "correction",
+    "last_request",
     "listed_entries",
     "path_words",
     "request_and_results",
@@ -163,15 +164,21 @@ def chat_text(content: Any) -> str:
     return ""
 
 
-def request_and_results(messages: Sequence[Any]) -> tuple[str, list[str]]:
-    """The last user message of a chat body's ``messages``, and the tool results after it, as text."""
-    request, results = "", []
+def last_request(messages: Sequence[Any]) -> tuple[Mapping[str, Any] | None, list[Mapping[str, Any]]]:
+    """The last user message of a chat body's ``messages`` (None if there is none), and the messages after
+    it in order (every message, if there is none); what is no mapping is not a message and is passed over."""
+    after: list[Mapping[str, Any]] = []
     for message in reversed(messages):
         if not isinstance(message, Mapping):
             continue
         if message.get("role") == "user":
-            request = chat_text(message.get("content"))
-            break
-        if message.get("role") == "tool":
-            results.append(chat_text(message.get("content")))
-    return request, results[::-1]
+            return message, after[::-1]
+        after.append(message)
+    return None, after[::-1]
+
+
+def request_and_results(messages: Sequence[Any]) -> tuple[str, list[str]]:
+    """The last user message of a chat body's ``messages``, and the tool results after it, as text."""
+    user, after = last_request(messages)
+    request = "" if user is None else chat_text(user.get("content"))
+    return request, [chat_text(message.get("content")) for message in after if message.get("role") == "tool"]

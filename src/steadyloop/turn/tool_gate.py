@@ -28,7 +28,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from .grounding import chat_text
+from .grounding import chat_text, last_request
 from .side_tasks import read_json
 
 __all__ = [
@@ -175,22 +175,13 @@ def _tool_lines(tools: Sequence[Mapping[str, Any]]) -> str:
 
 def _request_and_results(messages: Sequence[Any]) -> tuple[str, list[str]] | None:
     """The last user request, and what tools returned after it (``name returned: text``)."""
-    last = None
-    for i in range(len(messages) - 1, -1, -1):
-        message = messages[i]
-        if isinstance(message, Mapping) and message.get("role") == "user":
-            last = i
-            break
-    if last is None:
-        return None
-    request = " ".join(chat_text(messages[last].get("content")).split())
+    user, after = last_request(messages)
+    request = "" if user is None else " ".join(chat_text(user.get("content")).split())
     if not request:
         return None
     names: dict[str, str] = {}
     results: list[str] = []
-    for message in messages[last + 1 :]:
-        if not isinstance(message, Mapping):
-            continue
+    for message in after:
         calls = message.get("tool_calls")
         for call in calls if isinstance(calls, list) else ():
             function = call.get("function") if isinstance(call, Mapping) else None
