@@ -17,10 +17,12 @@ from steadyloop.testing.chunks import stream_of, usage_chunk
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.tools.definition import tool
-from steadyloop.turn.capabilities import ModelCapabilities, model_capabilities_for, reset_capabilities
+from steadyloop.turn.capabilities import ModelCapabilities, model_capabilities_for
 from steadyloop.turn.routing import ANSWER, ANSWER_GRAMMAR, decision_body, decision_schema, read_decision
 from steadyloop.turn.run import RetryPolicy
 from steadyloop.wire.endpoints import Endpoint
+
+from ._routed import run_routed, text
 
 ROUTED = LoopPolicy(tool_routing=True, tool_gate=False, retry=RetryPolicy(base_delay_s=0.01, max_retries=1))
 
@@ -40,28 +42,8 @@ def get_weather(city: str) -> str:
 TOOLS = [get_weather.definition(), list_dir.definition()]
 
 
-@pytest.fixture(autouse=True)
-def _fresh_latches() -> Any:
-    reset_capabilities()
-    yield
-    reset_capabilities()
-
-
-def text(content: str) -> Any:
-    return Reply.stream(stream_of(content))
-
-
 async def run(server: ScriptedServer, question: str) -> tuple[Any, list[Event]]:
-    events: list[Event] = []
-    result = await run_agent_loop(
-        Endpoint(server.base_url),
-        ModelParams(model="m"),
-        messages=[UserMessage(content=question)],
-        tools=[get_weather, list_dir],
-        policy=ROUTED,
-        on_event=events.append,
-    )
-    return result, events
+    return await run_routed(server, question, [get_weather, list_dir], ROUTED)
 
 
 def test_the_schema_allows_each_tool_with_its_arguments_or_an_answer() -> None:

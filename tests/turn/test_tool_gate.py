@@ -13,15 +13,16 @@ from steadyloop.events import Event, Notice, SideTask
 from steadyloop.loop import LoopPolicy, run_agent_loop
 from steadyloop.messages import UserMessage
 from steadyloop.request_body import ModelParams
-from steadyloop.testing.chunks import stream_of
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.tools.definition import tool
-from steadyloop.turn.capabilities import model_capabilities_for, reset_capabilities
+from steadyloop.turn.capabilities import model_capabilities_for
 from steadyloop.turn.routing import ANSWER_GRAMMAR
 from steadyloop.turn.run import RetryPolicy
 from steadyloop.turn.tool_gate import GATE_SCHEMA, KIND_SCHEMA, KINDS, gate_messages, gate_schema, read_gate
 from steadyloop.wire.endpoints import Endpoint
+
+from ._routed import run_routed, text
 
 GATED = LoopPolicy(tool_routing=True, retry=RetryPolicy(base_delay_s=0.01, max_retries=1))
 
@@ -45,32 +46,12 @@ def read_file(path: str) -> str:
 TOOLS = [list_dir.definition(), read_file.definition()]
 
 
-@pytest.fixture(autouse=True)
-def _fresh_latches() -> Any:
-    reset_capabilities()
-    yield
-    reset_capabilities()
-
-
-def text(content: str) -> Any:
-    return Reply.stream(stream_of(content))
-
-
 def choose(choice: str) -> Any:
     return text(json.dumps({"choice": choice}))
 
 
 async def run(server: ScriptedServer, question: str, policy: LoopPolicy = GATED) -> tuple[Any, list[Event]]:
-    events: list[Event] = []
-    result = await run_agent_loop(
-        Endpoint(server.base_url),
-        ModelParams(model="m"),
-        messages=[UserMessage(content=question)],
-        tools=[list_dir, read_file],
-        policy=policy,
-        on_event=events.append,
-    )
-    return result, events
+    return await run_routed(server, question, [list_dir, read_file], policy)
 
 
 def test_the_first_question_names_each_tool_in_a_line_and_ends_with_the_request() -> None:
