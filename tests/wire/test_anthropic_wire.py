@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import steadyloop as sl
-from steadyloop.errors import EndpointError, ModelRefusal
+from steadyloop.errors import ModelRefusal
 from steadyloop.events import UsageReport
 from steadyloop.testing.provider_streams import anthropic_events, anthropic_stream, sse_reply
 from steadyloop.testing.server import ScriptedServer
@@ -20,6 +20,7 @@ from steadyloop.wire.anthropic_events import AnthropicEvents
 from steadyloop.wire.anthropic_shape import anthropic_request, claude_generation
 from steadyloop.wire.endpoints import Endpoint
 
+from ._properties import chat_bodies, json_values, read_through
 from .provider_doubles import DATA
 
 pytestmark = pytest.mark.timeout(60)
@@ -291,11 +292,7 @@ async def test_the_key_reaches_the_server_and_v1_is_optional() -> None:
     )
 
 
-_json = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
-    max_leaves=20,
-)
+_json = json_values(max_leaves=20)
 _event_types = st.sampled_from(
     [
         "message_start",
@@ -321,35 +318,10 @@ _event_types = st.sampled_from(
     )
 )
 def test_any_event_sequence_reads_without_surprises(events: list[dict[str, Any]]) -> None:
-    reader = AnthropicEvents()
-    for event in events:
-        try:
-            reader.feed(event)
-        except EndpointError:
-            return
-    reader.chat_usage()
+    read_through(AnthropicEvents(), events)
 
 
-@given(
-    st.dictionaries(
-        st.sampled_from(
-            [
-                "model",
-                "messages",
-                "tools",
-                "tool_choice",
-                "max_tokens",
-                "temperature",
-                "reasoning_effort",
-                "stop",
-                "response_format",
-                "user",
-                "thinking",
-            ]
-        ),
-        _json,
-    )
-)
+@given(chat_bodies(["user", "thinking"], _json))
 def test_any_body_makes_a_request_or_nothing_worse(body: dict[str, Any]) -> None:
     request = anthropic_request(body)
     assert isinstance(request["messages"], list)

@@ -26,6 +26,7 @@ from steadyloop.wire.gemini_shape import (
     gemini_schema,
 )
 
+from ._properties import chat_bodies, json_values, read_through
 from .provider_doubles import DATA
 
 pytestmark = pytest.mark.timeout(60)
@@ -214,11 +215,7 @@ async def test_a_thought_summary_streams_as_reasoning() -> None:
     assert "Clarifying" not in turn.content
 
 
-_json = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
-    max_leaves=25,
-)
+_json = json_values(max_leaves=25)
 _part = st.fixed_dictionaries(
     {}, optional={"text": _json, "thought": _json, "functionCall": _json, "thoughtSignature": _json}
 )
@@ -247,37 +244,10 @@ _chunk = st.fixed_dictionaries(
 
 @given(st.lists(_chunk | _json, max_size=8))
 def test_any_chunk_sequence_reads_without_surprises(chunks: list[Any]) -> None:
-    reader = GeminiChunks()
-    for chunk in chunks:
-        try:
-            reader.feed(chunk)
-        except EndpointError:
-            return
-    reader.chat_usage()
+    read_through(GeminiChunks(), chunks)
 
 
-@given(
-    st.dictionaries(
-        st.sampled_from(
-            [
-                "model",
-                "messages",
-                "tools",
-                "tool_choice",
-                "max_tokens",
-                "temperature",
-                "reasoning_effort",
-                "stop",
-                "response_format",
-                "safetySettings",
-                "thinkingConfig",
-                "cachedContent",
-                "labels",
-            ]
-        ),
-        _json,
-    )
-)
+@given(chat_bodies(["safetySettings", "thinkingConfig", "cachedContent", "labels"], _json))
 def test_any_body_makes_a_request(body: dict[str, Any]) -> None:
     try:
         _, contents, config = gemini_request(body)
