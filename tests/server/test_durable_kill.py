@@ -7,15 +7,11 @@ whose answer was kept was sent again; every transcript is balanced."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import json
 import os
 import re
-import signal
-import sys
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx2 as httpx
@@ -23,163 +19,57 @@ import pytest
 
 from steadyloop import messages_from_json
 from steadyloop.sessions import is_balanced
-from steadyloop.testing.chunks import text_chunks, tool_call_chunks, usage_chunk
+from steadyloop.testing.chunks import text_chunks, usage_chunk
 from steadyloop.testing.replies import Reply, ScriptedReply
-from steadyloop.testing.server import RecordedRequest, ScriptedServer
+from steadyloop.testing.server import RecordedRequest
 
-from .conftest import free_port, read_sse
+from ._two_nodes import (
+    Seen,
+    asked,
+    assert_each_once_in_order,
+    assert_messages_closed,
+    durable_nodes,
+    follow,
+    post,
+    until,
+    watch,
+)
 
 pytest.importorskip("dbos")
 
 SESSIONS = int(os.environ.get("STEADYLOOP_DURABLE_SESSIONS", "50"))
-NODE = Path(__file__).with_name("durable_node.py")
-_numbers = itertools.count(1)
-
-
-def respond(request: RecordedRequest) -> ScriptedReply:
-    """The model: looks the case up, then stamps the visitor's card, then answers. Each reply carries
-    the request's number, so the kept transcript says which request each answer came from."""
-    number = next(_numbers)
-    messages = request.json["messages"]
-    tools_done = sum(1 for m in messages if m["role"] == "tool")
-    case = re.search(r"case (\d+)", next(m["content"] for m in messages if m["role"] == "user"))
-    assert case is not None
-    if tools_done == 0:
-        call = {"id": f"call_r{number}", "name": "look_up", "arguments": {"key": f"case-{case[1]}"}}
-    elif tools_done == 1:
-        call = {"id": f"call_r{number}", "name": "stamp_visit", "arguments": {"visitor": f"v{case[1]}"}}
-    else:
-        return Reply.stream(
-            [*text_chunks(["Done ", "with ", f"case {case[1]} [r{number}]"]), usage_chunk(50, 8)]
-        )
-    return Reply.stream([*tool_call_chunks([call], split_arguments_every=4), usage_chunk(30, 9)], delay=0.01)
-
-
-async def start_node(
-    model_url: str,
-    store: str,
-    ledger: Path,
-    port: int,
-    node: str,
-    signals: int,
-    gate: str = "",
-    max_runs: int = 200,
-) -> tuple[asyncio.subprocess.Process, asyncio.Task[None]]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, str(NODE), model_url, store, node, str(port), str(ledger), str(signals), gate,
-        str(max_runs),
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    assert process.stderr is not None
-    stderr = process.stderr
-    seen: list[str] = []
-    while line := (await asyncio.wait_for(stderr.readline(), 120)).decode():
-        seen.append(line)
-        if "Uvicorn running on" in line:  # started, and listening (a port taken meanwhile fails here)
-
-            async def drain() -> None:  # the node must never block writing its log into a full pipe
-                while await stderr.readline():
-                    pass
-
-            return process, asyncio.create_task(drain())
-    raise AssertionError("the node did not start:\n" + "".join(seen))
-
-
-async def watch(clients: list[httpx.AsyncClient], first: int, sid: str) -> list[tuple[int, str, str]]:
-    """The session's recorded events until a run completes, from node ``first``; when that node's
-    connection breaks, from the other one, after the last seq seen."""
-    seen: list[tuple[int, str, str]] = []
-    node = first
-    for _attempt in range(20):
-        after = seen[-1][0] if seen else 0
-        try:
-            async with clients[node].stream(
-                "GET", f"/sessions/{sid}/events", params={"after": after, "follow": "session"}
-            ) as response:
-                assert response.status_code == 200
-                async for event in read_sse(response):
-                    if event.id is None:
-                        continue  # a delta: not in the record, and not resumable
-                    seen.append((event.id, event.event, json.dumps(event.data, sort_keys=True)))
-                    if event.event == "agent_end":
-                        assert event.data["outcome"] == "completed", event.data
-                        return seen
-        except (httpx.TransportError, httpx.RemoteProtocolError):
-            pass
-        node = 1 - node
-    raise AssertionError(f"session {sid}: no completed run seen")
-
-
-def assert_messages_closed(events: list[tuple[int, str, str]]) -> None:
-    """Each run's stream closes every message it opens, one message at a time."""
-    open_in: dict[str, int] = {}
-    for seq, kind, data in events:
-        if kind in ("message_start", "message_end"):
-            run = json.loads(data)["run_id"]
-            open_in[run] = open_in.get(run, 0) + (1 if kind == "message_start" else -1)
-            assert open_in[run] in (0, 1), f"run {run}: {kind} at seq {seq} with {open_in[run]} open"
-    assert not any(open_in.values()), f"messages left open: {open_in}"
-
-
-async def post(http: httpx.AsyncClient, sid: str, index: int) -> None:
-    # The node may be killed under this request: the run goes on elsewhere.
-    with contextlib.suppress(httpx.TransportError):
-        await http.post(f"/sessions/{sid}/messages", json={"text": f"please handle case {index}"})
 
 
 async def test_a_node_killed_mid_run_has_every_run_completed_by_the_other_without_repeats(
     tmp_path: Path, postgres_url: str
 ) -> None:
-    ledger = tmp_path / "ledger"
-    ledger.mkdir()
     # Each tool call says when it starts: node a is killed once three stamps are in flight on it.
     in_flight: list[str] = []
     stamps_on_a = asyncio.Event()
 
-    async def heard(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        line = (await reader.readline()).decode().split()
-        writer.close()
+    def heard(line: list[str]) -> None:
         if line[1:] == ["node-a", "stamp_visit"] and not stamps_on_a.is_set():
             in_flight.append(line[0])
             if len(in_flight) == 3:
                 stamps_on_a.set()
 
-    signals = await asyncio.start_server(heard, "127.0.0.1", 0)
-    signal_port = signals.sockets[0].getsockname()[1]
-    async with signals, ScriptedServer(respond=respond) as model:
-        ports = [free_port(), free_port()]
-        nodes = [
-            await start_node(model.base_url, postgres_url, ledger, port, name, signal_port)
-            for port, name in zip(ports, ["node-a", "node-b"], strict=True)
+    limits = httpx.Limits(max_connections=SESSIONS * 4, max_keepalive_connections=SESSIONS)
+    async with durable_nodes(tmp_path, postgres_url, heard=heard, limits=limits) as nodes:
+        clients = nodes.clients
+        sids = [
+            (await clients[i % 2].post("/sessions", json={"title": f"case {i}"})).json()["id"]
+            for i in range(SESSIONS)
         ]
-        limits = httpx.Limits(max_connections=SESSIONS * 4, max_keepalive_connections=SESSIONS)
-        clients = [
-            httpx.AsyncClient(base_url=f"http://127.0.0.1:{p}", timeout=120, limits=limits) for p in ports
-        ]
-        try:
-            sids = [
-                (await clients[i % 2].post("/sessions", json={"title": f"case {i}"})).json()["id"]
-                for i in range(SESSIONS)
-            ]
-            watchers = [asyncio.create_task(watch(clients, first, sid)) for sid in sids for first in (0, 1)]
-            posts = [asyncio.create_task(post(clients[i % 2], sid, i)) for i, sid in enumerate(sids)]
-            # Node a dies with its runs under way, three stamps among them in flight.
-            await stamps_on_a.wait()
-            nodes[0][0].send_signal(signal.SIGKILL)
-            await nodes[0][0].wait()
-            killed_at = len(model.chat_requests)
-            seen = await asyncio.wait_for(asyncio.gather(*watchers), 300)
-            await asyncio.gather(*posts)
-            details = [(await clients[1].get(f"/sessions/{sid}")).json() for sid in sids]
-        finally:
-            for http in clients:
-                await http.aclose()
-            for process, drain in nodes:
-                if process.returncode is None:
-                    process.send_signal(signal.SIGINT)
-                    await process.wait()
-                drain.cancel()
-        requests = list(model.chat_requests)
+        watchers = [asyncio.create_task(watch(clients, first, sid)) for sid in sids for first in (0, 1)]
+        posts = [asyncio.create_task(post(clients[i % 2], sid, i)) for i, sid in enumerate(sids)]
+        # Node a dies with its runs under way, three stamps among them in flight.
+        await stamps_on_a.wait()
+        await nodes.kill()
+        killed_at = len(nodes.model.chat_requests)
+        seen = await asyncio.wait_for(asyncio.gather(*watchers), 300)
+        await asyncio.gather(*posts)
+        details = [(await clients[1].get(f"/sessions/{sid}")).json() for sid in sids]
+    requests = list(nodes.model.chat_requests)
 
     # Every watcher saw each recorded event once, in seq order, the same events from either node.
     for index in range(SESSIONS):
@@ -203,7 +93,7 @@ async def test_a_node_killed_mid_run_has_every_run_completed_by_the_other_withou
                 kept_answers.update(call["id"] for call in message.get("tool_calls") or [])
                 kept_answers.update(re.findall(r"\[(r\d+)\]", message.get("content") or ""))
     # A call of a tool that is not idempotent ran at most once; its closing result says so when it was lost.
-    stamps = Counter(line.split()[0] for line in (ledger / "stamp_visit.log").read_text().splitlines())
+    stamps = Counter(call for call, _, _ in nodes.ran("stamp_visit"))
     kept_calls = {m["call_id"] for d in details for m in d["messages"] if m["role"] == "tool"}
     assert set(stamps) <= kept_calls, "every call that ran is answered in its transcript"
     assert max(stamps.values()) == 1, stamps
@@ -235,7 +125,7 @@ async def test_a_node_killed_mid_run_has_every_run_completed_by_the_other_withou
     )
     print(  # for the log of a run with -s: how much of the kill's work there was
         f"killed at request {killed_at}; {resumed} runs resumed; {repeated} requests sent again; "
-        f"{interrupted} calls closed as interrupted; look_up ran {len((ledger / 'look_up.log').read_text().splitlines())} times"
+        f"{interrupted} calls closed as interrupted; look_up ran {len(nodes.ran('look_up'))} times"
     )
     assert resumed > 0, "the kill landed in the middle of runs"
 
@@ -243,71 +133,29 @@ async def test_a_node_killed_mid_run_has_every_run_completed_by_the_other_withou
 async def test_an_approval_waiting_when_its_node_died_waits_again_on_the_node_that_resumes_the_run(
     tmp_path: Path, postgres_url: str
 ) -> None:
-    ledger = tmp_path / "ledger"
-    ledger.mkdir()
-
-    async def heard(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readline()
-        writer.close()
-
-    signals = await asyncio.start_server(heard, "127.0.0.1", 0)
-    signal_port = signals.sockets[0].getsockname()[1]
-    async with signals, ScriptedServer(respond=respond) as model:
-        ports = [free_port(), free_port()]
-        nodes = [
-            await start_node(model.base_url, postgres_url, ledger, port, name, signal_port, gate="gate")
-            for port, name in zip(ports, ["node-a", "node-b"], strict=True)
-        ]
-        on_a, on_b = (httpx.AsyncClient(base_url=f"http://127.0.0.1:{p}", timeout=120) for p in ports)
-        try:
-            sid = (await on_a.post("/sessions", json={"title": "case 7"})).json()["id"]
-            asked: list[str] = []
-            seen: list[tuple[int, str]] = []
-            both_asked = asyncio.Event()
-
-            async def watch_on_b() -> None:
-                params = {"after": 0, "follow": "session"}
-                async with on_b.stream("GET", f"/sessions/{sid}/events", params=params) as response:
-                    async for event in read_sse(response):
-                        if event.id is None:
-                            continue
-                        seen.append((event.id, event.event))
-                        if event.event == "approval_required":
-                            asked.append(event.data["approval_id"])
-                            if len(asked) == 2:
-                                both_asked.set()
-                        if event.event == "agent_end":
-                            assert event.data["outcome"] == "completed", event.data
-                            return
-
-            watcher = asyncio.create_task(watch_on_b())
-            posted = asyncio.create_task(post(on_a, sid, 7))
-            while not asked:  # the stamp waits for its decision on node a
-                await asyncio.wait({watcher}, timeout=0.05)
-                assert not watcher.done(), watcher
-            nodes[0][0].send_signal(signal.SIGKILL)
-            await nodes[0][0].wait()
-            # Node b resumes the run: the stamp never ran, so it asks again and waits, on node b.
-            await asyncio.wait_for(both_asked.wait(), 120)
-            assert not (ledger / "stamp_visit.log").exists()
-            pending = (await on_b.get(f"/sessions/{sid}/approvals")).json()
-            assert [a["approval_id"] for a in pending["approvals"]] == [asked[1]]
-            decided = await on_b.post(f"/sessions/{sid}/approvals/{asked[1]}", json={"decision": "allow"})
-            assert decided.status_code == 200, decided.text
-            await asyncio.wait_for(watcher, 120)
-            await posted
-            detail = (await on_b.get(f"/sessions/{sid}")).json()
-        finally:
-            await on_a.aclose()
-            await on_b.aclose()
-            for process, drain in nodes:
-                if process.returncode is None:
-                    process.send_signal(signal.SIGINT)
-                    await process.wait()
-                drain.cancel()
-    ids = [seq for seq, _ in seen]
-    assert ids == list(range(1, len(ids) + 1)), "the watcher saw every event once, in order"
-    assert len((ledger / "stamp_visit.log").read_text().splitlines()) == 1, "stamped once, after the decision"
+    async with durable_nodes(tmp_path, postgres_url, gate="gate") as nodes:
+        on_a, on_b = nodes.clients
+        sid = (await on_a.post("/sessions", json={"title": "case 7"})).json()["id"]
+        news = asyncio.Event()
+        seen: Seen = []
+        watcher = asyncio.create_task(follow(on_b, sid, seen, news))
+        posted = asyncio.create_task(post(on_a, sid, 7))
+        await until(lambda: bool(asked(seen)), news, 60)  # the stamp waits for its decision on node a
+        await nodes.kill()
+        # Node b resumes the run: the stamp never ran, so it asks again and waits, on node b.
+        await until(lambda: len(asked(seen)) == 2, news, 120)
+        assert not (nodes.ledger / "stamp_visit.log").exists()
+        again = asked(seen)[1]
+        pending = (await on_b.get(f"/sessions/{sid}/approvals")).json()
+        assert [a["approval_id"] for a in pending["approvals"]] == [again]
+        decided = await on_b.post(f"/sessions/{sid}/approvals/{again}", json={"decision": "allow"})
+        assert decided.status_code == 200, decided.text
+        await asyncio.wait_for(watcher, 120)
+        await posted
+        detail = (await on_b.get(f"/sessions/{sid}")).json()
+    assert json.loads(seen[-1][2])["outcome"] == "completed"
+    assert_each_once_in_order(seen)
+    assert len(nodes.ran("stamp_visit")) == 1, "stamped once, after the decision"
     messages = detail["messages"]
     assert is_balanced(messages_from_json(json.dumps(messages)))
     assert [m["content"] for m in messages if m["role"] == "tool"] == ["case-7 is on file", "stamped v7"]
@@ -316,59 +164,36 @@ async def test_an_approval_waiting_when_its_node_died_waits_again_on_the_node_th
 async def test_an_idempotent_call_in_flight_when_its_node_died_runs_again_on_the_node_that_resumes(
     tmp_path: Path, postgres_url: str
 ) -> None:
-    ledger = tmp_path / "ledger"
-    ledger.mkdir()
     looking = asyncio.Event()
 
-    async def heard(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if (await reader.readline()).decode().split()[1:] == ["node-a", "look_up"]:
+    def heard(line: list[str]) -> None:
+        if line[1:] == ["node-a", "look_up"]:
             looking.set()
-        writer.close()
 
-    signals = await asyncio.start_server(heard, "127.0.0.1", 0)
-    signal_port = signals.sockets[0].getsockname()[1]
-    async with signals, ScriptedServer(respond=respond) as model:
-        ports = [free_port(), free_port()]
-        nodes = [
-            await start_node(model.base_url, postgres_url, ledger, port, name, signal_port)
-            for port, name in zip(ports, ["node-a", "node-b"], strict=True)
-        ]
-        clients = [httpx.AsyncClient(base_url=f"http://127.0.0.1:{p}", timeout=120) for p in ports]
-        try:
-            sid = (await clients[0].post("/sessions", json={"title": "case 3"})).json()["id"]
-            watcher = asyncio.create_task(watch(clients, 1, sid))
-            posted = asyncio.create_task(post(clients[0], sid, 3))
-            await looking.wait()  # the lookup is in flight on node a
-            nodes[0][0].send_signal(signal.SIGKILL)
-            await nodes[0][0].wait()
-            seen = await asyncio.wait_for(watcher, 120)
-            await posted
-            detail = (await clients[1].get(f"/sessions/{sid}")).json()
-        finally:
-            for http in clients:
-                await http.aclose()
-            for process, drain in nodes:
-                if process.returncode is None:
-                    process.send_signal(signal.SIGINT)
-                    await process.wait()
-                drain.cancel()
-    ids = [seq for seq, _, _ in seen]
-    assert ids == list(range(1, len(ids) + 1)), "the watcher saw every event once, in order"
+    async with durable_nodes(tmp_path, postgres_url, heard=heard) as nodes:
+        clients = nodes.clients
+        sid = (await clients[0].post("/sessions", json={"title": "case 3"})).json()["id"]
+        watcher = asyncio.create_task(watch(clients, 1, sid))
+        posted = asyncio.create_task(post(clients[0], sid, 3))
+        await looking.wait()  # the lookup is in flight on node a
+        await nodes.kill()
+        seen = await asyncio.wait_for(watcher, 120)
+        await posted
+        detail = (await clients[1].get(f"/sessions/{sid}")).json()
+    assert_each_once_in_order(seen)
     assert_messages_closed(seen)
-    looked = [line.split() for line in (ledger / "look_up.log").read_text().splitlines()]
+    looked = nodes.ran("look_up")
     assert [(node, name) for _, node, name in looked] == [("node-a", "look_up"), ("node-b", "look_up")]
     assert looked[0][0] == looked[1][0], "the same call, run again"
     messages = detail["messages"]
     assert is_balanced(messages_from_json(json.dumps(messages)))
     assert [m["content"] for m in messages if m["role"] == "tool"] == ["case-3 is on file", "stamped v3"]
-    assert len(model.chat_requests) == 3, "the lookup's request was answered and kept: not sent again"
+    assert len(nodes.model.chat_requests) == 3, "the lookup's request was answered and kept: not sent again"
 
 
 async def test_an_answer_cut_off_by_its_nodes_death_is_closed_in_the_record_but_not_kept(
     tmp_path: Path, postgres_url: str
 ) -> None:
-    ledger = tmp_path / "ledger"
-    ledger.mkdir()
     answers = itertools.count(1)
 
     def answer(request: RecordedRequest) -> ScriptedReply:
@@ -377,54 +202,20 @@ async def test_an_answer_cut_off_by_its_nodes_death_is_closed_in_the_record_but_
             return Reply.stream([*text_chunks(words), usage_chunk(20, 200)], delay=0.05)
         return Reply.stream([*text_chunks(["The whole ", "answer."]), usage_chunk(20, 3)])
 
-    async def heard(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readline()
-        writer.close()
-
-    signals = await asyncio.start_server(heard, "127.0.0.1", 0)
-    signal_port = signals.sockets[0].getsockname()[1]
-    async with signals, ScriptedServer(respond=answer) as model:
-        ports = [free_port(), free_port()]
-        nodes = [
-            await start_node(model.base_url, postgres_url, ledger, port, name, signal_port)
-            for port, name in zip(ports, ["node-a", "node-b"], strict=True)
-        ]
-        on_a, on_b = (httpx.AsyncClient(base_url=f"http://127.0.0.1:{p}", timeout=120) for p in ports)
-        try:
-            sid = (await on_a.post("/sessions", json={"title": "case 1"})).json()["id"]
-            seen: list[tuple[int, str, str]] = []
-            streamed = asyncio.Event()
-
-            async def watch_on_b() -> None:
-                params = {"after": 0, "follow": "session"}
-                async with on_b.stream("GET", f"/sessions/{sid}/events", params=params) as response:
-                    async for event in read_sse(response):
-                        if event.id is None:
-                            continue
-                        seen.append((event.id, event.event, json.dumps(event.data, sort_keys=True)))
-                        if event.event == "message_update":
-                            streamed.set()  # the record holds part of node a's answer
-                        if event.event == "agent_end":
-                            return
-
-            watcher = asyncio.create_task(watch_on_b())
-            posted = asyncio.create_task(post(on_a, sid, 1))
-            await asyncio.wait_for(streamed.wait(), 60)
-            nodes[0][0].send_signal(signal.SIGKILL)
-            await nodes[0][0].wait()
-            await asyncio.wait_for(watcher, 120)
-            await posted
-            detail = (await on_b.get(f"/sessions/{sid}")).json()
-        finally:
-            await on_a.aclose()
-            await on_b.aclose()
-            for process, drain in nodes:
-                if process.returncode is None:
-                    process.send_signal(signal.SIGINT)
-                    await process.wait()
-                drain.cancel()
-    ids = [seq for seq, _, _ in seen]
-    assert ids == list(range(1, len(ids) + 1)), "the watcher saw every event once, in order"
+    async with durable_nodes(tmp_path, postgres_url, answer) as nodes:
+        on_a, on_b = nodes.clients
+        sid = (await on_a.post("/sessions", json={"title": "case 1"})).json()["id"]
+        news = asyncio.Event()
+        seen: Seen = []
+        watcher = asyncio.create_task(follow(on_b, sid, seen, news))
+        posted = asyncio.create_task(post(on_a, sid, 1))
+        # The record holds part of node a's answer.
+        await until(lambda: any(kind == "message_update" for _, kind, _ in seen), news, 60)
+        await nodes.kill()
+        await asyncio.wait_for(watcher, 120)
+        await posted
+        detail = (await on_b.get(f"/sessions/{sid}")).json()
+    assert_each_once_in_order(seen)
     assert_messages_closed(seen)
     ends = [json.loads(data) for _, kind, data in seen if kind == "agent_end"]
     assert [end["outcome"] for end in ends] == ["completed"]
@@ -437,106 +228,38 @@ async def test_an_answer_cut_off_by_its_nodes_death_is_closed_in_the_record_but_
         ("user", "please handle case 1"),
         ("assistant", "The whole answer."),
     ]
-    assert len(model.chat_requests) == 2
-
-
-async def follow(
-    http: httpx.AsyncClient, sid: str, seen: list[tuple[int, str, str]], news: asyncio.Event
-) -> None:
-    """The session's record from its start, into ``seen`` (``news`` set at each event), until a run
-    ends."""
-    params = {"after": 0, "follow": "session"}
-    async with http.stream("GET", f"/sessions/{sid}/events", params=params) as response:
-        assert response.status_code == 200
-        async for event in read_sse(response):
-            if event.id is None:
-                continue
-            seen.append((event.id, event.event, json.dumps(event.data, sort_keys=True)))
-            news.set()
-            if event.event == "agent_end":
-                return
-
-
-async def until(test: Callable[[], bool], news: asyncio.Event, deadline_s: float) -> None:
-    """Wait until ``test()`` holds, looking again each time ``news`` is set, for at most ``deadline_s``."""
-    async with asyncio.timeout(deadline_s):
-        while not test():
-            news.clear()
-            await news.wait()
-
-
-def asked(seen: list[tuple[int, str, str]]) -> list[str]:
-    return [json.loads(data)["approval_id"] for _, kind, data in seen if kind == "approval_required"]
-
-
-async def stop(nodes: list[tuple[asyncio.subprocess.Process, asyncio.Task[None]]]) -> None:
-    """Stop the nodes still going: gracefully, or, after a minute (a test that failed may leave a node
-    waiting on a request that never ends), with SIGKILL."""
-    for process, drain in nodes:
-        if process.returncode is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                await asyncio.wait_for(process.wait(), 60)
-            except TimeoutError:
-                process.kill()
-                await process.wait()
-        drain.cancel()
-
-
-async def quiet_signals() -> asyncio.Server:
-    async def heard(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readline()
-        writer.close()
-
-    return await asyncio.start_server(heard, "127.0.0.1", 0)
+    assert len(nodes.model.chat_requests) == 2
 
 
 async def test_a_run_recovered_onto_a_node_at_its_run_limit_is_not_refused(
     tmp_path: Path, postgres_url: str
 ) -> None:
     """Both nodes allow one run per token; node b already has one going when it takes over node a's."""
-    ledger = tmp_path / "ledger"
-    ledger.mkdir()
-    signals = await quiet_signals()
-    signal_port = signals.sockets[0].getsockname()[1]
-    async with signals, ScriptedServer(respond=respond) as model:
-        ports = [free_port(), free_port()]
-        nodes = [
-            await start_node(
-                model.base_url, postgres_url, ledger, port, name, signal_port, gate="gate", max_runs=1
-            )
-            for port, name in zip(ports, ["node-a", "node-b"], strict=True)
+    async with durable_nodes(tmp_path, postgres_url, gate="gate", max_runs=1) as nodes:
+        on_a, on_b = nodes.clients
+        first = (await on_a.post("/sessions", json={"title": "case 1"})).json()["id"]
+        second = (await on_b.post("/sessions", json={"title": "case 2"})).json()["id"]
+        news = asyncio.Event()
+        seen: tuple[Seen, ...] = ([], [])
+        watchers = [
+            asyncio.create_task(follow(on_b, sid, seen[i], news)) for i, sid in enumerate((first, second))
         ]
-        on_a, on_b = (httpx.AsyncClient(base_url=f"http://127.0.0.1:{p}", timeout=120) for p in ports)
-        try:
-            first = (await on_a.post("/sessions", json={"title": "case 1"})).json()["id"]
-            second = (await on_b.post("/sessions", json={"title": "case 2"})).json()["id"]
-            news = asyncio.Event()
-            seen: tuple[list[tuple[int, str, str]], ...] = ([], [])
-            watchers = [
-                asyncio.create_task(follow(on_b, sid, seen[i], news)) for i, sid in enumerate((first, second))
-            ]
-            posts = [asyncio.create_task(post(on_a, first, 1))]
-            await until(lambda: len(asked(seen[0])) == 1, news, 60)  # the stamp waits on node a
-            posts.append(asyncio.create_task(post(on_b, second, 2)))
-            await until(lambda: len(asked(seen[1])) == 1, news, 60)  # node b has its one run going
-            nodes[0][0].send_signal(signal.SIGKILL)
-            await nodes[0][0].wait()
-            # Node b takes the first run over (its stamp asks again) though its token is at the limit.
-            await until(lambda: len(asked(seen[0])) == 2, news, 60)
-            for sid, approval in ((first, asked(seen[0])[1]), (second, asked(seen[1])[0])):
-                decided = await on_b.post(f"/sessions/{sid}/approvals/{approval}", json={"decision": "allow"})
-                assert decided.status_code == 200, decided.text
-            await asyncio.wait_for(asyncio.gather(*watchers), 120)
-            await asyncio.gather(*posts)
-        finally:
-            await on_a.aclose()
-            await on_b.aclose()
-            await stop(nodes)
+        posts = [asyncio.create_task(post(on_a, first, 1))]
+        await until(lambda: len(asked(seen[0])) == 1, news, 60)  # the stamp waits on node a
+        posts.append(asyncio.create_task(post(on_b, second, 2)))
+        await until(lambda: len(asked(seen[1])) == 1, news, 60)  # node b has its one run going
+        await nodes.kill()
+        # Node b takes the first run over (its stamp asks again) though its token is at the limit.
+        await until(lambda: len(asked(seen[0])) == 2, news, 60)
+        for sid, approval in ((first, asked(seen[0])[1]), (second, asked(seen[1])[0])):
+            decided = await on_b.post(f"/sessions/{sid}/approvals/{approval}", json={"decision": "allow"})
+            assert decided.status_code == 200, decided.text
+        await asyncio.wait_for(asyncio.gather(*watchers), 120)
+        await asyncio.gather(*posts)
     for events in seen:
         assert_messages_closed(events)
         assert json.loads(events[-1][2])["outcome"] == "completed"
-    stamps = sorted(line.split()[1:] for line in (ledger / "stamp_visit.log").read_text().splitlines())
+    stamps = sorted(line[1:] for line in nodes.ran("stamp_visit"))
     assert stamps == [["node-b", "stamp_visit"], ["node-b", "stamp_visit"]], "each stamped once, on node b"
 
 
@@ -544,48 +267,29 @@ async def test_a_node_restarted_under_its_own_name_resumes_its_runs(
     tmp_path: Path, postgres_url: str
 ) -> None:
     """One node, killed with a stamp in flight and started again under its name: it resumes the run."""
-    ledger = tmp_path / "ledger"
-    ledger.mkdir()
     stamping = asyncio.Event()
 
-    async def heard(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if (await reader.readline()).decode().split()[1:] == ["node-a", "stamp_visit"]:
+    def heard(line: list[str]) -> None:
+        if line[1:] == ["node-a", "stamp_visit"]:
             stamping.set()
-        writer.close()
 
-    signals = await asyncio.start_server(heard, "127.0.0.1", 0)
-    signal_port = signals.sockets[0].getsockname()[1]
-    async with signals, ScriptedServer(respond=respond) as model:
-        port = free_port()
-        nodes = [await start_node(model.base_url, postgres_url, ledger, port, "node-a", signal_port)]
-        before = httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=120)
-        after = httpx.AsyncClient(timeout=120)
-        try:
-            sid = (await before.post("/sessions", json={"title": "case 4"})).json()["id"]
-            posted = asyncio.create_task(post(before, sid, 4))
-            await asyncio.wait_for(stamping.wait(), 60)
-            nodes[0][0].send_signal(signal.SIGKILL)
-            await nodes[0][0].wait()
-            await posted
-            port = free_port()  # not the first one: the killed node's connections may still hold it
-            nodes.append(await start_node(model.base_url, postgres_url, ledger, port, "node-a", signal_port))
-            after.base_url = httpx.URL(f"http://127.0.0.1:{port}")
-            seen: list[tuple[int, str, str]] = []
-            await asyncio.wait_for(follow(after, sid, seen, asyncio.Event()), 120)
-            detail = (await after.get(f"/sessions/{sid}")).json()
-        finally:
-            await before.aclose()
-            await after.aclose()
-            await stop(nodes)
-    ids = [seq for seq, _, _ in seen]
-    assert ids == list(range(1, len(ids) + 1))
+    async with durable_nodes(tmp_path, postgres_url, names=["node-a"], heard=heard) as nodes:
+        before = nodes.clients[0]
+        sid = (await before.post("/sessions", json={"title": "case 4"})).json()["id"]
+        posted = asyncio.create_task(post(before, sid, 4))
+        await asyncio.wait_for(stamping.wait(), 60)
+        await nodes.kill()
+        await posted
+        after = await nodes.start("node-a")
+        seen: Seen = []
+        await asyncio.wait_for(follow(after, sid, seen, asyncio.Event()), 120)
+        detail = (await after.get(f"/sessions/{sid}")).json()
+    assert_each_once_in_order(seen)
     assert_messages_closed(seen)
     assert json.loads(seen[-1][2])["outcome"] == "completed"
     assert [kind for _, kind, _ in seen].count("agent_start") == 2, "the run, then its resumption"
-    assert len((ledger / "look_up.log").read_text().splitlines()) == 1, "the finished lookup is not run again"
-    assert len((ledger / "stamp_visit.log").read_text().splitlines()) == 1, (
-        "the stamp in flight is not run again"
-    )
+    assert len(nodes.ran("look_up")) == 1, "the finished lookup is not run again"
+    assert len(nodes.ran("stamp_visit")) == 1, "the stamp in flight is not run again"
     messages = detail["messages"]
     assert is_balanced(messages_from_json(json.dumps(messages)))
     results = [m for m in messages if m["role"] == "tool"]
@@ -598,63 +302,48 @@ async def test_decisions_steers_follow_ups_and_aborts_posted_to_another_node_rea
     tmp_path: Path, postgres_url: str
 ) -> None:
     """Runs go on node a; every request about them goes to node b."""
-    ledger = tmp_path / "ledger"
-    ledger.mkdir()
-    signals = await quiet_signals()
-    signal_port = signals.sockets[0].getsockname()[1]
-    async with signals, ScriptedServer(respond=respond) as model:
-        ports = [free_port(), free_port()]
-        nodes = [
-            await start_node(model.base_url, postgres_url, ledger, port, name, signal_port, gate="gate")
-            for port, name in zip(ports, ["node-a", "node-b"], strict=True)
+    async with durable_nodes(tmp_path, postgres_url, gate="gate") as nodes:
+        on_a, on_b = nodes.clients
+        decided, aborted = [
+            (await on_a.post("/sessions", json={"title": "a case"})).json()["id"] for _ in range(2)
         ]
-        on_a, on_b = (httpx.AsyncClient(base_url=f"http://127.0.0.1:{p}", timeout=120) for p in ports)
-        try:
-            decided, aborted = [
-                (await on_a.post("/sessions", json={"title": "a case"})).json()["id"] for _ in range(2)
-            ]
-            news = asyncio.Event()
-            seen: tuple[list[tuple[int, str, str]], ...] = ([], [])
-            watchers = [
-                asyncio.create_task(follow(on_b, sid, seen[i], news))
-                for i, sid in enumerate((decided, aborted))
-            ]
-            posts = [asyncio.create_task(post(on_a, sid, i)) for i, sid in enumerate((decided, aborted), 5)]
-            await until(lambda: all(asked(events) for events in seen), news, 60)  # both stamps wait on node a
-            # What node b knows of the approvals waiting on node a, and of the runs.
-            pending = (await on_b.get(f"/sessions/{decided}/approvals")).json()["approvals"]
-            assert [a["approval_id"] for a in pending] == asked(seen[0])
-            assert pending[0]["name"] == "stamp_visit" and pending[0]["arguments"] == {"visitor": "v5"}
-            unknown = await on_b.post(f"/sessions/{decided}/approvals/nope", json={"decision": "allow"})
-            assert unknown.status_code == 404, unknown.text  # answered by node a, which holds the run
-            approval = asked(seen[0])[0]
-            allowed = await on_b.post(
-                f"/sessions/{decided}/approvals/{approval}", json={"decision": "allow", "reason": "fine"}
-            )
-            assert allowed.status_code == 200, allowed.text
-            again = await on_b.post(f"/sessions/{decided}/approvals/{approval}", json={"decision": "deny"})
-            assert again.status_code == 409, again.text
-            # While the stamp runs (three seconds), a steer and a follow-up for its run.
-            stamping = ("tool_execution_start", "stamp_visit")
-            await until(lambda: stamping in [(k, json.loads(d).get("name")) for _, k, d in seen[0]], news, 60)
-            for which, text in (("steer", "the visitor is in a hurry"), ("follow_up", "and file the card")):
-                queued = await on_b.post(f"/sessions/{decided}/{which}", json={"text": text})
-                assert queued.status_code == 202, queued.text
-            stopped = await on_b.post(f"/sessions/{aborted}/abort")
-            assert stopped.status_code == 202, stopped.text
-            await asyncio.wait_for(asyncio.gather(*watchers), 120)
-            await asyncio.gather(*posts)
-            detail = (await on_b.get(f"/sessions/{decided}")).json()
-            idle = await on_b.post(f"/sessions/{decided}/steer", json={"text": "too late"})
-        finally:
-            await on_a.aclose()
-            await on_b.aclose()
-            await stop(nodes)
+        news = asyncio.Event()
+        seen: tuple[Seen, ...] = ([], [])
+        watchers = [
+            asyncio.create_task(follow(on_b, sid, seen[i], news)) for i, sid in enumerate((decided, aborted))
+        ]
+        posts = [asyncio.create_task(post(on_a, sid, i)) for i, sid in enumerate((decided, aborted), 5)]
+        await until(lambda: all(asked(events) for events in seen), news, 60)  # both stamps wait on node a
+        # What node b knows of the approvals waiting on node a, and of the runs.
+        pending = (await on_b.get(f"/sessions/{decided}/approvals")).json()["approvals"]
+        assert [a["approval_id"] for a in pending] == asked(seen[0])
+        assert pending[0]["name"] == "stamp_visit" and pending[0]["arguments"] == {"visitor": "v5"}
+        unknown = await on_b.post(f"/sessions/{decided}/approvals/nope", json={"decision": "allow"})
+        assert unknown.status_code == 404, unknown.text  # answered by node a, which holds the run
+        approval = asked(seen[0])[0]
+        allowed = await on_b.post(
+            f"/sessions/{decided}/approvals/{approval}", json={"decision": "allow", "reason": "fine"}
+        )
+        assert allowed.status_code == 200, allowed.text
+        again = await on_b.post(f"/sessions/{decided}/approvals/{approval}", json={"decision": "deny"})
+        assert again.status_code == 409, again.text
+        # While the stamp runs (three seconds), a steer and a follow-up for its run.
+        stamping = ("tool_execution_start", "stamp_visit")
+        await until(lambda: stamping in [(k, json.loads(d).get("name")) for _, k, d in seen[0]], news, 60)
+        for which, text in (("steer", "the visitor is in a hurry"), ("follow_up", "and file the card")):
+            queued = await on_b.post(f"/sessions/{decided}/{which}", json={"text": text})
+            assert queued.status_code == 202, queued.text
+        stopped = await on_b.post(f"/sessions/{aborted}/abort")
+        assert stopped.status_code == 202, stopped.text
+        await asyncio.wait_for(asyncio.gather(*watchers), 120)
+        await asyncio.gather(*posts)
+        detail = (await on_b.get(f"/sessions/{decided}")).json()
+        idle = await on_b.post(f"/sessions/{decided}/steer", json={"text": "too late"})
     assert idle.status_code == 409 and idle.json()["error"]["code"] == "no_run_in_progress", idle.text
     assert [json.loads(events[-1][2])["outcome"] for events in seen] == ["completed", "cancelled"]
     decision = next(json.loads(data) for _, kind, data in seen[0] if kind == "approval_decided")
     assert (decision["decision"], decision["reason"]) == ("allow", "fine")
-    stamps = [line.split()[1:] for line in (ledger / "stamp_visit.log").read_text().splitlines()]
+    stamps = [line[1:] for line in nodes.ran("stamp_visit")]
     assert stamps == [["node-a", "stamp_visit"]], "the allowed stamp ran on node a; the aborted one never ran"
     users = [m["content"] for m in detail["messages"] if m["role"] == "user"]
     assert users == ["please handle case 5", "the visitor is in a hurry", "and file the card"]

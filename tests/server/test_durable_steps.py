@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx2 as httpx
 import psycopg
 import pytest
 
@@ -22,10 +20,9 @@ from steadyloop import Message, ToolResultMessage, messages_from_json
 from steadyloop.sessions import is_balanced
 from steadyloop.testing.chunks import text_chunks, tool_call_chunks, usage_chunk
 from steadyloop.testing.replies import Reply, ScriptedReply
-from steadyloop.testing.server import RecordedRequest, ScriptedServer
+from steadyloop.testing.server import RecordedRequest
 
-from .conftest import free_port
-from .test_durable_kill import assert_messages_closed, post, start_node, stop, watch
+from ._two_nodes import assert_each_once_in_order, assert_messages_closed, durable_nodes, post, watch
 
 pytest.importorskip("dbos")
 
@@ -48,47 +45,30 @@ async def kill_mid_batch(
 ) -> Killed:
     """One run on node a answering ``calls`` in one answer; node a is killed when call ``kill_on`` starts
     there, and node b resumes the run."""
-    ledger = tmp_path / "ledger"
-    ledger.mkdir()
     started = asyncio.Event()
 
-    async def heard(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if (await reader.readline()).decode().split()[:2] == [kill_on, "node-a"]:
+    def heard(line: list[str]) -> None:
+        if line[:2] == [kill_on, "node-a"]:
             started.set()
-        writer.close()
 
     def respond(request: RecordedRequest) -> ScriptedReply:
         if not any(m["role"] == "tool" for m in request.json["messages"]):
             return Reply.stream([*tool_call_chunks(calls), usage_chunk(30, 9)])
         return Reply.stream([*text_chunks(["Done ", "with case 4"]), usage_chunk(50, 8)])
 
-    signals = await asyncio.start_server(heard, "127.0.0.1", 0)
-    signal_port = signals.sockets[0].getsockname()[1]
-    async with signals, ScriptedServer(respond=respond) as model:
-        ports = [free_port(), free_port()]
-        nodes = [
-            await start_node(model.base_url, postgres_url, ledger, port, name, signal_port)
-            for port, name in zip(ports, ["node-a", "node-b"], strict=True)
-        ]
-        clients = [httpx.AsyncClient(base_url=f"http://127.0.0.1:{p}", timeout=120) for p in ports]
-        try:
-            sid = (await clients[0].post("/sessions", json={"title": "case 4"})).json()["id"]
-            watcher = asyncio.create_task(watch(clients, 1, sid))
-            posted = asyncio.create_task(post(clients[0], sid, 4))
-            # A stamp runs alone, after every call before it ended (and its step was kept).
-            await started.wait()
-            nodes[0][0].send_signal(signal.SIGKILL)
-            await nodes[0][0].wait()
-            seen = await asyncio.wait_for(watcher, 120)
-            await posted
-            detail = (await clients[1].get(f"/sessions/{sid}")).json()
-        finally:
-            for http in clients:
-                await http.aclose()
-            await stop(nodes)
-        requests = list(model.chat_requests)
-    ids = [seq for seq, _, _ in seen]
-    assert ids == list(range(1, len(ids) + 1)), "the watcher saw every event once, in order"
+    async with durable_nodes(tmp_path, postgres_url, respond, heard=heard) as nodes:
+        clients = nodes.clients
+        sid = (await clients[0].post("/sessions", json={"title": "case 4"})).json()["id"]
+        watcher = asyncio.create_task(watch(clients, 1, sid))
+        posted = asyncio.create_task(post(clients[0], sid, 4))
+        # A stamp runs alone, after every call before it ended (and its step was kept).
+        await started.wait()
+        await nodes.kill()
+        seen = await asyncio.wait_for(watcher, 120)
+        await posted
+        detail = (await clients[1].get(f"/sessions/{sid}")).json()
+    requests = list(nodes.model.chat_requests)
+    assert_each_once_in_order(seen)
     assert_messages_closed(seen)
     kept = messages_from_json(json.dumps(detail["messages"]))
     assert is_balanced(kept)
@@ -100,9 +80,9 @@ async def kill_mid_batch(
         )
         steps = [(int(i), str(name)) for i, name in await cursor.fetchall()]
     logs = {
-        name: [line.split() for line in path.read_text().splitlines()]
+        name: nodes.ran(name)
         for name in ("look_up", "stamp_visit")
-        if (path := ledger / f"{name}.log").exists()
+        if (nodes.ledger / f"{name}.log").exists()
     }
     executions = Counter(
         (kind, json.loads(data)["call_id"]) for _, kind, data in seen if kind.startswith("tool_execution_")
