@@ -61,7 +61,7 @@ from .store import (
 try:
     import psycopg
     from psycopg import AsyncConnection, errors, sql
-    from psycopg.rows import DictRow, dict_row
+    from psycopg.rows import DictRow
     from psycopg_pool import AsyncConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
@@ -69,6 +69,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 from ._pg_conninfo import check_conninfo
+from ._pg_pool import PoolWatch, watched_pool
 from ._pg_reach import first_connection, shown_url
 from ._pg_schema import INFO_QUERY, LEAF_QUERY, PATH_QUERY, migrate
 
@@ -126,6 +127,7 @@ class PostgresSessionStore:
         self._channel = channel
         self._timeout = connect_timeout
         self._pool: AsyncConnectionPool[Conn] | None = None
+        self._watch = PoolWatch(url, connect_timeout)
         self._opening: asyncio.Lock | None = None
         self._closed = False
         self._subscribers: dict[int, Appended] = {}
@@ -158,16 +160,9 @@ class PostgresSessionStore:
                     raise StoreUnavailable(
                         f"the session database at {shown_url(self.url)} is unavailable: {exc}"
                     ) from None
-                pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
-                    self.url,
-                    min_size=1,
-                    max_size=self._pool_size,
-                    kwargs={"autocommit": True, "row_factory": dict_row},
-                    open=False,
-                    timeout=self._timeout,
-                )
+                pool = watched_pool(self._watch, max_size=self._pool_size)
                 try:
-                    await pool.open(wait=True, timeout=self._timeout)
+                    await self._watch.unless_refused(pool.open(wait=True, timeout=self._timeout))
                 except (psycopg.Error, PoolTimeout) as exc:
                     await pool.close()
                     raise StoreUnavailable(
@@ -184,7 +179,7 @@ class PostgresSessionStore:
         pool = await self._open()
         for attempt in range(1, RACE_RETRIES + 1):
             try:
-                async with pool.connection() as conn, conn.transaction():
+                async with self._watch.connection(pool) as conn, conn.transaction():
                     return await job(conn)
             except _LOST_RACE as exc:
                 if attempt == RACE_RETRIES:
