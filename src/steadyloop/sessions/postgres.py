@@ -48,6 +48,7 @@ from ._common import (
 )
 from ._common import check_ids as _check
 from ._schema import files_to_json, info_of, usage_of, usage_values
+from .reconnects import Reconnects, StateChange
 from .store import (
     ROOT,
     SessionConfig,
@@ -70,10 +71,10 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from ._pg_conninfo import check_conninfo
 from ._pg_pool import PoolWatch, watched_pool
-from ._pg_reach import first_connection, shown_url
+from ._pg_reach import first_connection, read_failure, shown_url
 from ._pg_schema import INFO_QUERY, LEAF_QUERY, PATH_QUERY, migrate
 
-__all__ = ["PostgresSessionStore"]
+__all__ = ["PostgresSessionStore", "read_failure"]
 
 log = logging.getLogger("steadyloop.sessions.postgres")
 _T = TypeVar("_T")
@@ -81,6 +82,8 @@ Conn = AsyncConnection[DictRow]
 #: Called with (session id, last seq written), or (None, 0) when notices may have been missed.
 Appended = Callable[[str | None, int], None]
 
+#: The longest pause between the listener's attempts to connect again (they start at 0.05 s and double).
+LISTEN_MAX_PAUSE_S = 5.0
 #: How many times a transaction that lost a race is run again before the store gives up.
 RACE_RETRIES = 8
 _CHANNEL = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -611,24 +614,27 @@ class PostgresSessionStore:
     async def _listen(self) -> None:
         listening = self._listening
         assert listening is not None
-        pause = 0.05
+        loop = asyncio.get_running_loop()
+        reconnects = Reconnects("the session store's listener", first_s=0.05, max_s=LISTEN_MAX_PAUSE_S)
         while not self._closed:
             try:
                 conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
                 async with conn:
                     await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
+                    _say(reconnects.connected(loop.time()))
                     if listening.is_set():  # back after a drop: whatever was announced meanwhile is unknown
                         self._tell(None, 0)
                     listening.set()
-                    pause = 0.05
                     async for notice in conn.notifies():
                         session_id, _, seq = notice.payload.rpartition(" ")
                         if session_id and seq.isdigit():
                             self._tell(session_id, int(seq))
             except psycopg.Error as exc:
-                log.warning("the session store's listener lost its connection (%s); reconnecting", exc)
+                # One line when the state changes (lost, refused and why, back), not one per attempt.
+                _say(reconnects.failed(read_failure(exc, self.url), loop.time()))
+                pause = reconnects.pause()
+                log.debug("the session store's listener tries again in %.2f s", pause)
                 await asyncio.sleep(pause)
-                pause = min(pause * 2, 2.0)
 
     def _tell(self, session_id: str | None, seq: int) -> None:
         for callback in list(self._subscribers.values()):
@@ -649,6 +655,11 @@ class PostgresSessionStore:
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
+
+
+def _say(change: StateChange | None) -> None:
+    if change is not None:
+        log.log(change.level, "%s", change.text)
 
 
 async def _scalar(conn: Conn, query: Any, *params: object) -> int:

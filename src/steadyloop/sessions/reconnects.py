@@ -16,6 +16,8 @@ import random
 from dataclasses import dataclass
 from typing import Literal
 
+from ..errors import InvalidInput
+
 __all__ = ["ConnectFailure", "Reconnects", "StateChange"]
 
 
@@ -63,13 +65,16 @@ class Reconnects:
         first_s: the first pause; doubled after each failure.
         max_s: the longest pause.
         rng: the source of jitter; injectable so tests can draw the same pauses again.
+
+    Raises:
+        InvalidInput: ``first_s`` is not above zero, or ``max_s`` is below it.
     """
 
     def __init__(
         self, what: str, *, first_s: float = 0.05, max_s: float = 5.0, rng: random.Random | None = None
     ) -> None:
         if not 0 < first_s <= max_s:
-            raise ValueError(f"need 0 < first_s <= max_s, got {first_s!r} and {max_s!r}")
+            raise InvalidInput(f"need 0 < first_s <= max_s, got {first_s!r} and {max_s!r}")
         self.what = what
         self.first_s = first_s
         self.max_s = max_s
