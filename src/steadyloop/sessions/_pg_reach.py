@@ -110,15 +110,16 @@ def _reason(exc: BaseException, url: str) -> str:
     return redact_url(text)
 
 
-def refusal(url: str, failure: ConnectFailure) -> InvalidInput:
-    """The error for a refusal no retry changes, at the first connection or any later one.
+def refusal(url: str, failure: ConnectFailure, refused: str = "the connection") -> InvalidInput:
+    """The error for a refusal no retry changes, at the first connection or any later one, or of what the
+    store asks once connected (``refused`` says what: its tables, say, where the role may not use them).
 
     ``InvalidInput``, not ``StoreUnavailable``: what the caller passed (the URL's password, role or
     database) is what the server refuses, and a caller that retries a ``StoreUnavailable`` would wait
     forever; the fix is a new URL or a change on the server, both outside the store.
     """
     return InvalidInput(
-        f"the session database at {shown_url(url)} refuses the connection "
+        f"the session database at {shown_url(url)} refuses {refused} "
         f"(trying again will not help): {failure.reason}"
     )
 

@@ -71,7 +71,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from ._pg_conninfo import check_conninfo
 from ._pg_pool import PoolWatch, watched_pool
-from ._pg_reach import first_connection, read_failure, shown_url
+from ._pg_reach import first_connection, read_failure, refusal, shown_url
 from ._pg_schema import INFO_QUERY, LEAF_QUERY, PATH_QUERY, migrate
 
 __all__ = ["PostgresSessionStore", "read_failure"]
@@ -160,9 +160,7 @@ class PostgresSessionStore:
                     async with first:
                         await migrate(first)
                 except psycopg.Error as exc:
-                    raise StoreUnavailable(
-                        f"the session database at {shown_url(self.url)} is unavailable: {exc}"
-                    ) from None
+                    raise self._failed(exc) from None
                 pool = watched_pool(self._watch, max_size=self._pool_size)
                 try:
                     await self._watch.unless_refused(pool.open(wait=True, timeout=self._timeout))
@@ -190,11 +188,25 @@ class PostgresSessionStore:
                         f"a session write kept losing races after {attempt} tries: {exc}"
                     ) from None
                 await asyncio.sleep(random.uniform(0, 0.005 * attempt))  # let the winner finish
-            except (psycopg.OperationalError, PoolTimeout) as exc:
+            except PoolTimeout as exc:
                 raise StoreUnavailable(
                     f"the session database at {shown_url(self.url)} is unavailable: {exc}"
                 ) from None
+            except psycopg.Error as exc:
+                if isinstance(exc, psycopg.OperationalError) or read_failure(exc, self.url).refused:
+                    raise self._failed(exc) from None
+                raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _failed(self, exc: psycopg.Error) -> InvalidInput | StoreUnavailable:
+        """The typed error for a failure talking to the database: a refusal no retry changes (by its
+        SQLSTATE: the role may not use the store's schema, say) is ``InvalidInput``; the rest may pass."""
+        failure = read_failure(exc, self.url)
+        if failure.refused:
+            return refusal(self.url, failure, "the store its tables")
+        return StoreUnavailable(
+            f"the session database at {shown_url(self.url)} is unavailable: {failure.reason}"
+        )
 
     # -- inside a transaction ----------------------------------------------------------------------
 
