@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import select
 from collections.abc import AsyncIterator, Awaitable
 from typing import Any, Self, TypeVar
 
@@ -133,8 +134,10 @@ class PoolWatch:
 def watched_pool(watch: PoolWatch, *, max_size: int) -> AsyncConnectionPool[Conn]:
     """A pool (not open yet) on ``watch.url`` whose every connection attempt ``watch`` sees.
 
-    Each connection is checked before it is handed out (an empty query): a connection whose backend is gone
-    is replaced then, rather than failing the caller's transaction.
+    A connection whose server said something while it sat idle (a backend ended by an administrator or a
+    restart says goodbye first) is checked with an empty query before it is handed out, and replaced if it
+    fails, rather than failing the caller's transaction; one with nothing waiting is handed out as it is,
+    without the round trip.
     """
 
     class Watched(AsyncConnection[DictRow]):
@@ -156,9 +159,25 @@ def watched_pool(watch: PoolWatch, *, max_size: int) -> AsyncConnectionPool[Conn
         kwargs={"autocommit": True, "row_factory": dict_row},
         open=False,
         timeout=watch.timeout,
-        check=AsyncConnectionPool.check_connection,
+        check=_check_if_told,
         # Given up after the caller's own patience rather than five minutes: after that the next caller's
         # wait makes it try at once, where its pause between attempts would have grown to minutes.
         reconnect_timeout=watch.timeout,
         reconnect_failed=lambda _pool: watch.gave_up(),
     )
+
+
+async def _check_if_told(conn: Conn) -> None:
+    """The pool's check, only for a connection with input waiting: an idle connection is sent nothing, so
+    input means the server spoke (its goodbye, most often). Checking every connection cost a round trip
+    per transaction (measured 1.1x to 1.7x the time of a one-row read on loopback)."""
+    if conn.closed or _has_input(conn.fileno()):
+        await AsyncConnectionPool.check_connection(conn)
+
+
+def _has_input(fd: int) -> bool:
+    if hasattr(select, "poll"):
+        polling = select.poll()
+        polling.register(fd, select.POLLIN)
+        return bool(polling.poll(0))  # POLLHUP and POLLERR come back too
+    return bool(select.select([fd], [], [], 0)[0])  # pragma: no cover - no poll() on Windows

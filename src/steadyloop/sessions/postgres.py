@@ -16,7 +16,9 @@ The live feed: each ``append_events`` sends ``NOTIFY`` on the store's channel wi
 committed. ``subscribe`` listens on one connection of its own and calls back with (session, seq); a reader
 then takes the events from the table, after the last seq it has, so a notice lost or merged never loses an
 event. After the listening connection drops, it reconnects and calls back with ``(None, 0)``: anything may
-have been missed, and every reader reads again from its last seq. ``follow`` uses this by itself.
+have been missed, and every reader reads again from its last seq. ``follow`` uses this by itself. While
+the database stays away or refuses, the pauses between attempts grow to ``LISTEN_MAX_PAUSE_S``, and the
+log has one line per change (lost, refused and why, back), not one per attempt.
 """
 
 from __future__ import annotations
@@ -104,7 +106,9 @@ class PostgresSessionStore:
         channel: the ``NOTIFY`` channel appends are announced on.
         connect_timeout: seconds to wait for a connection before ``StoreUnavailable``. A refusal no
             wait would change (a wrong password, a role or database that does not exist, SSL or
-            ``pg_hba.conf`` rules) is an ``InvalidInput`` at the first call instead, with libpq's reason.
+            ``pg_hba.conf`` rules) is an ``InvalidInput`` instead, with libpq's reason: at the first call,
+            and at any later one as soon as the pool meets it (the password changed while the store is
+            open, say).
     """
 
     def __init__(
