@@ -83,6 +83,8 @@ from steadyloop.events import (
     ToolExecutionEnd,
     ToolExecutionStart,
 )
+from steadyloop.sessions import Reconnects, StateChange
+from steadyloop.sessions.postgres import read_failure
 
 from .control import Order, apply
 from .durable_steps import (
@@ -117,6 +119,8 @@ STALE_S = 5.0
 
 #: Seconds a node forwarding an order waits for the node running the run to take it.
 ORDER_WAIT_S = 10.0
+#: The longest pause between the order listener's attempts to connect again (from 0.1 s, doubling).
+LISTEN_MAX_PAUSE_S = 5.0
 #: Where nodes announce orders (``order ID SESSION``) and their answers (``done ID``).
 ORDERS_CHANNEL = "steadyloop_durable_orders"
 
@@ -141,6 +145,11 @@ _current: DurableRuns | None = None
 
 #: Calls answered with what they returned on the node that died are not asked about again.
 _NO_GATES = ApprovalPolicy(require_for=frozenset())
+
+
+def _say(change: StateChange | None) -> None:
+    if change is not None:
+        log.log(change.level, "%s", change.text)
 
 
 def listener_name(node: str) -> str:
@@ -231,18 +240,22 @@ class DurableRuns:
         return [str(row[0]) for row in await cursor.fetchall()]
 
     async def _keep_beating(self) -> None:
+        loop = asyncio.get_running_loop()
+        # Never slower than a beat, so a node whose database comes back beats again within one.
+        reconnects = Reconnects(f"node {self.node}: the beat", first_s=BEAT_S, max_s=BEAT_S)
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
                     while True:
                         for dead in await self._beat(conn):
                             await self._take_over(conn, dead)
+                        _say(reconnects.connected(loop.time()))
                         await asyncio.sleep(BEAT_S)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the database went away for a while: beat again when it is back
-                log.warning("node %s: could not beat: %s", self.node, exc)
-                await asyncio.sleep(BEAT_S)
+                _say(reconnects.failed(read_failure(exc, self.url), loop.time()))
+                await asyncio.sleep(reconnects.pause())
 
     async def _take_over(self, conn: psycopg.AsyncConnection[Any], dead: str) -> None:
         """Have DBOS recover a silent node's pending runs; the first live node to see it does it."""
@@ -331,12 +344,17 @@ class DurableRuns:
 
     async def _listen(self) -> None:
         """Hear orders for the runs going here, and answers to the orders this node forwarded."""
+        loop = asyncio.get_running_loop()
+        what = f"node {self.node}: the order listener"
+        reconnects = Reconnects(what, first_s=0.1, max_s=LISTEN_MAX_PAUSE_S)
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(
                     self.url, autocommit=True, application_name=listener_name(self.node)
                 ) as conn:
                     await conn.execute(f"LISTEN {ORDERS_CHANNEL}")
+                    _say(reconnects.connected(loop.time()))
+                    log.debug("%s is listening", what)
                     for answered in self._answered.values():
                         answered.set()  # an answer may have come while this node was not listening
                     cursor = await conn.execute(
@@ -356,8 +374,11 @@ class DurableRuns:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the database went away for a while: listen again when it is back
-                log.warning("node %s: could not hear orders: %s", self.node, exc)
-                await asyncio.sleep(BEAT_S)
+                # One line when the state changes (lost, refused and why, back), not one per attempt.
+                _say(reconnects.failed(read_failure(exc, self.url), loop.time()))
+                pause = reconnects.pause()
+                log.debug("%s tries again in %.2f s", what, pause)
+                await asyncio.sleep(pause)
 
     def _order(self, order_id: int, session_id: str) -> None:
         """An order was posted for a session: take it if its run is going here."""

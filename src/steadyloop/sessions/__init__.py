@@ -4,13 +4,14 @@
 ``SessionStore`` protocol; ``PostgresSessionStore`` (``steadyloop.sessions.postgres``, the ``postgres``
 extra) is the one several machines share. ``open_store`` picks one from a URL or path. ``AgentSession`` (``store.session(...)``) is a session an ``Agent`` lives in:
 history loaded, every message appended as it ends, events, usage, fold and capability snapshot kept.
-``reconstruct`` turns stored messages into a transcript a server accepts, ``EventRecorder`` writes a
+``Reconnects`` paces and reports a connection kept open across outages. ``reconstruct`` turns stored messages into a transcript a server accepts, ``EventRecorder`` writes a
 run's events into a session and ``follow`` replays and follows them.
 """
 
 from .bound import AgentSession
 from .history import is_balanced, reconstruct
 from .memory import InMemorySessionStore
+from .reconnects import ConnectFailure, Reconnects, StateChange
 from .recorder import EventRecorder, follow, notify_followers
 from .select import is_shared_store, open_store
 from .sqlite import SQLiteSessionStore, default_session_path
@@ -30,14 +31,17 @@ from .store import (
 __all__ = [
     "AgentSession",
     "AppendFeed",
+    "ConnectFailure",
     "EventRecorder",
     "InMemorySessionStore",
+    "Reconnects",
     "SQLiteSessionStore",
     "SessionConfig",
     "SessionInfo",
     "SessionNotFound",
     "SessionStore",
     "SessionUsage",
+    "StateChange",
     "StateSwap",
     "StoreUnavailable",
     "check_id",

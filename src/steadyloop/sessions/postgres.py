@@ -16,7 +16,9 @@ The live feed: each ``append_events`` sends ``NOTIFY`` on the store's channel wi
 committed. ``subscribe`` listens on one connection of its own and calls back with (session, seq); a reader
 then takes the events from the table, after the last seq it has, so a notice lost or merged never loses an
 event. After the listening connection drops, it reconnects and calls back with ``(None, 0)``: anything may
-have been missed, and every reader reads again from its last seq. ``follow`` uses this by itself.
+have been missed, and every reader reads again from its last seq. ``follow`` uses this by itself. While
+the database stays away or refuses, the pauses between attempts grow to ``LISTEN_MAX_PAUSE_S``, and the
+log has one line per change (lost, refused and why, back), not one per attempt.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from ._common import (
 )
 from ._common import check_ids as _check
 from ._schema import files_to_json, info_of, usage_of, usage_values
+from .reconnects import Reconnects, StateChange
 from .store import (
     ROOT,
     SessionConfig,
@@ -61,7 +64,7 @@ from .store import (
 try:
     import psycopg
     from psycopg import AsyncConnection, errors, sql
-    from psycopg.rows import DictRow, dict_row
+    from psycopg.rows import DictRow
     from psycopg_pool import AsyncConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
@@ -69,10 +72,11 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 from ._pg_conninfo import check_conninfo
-from ._pg_reach import first_connection, shown_url
+from ._pg_pool import PoolWatch, watched_pool
+from ._pg_reach import first_connection, read_failure, refusal, shown_url
 from ._pg_schema import INFO_QUERY, LEAF_QUERY, PATH_QUERY, migrate
 
-__all__ = ["PostgresSessionStore"]
+__all__ = ["PostgresSessionStore", "read_failure"]
 
 log = logging.getLogger("steadyloop.sessions.postgres")
 _T = TypeVar("_T")
@@ -80,6 +84,8 @@ Conn = AsyncConnection[DictRow]
 #: Called with (session id, last seq written), or (None, 0) when notices may have been missed.
 Appended = Callable[[str | None, int], None]
 
+#: The longest pause between the listener's attempts to connect again (they start at 0.05 s and double).
+LISTEN_MAX_PAUSE_S = 5.0
 #: How many times a transaction that lost a race is run again before the store gives up.
 RACE_RETRIES = 8
 _CHANNEL = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -100,7 +106,9 @@ class PostgresSessionStore:
         channel: the ``NOTIFY`` channel appends are announced on.
         connect_timeout: seconds to wait for a connection before ``StoreUnavailable``. A refusal no
             wait would change (a wrong password, a role or database that does not exist, SSL or
-            ``pg_hba.conf`` rules) is an ``InvalidInput`` at the first call instead, with libpq's reason.
+            ``pg_hba.conf`` rules) is an ``InvalidInput`` instead, with libpq's reason: at the first call,
+            and at any later one as soon as the pool meets it (the password changed while the store is
+            open, say).
     """
 
     def __init__(
@@ -126,6 +134,7 @@ class PostgresSessionStore:
         self._channel = channel
         self._timeout = connect_timeout
         self._pool: AsyncConnectionPool[Conn] | None = None
+        self._watch = PoolWatch(url, connect_timeout)
         self._opening: asyncio.Lock | None = None
         self._closed = False
         self._subscribers: dict[int, Appended] = {}
@@ -155,19 +164,10 @@ class PostgresSessionStore:
                     async with first:
                         await migrate(first)
                 except psycopg.Error as exc:
-                    raise StoreUnavailable(
-                        f"the session database at {shown_url(self.url)} is unavailable: {exc}"
-                    ) from None
-                pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
-                    self.url,
-                    min_size=1,
-                    max_size=self._pool_size,
-                    kwargs={"autocommit": True, "row_factory": dict_row},
-                    open=False,
-                    timeout=self._timeout,
-                )
+                    raise self._failed(exc) from None
+                pool = watched_pool(self._watch, max_size=self._pool_size)
                 try:
-                    await pool.open(wait=True, timeout=self._timeout)
+                    await self._watch.unless_refused(pool.open(wait=True, timeout=self._timeout))
                 except (psycopg.Error, PoolTimeout) as exc:
                     await pool.close()
                     raise StoreUnavailable(
@@ -184,7 +184,7 @@ class PostgresSessionStore:
         pool = await self._open()
         for attempt in range(1, RACE_RETRIES + 1):
             try:
-                async with pool.connection() as conn, conn.transaction():
+                async with self._watch.connection(pool) as conn, conn.transaction():
                     return await job(conn)
             except _LOST_RACE as exc:
                 if attempt == RACE_RETRIES:
@@ -192,11 +192,25 @@ class PostgresSessionStore:
                         f"a session write kept losing races after {attempt} tries: {exc}"
                     ) from None
                 await asyncio.sleep(random.uniform(0, 0.005 * attempt))  # let the winner finish
-            except (psycopg.OperationalError, PoolTimeout) as exc:
+            except PoolTimeout as exc:
                 raise StoreUnavailable(
                     f"the session database at {shown_url(self.url)} is unavailable: {exc}"
                 ) from None
+            except psycopg.Error as exc:
+                if isinstance(exc, psycopg.OperationalError) or read_failure(exc, self.url).refused:
+                    raise self._failed(exc) from None
+                raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _failed(self, exc: psycopg.Error) -> InvalidInput | StoreUnavailable:
+        """The typed error for a failure talking to the database: a refusal no retry changes (by its
+        SQLSTATE: the role may not use the store's schema, say) is ``InvalidInput``; the rest may pass."""
+        failure = read_failure(exc, self.url)
+        if failure.refused:
+            return refusal(self.url, failure, "the store its tables")
+        return StoreUnavailable(
+            f"the session database at {shown_url(self.url)} is unavailable: {failure.reason}"
+        )
 
     # -- inside a transaction ----------------------------------------------------------------------
 
@@ -616,24 +630,27 @@ class PostgresSessionStore:
     async def _listen(self) -> None:
         listening = self._listening
         assert listening is not None
-        pause = 0.05
+        loop = asyncio.get_running_loop()
+        reconnects = Reconnects("the session store's listener", first_s=0.05, max_s=LISTEN_MAX_PAUSE_S)
         while not self._closed:
             try:
                 conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
                 async with conn:
                     await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
+                    _say(reconnects.connected(loop.time()))
                     if listening.is_set():  # back after a drop: whatever was announced meanwhile is unknown
                         self._tell(None, 0)
                     listening.set()
-                    pause = 0.05
                     async for notice in conn.notifies():
                         session_id, _, seq = notice.payload.rpartition(" ")
                         if session_id and seq.isdigit():
                             self._tell(session_id, int(seq))
             except psycopg.Error as exc:
-                log.warning("the session store's listener lost its connection (%s); reconnecting", exc)
+                # One line when the state changes (lost, refused and why, back), not one per attempt.
+                _say(reconnects.failed(read_failure(exc, self.url), loop.time()))
+                pause = reconnects.pause()
+                log.debug("the session store's listener tries again in %.2f s", pause)
                 await asyncio.sleep(pause)
-                pause = min(pause * 2, 2.0)
 
     def _tell(self, session_id: str | None, seq: int) -> None:
         for callback in list(self._subscribers.values()):
@@ -654,6 +671,11 @@ class PostgresSessionStore:
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
+
+
+def _say(change: StateChange | None) -> None:
+    if change is not None:
+        log.log(change.level, "%s", change.text)
 
 
 async def _scalar(conn: Conn, query: Any, *params: object) -> int:
