@@ -22,6 +22,7 @@ from steadyloop.turn.run import RetryPolicy
 from steadyloop.turn.tool_gate import GATE_SCHEMA, KIND_SCHEMA, KINDS, gate_messages, gate_schema, read_gate
 from steadyloop.wire.endpoints import Endpoint
 
+from ..edges._edges import mutated, mutated_text
 from ._routed import run_routed, text
 
 GATED = LoopPolicy(tool_routing=True, retry=RetryPolicy(base_delay_s=0.01, max_retries=1))
@@ -73,7 +74,8 @@ def test_the_first_question_names_each_tool_in_a_line_and_ends_with_the_request(
 
 
 def test_after_tool_results_the_question_carries_what_they_returned() -> None:
-    call = {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+    arguments = '{"path": "city.txt"}'
+    call = {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": arguments}}
     messages = [
         {"role": "user", "content": "Weather in the city in city.txt?"},
         {"role": "assistant", "content": "", "tool_calls": [call]},
@@ -82,10 +84,60 @@ def test_after_tool_results_the_question_carries_what_they_returned() -> None:
     asked = gate_messages({"messages": messages, "tools": TOOLS})
     assert asked is not None
     assert asked[-1]["content"] == (
-        "Request: Weather in the city in city.txt?\nDone so far: read_file returned: Lisbon"
+        "Request: Weather in the city in city.txt?\nDone so far: read_file(path=\"city.txt\") returned: Lisbon"
     )
     assert "what was done so far is enough" in asked[0]["content"]
     assert gate_schema({"messages": messages, "tools": TOOLS}) == GATE_SCHEMA  # a choice, as before
+
+
+def _done_so_far(arguments: Any) -> str:
+    call = {"id": "c1", "type": "function", "function": {"name": "write_file", "arguments": arguments}}
+    messages = [
+        {"role": "user", "content": "Save it."},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "wrote 2 bytes"},
+    ]
+    asked = gate_messages({"messages": messages, "tools": TOOLS})
+    assert asked is not None
+    return str(asked[-1]["content"]).split("Done so far: ", 1)[1]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "shown"),
+    [
+        ('{"path": "a.txt", "content": "hi"}', 'write_file(path="a.txt", content="hi")'),
+        ('{"n": 3, "deep": {"k": [1, null]}}', 'write_file(n=3, deep={"k": [1, null]})'),
+        ("{}", "write_file()"),
+        # each argument cut to what tells the step apart; the whole call left out when it is too long to read
+        ('{"content": "' + "x" * 500 + '"}', 'write_file(content="' + "x" * 56 + "...)"),
+        ('{"content": "' + "x" * 5000 + '"}', "write_file"),
+        # not an object: the name alone
+        ('{"path": ', "write_file"),
+        ("[1, 2]", "write_file"),
+        ("NaN", "write_file"),
+        (None, "write_file"),
+        ({"path": "a.txt"}, "write_file"),  # a mapping where the wire has a JSON string
+        ("[" * 1500 + "]" * 1500, "write_file"),
+        ('{"a": ' + "[" * 995 + "]" * 995 + "}", "write_file"),  # nesting past what json reads back
+    ],
+)
+def test_after_tool_results_each_call_is_shown_with_its_arguments(arguments: Any, shown: str) -> None:
+    assert _done_so_far(arguments) == f"{shown} returned: wrote 2 bytes"
+
+
+_SEED_ARGUMENTS = {"path": "a.txt", "content": "hi", "mode": {"append": False, "lines": [1, 2]}}
+
+
+@given(
+    st.one_of(
+        mutated(_SEED_ARGUMENTS).map(lambda v: json.dumps(v, allow_nan=True)),
+        mutated_text(json.dumps(_SEED_ARGUMENTS)),
+        st.integers(1, 995).map(lambda depth: '{"a": ' + "[" * depth + "]" * depth + "}"),
+    )
+)
+def test_showing_any_arguments_is_total(arguments: str) -> None:
+    # mutated values, cut or spliced JSON text, nesting past what json.dumps takes back: never an error
+    assert _done_so_far(arguments).startswith("write_file")
 
 
 @pytest.mark.parametrize(
@@ -194,7 +246,7 @@ async def test_a_tool_the_gate_chose_makes_the_decision_a_call_and_the_gate_is_a
     assert first_gate["messages"][-1]["content"] == "What is in this folder?"
     assert second_gate["temperature"] == 0
     assert second_gate["messages"][-1]["content"].startswith("Request: What is in this folder?\nDone so far:")
-    assert "list_dir returned: notes.txt docs/" in second_gate["messages"][-1]["content"]
+    assert 'list_dir(path=".") returned: notes.txt docs/' in second_gate["messages"][-1]["content"]
     # after results the answer keeps the step's tools: its prompt is then the one the server has cached
     assert answer["tools"] == decision["tools"] and answer["tool_choice"] == "none"
     assert answer["grammar"] == ANSWER_GRAMMAR and answer["messages"][-1]["role"] == "tool"

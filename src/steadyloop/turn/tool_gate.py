@@ -127,37 +127,66 @@ _LATER_EXAMPLES: tuple[tuple[str, str | None, GateChoice], ...] = (
     ("What does the grep command do?", None, "answer"),
     ("List four animals.", None, "answer"),
     ("What's the stock price of ACME right now?", None, "tool"),
-    ("What version does setup.py declare?", "read_file returned: version='2.1'", "answer"),
-    ("Read name.txt, then greet the person named in it by email.", "read_file returned: Dana", "tool"),
-    ("Which files are in src?", "list_dir returned: main.py util.py", "answer"),
+    ("What version does setup.py declare?", "read_file(path=\"setup.py\") returned: version='2.1'", "answer"),
+    (
+        "Read name.txt, then greet the person named in it by email.",
+        'read_file(path="name.txt") returned: Dana',
+        "tool",
+    ),
+    ("Which files are in src?", 'list_dir(path="src") returned: main.py util.py', "answer"),
+    # Told what a step was done on ("list_dir(path=...)"), not only what it returned, the 1.5B model said
+    # answer once a folder it was asked to show was listed; without the call's arguments it asked for more
+    # tools after "Show me what the docs folder contains." was listed. With them, a listing that is a
+    # first step needs its opposite here: without it, "List the recipes folder, then read the file in it"
+    # answered after the listing.
+    (
+        "List the src folder, then read the file in it that starts the program.",
+        'list_dir(path="src") returned: - main.py - util.py',
+        "tool",
+    ),
     (
         "Find the file that mentions Redis, then read it.",
-        "search_text returned: cache.md:3: use Redis",
+        'search_text(pattern="Redis") returned: cache.md:3: use Redis',
         "tool",
     ),
     (  # and once both steps are done, the answer: the 1.5B model went on listing and reading other files
         "Find the file that mentions Redis, then read it.",
-        "search_text returned: cache.md:3: use Redis; read_file returned: # Cache use Redis on port 6379",
+        'search_text(pattern="Redis") returned: cache.md:3: use Redis; '
+        'read_file(path="cache.md") returned: # Cache use Redis on port 6379',
         "answer",
     ),
     # A write that was asked for is done once it is written: without these the 0.5B model wrote the same
     # file again and again, and the 1.5B model wrote each line of a list over the one it was asked for.
-    ("Add a file todo.md with the text: ship it", "write_file returned: wrote 7 bytes to todo.md", "answer"),
+    (
+        "Add a file todo.md with the text: ship it",
+        'write_file(path="todo.md", content="ship it") returned: wrote 7 bytes to todo.md',
+        "answer",
+    ),
     (
         "Create a.txt saying hi, then create b.txt saying bye.",
-        "write_file returned: wrote 2 bytes to a.txt",
+        'write_file(path="a.txt", content="hi") returned: wrote 2 bytes to a.txt',
         "tool",
     ),
     # What a file names may be what a tool is asked about: the 1.5B model read city.txt, said answer, and
     # made up the weather in Lisbon. Last, where they weigh most: earlier, it still answered.
-    ("What does the word in word.txt mean?", "read_file returned: ephemeral", "answer"),
-    ("What's the stock price of the company named in ticker.txt?", "read_file returned: ACME", "tool"),
-    ("Look up the phone number of the person named in contact.txt.", "read_file returned: Dana", "tool"),
+    ("What does the word in word.txt mean?", 'read_file(path="word.txt") returned: ephemeral', "answer"),
+    (
+        "What's the stock price of the company named in ticker.txt?",
+        'read_file(path="ticker.txt") returned: ACME',
+        "tool",
+    ),
+    (
+        "Look up the phone number of the person named in contact.txt.",
+        'read_file(path="contact.txt") returned: Dana',
+        "tool",
+    ),
 )
 
 _DESCRIPTION_CHARS = 120  # a tool's line: the first line of its description, cut here
 _RESULT_CHARS = 300  # of each tool result the gate sees
 _RESULTS_CHARS = 1200  # of all of them
+_ARGUMENTS_CHARS = 2000  # a call's arguments longer than this are not shown to the gate
+_ARGUMENT_CHARS = 60  # of each argument's JSON
 
 
 def _tool_lines(tools: Sequence[Mapping[str, Any]]) -> str:
@@ -173,24 +202,47 @@ def _tool_lines(tools: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _call_shown(name: str, arguments: Any) -> str:
+    """A call as the gate sees it: ``list_dir(path="docs")``; the name alone when the arguments are not a
+    JSON object of a readable size."""
+    if not isinstance(arguments, str) or len(arguments) > _ARGUMENTS_CHARS:
+        return name
+    try:
+        value = json.loads(arguments)
+    except (ValueError, RecursionError):
+        return name
+    if not isinstance(value, dict):
+        return name
+    shown: list[str] = []
+    for key, argument in value.items():
+        try:
+            text = json.dumps(argument, ensure_ascii=False)
+        except (ValueError, RecursionError):  # nesting json.loads took but json.dumps does not
+            return name
+        cut = text if len(text) <= _ARGUMENT_CHARS else text[: _ARGUMENT_CHARS - 3] + "..."
+        shown.append(f"{key}={cut}")
+    return f"{name}({', '.join(shown)})"
+
+
 def _request_and_results(messages: Sequence[Any]) -> tuple[str, list[str]] | None:
-    """The last user request, and what tools returned after it (``name returned: text``)."""
+    """The last user request, and what tools did after it (``name(arguments) returned: text``)."""
     user, after = last_request(messages)
     request = "" if user is None else " ".join(chat_text(user.get("content")).split())
     if not request:
         return None
-    names: dict[str, str] = {}
+    calls_by_id: dict[str, str] = {}
     results: list[str] = []
     for message in after:
         calls = message.get("tool_calls")
         for call in calls if isinstance(calls, list) else ():
             function = call.get("function") if isinstance(call, Mapping) else None
             if isinstance(function, Mapping) and isinstance(call.get("id"), str):
-                names[call["id"]] = str(function.get("name", "a tool"))
+                name = str(function.get("name", "a tool"))
+                calls_by_id[call["id"]] = _call_shown(name, function.get("arguments"))
         if message.get("role") == "tool":
-            name = names.get(str(message.get("tool_call_id")), "a tool")
+            call = calls_by_id.get(str(message.get("tool_call_id")), "a tool")
             shown = " ".join(chat_text(message.get("content")).split())[:_RESULT_CHARS]
-            results.append(f"{name} returned: {shown}")
+            results.append(f"{call} returned: {shown}")
     return request, results
 
 
