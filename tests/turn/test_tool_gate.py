@@ -84,7 +84,7 @@ def test_after_tool_results_the_question_carries_what_they_returned() -> None:
     asked = gate_messages({"messages": messages, "tools": TOOLS})
     assert asked is not None
     assert asked[-1]["content"] == (
-        "Request: Weather in the city in city.txt?\nDone so far: read_file(path=\"city.txt\") returned: Lisbon"
+        'Request: Weather in the city in city.txt?\nDone so far: read_file(path="city.txt") returned: Lisbon'
     )
     assert "what was done so far is enough" in asked[0]["content"]
     assert gate_schema({"messages": messages, "tools": TOOLS}) == GATE_SCHEMA  # a choice, as before
