@@ -261,6 +261,20 @@ async def test_an_answer_that_leaves_out_a_listed_entry_is_asked_again_and_shown
     assert any(isinstance(e, Notice) and e.name == "grounding" for e in events)
 
 
+async def test_a_held_answer_says_once_as_it_starts_that_it_is_written_and_checked() -> None:
+    async with ScriptedServer(
+        text('{"name": "list_files", "arguments": {}}'),
+        text('{"name": "answer"}'),
+        text("It holds docs/ and README.md."),
+        text("It holds docs/, README.md and pyproject.toml."),
+    ) as server:
+        _result, events, _bodies = await run_listing(server)
+    held = [i for i, e in enumerate(events) if isinstance(e, Notice) and e.name == "answer_held"]
+    texts = [i for i, e in enumerate(events) if e.type == "message_update" and e.kind == "text"]
+    assert len(held) == 1 and held[0] < texts[0]  # once for both requests, before anything is shown
+    assert events[held[0]].step == events[texts[0]].step
+
+
 async def test_a_made_up_path_is_sent_back_and_a_worse_second_answer_is_not_taken() -> None:
     first = "It holds docs/, README.md, pyproject.toml and tests/cli/."
     async with ScriptedServer(

@@ -55,6 +55,10 @@ _LISTED = 24  # the most names a result shown as a list may hold
 _LISTED_CHARS = 240
 _SPACE = re.compile(r"\s")
 _QUIET_WAIT_S = 2.0  # a wait shorter than this is not worth a line
+_READING = "the model is reading the prompt"
+# An answer written from tool results is held until it is checked (turn/routing.py): its tokens arrive but
+# are not shown, and "reading the prompt" would then be untrue for the seconds it takes.
+_WRITING = "the model is writing the answer, shown once checked against the tool results"
 _DENIALS = {
     "refused": "not run: you said no",
     "interrupted": "not run: you said no (Ctrl-C)",
@@ -186,6 +190,7 @@ class TextRenderer:
         self._hold = CallHoldback()  # the current message's answer text, held while it may be a call
         self._waiting_since: float | None = None  # a request awaits its first token since then
         self._wait_shown = False  # the wait is on screen (a live line in a terminal, one line elsewhere)
+        self._waiting_for = _READING  # what the wait is: the prompt read, or a held answer written
 
     def _write(self, stream: TextIO, text: str) -> None:
         if not text:
@@ -209,6 +214,10 @@ class TextRenderer:
             # A step's request is on its way: its assistant message opens only with its first piece.
             self._hold = CallHoldback()
             self._waiting_since = time.monotonic()
+            self._waiting_for = _READING
+            return
+        if isinstance(event, Notice) and event.name == "answer_held":
+            self._answer_held()
             return
         if isinstance(event, MessageStart) and isinstance(event.message, AssistantMessage):
             self._hold = CallHoldback()
@@ -330,15 +339,21 @@ class TextRenderer:
         if _isatty(self.aux):
             if not self._wait_shown:
                 self._end_line()
-            self.aux.write(
-                "\r\x1b[2K" + self._aux_style.dim(f"· the model is reading the prompt… {waited:.0f} s")
-            )
+            self.aux.write("\r\x1b[2K" + self._aux_style.dim(f"· {self._waiting_for}… {waited:.0f} s"))
             self.aux.flush()
             self._wait_shown = True
         elif not self._wait_shown:
             self._end_line()
-            self._write(self.aux, "· the model is reading the prompt…\n")
+            self._write(self.aux, f"· {self._waiting_for}…\n")
             self._wait_shown = True
+
+    def _answer_held(self) -> None:
+        """The answer is being written but held until checked: the wait goes on, said as what it now is."""
+        if self._waiting_since is None or not self.notices:
+            return
+        self._waiting_for = _WRITING
+        if self._wait_shown and not _isatty(self.aux):
+            self._write(self.aux, f"· {_WRITING}…\n")  # the line said the prompt; one more says this
 
     def _stop_waiting(self, *, keep: bool = False) -> None:
         """Output started (or something else must be said): the wait is over, or ``keep`` it going after."""

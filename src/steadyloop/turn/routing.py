@@ -58,6 +58,9 @@ __all__ = [
 #: The name the decision gives the choice to answer rather than call.
 ANSWER = "answer"
 
+#: The notice a held answer (see :func:`_grounded_answer`) gives as its first text arrives.
+ANSWER_HELD = "the answer is being written; it is checked against the tool results before it is shown"
+
 #: llama.cpp's GBNF for an answer that does not open like a call (``{``, a fence, a list, a tag): a model
 #: that chose to answer sometimes writes the call it did not choose. Dropped, and latched off, where refused.
 ANSWER_GRAMMAR = "root ::= [ \\t\\n]* [^{`\\[< \\t\\n] [^\\x00]*"
@@ -368,7 +371,17 @@ async def _grounded_answer(endpoint: Endpoint, answering: BodyBuilder, asked: Tu
     fewer gaps is passed on to ``on_output`` whole; one still short of a listing gives way to the listing.
     """
     on_output, on_event, step = asked.get("on_output"), asked.get("on_event"), asked.get("step", 0)
-    quiet: TurnOptions = {**asked, "on_output": None}
+    started: list[bool] = []
+
+    def writing(_text: str) -> None:
+        # Once, as the held answer's first text arrives: a watcher would otherwise see nothing while it is
+        # written (on a CPU, seconds), and the terminal would go on saying the model reads the prompt.
+        if started or on_event is None or on_output is None:
+            return
+        started.append(True)
+        on_event(Notice(text=ANSWER_HELD, name="answer_held", step=step))
+
+    quiet: TurnOptions = {**asked, "on_output": writing}
     sent: dict[str, Any] = {}
 
     def first(c: EndpointCapabilities, m: ModelCapabilities) -> Mapping[str, Any]:
