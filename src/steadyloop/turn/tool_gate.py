@@ -6,8 +6,8 @@ The same model sorts requests well when the question is a different one: a short
 names the tools in a line each, says what needs a tool and what does not, and shows a few worked
 examples as earlier turns, then the user's request; the reply is held to ``{"choice": "tool"|"answer"}``
 and sampled at temperature 0. After tool results the question changes to "does the request still need a
-tool?", with what the tools returned so far, so a two-step task takes its second step and a one-step task
-answers.
+tool?", with the calls made so far (``list_dir(path="docs")``) and what they returned, so a two-step task
+takes its second step and a one-step task answers.
 
 The examples use requests and tools of their own (none of the benchmark's), in both directions for each
 kind: the model copies the balance of its examples, so a new example goes in with its opposite.
