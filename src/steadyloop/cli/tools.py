@@ -27,14 +27,15 @@ _MAX_LISTED = 500
 _MAX_MATCHES = 100
 _MAX_LINE = 240
 _MAX_SHELL_OUTPUT = 16_000
-# No absolute path: a small model copies it into every path argument, and the tools need none. Who the
-# assistant is comes first, the terminal and its tools after: opening with "a helpful assistant in a
-# terminal, working in a folder", the 1.5B model answered "Translate 'good morning' into Spanish." with
-# "Good morning!" (and French and German the same way) at temperature 0; in this order it translates.
+# No absolute path: a small model copies it into every path argument, and the tools need none. No "answer
+# briefly": with it, the 1.5B model answered "Translate 'good morning' into Spanish." with "Good morning!"
+# (and "thank you" into French with "Thank you.") at temperature 0; asked for full sentences, it
+# translates. The opening stays: with the assistant named first and the terminal after, the same model
+# listed docs/ for "Can you show me this directory's contents?" every time.
 _SYSTEM = (
-    "You are a helpful assistant. Answer briefly. In a terminal, in a folder of the user's, you can use "
-    "tools: use them when a question is about the files here; answer other questions yourself. When a "
-    "tool's result is what the user asked for, give it in full."
+    "You are a helpful assistant in a terminal, working in a folder of the user's. Use the tools when a "
+    "question is about the files here; answer other questions directly, in full sentences. When a tool's "
+    "result is what the user asked for, give it in full."
 )
 #: A context window this small (tokens) gets the compact tool set: the file tools a small model can tell
 #: apart, without edit_file, glob and run_shell, which overlap them, in about half the prompt.
