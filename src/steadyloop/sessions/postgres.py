@@ -50,7 +50,6 @@ from ._common import (
 )
 from ._common import check_ids as _check
 from ._schema import files_to_json, info_of, usage_of, usage_values
-from .reconnects import Reconnects, StateChange
 from .store import (
     ROOT,
     SessionConfig,
@@ -63,7 +62,7 @@ from .store import (
 
 try:
     import psycopg
-    from psycopg import AsyncConnection, errors, sql
+    from psycopg import AsyncConnection, errors
     from psycopg.rows import DictRow
     from psycopg_pool import AsyncConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -72,20 +71,19 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 from ._pg_conninfo import check_conninfo
+from ._pg_listen import LISTEN_MAX_PAUSE_S as LISTEN_MAX_PAUSE_S
+from ._pg_listen import Appended as Appended
+from ._pg_listen import AppendListener
 from ._pg_pool import PoolWatch, watched_pool
 from ._pg_reach import first_connection, read_failure, refusal, shown_url
 from ._pg_schema import INFO_QUERY, LEAF_QUERY, PATH_QUERY, migrate
 
 __all__ = ["PostgresSessionStore", "read_failure"]
+# LISTEN_MAX_PAUSE_S and Appended live in _pg_listen now; imported `X as X` so they stay importable here.
 
 log = logging.getLogger("steadyloop.sessions.postgres")
 _T = TypeVar("_T")
 Conn = AsyncConnection[DictRow]
-#: Called with (session id, last seq written), or (None, 0) when notices may have been missed.
-Appended = Callable[[str | None, int], None]
-
-#: The longest pause between the listener's attempts to connect again (they start at 0.05 s and double).
-LISTEN_MAX_PAUSE_S = 5.0
 #: How many times a transaction that lost a race is run again before the store gives up.
 RACE_RETRIES = 8
 _CHANNEL = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -137,9 +135,7 @@ class PostgresSessionStore:
         self._watch = PoolWatch(url, connect_timeout)
         self._opening: asyncio.Lock | None = None
         self._closed = False
-        self._subscribers: dict[int, Appended] = {}
-        self._listener: asyncio.Task[None] | None = None
-        self._listening: asyncio.Event | None = None
+        self._listener = AppendListener(url, channel, connect_timeout)
 
     async def __aenter__(self) -> PostgresSessionStore:
         return self
@@ -611,71 +607,17 @@ class PostgresSessionStore:
             StoreUnavailable: the database could not be reached to listen.
         """
         await self._open()
-        key = id(on_appended)
-        while key in self._subscribers:
-            key += 1
-        self._subscribers[key] = on_appended
-        if self._listener is None:
-            self._listening = asyncio.Event()
-            self._listener = asyncio.get_running_loop().create_task(self._listen())
-        listening = self._listening
-        assert listening is not None
-        try:
-            await asyncio.wait_for(listening.wait(), self._timeout)
-        except TimeoutError:
-            self._subscribers.pop(key, None)
-            raise StoreUnavailable(f"could not listen for appends at {shown_url(self.url)}") from None
-        return lambda: self._subscribers.pop(key, None) and None
-
-    async def _listen(self) -> None:
-        listening = self._listening
-        assert listening is not None
-        loop = asyncio.get_running_loop()
-        reconnects = Reconnects("the session store's listener", first_s=0.05, max_s=LISTEN_MAX_PAUSE_S)
-        while not self._closed:
-            try:
-                conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
-                async with conn:
-                    await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
-                    _say(reconnects.connected(loop.time()))
-                    if listening.is_set():  # back after a drop: whatever was announced meanwhile is unknown
-                        self._tell(None, 0)
-                    listening.set()
-                    async for notice in conn.notifies():
-                        session_id, _, seq = notice.payload.rpartition(" ")
-                        if session_id and seq.isdigit():
-                            self._tell(session_id, int(seq))
-            except psycopg.Error as exc:
-                # One line when the state changes (lost, refused and why, back), not one per attempt.
-                _say(reconnects.failed(read_failure(exc, self.url), loop.time()))
-                pause = reconnects.pause()
-                log.debug("the session store's listener tries again in %.2f s", pause)
-                await asyncio.sleep(pause)
-
-    def _tell(self, session_id: str | None, seq: int) -> None:
-        for callback in list(self._subscribers.values()):
-            try:
-                callback(session_id, seq)
-            except Exception:
-                log.exception("a subscriber to the session store's appends failed")
+        return await self._listener.subscribe(on_appended)
 
     async def close(self) -> None:
         """Stop listening and close every connection; calls after this raise ``InvalidInput``."""
         if self._closed:
             return
         self._closed = True
-        if self._listener is not None:
-            self._listener.cancel()
-            await asyncio.gather(self._listener, return_exceptions=True)
-            self._listener = None
+        await self._listener.close()
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
-
-
-def _say(change: StateChange | None) -> None:
-    if change is not None:
-        log.log(change.level, "%s", change.text)
 
 
 async def _scalar(conn: Conn, query: Any, *params: object) -> int:
