@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -24,50 +24,23 @@ pytest.importorskip("dbos")
 from steadyloop.server import durable
 from steadyloop.server.durable import LISTEN_MAX_PAUSE_S, DurableRuns, listener_name
 
+from .._log_lines import LogLines, captured
+
 _PAUSE = re.compile(r"the order listener tries again in ([0-9.]+) s")
 
 
-class Lines(logging.Handler):
-    """Keeps a logger's records and wakes whoever waits for one."""
-
+class Lines(LogLines):
     def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-        self._news = asyncio.Event()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-        self._news.set()
-
-    async def until(self, done: Callable[[], bool]) -> None:
-        async with asyncio.timeout(60):
-            while not done():
-                self._news.clear()
-                await self._news.wait()
+        super().__init__(_PAUSE)
 
     def listener(self, level: int) -> list[str]:
-        return [
-            r.getMessage()
-            for r in self.records
-            if r.levelno == level and "the order listener" in r.getMessage()
-        ]
-
-    def pauses(self) -> list[float]:
-        return [float(m.group(1)) for r in self.records if (m := _PAUSE.search(r.getMessage()))]
+        return [m for m in self.said(level) if "the order listener" in m]
 
 
 @pytest.fixture
 def lines() -> Iterator[Lines]:
-    handler = Lines()
-    logger = logging.getLogger("steadyloop.server.durable")
-    level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    try:
+    with captured("steadyloop.server.durable", Lines()) as handler:
         yield handler
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
 
 
 @pytest.fixture
