@@ -21,6 +21,8 @@ CODES: dict[str, int] = {
     "invalid_request": 400,
     "unauthorized": 401,
     "forbidden": 403,
+    "host_not_allowed": 403,
+    "origin_not_allowed": 403,
     "not_found": 404,
     "method_not_allowed": 405,
     "not_acceptable": 406,
