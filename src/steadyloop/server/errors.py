@@ -23,6 +23,7 @@ CODES: dict[str, int] = {
     "forbidden": 403,
     "host_not_allowed": 403,
     "origin_not_allowed": 403,
+    "approvals_below_floor": 403,
     "not_found": 404,
     "method_not_allowed": 405,
     "not_acceptable": 406,

@@ -157,6 +157,12 @@ def openapi_document() -> dict[str, Any]:
                 "Create a session from agent settings or an agent document",
                 _ok(201, "the new session", SessionOut),
                 "unavailable",
+                "approvals_below_floor",
+                description="The server's approvals (which effects and tools wait for a decision, and for "
+                "how long) are a floor set by its operator: `approvals` (or the agent document's "
+                "`[approvals]`) may gate more effects and tools and shorten `timeout_s`, never leave out an "
+                "effect or a tool the server gates or wait longer. A request that would is refused whole "
+                "with 403 `approvals_below_floor`, its message naming each lowering and the floor.",
                 body=CreateSession,
             ),
         },
