@@ -5,7 +5,7 @@ their own modules: ``steadyloop.tools.mcp`` (the ``mcp`` extra), ``steadyloop.te
 extra), ``steadyloop.local`` (the bundled local model) and ``steadyloop.sessions``.
 """
 
-from .agent import Agent, AgentBusy, AgentState, AgentStream
+from .agent import Agent, AgentBusy, AgentState, AgentStream, QueueClosed
 from .agent_settings import AgentSettings, agent_settings, mcp_server_spec, spec_hook_runner
 from .bus import configure_events, emit, end_run, fold, history, reset_events, watch
 from .context.branches import (
@@ -297,6 +297,7 @@ __all__ = [
     "Provider",
     "ProviderPreset",
     "ProviderStream",
+    "QueueClosed",
     "RecoveredCalls",
     "RequestMetadata",
     "ResourceClaim",

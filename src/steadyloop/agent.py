@@ -34,6 +34,7 @@ from .events import (
     MessageEnd,
     MessageStart,
     MessageUpdate,
+    QueuedMessage,
     ToolExecutionEnd,
     ToolExecutionStart,
 )
@@ -69,7 +70,7 @@ from .wire.endpoints import Endpoint
 from .wire.interceptors import Interceptors, wire_only
 from .wire.windows import context_limit_for
 
-__all__ = ["Agent", "AgentBusy", "AgentState", "AgentStream"]
+__all__ = ["Agent", "AgentBusy", "AgentState", "AgentStream", "QueueClosed"]
 
 Listener = Callable[[Event], object]
 QueueMode = Literal["one-at-a-time", "all"]
@@ -79,6 +80,11 @@ _LLM_TYPES = (SystemMessage, UserMessage, AssistantMessage, ToolResultMessage)
 
 class AgentBusy(InvalidInput):
     """``prompt()`` was called while the agent is running; steer or follow up instead."""
+
+
+class QueueClosed(InvalidInput):
+    """``steer()`` or ``follow_up()`` came after the run under way ended (its listeners are still handling
+    its end): that run cannot take the message, and it is never carried into the next one."""
 
 
 @dataclass(slots=True)
@@ -121,11 +127,26 @@ def _default_convert(messages: Sequence[Any]) -> list[Message]:
 class _Run:
     """One run as the agent holds it: its events on their way to the listeners, its task, its end."""
 
-    __slots__ = ("cancel", "closed", "dispatcher", "events", "forced", "task")
+    __slots__ = (
+        "cancel",
+        "closed",
+        "dispatcher",
+        "entered",
+        "events",
+        "forced",
+        "queues_closed",
+        "taken",
+        "task",
+    )
 
     def __init__(self) -> None:
         self.cancel = asyncio.Event()
         self.closed = False  # the run's end was queued: what it says after that is late
+        # The queues: what the run took from them, which of those entered its transcript, and whether its
+        # end has passed (then nothing more may be queued until the agent is idle).
+        self.taken: list[tuple[Literal["steering", "follow_up"], Message]] = []
+        self.entered: set[int] = set()
+        self.queues_closed = False
         self.events: asyncio.Queue[Event | asyncio.Future[None] | None] = asyncio.Queue()
         self.forced: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self.task: asyncio.Task[LoopResult] | None = None
@@ -287,12 +308,29 @@ class Agent:
 
     def steer(self, message: str | Message) -> None:
         """Queue a message for the model to read after the current step (skipping calls not yet started in
-        ``immediate`` interrupt mode)."""
-        self._steering.append(_as_message(message))
+        ``immediate`` interrupt mode); queued while idle, the next run reads it.
+
+        Raises:
+            QueueClosed: the run under way has ended; ``prompt()`` with the message once it is idle.
+        """
+        self._queue(self._steering, message, "steer")
 
     def follow_up(self, message: str | Message) -> None:
-        """Queue a message for when the model would otherwise stop."""
-        self._follow_ups.append(_as_message(message))
+        """Queue a message for when the model would otherwise stop; queued while idle, for the next run.
+
+        Raises:
+            QueueClosed: the run under way has ended; ``prompt()`` with the message once it is idle.
+        """
+        self._queue(self._follow_ups, message, "follow up")
+
+    def _queue(self, queue: list[Message], message: str | Message, verb: str) -> None:
+        run = self._run
+        if run is not None and run.queues_closed:
+            raise QueueClosed(
+                f"the run has ended and takes no more messages: nothing to {verb}; "
+                "prompt() with it once the agent is idle"
+            )
+        queue.append(_as_message(message))
 
     def clear_queues(self) -> None:
         """Drop queued steering and follow-up messages."""
@@ -307,7 +345,24 @@ class Agent:
             return []
         taken = list(queue) if mode == "all" else [queue[0]]
         del queue[: len(taken)]
+        run = self._run
+        if run is not None:
+            name: Literal["steering", "follow_up"] = "steering" if queue is self._steering else "follow_up"
+            run.taken.extend((name, message) for message in taken)
         return taken  # the run announces them; they enter state.messages with their MessageEnd
+
+    def _close_queues(self, run: _Run) -> tuple[QueuedMessage, ...]:
+        """The run's end: what its queues held and what became of it; nothing queued is left for later."""
+        run.queues_closed = True
+        held = [
+            QueuedMessage(queue=queue, message=m, fate="delivered" if id(m) in run.entered else "dropped")
+            for queue, m in run.taken
+        ]
+        held.sort(key=lambda item: item.fate != "delivered")
+        held += [QueuedMessage(queue="steering", message=m, fate="dropped") for m in self._steering]
+        held += [QueuedMessage(queue="follow_up", message=m, fate="dropped") for m in self._follow_ups]
+        self.clear_queues()
+        return tuple(held)
 
     # -- running ----------------------------------------------------------------------------------------
 
@@ -586,6 +641,8 @@ class Agent:
         state.is_streaming = False
         state.streaming_message = None
         state.pending_tool_calls.clear()
+        if not run.queues_closed:  # no AgentEnd reached the agent (forced out, or refused at its start)
+            self._close_queues(run)
         if self._run is run:
             self._run = None
         self._idle.set()
@@ -595,6 +652,10 @@ class Agent:
         # run that was forced out is no longer the agent's: what it says afterwards is dropped.
         if run.forced.done():
             return
+        if isinstance(event, AgentEnd) and not run.queues_closed:
+            # Closed as the run says it ended, with no await since its last look at the queues: a message
+            # queued from here on is refused rather than left for the next run.
+            event = replace(event, queued=self._close_queues(run))
         state = self.state
         if isinstance(event, MessageStart) and isinstance(event.message, AssistantMessage):
             state.streaming_message = AssistantMessage()
@@ -606,6 +667,8 @@ class Agent:
                 state.streaming_message = replace(current, reasoning=current.reasoning + event.delta)
         elif isinstance(event, MessageEnd):
             state.messages.append(event.message)
+            if run.taken:
+                run.entered.add(id(event.message))
             if isinstance(event.message, AssistantMessage):
                 state.streaming_message = None
         elif isinstance(event, ToolExecutionStart):

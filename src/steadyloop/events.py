@@ -48,6 +48,7 @@ __all__ = [
     "Notice",
     "Outcome",
     "PrefixRewritten",
+    "QueuedMessage",
     "Retry",
     "SideTask",
     "ToolExecutionEnd",
@@ -84,6 +85,22 @@ class AgentStart:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class QueuedMessage:
+    """A message an ``Agent``'s steering or follow-up queue held during a run, and what became of it.
+
+    Attributes:
+        queue: ``"steering"`` or ``"follow_up"``.
+        message: the message as it was queued.
+        fate: ``"delivered"``: it entered the run's transcript; ``"dropped"``: the run ended before
+            taking it in (an abort, an error, a stop), and it is not carried into any later run.
+    """
+
+    queue: Literal["steering", "follow_up"]
+    message: Message
+    fate: Literal["delivered", "dropped"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AgentEnd:
     """A run ended; no event of this run follows.
 
@@ -92,12 +109,16 @@ class AgentEnd:
         error: the error's text when it did not complete.
         usage: tokens the whole run spent.
         steps: requests made.
+        queued: what the agent's queues held during the run and what became of each message: those
+            delivered in the order the run took them in, then those dropped. The queues are empty after
+            it. Only an ``Agent`` fills it (the bare loop's queues are the host's own).
     """
 
     outcome: Outcome
     error: str | None = None
     usage: Usage = field(default_factory=Usage)
     steps: int = 0
+    queued: tuple[QueuedMessage, ...] = ()
     run_id: str = ""
     seq: int = 0
     type: Literal["agent_end"] = "agent_end"

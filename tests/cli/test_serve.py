@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from steadyloop.cli.app import build_parser, main
-from steadyloop.cli.serve import check_open_bind, parse_tokens
+from steadyloop.cli.serve import check_open_bind, parse_tokens, serve_floor
 from steadyloop.errors import InvalidInput
 
 
@@ -34,3 +34,56 @@ def test_serve_refuses_an_open_bind_before_touching_the_endpoint(capsys: pytest.
     assert args.port == 9 and args.max_runs == 16
     assert main(["serve", "--host", "0.0.0.0", "--base-url", "http://127.0.0.1:1/v1"]) == 1
     assert "refusing to listen on 0.0.0.0" in capsys.readouterr().err
+
+
+def test_the_operators_floor_comes_from_the_flags_else_the_config_file() -> None:
+    default = serve_floor({})
+    assert default.allowed_hosts == ()
+    assert default.approval_policy.require_for == {"mutate-reversible", "mutate-irreversible", "destructive"}
+    assert default.approval_policy.timeout_s == 300
+    config = {
+        "serve": {
+            "allow_hosts": ["agents.example.com"],
+            "require_approval": ["destructive"],
+            "approval_timeout": 120,
+        }
+    }
+    from_file = serve_floor(config)
+    assert from_file.allowed_hosts == ("agents.example.com",)
+    assert from_file.approval_policy.require_for == {"destructive"}
+    assert from_file.approval_policy.timeout_s == 120
+    flagged = serve_floor(config, allow_hosts=["box.lan"], require_approval=["none"], approval_timeout=30)
+    assert flagged.allowed_hosts == ("box.lan",)
+    assert flagged.approval_policy.require_for == frozenset()
+    assert flagged.approval_policy.timeout_s == 30
+    for bad, words in [
+        ({"serve": {"allow_hosts": "agents.example.com"}}, "list of strings"),
+        ({"serve": {"require_approval": ["everything"]}}, "no effect class"),
+        ({"serve": {"require_approval": ["none", "read"]}}, "cannot be given with effects"),
+        ({"serve": {"approval_timeout": 0}}, "above 0"),
+        ({"serve": {"approval_timeout": True}}, "above 0"),
+        ({"serve": {"allowed_hosts": []}}, "no setting 'allowed_hosts'"),
+        ({"serve": []}, "must be a table"),
+    ]:
+        with pytest.raises(InvalidInput, match=words):
+            serve_floor(bad)
+
+
+def test_serve_takes_the_floor_flags() -> None:
+    args = build_parser().parse_args(
+        [
+            "serve",
+            "--allow-host",
+            "agents.example.com",
+            "--allow-host",
+            "10.0.0.5",
+            "--require-approval",
+            "destructive",
+            "--approval-timeout",
+            "60",
+        ]
+    )
+    assert args.allow_host == ["agents.example.com", "10.0.0.5"]
+    assert args.require_approval == ["destructive"] and args.approval_timeout == 60
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--require-approval", "sometimes"])

@@ -70,13 +70,12 @@ async def until_started(process: asyncio.subprocess.Process) -> None:
 class LiveServer:
     """The app served by uvicorn on a loopback port, for as long as the context lasts."""
 
-    def __init__(self, settings: ServerSettings) -> None:
+    def __init__(self, settings: ServerSettings, wrap: Callable[[Any], Any] | None = None) -> None:
         self.settings = settings
         self.port = free_port()
         self.app = create_app(settings)
-        config = uvicorn.Config(
-            self.app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on"
-        )
+        served = self.app if wrap is None else wrap(self.app)  # ``wrap``: ASGI middleware of the test's own
+        config = uvicorn.Config(served, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
         self._server = uvicorn.Server(config)
         self._task: asyncio.Task[None] | None = None
 

@@ -158,17 +158,25 @@ async def test_silence_past_the_timeout_denies(
         assert results == [] or results[0]["disposition"] != "completed"
 
 
-async def test_a_session_can_set_its_own_approval_timeout_and_gates(
+async def test_a_session_can_gate_more_and_wait_less_than_the_server(
     model: ScriptedServer, settings_for: Callable[..., ServerSettings]
 ) -> None:
     written: list[str] = []
-    model.enqueue(write_call("free"), Reply.stream(stream_of("ok")))
-    async with (
-        LiveServer(settings_for(model.base_url, tools=gated_tools(written))) as server,
-        server.client() as http,
-    ):
-        sid = (await http.post("/sessions", json={"approvals": {"overrides": {"write_note": False}}})).json()[
-            "id"
-        ]
-        assert (await http.post(f"/sessions/{sid}/messages", json={"text": "go"})).json()["answer"] == "ok"
-        assert written == ["free"], "a tool the session never gates runs without asking"
+    model.enqueue(write_call("gated"), Reply.stream(stream_of("Not written.")))
+    settings = settings_for(
+        model.base_url,
+        tools=gated_tools(written),
+        approval_policy=ApprovalPolicy(require_for=frozenset({"destructive"}), timeout_s=300),
+    )
+    async with LiveServer(settings) as server, server.client() as http:
+        tighter = {"require_for": ["mutate-reversible", "destructive"], "timeout_s": 0.3}
+        created = await http.post("/sessions", json={"approvals": tighter})
+        assert created.status_code == 201, created.text
+        sid = created.json()["id"]
+        async with http.stream(
+            "POST", f"/sessions/{sid}/messages", json={"text": "go"}, headers={"Accept": "text/event-stream"}
+        ) as response:
+            events = [e async for e in read_sse(response)]
+        decided = [e.data for e in events if e.event == "approval_decided"]
+        assert [(d["decision"], d["reason"]) for d in decided] == [("deny", "timeout")]
+        assert written == [], "the session's own gate held the write, and its shorter timeout denied it"

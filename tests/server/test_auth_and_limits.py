@@ -109,7 +109,7 @@ async def test_every_error_is_a_typed_json_body_without_credentials_or_paths(
         cases = [
             await http.get("/nowhere"),
             await http.put("/sessions"),
-            await http.post("/sessions", content=b"{not json"),
+            await http.post("/sessions", content=b"{not json", headers={"Content-Type": "application/json"}),
             await http.post("/sessions", json={"unknown": 1}),
             await http.post("/sessions", json=[1, 2]),
             await http.get(f"/sessions/{'x' * 100}"),

@@ -23,6 +23,7 @@ _EDGES = settings(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 HOLE = "__steadyloop_hole__"
+JSON = {"Content-Type": "application/json"}
 VALID: dict[str, dict[str, Any]] = {
     "/sessions": {
         "title": "t",
@@ -76,7 +77,7 @@ async def test_json_no_field_can_hold_is_refused_typed_wherever_it_is(
     route, path = case
     text = json.dumps(_holed(VALID[route], path)).replace(json.dumps(HOLE), raw)
     url = route if route.startswith("/") else f"/sessions/{sid}/{route}"
-    response = await http.post(url, content=text.encode("utf-8", "surrogatepass"))
+    response = await http.post(url, content=text.encode("utf-8", "surrogatepass"), headers=JSON)
     assert_typed_refusal(response)
     if raw in NOT_JSON:
         # Read as floats, these went on into free-form fields and from there to the model as no JSON.
@@ -89,6 +90,6 @@ async def test_nan_in_an_output_schema_is_refused_before_a_run_starts(
 ) -> None:
     http, sid = live
     body = '{"text": "hi", "output_schema": {"schema": {"type": "object", "maximum": NaN}}}'
-    response = await http.post(f"/sessions/{sid}/messages", content=body.encode())
+    response = await http.post(f"/sessions/{sid}/messages", content=body.encode(), headers=JSON)
     assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_request"
     assert model.chat_requests == []  # nothing reached the model

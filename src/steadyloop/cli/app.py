@@ -16,8 +16,9 @@ from typing import Any
 
 from .. import PROVIDERS, AgentSpec, __version__
 from ..errors import EndpointUnavailable, RunCancelled, SteadyloopError
+from ..tools.definition import EFFECT_CLASSES
 from . import flag_values as flags
-from .config import BUNDLED, PRESETS, EndpointChoice, Resolved, config_path, resolve, with_model
+from .config import BUNDLED, PRESETS, EndpointChoice, Resolved, config_path, load_config, resolve, with_model
 from .kit import AgentOptions
 from .render import one_line
 
@@ -256,6 +257,29 @@ def _serve_parser(sub: Any, endpoint: argparse.ArgumentParser) -> None:
         "or httpx (through the official SDK's httpx2 client); both raise the same errors",
     )
     serve.add_argument(
+        "--allow-host",
+        action="append",
+        type=flags.host,
+        metavar="NAME",
+        help="a host name requests may address the server by beyond localhost (repeatable; '*': any; "
+        "also [serve] allow_hosts in the config file)",
+    )
+    serve.add_argument(
+        "--require-approval",
+        action="append",
+        choices=(*EFFECT_CLASSES, "none"),
+        metavar="EFFECT",
+        help="an effect whose calls wait for an approval (repeatable; default: every effect but read; "
+        "'none': no effect); sessions may add to it, never remove",
+    )
+    serve.add_argument(
+        "--approval-timeout",
+        type=flags.seconds,
+        metavar="SECONDS",
+        help="how long an approval may take before the call is denied (default 300); sessions may "
+        "shorten it, never lengthen it",
+    )
+    serve.add_argument(
         "--durable",
         action="store_true",
         help="runs survive this node's death: another node resumes them (PostgreSQL store, 'durable' extra)",
@@ -265,10 +289,16 @@ def _serve_parser(sub: Any, endpoint: argparse.ArgumentParser) -> None:
 def _serve(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .serve import check_open_bind, parse_tokens, serve_command
+    from .serve import check_open_bind, parse_tokens, serve_command, serve_floor
 
     tokens = parse_tokens(args.token)
     check_open_bind(args.host, tokens)
+    floor = serve_floor(
+        load_config(config_path()),
+        allow_hosts=args.allow_host,
+        require_approval=args.require_approval,
+        approval_timeout=args.approval_timeout,
+    )
     spec = None
     if args.agent is not None:
         from .agent_file import load_agent_file
@@ -288,6 +318,7 @@ def _serve(args: argparse.Namespace) -> int:
         max_runs=args.max_runs,
         transport="httpx2" if args.transport == "httpx" else "aiohttp",
         durable=args.durable,
+        floor=floor,
     )
 
 

@@ -5,25 +5,39 @@ pairs separated by commas); a token given without a name belongs to ``default``.
 answers this machine only and refuses to listen anywhere else. Sessions may use the file tools of
 ``--workdir`` (writes wait for an approval on the page or over the API); ``--no-tools`` offers none.
 ``--transport httpx`` reads the model's streams through the SDK's httpx2 client instead of aiohttp.
+
+Which effects wait for an approval and for how long is the operator's floor: ``--require-approval EFFECT``
+(repeatable; ``none`` for no effect) and ``--approval-timeout SECONDS``, else the config file's ``[serve]``
+table, else every effect that changes something and 300 s. A session may tighten it, never lower it.
+``--allow-host NAME`` (repeatable, or ``[serve] allow_hosts``) names the hosts requests may address the
+server by beyond the loopback ones::
+
+    [serve]
+    allow_hosts = ["agents.example.com"]
+    require_approval = ["mutate-irreversible", "destructive"]
+    approval_timeout = 120
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import socket
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from .. import configure_clients
+from .. import ApprovalPolicy, configure_clients
 from ..errors import InvalidInput
 from ..spec import AgentSpec
+from ..tools.definition import EFFECT_CLASSES, EffectClass
 from .config import Resolved
+from .kit import APPROVAL_POLICY
 from .tools import file_tools, shell_tool
 
-__all__ = ["check_open_bind", "parse_tokens", "serve_command"]
+__all__ = ["ServeFloor", "check_open_bind", "parse_tokens", "serve_command", "serve_floor"]
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _TOKEN = re.compile(r"[!-~]+")  # visible ASCII: what a bearer token in a header can be
@@ -52,6 +66,76 @@ def parse_tokens(given: Sequence[str], env: Mapping[str, str] | None = None) -> 
             raise InvalidInput(f"the token of {name!r} must be visible ASCII (no space or control character)")
         tokens[token] = name
     return tokens
+
+
+@dataclass(frozen=True, slots=True)
+class ServeFloor:
+    """What the operator holds every session to: the hosts it answers for and its approvals.
+
+    Attributes:
+        allowed_hosts: names beyond the loopback ones that requests may address the server by.
+        approval_policy: the effects that wait for a decision, and for how long; a session may only
+            tighten it.
+    """
+
+    allowed_hosts: tuple[str, ...] = ()
+    approval_policy: ApprovalPolicy = APPROVAL_POLICY
+
+
+def serve_floor(
+    config: Mapping[str, Any],
+    *,
+    allow_hosts: Sequence[str] | None = None,
+    require_approval: Sequence[str] | None = None,
+    approval_timeout: float | None = None,
+) -> ServeFloor:
+    """The flags' values, else the config file's ``[serve]`` table's, else the defaults.
+
+    Raises:
+        InvalidInput: a ``[serve]`` value of the wrong type, an unknown effect, or ``none`` with others.
+    """
+    table = config.get("serve", {})
+    if not isinstance(table, Mapping):
+        raise InvalidInput("the config file's [serve] must be a table")
+    unknown = sorted(set(table) - {"allow_hosts", "require_approval", "approval_timeout"})
+    if unknown:
+        raise InvalidInput(
+            f"[serve] has no setting {unknown[0]!r} (allow_hosts, require_approval, approval_timeout)"
+        )
+    hosts = allow_hosts if allow_hosts is not None else _strings(table, "allow_hosts")
+    effects = require_approval if require_approval is not None else _strings(table, "require_approval")
+    timeout = approval_timeout if approval_timeout is not None else table.get("approval_timeout")
+    policy = APPROVAL_POLICY
+    if effects is not None:
+        policy = replace(policy, require_for=frozenset(_effects(effects)))
+    if timeout is not None:
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < math.inf:
+            raise InvalidInput(f"the approval timeout must be a number of seconds above 0, not {timeout!r}")
+        policy = replace(policy, timeout_s=float(timeout))
+    return ServeFloor(allowed_hosts=tuple(hosts or ()), approval_policy=policy)
+
+
+def _strings(table: Mapping[str, Any], key: str) -> list[str] | None:
+    value = table.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InvalidInput(f"[serve] {key} must be a list of strings")
+    return value
+
+
+def _effects(given: Sequence[str]) -> list[EffectClass]:
+    if "none" in given:
+        if len(given) > 1:
+            raise InvalidInput("--require-approval none cannot be given with effects")
+        return []
+    known = {effect: effect for effect in EFFECT_CLASSES}
+    effects: list[EffectClass] = []
+    for effect in given:
+        if effect not in known:
+            raise InvalidInput(f"{effect!r} is no effect class: {', '.join(EFFECT_CLASSES)}, or none")
+        effects.append(known[effect])
+    return effects
 
 
 def check_open_bind(host: str, tokens: Mapping[str, str]) -> None:
@@ -90,6 +174,7 @@ def serve_command(
     node: str | None = None,
     transport: Literal["aiohttp", "httpx2"] = "aiohttp",
     durable: bool = False,
+    floor: ServeFloor | None = None,
 ) -> int:
     """Serve until interrupted; returns the exit code.
 
@@ -101,6 +186,7 @@ def serve_command(
     except ImportError as exc:
         raise InvalidInput("steadyloop serve needs its extra: pip install 'steadyloop[server]'") from exc
     configure_clients(transport=transport)
+    floor = floor or ServeFloor()
     offered = [*file_tools(workdir)] if tools else []
     if tools and allow_shell:
         offered.append(shell_tool(workdir))
@@ -118,6 +204,8 @@ def serve_command(
         context_length=resolved.context_length,
         limits=ServerLimits(max_runs_per_token=max_runs),
         durable=durable,
+        allowed_hosts=floor.allowed_hosts,
+        approval_policy=floor.approval_policy,
     )
     serve(settings, host=host, port=port)
     return 0

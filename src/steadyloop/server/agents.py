@@ -3,7 +3,9 @@
 A session keeps its own layer (an agent document, ``docs/spec.md``) in the store, so a restarted server
 builds the same agent. The server's layer goes under it at every build: the server decides the endpoint
 (a session's document cannot point the server at another URL or bring programs to run), and what the
-server offers (tools, MCP servers) is what a session may pick from.
+server offers (tools, MCP servers) is what a session may pick from. The server's approvals are a floor
+(``server/floor.py``): a create request that would lower them is refused, and a kept layer is held to
+them at every build.
 """
 
 from __future__ import annotations
@@ -31,10 +33,11 @@ from steadyloop import (
 )
 
 from .errors import ApiError
+from .floor import below_floor, held_to_floor
 from .schemas import CreateSession
 from .settings import ServerSettings
 
-__all__ = ["build_settings", "document_of", "server_layer", "session_layer"]
+__all__ = ["build_settings", "check_floor", "document_of", "server_layer", "session_layer"]
 
 
 def session_layer(body: CreateSession) -> AgentSpec:
@@ -95,6 +98,25 @@ def server_layer(settings: ServerSettings, window: int | None) -> AgentSpec:
     return resolve_agent_spec([own, settings.agent]) if settings.agent is not None else own
 
 
+def check_floor(settings: ServerSettings, layer: AgentSpec) -> None:
+    """Refuse a session layer whose approvals would lower the server's.
+
+    Raises:
+        ApiError: ``approvals_below_floor``, naming each lowering and the floor.
+    """
+    floor = server_layer(settings, None).approvals
+    problems = below_floor(layer.approvals, floor, settings.tools)
+    if problems:
+        gated = ", ".join(floor.require_for or ()) or "no effect"
+        raise ApiError(
+            "approvals_below_floor",
+            f"the server's approvals are a floor a session may not lower: {'; '.join(problems)} "
+            f"(the floor gates {gated}, decided within {floor.timeout:g} s)",
+            hint="leave approvals out to take the server's, or only add effects and tools and shorten "
+            "timeout_s; the operator sets the floor (steadyloop serve --require-approval, --approval-timeout)",
+        )
+
+
 def document_of(spec: AgentSpec) -> str:
     """The layer as the JSON kept in the session."""
     return json.dumps(export_spec(spec), sort_keys=True)
@@ -121,7 +143,9 @@ def build_settings(
     Raises:
         ApiError: the session names a tool or MCP server the server does not offer, or no model.
     """
-    spec = resolve_agent_spec([server_layer(settings, window), layer])
+    own = server_layer(settings, window)
+    layer = replace(layer, approvals=held_to_floor(layer.approvals, own.approvals, settings.tools))
+    spec = resolve_agent_spec([own, layer])
     try:
         return agent_settings(spec, tools=settings.tools, servers=settings.mcp_servers, model=model)
     except InvalidInput as exc:

@@ -9,11 +9,13 @@ from importlib import resources
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.middleware import Middleware
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from .errors import ApiError, error_body, error_response
+from .guard import HostAndOrigin
 from .openapi import openapi_document
 from .routes import Api
 from .runtime import Runtime
@@ -68,6 +70,12 @@ def create_app(settings: ServerSettings) -> Starlette:
             error_body(code, runtime.scrub(str(exc.detail))), status_code=status, headers=exc.headers
         )
 
+    async def client_left(request: Request, _: Exception) -> Response:
+        # The client went away before its body was all sent: nothing failed here, and nobody is left to
+        # read an answer (the server sends none to a closed connection).
+        log.info("a client left mid-request: %s %s, its body cut short", request.method, request.url.path)
+        return JSONResponse(error_body("invalid_request", "the request body was cut short"), status_code=400)
+
     async def unexpected(_: Request, exc: Exception) -> Response:
         log.error("unexpected error in a request", exc_info=exc)
         return JSONResponse(error_body("internal", "the server failed on this request"), status_code=500)
@@ -96,7 +104,13 @@ def create_app(settings: ServerSettings) -> Starlette:
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
-        exception_handlers={ApiError: api_error, HTTPException: http_error, Exception: unexpected},
+        middleware=[Middleware(HostAndOrigin, allowed_hosts=settings.allowed_hosts)],
+        exception_handlers={
+            ApiError: api_error,
+            HTTPException: http_error,
+            ClientDisconnect: client_left,
+            Exception: unexpected,
+        },
     )
     app.state.runtime = runtime
     return app

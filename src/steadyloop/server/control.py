@@ -13,6 +13,8 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Literal
 
+from steadyloop import QueueClosed
+
 from .errors import ApiError
 from .live import LiveSession
 
@@ -63,17 +65,15 @@ async def apply(live: LiveSession, order: Order) -> None:
         live.agent.abort()  # the run, or the summary of a move to another entry
         return
     if order.kind in ("steer", "follow_up"):
-        if not live.running:
-            raise ApiError(
-                "no_run_in_progress",
-                f"nothing is running in this session to {order.kind.replace('_', ' ')}",
-                hint=f"POST /sessions/{sid}/messages to start a run",
-            )
-        if order.kind == "steer":
-            live.agent.steer(order.text)
-        else:
-            live.agent.follow_up(order.text)
-        return
+        if live.taking_messages and _queued(live, order):
+            return
+        # Refused, never kept for the next run: there it would come after that run's own message.
+        raise ApiError(
+            "no_run_in_progress",
+            f"no run in this session can take this message to {order.kind.replace('_', ' ')}: "
+            + ("its run has ended" if live.running else "nothing is running"),
+            hint=f"POST /sessions/{sid}/messages to start a run with it",
+        )
     broker, approval_id = live.approvals, order.approval_id
     if not broker.is_pending(approval_id):
         earlier = broker.decision(approval_id)
@@ -86,3 +86,15 @@ async def apply(live: LiveSession, order: Order) -> None:
         raise ApiError("not_found", f"no approval {approval_id!r} is waiting in this session")
     if not await broker.decide(approval_id, order.decision, order.reason, order.decided_by):
         raise ApiError("already_decided", f"approval {approval_id!r} was decided meanwhile")
+
+
+def _queued(live: LiveSession, order: Order) -> bool:
+    """Queue a steer or a follow-up on the session's agent; ``False`` when its run just ended."""
+    try:
+        if order.kind == "steer":
+            live.agent.steer(order.text)
+        else:
+            live.agent.follow_up(order.text)
+    except QueueClosed:
+        return False
+    return True

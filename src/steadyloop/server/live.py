@@ -81,6 +81,8 @@ class LiveSession:
         self.task: asyncio.Task[RunOutcome] | None = None
         self.last_recorded: Event | None = None
         self.last_end: AgentEnd | None = None
+        # The run's end was heard (or its job returned): steers and follow-ups can no longer reach it.
+        self.run_over = False
         # A move to another entry of the tree is under way (its summary may take as long as a run).
         self.moving = False
         self.synced_seq = 0
@@ -90,6 +92,11 @@ class LiveSession:
     @property
     def running(self) -> bool:
         return self.task is not None and not self.task.done()
+
+    @property
+    def taking_messages(self) -> bool:
+        """A run is going that can still read a steer or a follow-up: started here, its end not yet heard."""
+        return self.running and not self.run_over
 
     @property
     def busy(self) -> bool:
@@ -131,6 +138,7 @@ class LiveSession:
     def _heard(self, event: Event) -> None:
         if isinstance(event, AgentEnd):
             self.last_end = event
+            self.run_over = True
         if isinstance(event, MessageUpdate):
             self.hub.publish_live(event)
         elif event is not self.last_recorded:
@@ -156,6 +164,7 @@ class LiveSession:
         """
         self.hub.running = True
         self.last_end = None
+        self.run_over = False
         if job is None:
 
             async def job(agent: Agent) -> Turn:
@@ -188,6 +197,7 @@ class LiveSession:
             except RunError as exc:
                 error = str(exc)
         finally:
+            self.run_over = True  # also when no AgentEnd was heard (a run forced out)
             agent.state.params = params
             if self.hub.running:  # the run ended without an AgentEnd reaching the hub: let watchers go
                 self.hub.running = False

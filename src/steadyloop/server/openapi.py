@@ -99,7 +99,7 @@ def _operation(
     body: type[BaseModel] | None = None,
 ) -> dict[str, Any]:
     """One operation: its success response ``ok`` and its errors; a JSON body adds the errors of one
-    (``invalid_request``, ``payload_too_large``)."""
+    (``invalid_request``, ``payload_too_large``, ``unsupported_media_type``)."""
     operation: dict[str, Any] = {"operationId": operation_id, "summary": summary}
     if description is not None:
         operation["description"] = description
@@ -107,7 +107,7 @@ def _operation(
         operation["parameters"] = parameters
     if body is not None:
         operation["requestBody"] = {"required": True, "content": _json(_ref(body))}
-        errors = ("invalid_request", "payload_too_large", *errors)
+        errors = ("invalid_request", "payload_too_large", "unsupported_media_type", *errors)
     operation["responses"] = {**ok, **_errors(*errors)}
     return operation
 
@@ -118,6 +118,17 @@ _SSE = {
         "example": 'id: 7\nevent: message_end\ndata: {"type": "message_end", ...}\n\n',
     }
 }
+
+
+_ABOUT = (
+    "Sessions of a steadyloop agent over HTTP. Every request must name a loopback host (`localhost`, "
+    "`127.0.0.1`, `[::1]`, any port) or one the operator allowed in `Host`, else 403 `host_not_allowed`. "
+    "A POST, PUT, PATCH or DELETE that carries an `Origin` (or, without one, a `Referer`) must come from "
+    "the server's own origin, else 403 `origin_not_allowed`. A body is JSON with `Content-Type: "
+    "application/json`, else 415 `unsupported_media_type`. No response grants another origin a read "
+    "(no CORS headers). Without bearer tokens the server answers loopback clients only, and a request "
+    "a proxy forwarded (`Forwarded`, `X-Forwarded-*`, `X-Real-IP`, `Via`) is none: 403 `forbidden`."
+)
 
 
 def openapi_document() -> dict[str, Any]:
@@ -146,6 +157,12 @@ def openapi_document() -> dict[str, Any]:
                 "Create a session from agent settings or an agent document",
                 _ok(201, "the new session", SessionOut),
                 "unavailable",
+                "approvals_below_floor",
+                description="The server's approvals (which effects and tools wait for a decision, and for "
+                "how long) are a floor set by its operator: `approvals` (or the agent document's "
+                "`[approvals]`) may gate more effects and tools and shorten `timeout_s`, never leave out an "
+                "effect or a tool the server gates or wait longer. A request that would is refused whole "
+                "with 403 `approvals_below_floor`, its message naming each lowering and the floor.",
                 body=CreateSession,
             ),
         },
@@ -304,7 +321,7 @@ def openapi_document() -> dict[str, Any]:
     }
     return {
         "openapi": "3.1.0",
-        "info": {"title": "steadyloop", "version": __version__},
+        "info": {"title": "steadyloop", "version": __version__, "description": _ABOUT},
         "paths": paths,
         "components": {
             "schemas": components,

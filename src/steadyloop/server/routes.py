@@ -16,6 +16,7 @@ from steadyloop.sessions import SessionInfo, reconstruct
 
 from .control import Order
 from .errors import ApiError
+from .guard import is_json
 from .hub import attach
 from .runtime import Runtime
 from .schemas import (
@@ -39,7 +40,7 @@ from .schemas import (
     TreeOut,
     UsageOut,
 )
-from .settings import LOCAL_PRINCIPAL, is_loopback
+from .settings import LOCAL_PRINCIPAL, is_local
 from .sse import error_frame, frame, heartbeat
 
 __all__ = ["Api"]
@@ -83,9 +84,13 @@ class Api:
     def principal(self, request: Request) -> str:
         tokens = self.settings.tokens
         if not tokens:
-            host = request.client.host if request.client is not None else None
-            if not is_loopback(host):
-                raise ApiError("forbidden", "this server has no tokens, so it answers this machine only")
+            peer = request.client.host if request.client is not None else None
+            if not is_local(peer, request.headers.items()):
+                raise ApiError(
+                    "forbidden",
+                    "this server has no tokens, so it answers this machine only, and not through a proxy",
+                    hint="start it with --token NAME=TOKEN to serve other machines or a reverse proxy",
+                )
             return LOCAL_PRINCIPAL
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
         given = given.strip()
@@ -100,6 +105,12 @@ class Api:
         )
 
     async def body(self, request: Request, model: type[M]) -> M:
+        if not is_json(request.headers.get("content-type")):
+            raise ApiError(
+                "unsupported_media_type",
+                "this route takes a JSON body: Content-Type must be application/json",
+                hint="send Content-Type: application/json (an empty body is read as {})",
+            )
         limit = self.settings.limits.max_body_bytes
         length = request.headers.get("content-length", "")
         if length.isascii() and length.isdigit() and int(length) > limit:

@@ -57,7 +57,7 @@ from steadyloop.events import (
 )
 from steadyloop.sessions import AppendFeed, SessionInfo, StateSwap, is_shared_store, open_store
 
-from .agents import build_settings, document_of, layer_of, session_layer
+from .agents import build_settings, check_floor, document_of, layer_of, session_layer
 from .approvals import RemoteApprovals
 from .control import Order, apply
 from .errors import ApiError, Scrubber
@@ -210,6 +210,7 @@ class Runtime:
 
     async def create(self, principal: str, body: CreateSession) -> SessionInfo:
         layer = session_layer(body)
+        check_floor(self.settings, layer)
         model = layer.model.name or await self.served_model()
         build_settings(self.settings, layer, model=model, window=None)  # refuse unknown tools now
         title = body.title

@@ -1,14 +1,16 @@
 """What a server is made of: its endpoint, its store, who may call it, what it offers, and its limits.
 
 Auth is bearer tokens, each naming the principal whose sessions it opens (a token sees only its own).
-With no token at all the server answers loopback clients only, and ``check_bind`` refuses to listen
-anywhere else: an open agent with tools on a network address is not something to start by accident.
+With no token at all the server answers loopback clients only (a request a proxy forwarded is not one),
+and ``check_bind`` refuses to listen anywhere else: an open agent with tools on a network address is not
+something to start by accident. With or without tokens, a request must name a loopback host or one in
+``allowed_hosts`` (``server/guard.py``).
 """
 
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -27,7 +29,9 @@ from steadyloop import (
 )
 from steadyloop.sessions import check_id
 
-__all__ = ["LOCAL_PRINCIPAL", "ServerLimits", "ServerSettings", "check_bind", "is_loopback"]
+from .guard import allowed_host_entry, forwarded_by
+
+__all__ = ["LOCAL_PRINCIPAL", "ServerLimits", "ServerSettings", "check_bind", "is_local", "is_loopback"]
 
 #: The principal every request acts as when the server has no tokens (loopback only).
 LOCAL_PRINCIPAL = "local"
@@ -92,12 +96,17 @@ class ServerSettings:
         tools: the tools sessions may pick by name.
         mcp_servers: MCP servers sessions may pick by name (connected per session, closed with it).
         agent: the server's own layer under every session's agent settings.
-        approval_policy: which calls wait for a decision unless a session says otherwise.
+        approval_policy: which calls wait for a decision, and for how long: the floor of every session
+            (with the approvals of ``agent``, if it has any). A session may gate more effects or tools and
+            wait less, never gate less or wait longer.
         context_length: the endpoint's window, where it does not say.
         limits: request and run limits.
         page: serve the web page at ``/``.
         durable: each run is a DBOS workflow that another node (or this one, restarted) resumes if this
             node dies mid-run; needs a PostgreSQL ``store`` and the ``durable`` extra.
+        allowed_hosts: host names (or addresses) requests may name in ``Host`` beyond the loopback ones,
+            e.g. the name a reverse proxy or the network reaches the server by; ``"*"`` takes any (turns
+            the DNS-rebinding check off). Written without scheme or port.
     """
 
     endpoint: Endpoint
@@ -118,8 +127,12 @@ class ServerSettings:
     limits: ServerLimits = field(default_factory=ServerLimits)
     page: bool = True
     durable: bool = False
+    allowed_hosts: Sequence[str] = ()
 
     def __post_init__(self) -> None:
+        if isinstance(self.allowed_hosts, str):
+            raise InvalidInput("ServerSettings.allowed_hosts is a list of host names, not one string")
+        object.__setattr__(self, "allowed_hosts", tuple(allowed_host_entry(h) for h in self.allowed_hosts))
         if self.agent is not None and (self.agent.endpoint.provider or self.agent.endpoint.failover):
             raise InvalidInput(
                 "the server's agent document names its provider: make the settings with "
@@ -206,6 +219,12 @@ def is_loopback(host: str | None) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def is_local(peer: str | None, headers: Iterable[tuple[str, str]]) -> bool:
+    """Whether a request comes from this machine's own user: its peer is loopback and no header says a
+    proxy forwarded it (a local reverse proxy's peer is loopback whoever its client is)."""
+    return is_loopback(peer) and forwarded_by(headers) is None
 
 
 def check_bind(host: str, settings: ServerSettings) -> None:
