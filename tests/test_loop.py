@@ -10,7 +10,7 @@ import pytest
 
 from steadyloop.errors import RunCancelled, RunError
 from steadyloop.events import AgentEnd, Event, Notice, ToolExecutionEnd, UsageReport
-from steadyloop.loop import LoopPolicy, run_agent_loop
+from steadyloop.loop import LoopPolicy, run_agent_loop, stream_agent_loop
 from steadyloop.messages import AssistantMessage, ToolResultMessage, UserMessage
 from steadyloop.request_body import ModelParams
 from steadyloop.testing.chunks import stream_of, text_chunks, usage_chunk
@@ -455,3 +455,13 @@ async def test_a_failed_summary_still_folds_and_the_event_says_so() -> None:
     compacted = [e for e in events if isinstance(e, ContextCompacted)]
     assert result.turn.content == "Done." and compacted and compacted[0].summarised is False
     assert "summary unavailable" in sent
+
+
+async def test_an_unknown_keyword_is_a_type_error_and_nothing_is_sent() -> None:
+    async with ScriptedServer(answer("Hello!")) as server:
+        endpoint, params = Endpoint(server.base_url), ModelParams(model="m")
+        with pytest.raises(TypeError, match=r"run_agent_loop\(\) .* 'sytem' \(did you mean 'system'\?\)"):
+            await run_agent_loop(endpoint, params, messages=QUESTION, sytem="Be brief.")  # type: ignore[call-arg]
+        with pytest.raises(TypeError, match=r"stream_agent_loop\(\) .* 'max_turn'"):
+            stream_agent_loop(endpoint, params, messages=QUESTION, max_turn=2)  # type: ignore[call-arg]
+        assert server.chat_requests == []

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
 import inspect
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, TypedDict, Unpack
@@ -330,8 +331,16 @@ class LoopOptions(TypedDict, total=False):
     interceptors: Interceptors | None
 
 
-def loop_config(endpoint: Endpoint, params: ModelParams, **options: Unpack[LoopOptions]) -> RunConfig:
-    """The ``RunConfig`` ``run_agent_loop``'s keywords describe."""
+def loop_config(
+    endpoint: Endpoint, params: ModelParams, *, caller: str = "loop_config", **options: Unpack[LoopOptions]
+) -> RunConfig:
+    """The ``RunConfig`` ``run_agent_loop``'s keywords describe.
+
+    Raises:
+        TypeError: a keyword is not one of ``LoopOptions`` (a misspelt ``sytem=`` must not run without a
+            system prompt); ``caller`` names the function in the message, as Python's own error does.
+    """
+    _refuse_unknown(caller, options)
     policy = options.get("policy") or LoopPolicy()
     max_turns = options.get("max_turns")
     if max_turns is not None:
@@ -370,6 +379,15 @@ def loop_config(endpoint: Endpoint, params: ModelParams, **options: Unpack[LoopO
     )
 
 
+def _refuse_unknown(caller: str, options: Mapping[str, object]) -> None:
+    known = LoopOptions.__optional_keys__
+    for name in options:
+        if name not in known:
+            near = difflib.get_close_matches(name, sorted(known), n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise TypeError(f"{caller}() got an unexpected keyword argument {name!r}{hint}")
+
+
 async def run_agent_loop(
     endpoint: Endpoint,
     params: ModelParams,
@@ -396,11 +414,12 @@ async def run_agent_loop(
             each as ``RunConfig`` describes it.
 
     Raises:
+        TypeError: a keyword is not one of ``LoopOptions`` (nothing is sent).
         InvalidInput: the transcript is empty or ends in an assistant message.
         RunError: the run stopped early; see ``run_loop``.
     """
     return await run_loop(
-        loop_config(endpoint, params, **config),
+        loop_config(endpoint, params, caller="run_agent_loop", **config),
         messages,
         on_event=on_event,
         cancel=cancel,
@@ -425,9 +444,12 @@ def stream_agent_loop(
         async for event in run:
             ...
     print(run.result.turn.content)
+
+    Raises:
+        TypeError: a keyword is not one of ``LoopOptions`` (raised here, before the run starts).
     """
     return LoopStream(
-        loop_config(endpoint, params, **config),
+        loop_config(endpoint, params, caller="stream_agent_loop", **config),
         messages,
         cancel=cancel,
         run_id=run_id,
