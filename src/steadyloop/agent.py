@@ -153,8 +153,8 @@ class Agent:
         hooks: before/after tool calls, arguments transform.
         approvals: the broker gated calls wait on.
         approval_policy: which effect classes and tools need approval.
-        convert_to_llm: custom message types to what the model reads, before every request (default:
-            keep only transcript messages); may be async.
+        convert_to_llm: custom message types to what the model reads, once per request, after
+            ``transform_context`` (default: keep only transcript messages); may be async.
         transform_context: rewrite the transcript before every request (pruning, injected context).
         should_stop_after_turn: ``True`` (or an awaitable of it) ends the run after the current step.
         max_turns: requests one run may make (``RunLimitReached`` past it).
@@ -332,9 +332,14 @@ class Agent:
         """Run again from the transcript as it is; its last message must be a user message or a tool result."""
         if self.is_running:
             raise AgentBusy("the agent is already running")
-        llm = self.convert_to_llm(self.state.messages)
-        llm = list(await llm if inspect.isawaitable(llm) else llm)
-        if not llm or not isinstance(llm[-1], UserMessage | ToolResultMessage):
+        # The host's convert_to_llm is not called to check: it runs once per request, after transform_context.
+        # A host message at the end is the hook's to turn into something to answer.
+        messages = self.state.messages
+        hooked = self.convert_to_llm is not _default_convert
+        last = (messages if hooked else _default_convert(messages))[-1:]
+        if not last or (
+            isinstance(last[0], _LLM_TYPES) and not isinstance(last[0], UserMessage | ToolResultMessage)
+        ):
             raise InvalidInput("continue_() needs the transcript to end in a user message or a tool result")
         return await self._go([])
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import difflib
-import inspect
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -47,7 +46,7 @@ from .run.ending import end_run, stop_for
 from .run.lifecycle import open_run, tell_after_turn
 from .run.prefix import hold_prefix
 from .run.prepare import prepare_request
-from .run.state import LLM_TYPES, Cancelled, RunEvents, RunState, check_start
+from .run.state import Cancelled, RunEvents, RunState, check_start
 from .run.turn import stream_turn
 from .telemetry import trace_run
 from .tools.approvals import ApprovalBroker, ApprovalPolicy
@@ -149,7 +148,7 @@ async def run_loop(
     )
     events = RunEvents(run_id, traced)
     run = RunState(config, messages, events, cancel=cancel, new_messages=new_messages, barrier=barrier)
-    check_start(await _start_view(run))
+    check_start(run.transcript, converted=config.hooks.convert_to_llm is not None)
     run.start_timer()
     events.say(AgentStart)
     for note in held:
@@ -190,14 +189,6 @@ async def run_loop(
         output=run.output,
         context=run.context,
     )
-
-
-async def _start_view(run: RunState) -> list[Any]:
-    convert = run.config.hooks.convert_to_llm
-    if convert is None:
-        return [m for m in run.transcript if isinstance(m, LLM_TYPES)]
-    converted = convert(run.transcript)
-    return list(await converted if inspect.isawaitable(converted) else converted)
 
 
 def _start_step(run: RunState) -> None:

@@ -177,8 +177,9 @@ class RunHooks:
         tool_choice: decides ``tool_choice`` per request from the messages about to be sent.
         transform_context: rewrites the transcript before every request (pruning, injected context); what
             it returns is sent, the transcript itself is left alone.
-        convert_to_llm: turns the transcript (which may hold a host's own message types) into the messages
-            a model reads, before every request (default: keep the steadyloop messages).
+        convert_to_llm: turns what ``transform_context`` returned (which may hold a host's own message
+            types) into the messages a model reads, once per request (default: keep the steadyloop
+            messages).
         recorder: runs each model request and each tool execution, and may give back what an earlier
             run of them returned (a durable host; see ``StepRecorder``).
     """

@@ -374,15 +374,21 @@ async def _relay(given: asyncio.Event, own: asyncio.Event) -> None:
     own.set()
 
 
-def check_start(messages: Sequence[Message]) -> None:
+def check_start(messages: Sequence[Any], *, converted: bool = False) -> None:
     """Refuse a transcript a run cannot start from: empty, or already answered.
+
+    The host's ``convert_to_llm`` is not called for this: it is called once per request, after
+    ``transform_context``. Without one, the model reads the transcript's steadyloop messages, and those are
+    checked; with one (``converted``), the transcript as it is, and a host message at its end is the
+    hook's to turn into something to answer.
 
     Raises:
         InvalidInput: nothing to answer, or the last message is the assistant's.
     """
-    if not messages:
+    view = messages if converted else [m for m in messages if isinstance(m, LLM_TYPES)]
+    if not view:
         raise InvalidInput("a run needs a transcript to answer: it is empty")
-    if isinstance(messages[-1], AssistantMessage):
+    if isinstance(view[-1], AssistantMessage):
         raise InvalidInput(
             "a run cannot start from a transcript that ends in an assistant message: add a user message "
             "or a tool result to answer"
