@@ -137,6 +137,13 @@ def repair_value(text: str, allowance: int) -> tuple[Any, int]:
     return _shielded(text, allowance_left), allowance_left.spent
 
 
+def without_strings(text: str) -> str:
+    """The text with every quoted string, as repair reads strings, replaced by ``""``: what a repair reads
+    as structure, numbers and bare words. Linear in the text."""
+    skeleton, _ = _lift_strings(text)
+    return _MARK.sub("", skeleton)
+
+
 class _Allowance:
     """How many more characters the repairer may read (it costs about a microsecond each)."""
 
