@@ -465,3 +465,27 @@ async def test_an_unknown_keyword_is_a_type_error_and_nothing_is_sent() -> None:
         with pytest.raises(TypeError, match=r"stream_agent_loop\(\) .* 'max_turn'"):
             stream_agent_loop(endpoint, params, messages=QUESTION, max_turn=2)  # type: ignore[call-arg]
         assert server.chat_requests == []
+
+
+async def test_a_head_source_is_read_before_each_request_and_each_call() -> None:
+    in_force = [get_weather, add]
+    ran: list[str] = []
+
+    @tool
+    def forget_add() -> str:
+        """Stop adding."""
+        in_force.remove(add)
+        ran.append("forget_add")
+        return "done"
+
+    in_force.append(forget_add)
+    replies = [call("forget_add", {}), call("add", {"a": 1, "b": 2}, id="c2"), answer("No adding.")]
+    async with ScriptedServer(*replies) as server:
+        result, _ = await loop(server, tools=list(in_force), head=lambda: ("Be brief.", in_force))
+        bodies = [r.json for r in server.chat_requests]
+    names = [[t["function"]["name"] for t in body["tools"]] for body in bodies]
+    assert names[0] == ["add", "forget_add", "get_weather"] and names[1] == ["forget_add", "get_weather"]
+    assert bodies[1]["messages"][0] == {"role": "system", "content": "Be brief."}
+    last = [m for m in result.messages if isinstance(m, ToolResultMessage)][-1]
+    assert last.content == "Unknown tool 'add'. Available tools: forget_add, get_weather."
+    assert ran == ["forget_add"]

@@ -171,9 +171,11 @@ class Agent:
         before_llm_call: told each request before it is sent; a block ends the run (``ModelCallDenied``).
         session: the session the agent lives in (``await store.session(...)``): its history and fold are
             loaded, and every message, event and usage record goes back to it as the agent runs.
-        prefix: holds the system prompt and tools frozen and the transcript append-only across prompts,
-            so the prompt cache keeps matching (default: a fresh ``StablePrefix``). Changing
-            ``state.system_prompt`` or ``state.tools`` takes effect after ``agent.prefix.invalidate()``.
+        prefix: holds the system prompt and tools still and the transcript append-only across prompts,
+            so the prompt cache keeps matching (default: a fresh ``StablePrefix``). Setting
+            ``state.system_prompt`` or ``state.tools`` (or changing that list) takes effect on the next
+            request, during a run too, as a new version of the prefix told in a ``Notice``; a call to a
+            tool no longer in ``state.tools`` is answered as an unknown tool and never runs.
         interceptors: the host's code at the edges of every request (``on_payload``, ``on_response``,
             ``on_sse_event``) and before listeners hear each streamed assistant event
             (``on_assistant_event``); ``agent.interceptors`` may be set again, and a run uses what was set
@@ -254,7 +256,7 @@ class Agent:
         self.context = session.context if session is not None else ContextState()
         """The conversation's fold and pruning, kept from one prompt to the next."""
         self.prefix = prefix if prefix is not None else StablePrefix()
-        """The frozen system prompt and tools and the append-only record of what was sent."""
+        """The versioned system prompt and tools and the append-only record of what was sent."""
         self.last_result: LoopResult | None = None
         self._listeners: list[Listener] = []
         self._steering: list[Message] = []
@@ -520,7 +522,12 @@ class Agent:
             context=self.context,
             prefix=self.prefix,
             interceptors=self.interceptors,
+            head=self._head,
         )
+
+    def _head(self) -> tuple[str | None, list[Tool]]:
+        """The system prompt and tools in force: what ``state`` holds now."""
+        return self.state.system_prompt or None, self.state.tools
 
     async def _go(self, new: list[Message]) -> Turn:
         self._idle.clear()

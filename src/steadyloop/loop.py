@@ -30,6 +30,7 @@ from .run.config import (
     BeforeLlmCall,
     BeforeStep,
     ConvertToLlm,
+    HeadSource,
     LifecycleHooks,
     LoopPolicy,
     MessageSource,
@@ -320,6 +321,7 @@ class LoopOptions(TypedDict, total=False):
     context: ContextState | None
     prefix: StablePrefix | None
     interceptors: Interceptors | None
+    head: HeadSource | None
 
 
 def loop_config(
@@ -367,6 +369,7 @@ def loop_config(
         context=options.get("context"),
         prefix=options.get("prefix"),
         interceptors=options.get("interceptors"),
+        head=options.get("head"),
     )
 
 
