@@ -61,20 +61,23 @@ class ToolResolver(Mapping[str, Tool]):
         self._follow = follow
 
     def __getitem__(self, key: str) -> Tool:
-        if self._follow is not None:
-            self._follow()
+        self._bring_up_to_date()
         found = self._loader.resolve(key)
         if found is None:
             raise KeyError(key)
         return found
 
     def __iter__(self) -> Iterator[str]:
-        if self._follow is not None:
-            self._follow()
+        self._bring_up_to_date()
         return iter(sorted(self._loader.names()))
 
     def __len__(self) -> int:
+        self._bring_up_to_date()
         return len(self._loader.names())
+
+    def _bring_up_to_date(self) -> None:
+        if self._follow is not None:
+            self._follow()
 
 
 _INIT_FIELDS: dict[type[Any], tuple[str, ...]] = {}
