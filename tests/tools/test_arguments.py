@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from json_repair import repair_json
 
@@ -485,7 +485,6 @@ def _broken(draw: st.DrawFn) -> str:
     return text
 
 
-@settings(max_examples=100)
 @given(_broken())
 def test_every_leaf_of_a_repaired_object_was_written_in_the_input(raw: str) -> None:
     try:

@@ -249,12 +249,18 @@ _words = st.text(st.characters(blacklist_characters="`<[|", blacklist_categories
     lambda text: any(ch.isalnum() for ch in text) and "Action:" not in text and "function call" not in text
 )
 _ENVELOPES = ("arguments", "parameters")
+# Argument text without a closing thinking tag: recovery reads after the last one, wherever it stands.
+_call_args = st.dictionaries(
+    st.from_regex(r"[a-z]{1,8}", fullmatch=True),
+    st.text(st.characters(blacklist_characters="<[◁"), max_size=20) | st.integers() | st.booleans(),
+    max_size=3,
+)
 
 
 @st.composite
 def _json_call(draw: st.DrawFn) -> tuple[str, str, dict[str, Any]]:
     """A call written as JSON, bare or fenced, one or a list, clean or almost-JSON: (text, name, args)."""
-    name, args = draw(st.sampled_from(TOOLS)), draw(_args)
+    name, args = draw(st.sampled_from(TOOLS)), draw(_call_args)
     call = {"name": name, draw(st.sampled_from(_ENVELOPES)): args}
     body = draw(
         st.sampled_from([json.dumps(call), json.dumps([call]), repr(call), json.dumps(call, indent=2)])
