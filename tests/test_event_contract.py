@@ -323,11 +323,56 @@ async def test_context_hooks_and_the_key_resolver_run_before_every_request() -> 
         )
         await agent.prompt("go")
         requests = server.chat_requests
-    assert seen_by_transform == [1, 3, 5] and converted[-3:] == [1, 3, 5]
+    assert seen_by_transform == [1, 3, 5] and converted == [1, 3, 5]
     assert [r.header("authorization") for r in requests] == ["Bearer key-1", "Bearer key-2", "Bearer key-3"]
     assert requests[2].json["messages"][2]["content"] == "[pruned]"  # the first result, pruned later too
     results = [m for m in agent.state.messages if isinstance(m, sl.ToolResultMessage)]
     assert results[0].content == "x" * 50  # the transcript itself is left alone
+
+
+@dataclass
+class Note:
+    """A host message the model never reads as it is: ``convert_to_llm`` turns it into a user message."""
+
+    text: str
+
+
+async def test_the_context_hooks_run_once_per_request_transform_first_from_any_entry() -> None:
+    calls: list[str] = []
+
+    async def transform(messages: list[Any]) -> list[Any]:
+        calls.append(f"transform {len(messages)}")
+        return messages
+
+    def convert(messages: Sequence[Any]) -> list[sl.Message]:
+        calls.append(f"convert {len(messages)}")
+        return [sl.UserMessage(content=m.text) if isinstance(m, Note) else m for m in messages]
+
+    replies = [call("echo", {"text": "x"}), answer("done"), answer("again"), answer("loop")]
+    async with ScriptedServer(*replies) as server:
+        agent = sl.Agent(
+            sl.Endpoint(server.base_url),
+            "m",
+            tools=[echo],
+            transform_context=transform,
+            convert_to_llm=convert,
+        )
+        await agent.prompt("go")
+        assert calls == ["transform 1", "convert 1", "transform 3", "convert 3"]
+        calls.clear()
+        agent.state.messages.append(Note("and once more"))  # only the hook makes this something to answer
+        await agent.continue_()
+        assert calls == ["transform 5", "convert 5"]
+        calls.clear()
+        await sl.run_agent_loop(
+            sl.Endpoint(server.base_url),
+            sl.ModelParams(model="m"),
+            messages=[Note("hello")],  # type: ignore[list-item]
+            transform_context=transform,
+            convert_to_llm=convert,
+        )
+        assert calls == ["transform 1", "convert 1"]
+        assert server.chat_requests[-1].json["messages"][-1] == {"role": "user", "content": "hello"}
 
 
 async def test_a_run_refuses_an_empty_or_answered_transcript() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from steadyloop.errors import RunCancelled, RunError
 from steadyloop.events import AgentEnd, Event, Notice, ToolExecutionEnd, UsageReport
-from steadyloop.loop import LoopPolicy, run_agent_loop
+from steadyloop.loop import LoopPolicy, run_agent_loop, stream_agent_loop
 from steadyloop.messages import AssistantMessage, ToolResultMessage, UserMessage
 from steadyloop.request_body import ModelParams
 from steadyloop.testing.chunks import stream_of, text_chunks, usage_chunk
@@ -455,3 +455,37 @@ async def test_a_failed_summary_still_folds_and_the_event_says_so() -> None:
     compacted = [e for e in events if isinstance(e, ContextCompacted)]
     assert result.turn.content == "Done." and compacted and compacted[0].summarised is False
     assert "summary unavailable" in sent
+
+
+async def test_an_unknown_keyword_is_a_type_error_and_nothing_is_sent() -> None:
+    async with ScriptedServer(answer("Hello!")) as server:
+        endpoint, params = Endpoint(server.base_url), ModelParams(model="m")
+        with pytest.raises(TypeError, match=r"run_agent_loop\(\) .* 'sytem' \(did you mean 'system'\?\)"):
+            await run_agent_loop(endpoint, params, messages=QUESTION, sytem="Be brief.")  # type: ignore[call-arg]
+        with pytest.raises(TypeError, match=r"stream_agent_loop\(\) .* 'max_turn'"):
+            stream_agent_loop(endpoint, params, messages=QUESTION, max_turn=2)  # type: ignore[call-arg]
+        assert server.chat_requests == []
+
+
+async def test_a_head_source_is_read_before_each_request_and_each_call() -> None:
+    in_force = [get_weather, add]
+    ran: list[str] = []
+
+    @tool
+    def forget_add() -> str:
+        """Stop adding."""
+        in_force.remove(add)
+        ran.append("forget_add")
+        return "done"
+
+    in_force.append(forget_add)
+    replies = [call("forget_add", {}), call("add", {"a": 1, "b": 2}, id="c2"), answer("No adding.")]
+    async with ScriptedServer(*replies) as server:
+        result, _ = await loop(server, tools=list(in_force), head=lambda: ("Be brief.", in_force))
+        bodies = [r.json for r in server.chat_requests]
+    names = [[t["function"]["name"] for t in body["tools"]] for body in bodies]
+    assert names[0] == ["add", "forget_add", "get_weather"] and names[1] == ["forget_add", "get_weather"]
+    assert bodies[1]["messages"][0] == {"role": "system", "content": "Be brief."}
+    last = [m for m in result.messages if isinstance(m, ToolResultMessage)][-1]
+    assert last.content == "Unknown tool 'add'. Available tools: forget_add, get_weather."
+    assert ran == ["forget_add"]

@@ -1,6 +1,7 @@
 """The Agent's stable prefix against the scripted server: every request starts with the bytes of the one
-before it (hook context and the kept fold included), the head changes only through ``invalidate``, and a
-rewrite of what was sent is told, or refused, before anything is sent."""
+before it (hook context and the kept fold included), a new system prompt or tool set takes effect on the
+next request as a told new version (a removed tool never runs again), and a rewrite of what was sent is
+told, or refused, before anything is sent."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 import steadyloop as sl
 from steadyloop.context.folding import SUMMARY_PROMPT
-from steadyloop.events import Event, Notice, PrefixRewritten
+from steadyloop.events import Event, MessageEnd, Notice, PrefixRewritten
 from steadyloop.hooks import HookContext, HookOutcome
 from steadyloop.testing.chunks import stream_of
 from steadyloop.testing.replies import Reply
@@ -89,35 +90,123 @@ async def test_every_request_across_prompts_starts_with_the_bytes_of_the_one_bef
     assert not any(isinstance(e, PrefixRewritten) for e in events)
 
 
-async def test_the_system_prompt_and_tools_change_only_through_invalidate() -> None:
-    @sl.tool
-    def list_dir(path: str) -> str:
-        """List a folder.
+@sl.tool
+def write_file(path: str) -> str:
+    """Write a file.
 
-        Args:
-            path: which folder.
-        """
-        return ""
+    Args:
+        path: where it goes.
+    """
+    WRITES.append(path)
+    return f"wrote {path}"
 
-    async with ScriptedServer(answer("1"), answer("2"), answer("3")) as server:
-        agent = sl.Agent(sl.Endpoint(server.base_url), "m", system="Old prompt.", tools=[read_file])
+
+WRITES: list[str] = []  # what write_file's body did: a removed tool must leave it empty
+
+
+def calls(*named: tuple[str, str, dict[str, Any]]) -> Any:
+    return Reply.stream(stream_of(tool_calls=[{"id": i, "name": n, "arguments": a} for i, n, a in named]))
+
+
+def declared(body: dict[str, Any]) -> list[str]:
+    return [t["function"]["name"] for t in body.get("tools", [])]
+
+
+def results(agent: sl.Agent) -> list[tuple[str, str]]:
+    return [
+        (str(m.name), str(m.content)) for m in agent.state.messages if isinstance(m, sl.ToolResultMessage)
+    ]
+
+
+async def test_a_new_system_prompt_or_tool_set_takes_effect_on_the_next_request_as_a_new_version() -> None:
+    async with ScriptedServer(answer("1"), answer("2"), answer("3"), answer("4")) as server:
+        agent = sl.Agent(
+            sl.Endpoint(server.base_url), "m", system="Old prompt.", tools=[read_file, write_file]
+        )
         notices: list[str] = []
-        agent.subscribe(lambda e: notices.append(e.text) if isinstance(e, Notice) else None)
+        agent.subscribe(
+            lambda e: notices.append(e.text) if isinstance(e, Notice) and e.name == "prefix" else None
+        )
         await agent.prompt("one")
-        version, fingerprint = agent.prefix.version, agent.prefix.fingerprint
+        fingerprint = agent.prefix.fingerprint
         agent.state.system_prompt = "New prompt."
-        agent.state.tools.append(list_dir)
+        agent.state.tools = [read_file]
         await agent.prompt("two")
-        assert agent.prefix.version == version and agent.prefix.fingerprint == fingerprint
-        agent.prefix.invalidate("the tools were reconnected")
-        await agent.prompt("three")
+        await agent.prompt("three")  # nothing changed: the same version, and the cache's bytes held
+        agent.prefix.invalidate("the model changed")
+        await agent.prompt("four")
         bodies = main_bodies(server)
-    assert [b["messages"][0]["content"] for b in bodies] == ["Old prompt.", "Old prompt.", "New prompt."]
-    names = [[t["function"]["name"] for t in b["tools"]] for b in bodies]
-    assert names == [["read_file"], ["read_file"], ["list_dir", "read_file"]]
-    assert any("system prompt and tool set" in n and "invalidate" in n for n in notices)
-    assert any("version 2: the tools were reconnected" in n for n in notices)
-    assert agent.prefix.version == 2 and agent.prefix.fingerprint != fingerprint
+    assert [b["messages"][0]["content"] for b in bodies] == [
+        "Old prompt.",
+        "New prompt.",
+        "New prompt.",
+        "New prompt.",
+    ]
+    assert [declared(b) for b in bodies] == [
+        ["read_file", "write_file"],
+        ["read_file"],
+        ["read_file"],
+        ["read_file"],
+    ]
+    assert notices == [
+        "the stable prefix was rebuilt as version 2: the system prompt changed; tools removed: write_file",
+        "the stable prefix was rebuilt as version 3: the model changed",
+    ]
+    assert_each_extends_the_last(bodies[1:3])
+    assert agent.prefix.version == 3 and agent.prefix.fingerprint != fingerprint
+
+
+async def test_a_removed_tool_the_model_still_calls_is_an_unknown_tool_and_never_runs() -> None:
+    WRITES.clear()
+    replies = [answer("Hello."), calls(("c1", "write_file", {"path": "x.txt"})), answer("It is gone.")]
+    async with ScriptedServer(*replies) as server:
+        agent = sl.Agent(sl.Endpoint(server.base_url), "m", tools=[read_file, write_file])
+        await agent.prompt("hi")
+        agent.state.tools = [read_file]
+        await agent.prompt("write x.txt")
+    assert WRITES == []
+    # The same answer the loop gives a name it was never given.
+    assert results(agent) == [("write_file", "Unknown tool 'write_file'. Available tools: read_file.")]
+
+
+async def test_a_call_recovered_from_text_is_checked_against_the_tools_in_force_when_it_runs() -> None:
+    WRITES.clear()
+    written = '<tool_call>{"name": "write_file", "arguments": {"path": "x.txt"}}</tool_call>'
+    async with ScriptedServer(answer(written), answer("It is gone.")) as server:
+        agent = sl.Agent(sl.Endpoint(server.base_url), "m", tools=[read_file, write_file])
+
+        def revoke(event: Event) -> None:
+            # The host takes the tool away as the message that wrote the call ends, before calls start.
+            if isinstance(event, MessageEnd) and isinstance(event.message, sl.AssistantMessage):
+                agent.state.tools = [read_file]
+
+        agent.subscribe(revoke)
+        await agent.prompt("write x.txt")
+        bodies = main_bodies(server)
+    assert WRITES == []
+    assert results(agent) == [("write_file", "Unknown tool 'write_file'. Available tools: read_file.")]
+    assert declared(bodies[1]) == ["read_file"]  # the run's next request already declares the new set
+
+
+async def test_a_change_during_a_batch_stops_the_calls_not_yet_run() -> None:
+    WRITES.clear()
+    agent: sl.Agent
+
+    @sl.tool(sequential=True)
+    def lock_down() -> str:
+        """Take write access away."""
+        agent.state.tools = [read_file, lock_down]
+        return "locked"
+
+    batch = calls(("c1", "lock_down", {}), ("c2", "write_file", {"path": "x.txt"}))
+    async with ScriptedServer(batch, answer("Locked.")) as server:
+        agent = sl.Agent(sl.Endpoint(server.base_url), "m", tools=[read_file, write_file, lock_down])
+        await agent.prompt("lock down, then write x.txt")
+    assert WRITES == []
+    assert results(agent) == [
+        ("lock_down", "locked"),
+        ("write_file", "Unknown tool 'write_file'. Available tools: lock_down, read_file."),
+    ]
 
 
 def rewrite_the_first_question(messages: list[Any]) -> list[Any]:

@@ -174,8 +174,8 @@ class Agent:
         hooks: before/after tool calls, arguments transform.
         approvals: the broker gated calls wait on.
         approval_policy: which effect classes and tools need approval.
-        convert_to_llm: custom message types to what the model reads, before every request (default:
-            keep only transcript messages); may be async.
+        convert_to_llm: custom message types to what the model reads, once per request, after
+            ``transform_context`` (default: keep only transcript messages); may be async.
         transform_context: rewrite the transcript before every request (pruning, injected context).
         should_stop_after_turn: ``True`` (or an awaitable of it) ends the run after the current step.
         max_turns: requests one run may make (``RunLimitReached`` past it).
@@ -192,9 +192,11 @@ class Agent:
         before_llm_call: told each request before it is sent; a block ends the run (``ModelCallDenied``).
         session: the session the agent lives in (``await store.session(...)``): its history and fold are
             loaded, and every message, event and usage record goes back to it as the agent runs.
-        prefix: holds the system prompt and tools frozen and the transcript append-only across prompts,
-            so the prompt cache keeps matching (default: a fresh ``StablePrefix``). Changing
-            ``state.system_prompt`` or ``state.tools`` takes effect after ``agent.prefix.invalidate()``.
+        prefix: holds the system prompt and tools still and the transcript append-only across prompts,
+            so the prompt cache keeps matching (default: a fresh ``StablePrefix``). Setting
+            ``state.system_prompt`` or ``state.tools`` (or changing that list) takes effect on the next
+            request, during a run too, as a new version of the prefix told in a ``Notice``; a call to a
+            tool no longer in ``state.tools`` is answered as an unknown tool and never runs.
         interceptors: the host's code at the edges of every request (``on_payload``, ``on_response``,
             ``on_sse_event``) and before listeners hear each streamed assistant event
             (``on_assistant_event``); ``agent.interceptors`` may be set again, and a run uses what was set
@@ -275,7 +277,7 @@ class Agent:
         self.context = session.context if session is not None else ContextState()
         """The conversation's fold and pruning, kept from one prompt to the next."""
         self.prefix = prefix if prefix is not None else StablePrefix()
-        """The frozen system prompt and tools and the append-only record of what was sent."""
+        """The versioned system prompt and tools and the append-only record of what was sent."""
         self.last_result: LoopResult | None = None
         self._listeners: list[Listener] = []
         self._steering: list[Message] = []
@@ -387,9 +389,14 @@ class Agent:
         """Run again from the transcript as it is; its last message must be a user message or a tool result."""
         if self.is_running:
             raise AgentBusy("the agent is already running")
-        llm = self.convert_to_llm(self.state.messages)
-        llm = list(await llm if inspect.isawaitable(llm) else llm)
-        if not llm or not isinstance(llm[-1], UserMessage | ToolResultMessage):
+        # The host's convert_to_llm is not called to check: it runs once per request, after transform_context.
+        # A host message at the end is the hook's to turn into something to answer.
+        messages = self.state.messages
+        hooked = self.convert_to_llm is not _default_convert
+        last = (messages if hooked else _default_convert(messages))[-1:]
+        if not last or (
+            isinstance(last[0], _LLM_TYPES) and not isinstance(last[0], UserMessage | ToolResultMessage)
+        ):
             raise InvalidInput("continue_() needs the transcript to end in a user message or a tool result")
         return await self._go([])
 
@@ -570,7 +577,12 @@ class Agent:
             context=self.context,
             prefix=self.prefix,
             interceptors=self.interceptors,
+            head=self._head,
         )
+
+    def _head(self) -> tuple[str | None, list[Tool]]:
+        """The system prompt and tools in force: what ``state`` holds now."""
+        return self.state.system_prompt or None, self.state.tools
 
     async def _go(self, new: list[Message]) -> Turn:
         self._idle.clear()

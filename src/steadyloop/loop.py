@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
+import difflib
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, TypedDict, Unpack
@@ -30,6 +30,7 @@ from .run.config import (
     BeforeLlmCall,
     BeforeStep,
     ConvertToLlm,
+    HeadSource,
     LifecycleHooks,
     LoopPolicy,
     MessageSource,
@@ -46,7 +47,7 @@ from .run.ending import end_run, stop_for
 from .run.lifecycle import open_run, tell_after_turn
 from .run.prefix import hold_prefix
 from .run.prepare import prepare_request
-from .run.state import LLM_TYPES, Cancelled, RunEvents, RunState, check_start
+from .run.state import Cancelled, RunEvents, RunState, check_start
 from .run.turn import stream_turn
 from .telemetry import trace_run
 from .tools.approvals import ApprovalBroker, ApprovalPolicy
@@ -148,7 +149,7 @@ async def run_loop(
     )
     events = RunEvents(run_id, traced)
     run = RunState(config, messages, events, cancel=cancel, new_messages=new_messages, barrier=barrier)
-    check_start(await _start_view(run))
+    check_start(run.transcript, converted=config.hooks.convert_to_llm is not None)
     run.start_timer()
     events.say(AgentStart)
     for note in held:
@@ -189,14 +190,6 @@ async def run_loop(
         output=run.output,
         context=run.context,
     )
-
-
-async def _start_view(run: RunState) -> list[Any]:
-    convert = run.config.hooks.convert_to_llm
-    if convert is None:
-        return [m for m in run.transcript if isinstance(m, LLM_TYPES)]
-    converted = convert(run.transcript)
-    return list(await converted if inspect.isawaitable(converted) else converted)
 
 
 def _start_step(run: RunState) -> None:
@@ -328,10 +321,19 @@ class LoopOptions(TypedDict, total=False):
     context: ContextState | None
     prefix: StablePrefix | None
     interceptors: Interceptors | None
+    head: HeadSource | None
 
 
-def loop_config(endpoint: Endpoint, params: ModelParams, **options: Unpack[LoopOptions]) -> RunConfig:
-    """The ``RunConfig`` ``run_agent_loop``'s keywords describe."""
+def loop_config(
+    endpoint: Endpoint, params: ModelParams, *, caller: str = "loop_config", **options: Unpack[LoopOptions]
+) -> RunConfig:
+    """The ``RunConfig`` ``run_agent_loop``'s keywords describe.
+
+    Raises:
+        TypeError: a keyword is not one of ``LoopOptions`` (a misspelt ``sytem=`` must not run without a
+            system prompt); ``caller`` names the function in the message, as Python's own error does.
+    """
+    _refuse_unknown(caller, options)
     policy = options.get("policy") or LoopPolicy()
     max_turns = options.get("max_turns")
     if max_turns is not None:
@@ -367,7 +369,17 @@ def loop_config(endpoint: Endpoint, params: ModelParams, **options: Unpack[LoopO
         context=options.get("context"),
         prefix=options.get("prefix"),
         interceptors=options.get("interceptors"),
+        head=options.get("head"),
     )
+
+
+def _refuse_unknown(caller: str, options: Mapping[str, object]) -> None:
+    known = LoopOptions.__optional_keys__
+    for name in options:
+        if name not in known:
+            near = difflib.get_close_matches(name, sorted(known), n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise TypeError(f"{caller}() got an unexpected keyword argument {name!r}{hint}")
 
 
 async def run_agent_loop(
@@ -396,11 +408,12 @@ async def run_agent_loop(
             each as ``RunConfig`` describes it.
 
     Raises:
+        TypeError: a keyword is not one of ``LoopOptions`` (nothing is sent).
         InvalidInput: the transcript is empty or ends in an assistant message.
         RunError: the run stopped early; see ``run_loop``.
     """
     return await run_loop(
-        loop_config(endpoint, params, **config),
+        loop_config(endpoint, params, caller="run_agent_loop", **config),
         messages,
         on_event=on_event,
         cancel=cancel,
@@ -425,9 +438,12 @@ def stream_agent_loop(
         async for event in run:
             ...
     print(run.result.turn.content)
+
+    Raises:
+        TypeError: a keyword is not one of ``LoopOptions`` (raised here, before the run starts).
     """
     return LoopStream(
-        loop_config(endpoint, params, **config),
+        loop_config(endpoint, params, caller="stream_agent_loop", **config),
         messages,
         cancel=cancel,
         run_id=run_id,

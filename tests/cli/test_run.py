@@ -182,7 +182,9 @@ def test_a_call_written_as_text_is_never_printed_as_the_answer_when_piped(
 def test_a_call_written_as_text_is_never_shown_in_a_terminal(
     scripted: Callable[[Any], str], terminal: Callable[..., Any], workdir: Path
 ) -> None:
-    url = scripted([answer("Let me look.\n" + WRITTEN_CALL), answer("Nothing much is here.")])
+    # Words before a fenced call make it an example; the format's own markers make it a call wherever it is.
+    tagged = '<tool_call>{"name": "list_dir", "arguments": {"path": "."}}</tool_call>'
+    url = scripted([answer("Let me look.\n" + tagged), answer("Nothing much is here.")])
     term = terminal("run", "--base-url", url, "-m", "m", "What is in this folder?")
     term.expect(r"⚙ list_dir\(path='.'\)")
     term.expect("Nothing much is here.")

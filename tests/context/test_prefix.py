@@ -42,14 +42,15 @@ def talk(n: int) -> list[Message]:
     return out
 
 
-def test_the_first_freeze_takes_a_snapshot_with_a_fingerprint_and_version_one() -> None:
+def test_the_first_hold_takes_a_snapshot_with_a_fingerprint_and_version_one() -> None:
     prefix = StablePrefix()
     assert prefix.snapshot is None and prefix.version == 0 and prefix.fingerprint is None
-    snap = prefix.freeze("Be brief.", [read_file])
-    assert snap.version == 1 and snap.system == "Be brief." and snap.tools == (read_file,)
+    snap = prefix.hold("Be brief.", [read_file])
+    assert (
+        snap.version == 1 and snap.system == "Be brief." and snap.tools == (read_file,) and snap.reason == ""
+    )
     assert snap.fingerprint == prefix_fingerprint("Be brief.", [read_file]) == prefix.fingerprint
-    # Later freezes keep it whatever they are given.
-    assert prefix.freeze("Something else.", [list_dir]) is snap
+    assert prefix.hold("Be brief.", [read_file]) is snap  # nothing changed: the same snapshot
 
 
 def test_the_fingerprint_follows_the_system_prompt_and_every_tool_definition() -> None:
@@ -61,55 +62,51 @@ def test_the_fingerprint_follows_the_system_prompt_and_every_tool_definition() -
     assert base != prefix_fingerprint("s", [renamed, list_dir])
 
 
-def test_invalidate_is_the_only_way_to_a_new_version() -> None:
+def test_a_changed_head_is_a_new_version_whose_reason_says_what_changed() -> None:
     prefix = StablePrefix()
-    first = prefix.freeze("old", [read_file])
-    prefix.invalidate("MCP reconnected")
-    assert prefix.snapshot is None
-    second = prefix.freeze("new", [read_file, list_dir])
-    assert second.version == 2 and second.reason == "MCP reconnected" and second.system == "new"
-    assert second.fingerprint != first.fingerprint
+    prefix.hold("s", [read_file])
+    second = prefix.hold("t", [read_file, list_dir])
+    assert second.version == 2 and second.reason == "the system prompt changed; tools added: list_dir"
+    assert second.told() == (
+        "the stable prefix was rebuilt as version 2: the system prompt changed; tools added: list_dir"
+    )
+    third = prefix.hold("t", [list_dir])
+    assert (third.version, third.reason, third.tools) == (3, "tools removed: read_file", (list_dir,))
+    changed = Tool(name="list_dir", description="Changed.", parameters={}, execute=list_dir.execute)
+    assert prefix.hold("t", [changed]).reason == "tools redefined: list_dir"
+    assert prefix.version == 4
 
 
-def test_drift_is_told_once_per_version_and_names_what_changed() -> None:
+def test_the_same_definitions_in_new_objects_are_no_new_version() -> None:
     prefix = StablePrefix()
-    prefix.freeze("s", [read_file])
-    assert prefix.drift("s", [read_file]) is None
-    said = prefix.drift("t", [read_file])
-    assert said is not None and "system prompt" in said and "version 1" in said and "invalidate" in said
-    assert prefix.drift("t", [read_file]) is None  # already told
-    both = prefix.drift("u", [read_file, list_dir])
-    assert both is not None and "system prompt and tool set" in both
-    # The same definitions in new objects (an MCP reconnect that changed nothing) are no drift.
+    first = prefix.hold(None, [read_file])
     again = Tool(
         name=read_file.name,
         description=read_file.description,
         parameters=read_file.parameters,
         execute=read_file.execute,
     )
-    assert prefix.drift("s", [again]) is None
+    held = prefix.hold(None, [again])
+    assert held.version == 1 and held.fingerprint == first.fingerprint
+    assert held.tools[0] is again  # the new object is what runs, and what the next look compares with
 
 
-def test_a_run_declares_the_frozen_tools_and_runs_the_live_ones() -> None:
+def test_invalidate_makes_a_new_version_with_its_reason_even_when_nothing_changed() -> None:
     prefix = StablePrefix()
-    prefix.freeze(None, [read_file, list_dir])
+    first = prefix.hold("s", [read_file])
+    prefix.invalidate("the model changed to m2")
+    assert prefix.snapshot is None
+    second = prefix.hold("s", [read_file])
+    assert second.version == 2 and second.reason == "the model changed to m2"
+    assert second.fingerprint == first.fingerprint
 
-    async def live_read(arguments: Any, context: Any) -> str:
-        return "live"
 
-    same = Tool(
-        name="read_file",
-        description=read_file.description,
-        parameters=read_file.parameters,
-        execute=live_read,
-    )
-    changed = Tool(name="read_file", description="Changed.", parameters={}, execute=live_read)
-    extra = Tool(name="extra", description="New.", parameters={}, execute=live_read)
-    assert prefix.tools_for([read_file, list_dir]) == (read_file, list_dir)
-    picked = prefix.tools_for([same, extra])
-    assert picked[0] is same and picked[1] is list_dir  # a removed tool stays declared; a new one waits
-    held = prefix.tools_for([changed])[0]
-    assert held.execute is live_read and held.definition() == read_file.definition()
+def test_a_new_version_starts_the_message_log_over() -> None:
+    prefix = StablePrefix()
+    prefix.hold("s", [read_file])
+    prefix.admit(talk(4))
+    prefix.hold("s", [])
+    assert prefix.admit([UserMessage(content="anything")]) is None  # no baseline to be rewritten
 
 
 def test_on_rewrite_must_be_notice_or_raise() -> None:
@@ -207,7 +204,7 @@ def test_dressings_are_applied_where_they_were_found_and_forgotten_when_gone() -
 
 def test_forget_messages_keeps_the_head_and_invalidate_drops_both() -> None:
     prefix = StablePrefix()
-    prefix.freeze("s", [])
+    prefix.hold("s", [])
     prefix.admit(talk(3))
     prefix.forget_messages()
     assert prefix.admit([UserMessage(content="new conversation")]) is None

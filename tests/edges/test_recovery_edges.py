@@ -103,6 +103,17 @@ def test_argument_repair_costs_linear_time(piece: str) -> None:
     assert ratio < LINEAR_BOUND, ratio
 
 
+@pytest.mark.parametrize(
+    ("head", "piece"),
+    [('{"a": [', '"x\\u00e9y", '), ("{'a': [", "'x', "), ("{", '"k": "v", "k": "w", ')],
+    ids=["escaped strings", "python strings", "repeated keys"],
+)
+def test_checking_a_repair_for_made_up_values_costs_linear_time(head: str, piece: str) -> None:
+    # Every leaf of a repaired reading is looked for in the text: in order, and never past a budget.
+    ratio = growth(lambda n: _parsed(head + piece * n), 500)
+    assert ratio < LINEAR_BOUND, ratio
+
+
 def test_a_fenced_block_where_a_key_goes_is_no_assertion_error() -> None:
     # The repairer tripped its own assertion on this (found by the slow profile), out of every reader.
     text = '{"```json{"a": 1}```": 1}'

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -264,6 +266,45 @@ def test_where_the_repairer_finds_an_object_so_do_we(raw: str) -> None:
     assert set(ours) >= set(theirs) or len(ours) >= len(theirs)
 
 
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        # A missing colon: the repairer read a placeholder's index as the value 3.
+        ('{"key": "value"}, "key2" "value2"}', {"key": "value", "key2": "value2"}),
+        # The bracket that closes the object, and a code fence, are not the unclosed string's.
+        ('{"lorem_ipsum": "sic tamet, quick brown fox. }', {"lorem_ipsum": "sic tamet, quick brown fox."}),
+        ('{"key": "value}```', {"key": "value"}),
+        ('{"a": {"b": "x}', {"a": {"b": "x"}}),
+        ('{"code": "if (a) { b }', {"code": "if (a) { b }"}),  # a bracket the string opened is its own
+        ('{"a": "x } more', {"a": "x } more"}),
+        # A key whose closing quote went to the next line.
+        ('{"key_1\n": "value"}', {"key_1": "value"}),
+        ('{"a": "v\n", "b": 1}', {"a": "v\n", "b": 1}),  # a value keeps its line break
+        # An escape past the last code point is no character: kept as written, never clamped to one.
+        ('{"a": "\\U00701b5c", "b": }', {"a": "\\U00701b5c", "b": ""}),
+    ],
+)
+def test_repair_follows_the_repairer_and_never_makes_up_a_value(raw: str, expected: dict[str, Any]) -> None:
+    assert parse_tool_arguments(raw) == expected
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"a": [1, 5.431854588179251+16]}',  # the repairer splits it into 5.43... and 16
+        '{"" {"" -229}}',
+        '{"x": 1, "\ua680\ua641\ua682": 2',  # text that fakes a placeholder is read only as written
+    ],
+)
+def test_a_reading_that_would_make_up_a_value_is_refused_or_read_as_written(raw: str) -> None:
+    try:
+        result = parse_tool_arguments(raw)
+    except ToolArgumentsError as error:
+        assert error.kind == "malformed"
+    else:
+        assert not invented(result, raw), result
+
+
 # Properties over generated and mutated input -----------------------------------------------------------
 
 _MUTATIONS = st.sampled_from(["delete", "insert", "duplicate", "truncate", "swap"])
@@ -311,3 +352,152 @@ def test_any_depth_of_any_opener_is_total(depth: int, opener: str, tail: str) ->
         parse_tool_arguments(raw)
     except ToolArgumentsError as error:
         assert error.kind == "malformed"
+
+
+# No invented leaf: every key and leaf of a repaired object was written in the input ---------------------
+#
+# The oracle is written apart from the parser's own check: a string must match a stretch of the input where
+# each of its characters is written as itself or as any escape of it, and a backslash may have been dropped;
+# a number must be one of the input's numbers as a whole; true, false and null must be written in some letter
+# case (None for null).
+
+_HEX = "0123456789abcdefABCDEF"
+
+
+def _hex(code: int, width: int) -> str:
+    return "".join(f"[{d.lower()}{d.upper()}]" for d in f"{code:0{width}x}")
+
+
+def _spellings(char: str) -> str:
+    code = ord(char)
+    ways = [re.escape(char)]
+    simple = {"\n": "n", "\t": "t", "\r": "r", "\b": "b", "\f": "f", "\\": "\\\\", "/": "/"}
+    if char in simple:
+        ways.append(r"\\" + simple[char])
+    if char in "\"'‘’“”":
+        ways.append(r"\\" + re.escape(char))
+    if code < 0x100:
+        ways.append(r"\\x" + _hex(code, 2))
+    if code < 0x10000:
+        ways.append(r"\\u" + _hex(code, 4))
+    else:
+        high, low = 0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)
+        ways.append(r"\\u" + _hex(high, 4) + r"\\u" + _hex(low, 4))
+    ways.append(r"\\U" + _hex(code, 8))
+    return r"(?:\\)?(?:" + "|".join(ways) + ")"
+
+
+def _written(text: str, raw: str) -> bool:
+    if text in raw:
+        return True
+    joined = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    return any(re.search("".join(_spellings(c) for c in form), raw) for form in {text, joined})
+
+
+_WHOLE_NUMBER = re.compile(r"(?<![\w.+-])[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?![\w.])")
+
+
+def _numbers(raw: str) -> list[float]:
+    out: list[float] = []
+    for token in _WHOLE_NUMBER.findall(raw):
+        out.append(float(token))
+        if not any(mark in token for mark in ".eE") and len(token) < 4000:
+            out.append(int(token))
+    return out
+
+
+def invented(value: Any, raw: str) -> list[Any]:
+    """The keys and leaves of ``value`` not written in ``raw``."""
+    found: list[Any] = []
+    lowered = raw.lower()
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found += invented(key, raw) + invented(item, raw)
+    elif isinstance(value, list):
+        for item in value:
+            found += invented(item, raw)
+    elif isinstance(value, str):
+        if value and not _written(value, raw):
+            found.append(value)
+    elif value is None or isinstance(value, bool):
+        words = {True: ["true"], False: ["false"], None: ["null", "none"]}[value]
+        if not any(word in lowered for word in words):
+            found.append(value)
+    elif isinstance(value, float) and math.isnan(value):
+        if "nan" not in lowered:
+            found.append(value)
+    elif value not in _numbers(raw) and not (math.isinf(value) and "infinity" in lowered):
+        found.append(value)
+    return found
+
+
+_leaf_texts = st.text(st.characters(exclude_categories=["Cs"]), max_size=10) | st.sampled_from(
+    ["", "x,}", "it's", 'a"b', "C:\\tmp", "é", "😀", "True", "null", "```", "3"]
+)
+_leaves = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**12), 10**12)
+    | st.floats(allow_nan=False, allow_infinity=False, width=32)
+    | _leaf_texts
+)
+_generated = st.dictionaries(
+    _leaf_texts,
+    st.recursive(
+        _leaves,
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_leaf_texts, inner, max_size=3),
+        max_leaves=8,
+    ),
+    min_size=1,
+    max_size=4,
+)
+_JUNK = st.sampled_from(
+    [*"{}[]\"',:\\ \n", "True", "None", "//", "/*", "```", "“", "’", "x", "7", "-", "1e5"]
+)
+
+
+@st.composite
+def _broken(draw: st.DrawFn) -> str:
+    """A generated object written as JSON or as Python, then cut, stripped of quotes, commas or colons, or
+    given junk."""
+    obj = draw(_generated)
+    style = draw(st.sampled_from(["json", "ascii", "indented", "python"]))
+    if style == "python":
+        text = repr(obj)
+    else:
+        text = json.dumps(obj, ensure_ascii=style == "ascii", indent=1 if style == "indented" else None)
+    for _ in range(draw(st.integers(1, 4))):
+        kind = draw(st.sampled_from(["cut", "quote", "comma", "colon", "junk", "char"]))
+        if kind == "cut":
+            text = text[: draw(st.integers(1, max(1, len(text))))]
+        elif kind in ("quote", "comma", "colon"):
+            marks = {"quote": "\"'", "comma": ",", "colon": ":"}[kind]
+            places = [i for i, c in enumerate(text) if c in marks]
+            if places:
+                at = draw(st.sampled_from(places))
+                text = text[:at] + text[at + 1 :]
+        elif kind == "junk":
+            at = draw(st.integers(0, len(text)))
+            text = text[:at] + draw(_JUNK) + text[at:]
+        elif text:
+            at = draw(st.integers(0, len(text) - 1))
+            text = text[:at] + text[at + 1 :]
+    return text
+
+
+@given(_broken())
+def test_every_leaf_of_a_repaired_object_was_written_in_the_input(raw: str) -> None:
+    try:
+        result = parse_tool_arguments(raw)
+    except ToolArgumentsError as error:
+        assert error.kind == "malformed" and error.raw == raw
+        return
+    assert not invented(result, raw), result
+
+
+def test_the_oracle_catches_what_the_parser_used_to_make_up() -> None:
+    raw = '{"key": "value"}, "key2" "value2"}'
+    assert invented({"key": "value", "key2": 3}, raw) == [3]
+    assert invented({"a": 16}, '{"a": 5.4+16}') == [16]
+    assert invented({"a": "\U0010ffff"}, '{"a": "\\U00701b5c"}') == ["\U0010ffff"]
+    assert invented({"é": True, "x": None, "n": 1e400}, '{"\\u00e9": TRUE, x: None, n: 1e400}') == []

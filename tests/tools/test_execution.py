@@ -274,6 +274,41 @@ async def test_an_unknown_tool_is_told_which_tools_exist() -> None:
     assert events.trace() == ["-a"]
 
 
+async def test_a_tool_taken_away_while_the_batch_runs_is_unknown_and_never_runs() -> None:
+    ran: list[str] = []
+    tools: dict[str, Tool] = {}
+
+    async def revoke(arguments: dict[str, Any], context: ToolContext) -> str:
+        del tools["write"]  # the host takes the tool away while the batch runs
+        return "revoked"
+
+    tools.update(revoke=make("revoke", revoke), write=make("write", answering(log=ran)))
+    outcome = await asyncio.wait_for(
+        run_tool_calls([call("a", "revoke"), call("b", "write")], tools, policy=ToolPolicy(parallel=False)),
+        HANG,
+    )
+    assert ran == []
+    assert [o.disposition for o in outcome.outcomes] == ["completed", "failed"]
+    assert texts(outcome)[1] == "Unknown tool 'write'. Available tools: revoke."
+
+
+async def test_a_tool_put_in_another_s_place_runs_only_after_its_own_preflight() -> None:
+    ran: list[str] = []
+    asked: list[str] = []
+    replacement = make("look", answering("new", log=ran))
+    tools: dict[str, Tool] = {"look": make("look", answering("old", log=ran))}
+
+    def before(tool_call: ToolCall, arguments: dict[str, Any]) -> None:
+        asked.append(tool_call.id)
+        tools["look"] = replacement  # replaced while its call was being checked
+
+    outcome = await asyncio.wait_for(
+        run_tool_calls([call("a", "look")], tools, hooks=ToolHooks(before_tool_call=before)), HANG
+    )
+    assert texts(outcome) == ["new"] and ran == ["a"]
+    assert asked == ["a", "a"]  # checked again for the tool now in force
+
+
 async def test_a_tool_that_raises_becomes_a_failed_result() -> None:
     async def broken(arguments: dict[str, Any], context: ToolContext) -> str:
         raise FileNotFoundError("no such file: a.txt")

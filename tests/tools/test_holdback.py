@@ -29,7 +29,8 @@ CALL_REPLIES = [
     json.dumps(CALL),
     "\n" + json.dumps(CALL),
     f"```json\n{json.dumps(CALL)}\n```",
-    f"I will look.\n```json\n{json.dumps(CALL)}\n```",
+    f"Action:\n```json\n[{json.dumps(CALL)}]\n```",
+    f"I will look for it first.\nAction: ```json\n[{json.dumps(CALL)}]\n```",
     f"<tool_call>{json.dumps(CALL)}</tool_call>",
     f"Let me check. <tool_call>\n{json.dumps(CALL)}\n</tool_call>",
     f"[TOOL_CALLS][{json.dumps(CALL)}]",
@@ -58,6 +59,8 @@ def test_no_part_of_a_written_call_is_shown_however_it_streams(reply: str) -> No
         "The folder holds notes.txt and docs/.",
         "Use `ls` to list files, or ``ls -a`` for hidden ones.",
         "```python\nimport os\nprint(os.listdir('.'))\n```\nThat lists the folder.",
+        # A fenced call after words is an example (recovery does not take it), so it streams.
+        f"The call would look like this:\n```json\n{json.dumps(CALL)}\n```",
         "[1] The first footnote.",
         "- red\n- blue\n- green",
         "A function call is how a program asks for work; Apples are red.",
@@ -135,3 +138,35 @@ def test_huge_repetitive_input_is_read_in_one_pass(unit: str) -> None:
     assert whole + hold.finish() == text
     step, hold = _shown([unit] * 20_000)
     assert step + hold.finish() == unit * 20_000
+
+
+_words = st.text(st.characters(blacklist_characters="`<[|", blacklist_categories=["Cs"]), max_size=20)
+_SPELLINGS = [
+    json.dumps(CALL),
+    f"[{json.dumps(CALL)}]",
+    f"```json\n{json.dumps(CALL)}\n```",
+    f"```\n[{json.dumps(CALL)}]\n```",
+    f"Action: ```json\n[{json.dumps(CALL)}]\n```",
+    f"<tool_call>{json.dumps(CALL)}</tool_call>",
+    f"[TOOL_CALLS][{json.dumps(CALL)}]",
+    '[list_dir(path=".")]',
+]
+
+
+@given(
+    _words, st.sampled_from(_SPELLINGS), _words, st.lists(st.integers(min_value=0, max_value=120), max_size=6)
+)
+def test_what_recovery_takes_is_held_and_what_it_leaves_is_shown(
+    before: str, spelling: str, after: str, cuts: list[int]
+) -> None:
+    reply = before + spelling + after
+    found = recover_tool_calls(reply, ["list_dir"])
+    shown, hold = _shown(_chunked(reply, cuts))
+    if not found.calls:
+        assert shown + hold.finish(reply, called=False) == reply
+        return
+    assert "list_dir" not in shown, (reply, shown)
+    rest = hold.finish(found.content, called=True)
+    assert "list_dir" not in rest
+    # Whitespace where the call was may come out doubled; every other character of the content is shown once.
+    assert (shown + rest).split() == found.content.split()

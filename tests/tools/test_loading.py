@@ -244,3 +244,28 @@ def test_carry_over_default_cap() -> None:
         loader.resolve(name)
     assert loader.carry_over() == NAMES[-MAX_CARRIED:]
     assert ToolLoader(TOOLS, ondemand=True, max_carried=0, carried=NAMES).carry_over() == []
+
+
+# -- the tools in force changing mid-run
+
+
+async def test_retool_drops_what_is_gone_and_keeps_what_was_loaded() -> None:
+    loader = ToolLoader(TOOLS[:4], ondemand=True)
+    await load(loader, ["tool_00", "tool_01"])
+    assert names(loader.declared(2)) == [LOAD_TOOLS, "tool_00", "tool_01"]
+    loader.retool([TOOLS[1], TOOLS[2], TOOLS[5]])
+    assert names(loader.declared(2)) == [LOAD_TOOLS, "tool_01"]
+    assert loader.resolve("tool_00") is None and loader.resolve("tool_05") is TOOLS[5]
+    assert "tool_00" not in loader.system_suffix(2) and "tool_05" in loader.system_suffix(2)
+    assert sorted(loader.names()) == [LOAD_TOOLS, "tool_01", "tool_02", "tool_05"]
+    assert "tool_05" in loader.carry_over()  # resolving it loaded it, as a call to it would
+
+
+def test_retool_keeps_a_given_catalogue_less_what_is_gone_and_refuses_what_the_constructor_does() -> None:
+    catalog = [CatalogEntry("tool_00", None, "first"), CatalogEntry("tool_01", None, "second")]
+    loader = ToolLoader(TOOLS[:3], catalog, ondemand=True)
+    loader.retool([TOOLS[1], TOOLS[2]])
+    assert "- tool_01: second" in loader.system_suffix(2) and "tool_00" not in loader.system_suffix(2)
+    assert names(loader.declared(2)) == [LOAD_TOOLS, "tool_02"]  # not catalogued: always declared
+    with pytest.raises(InvalidInput, match="two tools are named"):
+        loader.retool([TOOLS[1], TOOLS[1]])

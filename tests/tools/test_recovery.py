@@ -86,11 +86,39 @@ def test_a_list_of_json_calls_is_recovered() -> None:
     ]
 
 
-def test_a_fenced_call_keeps_the_words_around_it() -> None:
-    text = 'Let me look.\n```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```\nOne moment.'
+_FENCED = '```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```'
+
+
+def test_a_fenced_call_is_a_call_when_it_is_the_whole_reply() -> None:
+    result = recover_tool_calls(f"\n  {_FENCED}\n", TOOLS)
+    assert [(c.name, c.arguments) for c in result.calls] == [("get_weather", {"city": "Paris"})]
+    assert result.content == ""
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"Let me look.\n{_FENCED}\nOne moment.",
+        f"Sure!\n{_FENCED}",  # a lead-in is words around the JSON: "fences and whitespace aside" it is not
+        f"{_FENCED}\nThat is the call I would make.",
+        'This is not a tool call: {"name": "get_weather", "arguments": {"city": "Paris"}}',
+        'Here is the result: {"name": "get_weather", "arguments": {}} Would you like to know more?',
+        '{"name": "get_weather", "arguments": {}} Would you like to know more? {"a": 1}',
+        "{'name': 'get_weather', 'arguments': {}} is what I would send]",
+    ],
+)
+def test_json_with_words_around_it_is_an_example_not_a_call(text: str) -> None:
+    assert recover_tool_calls(text, TOOLS) == RecoveredCalls([], text.strip())
+
+
+def test_command_r_plus_writes_its_plan_then_action_and_the_fenced_calls() -> None:
+    text = (
+        "I will look up the weather first.\nAction: ```json\n"
+        '[{"tool_name": "get_weather", "parameters": {"city": "Paris"}}]\n```'
+    )
     result = recover_tool_calls(text, TOOLS)
     assert [(c.name, c.arguments) for c in result.calls] == [("get_weather", {"city": "Paris"})]
-    assert result.content == "Let me look.\n\nOne moment."
+    assert result.content == "I will look up the weather first."
 
 
 def test_two_fenced_calls_are_not_recovered() -> None:
@@ -214,6 +242,51 @@ def test_several_hermes_calls_keep_their_order(calls: list[tuple[str, dict[str, 
     assert [(c.name, c.arguments) for c in result.calls] == calls
     assert [c.id for c in result.calls] == [f"call_recovered_{i}" for i in range(len(calls))]
     assert result.content == after.strip()
+
+
+# Words (prose without any spelling's markers, holding at least one letter or digit) around JSON.
+_words = st.text(st.characters(blacklist_characters="`<[|", blacklist_categories=["Cs"]), max_size=30).filter(
+    lambda text: any(ch.isalnum() for ch in text) and "Action:" not in text and "function call" not in text
+)
+_ENVELOPES = ("arguments", "parameters")
+# Argument text without a closing thinking tag: recovery reads after the last one, wherever it stands.
+_call_args = st.dictionaries(
+    st.from_regex(r"[a-z]{1,8}", fullmatch=True),
+    st.text(st.characters(blacklist_characters="<[◁"), max_size=20) | st.integers() | st.booleans(),
+    max_size=3,
+)
+
+
+@st.composite
+def _json_call(draw: st.DrawFn) -> tuple[str, str, dict[str, Any]]:
+    """A call written as JSON, bare or fenced, one or a list, clean or almost-JSON: (text, name, args)."""
+    name, args = draw(st.sampled_from(TOOLS)), draw(_call_args)
+    call = {"name": name, draw(st.sampled_from(_ENVELOPES)): args}
+    body = draw(
+        st.sampled_from([json.dumps(call), json.dumps([call]), repr(call), json.dumps(call, indent=2)])
+    )
+    fence = draw(st.sampled_from(["", "```\n", "```json\n"]))
+    return (f"{fence}{body}\n```" if fence else body), name, args
+
+
+@given(_words | st.just(""), _json_call(), _words | st.just(""))
+def test_json_inside_words_is_never_a_call(
+    before: str, call: tuple[str, str, dict[str, Any]], after: str
+) -> None:
+    if not (before + after).strip():
+        return  # nothing around it: that is the whole reply, a call (the test below)
+    text = before + call[0] + after
+    assert recover_tool_calls(text, TOOLS) == RecoveredCalls([], text.strip())
+
+
+@given(st.sampled_from(["", " ", "\n", "\n\n  "]), _json_call(), st.sampled_from(["", "\n", " \n"]))
+def test_json_that_is_the_whole_reply_is_the_call(
+    before: str, call: tuple[str, str, dict[str, Any]], after: str
+) -> None:
+    text, name, args = call
+    result = recover_tool_calls(before + text + after, TOOLS)
+    assert [(c.name, c.arguments) for c in result.calls] == [(name, args)]
+    assert result.content == ""
 
 
 @given(st.text(max_size=200))

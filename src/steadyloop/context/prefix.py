@@ -4,9 +4,12 @@ A prompt cache matches from the first token, and a chat template renders the too
 prompt first, then the messages in order. A request therefore reuses the previous one's cache exactly as
 far as it repeats the previous one's bytes. ``StablePrefix`` keeps both halves of that:
 
-- The system prompt and the tool set are frozen at the first run, with a fingerprint and a version. What a
-  host changes afterwards is not sent (a notice says so, once) until ``invalidate`` takes the live ones as
-  the next version: after an MCP reconnect, a model change, a deliberate new prompt.
+- The system prompt and the tool set are held as a snapshot with a fingerprint and a version. They change
+  only by an invalidation, and every invalidation is told: a host that sets a new system prompt or a new
+  tool set (``agent.state.tools = [...]``) has them take effect on the next request, as a new version
+  whose reason says what changed, so a removed tool is never declared or run again. Tools rebuilt with the
+  same definitions (an MCP reconnect that changed nothing) are no change. ``invalidate`` starts a new
+  version by hand: after a model change, whose cache is not ours anyway.
 - The messages are append-only. Every request must start with the messages the previous one sent; the
   one rewrite allowed is the keeper's prune-and-fold, after which the folded request is the new baseline.
   ``admit`` checks a request before it is sent and names the first message that changed.
@@ -52,10 +55,11 @@ class PrefixSnapshot:
 
     Attributes:
         system: the system prompt, ``None`` for none.
-        tools: the tools, as they were when frozen.
+        tools: the tools, as they were when taken.
         fingerprint: ``prefix_fingerprint`` of the two.
-        version: 1 for the first snapshot, one more after each ``invalidate``.
-        reason: why the snapshot before it was invalidated (``""`` for the first).
+        version: 1 for the first snapshot, one more after each invalidation.
+        reason: why the snapshot before it was invalidated (``""`` for the first): what ``invalidate``
+            was given, or what changed (``"tools removed: write_file"``).
     """
 
     system: str | None
@@ -63,6 +67,11 @@ class PrefixSnapshot:
     fingerprint: str
     version: int
     reason: str = ""
+
+    def told(self) -> str:
+        """The snapshot as a notice tells it: its version, and why the one before it went."""
+        why = f": {self.reason}" if self.reason else ""
+        return f"the stable prefix was rebuilt as version {self.version}{why}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +97,8 @@ class Rewrite:
 
 
 class StablePrefix:
-    """The system prompt and tool block frozen, and the messages held append-only, across a conversation.
+    """The system prompt and tool block changed only by a told invalidation, and the messages held
+    append-only, across a conversation.
 
     One per conversation: an ``Agent`` keeps one (``agent.prefix``); pass it as ``RunConfig.prefix`` to a
     loop of your own. Not shared between conversations running at the same time.
@@ -101,7 +111,6 @@ class StablePrefix:
 
     __slots__ = (
         "_dressed",
-        "_noted",
         "_reason",
         "_sent",
         "_snapshot",
@@ -118,23 +127,22 @@ class StablePrefix:
         self._snapshot: PrefixSnapshot | None = None
         self._version = 0
         self._reason = ""
-        self._noted: set[tuple[int, str]] = set()
         self._sent: Sequence[Message] | None = None
         self._source: object = None
         self._source_len = 0
         # id(source message) -> (the source message, as it was sent dressed, where it was last seen)
         self._dressed: dict[int, tuple[Message, Message, int]] = {}
 
-    # -- the frozen head ---------------------------------------------------------------------------
+    # -- the head ----------------------------------------------------------------------------------
 
     @property
     def snapshot(self) -> PrefixSnapshot | None:
-        """The frozen system prompt and tools; ``None`` until the first run freezes them."""
+        """The system prompt and tools in force; ``None`` until the first run takes them."""
         return self._snapshot
 
     @property
     def fingerprint(self) -> str | None:
-        """The frozen prefix's fingerprint, ``None`` before the first freeze."""
+        """The snapshot's fingerprint, ``None`` before the first."""
         return self._snapshot.fingerprint if self._snapshot is not None else None
 
     @property
@@ -142,80 +150,43 @@ class StablePrefix:
         """How many snapshots have been taken: 0 before the first, one more after each invalidation."""
         return self._version
 
-    def freeze(self, system: str | None, tools: Sequence[Tool]) -> PrefixSnapshot:
-        """The frozen snapshot, taken from ``system`` and ``tools`` if there is none yet."""
-        if self._snapshot is None:
-            self._version += 1
-            frozen = tuple(tools)
-            self._snapshot = PrefixSnapshot(
-                system=system,
-                tools=frozen,
-                fingerprint=prefix_fingerprint(system, frozen),
-                version=self._version,
-                reason=self._reason,
-            )
+    def hold(self, system: str | None, tools: Sequence[Tool]) -> PrefixSnapshot:
+        """The snapshot of the head in force: the current one while nothing in it changed, else a new version.
+
+        A new version's reason is what ``invalidate`` was given, or else what changed (the system prompt,
+        the tools removed, added or redefined); the message log starts over with it, since nothing after a
+        new head can reuse the old cache. Tools rebuilt with the same definitions keep the version.
+        """
+        current = self._snapshot
+        if current is not None and _same_head(current, system, tools):
+            return current
+        taken = tuple(tools)
+        fingerprint = prefix_fingerprint(system, taken)
+        if current is not None and fingerprint == current.fingerprint:
+            # The same definitions in new objects: nothing a request declares changed. The new objects
+            # are kept, so the next look is by identity again.
+            self._snapshot = replace(current, system=system, tools=taken)
+            return self._snapshot
+        reason = self._reason or (_what_changed(current, system, taken) if current is not None else "")
+        if current is not None:
+            self.forget_messages()
+        self._version += 1
+        self._reason = ""
+        self._snapshot = PrefixSnapshot(
+            system=system, tools=taken, fingerprint=fingerprint, version=self._version, reason=reason
+        )
         return self._snapshot
 
     def invalidate(self, reason: str = "") -> None:
-        """Let the next run freeze the live system prompt and tools as a new version.
+        """Have the next run take its head as a new version, changed or not, for ``reason``.
 
-        The only way the head of the request changes. Call it after an MCP reconnect, a model change, or
-        a deliberate new system prompt; the message log starts over with it, since nothing after a new
-        head can reuse the old cache anyway.
+        A changed system prompt or tool set is a new version by itself; call this where the cache is lost
+        for another reason (the chat's ``/model`` does, as another model has no cache of ours). The message
+        log starts over with it.
         """
         self._snapshot = None
         self._reason = reason
         self.forget_messages()
-
-    def drift(self, system: str | None, tools: Sequence[Tool]) -> str | None:
-        """What in the live ``system`` and ``tools`` differs from the frozen snapshot, in words, the first
-        time it is seen for this version; ``None`` when nothing does or it was already told."""
-        snapshot = self._snapshot
-        if snapshot is None:
-            return None
-        changed: list[str] = []
-        if (system or None) != (snapshot.system or None):
-            changed.append("system prompt")
-        same_tools = len(tools) == len(snapshot.tools) and all(
-            a is b for a, b in zip(tools, snapshot.tools, strict=True)
-        )
-        if not same_tools and prefix_fingerprint(None, tools) != prefix_fingerprint(None, snapshot.tools):
-            changed.append("tool set")
-        if not changed:
-            return None
-        what = " and ".join(changed)
-        key = (snapshot.version, what)
-        if key in self._noted:
-            return None
-        self._noted.add(key)
-        return (
-            f"the {what} given differs from the frozen prefix (version {snapshot.version}); the frozen one "
-            "is sent until StablePrefix.invalidate() is called"
-        )
-
-    def tools_for(self, live: Sequence[Tool]) -> tuple[Tool, ...]:
-        """The run's tools: the frozen declarations, each run by the live tool of its name where there is one.
-
-        A tool given again with the same definition is used as it is; one whose definition changed keeps
-        the frozen description and parameters; one no longer given keeps its frozen self.
-        """
-        snapshot = self._snapshot
-        if snapshot is None:
-            return tuple(live)
-        frozen = snapshot.tools
-        if len(live) == len(frozen) and all(a is b for a, b in zip(live, frozen, strict=True)):
-            return frozen
-        by_name = {tool.name: tool for tool in live}
-        out: list[Tool] = []
-        for old in frozen:
-            new = by_name.get(old.name)
-            if new is None:
-                out.append(old)
-            elif new.definition() == old.definition():
-                out.append(new)
-            else:
-                out.append(replace(new, description=old.description, parameters=old.parameters))
-        return tuple(out)
 
     # -- the append-only messages --------------------------------------------------------------------
 
@@ -286,6 +257,32 @@ class StablePrefix:
             # never sent, so the baseline stays the request before it.
             self._sent, self._source, self._source_len = sent, source, length
         return found
+
+
+def _same_head(snapshot: PrefixSnapshot, system: str | None, tools: Sequence[Tool]) -> bool:
+    """The same system prompt and the very same tool objects: nothing to compare."""
+    return (system or None) == (snapshot.system or None) and (
+        len(tools) == len(snapshot.tools) and all(a is b for a, b in zip(tools, snapshot.tools, strict=True))
+    )
+
+
+def _what_changed(before: PrefixSnapshot, system: str | None, tools: Sequence[Tool]) -> str:
+    """What differs between a snapshot and a new head, in words."""
+    changed: list[str] = []
+    if (system or None) != (before.system or None):
+        changed.append("the system prompt changed")
+    was = {tool.name: tool.definition() for tool in before.tools}
+    now = {tool.name: tool.definition() for tool in tools}
+    for label, names in (
+        ("removed", [name for name in was if name not in now]),
+        ("added", [name for name in now if name not in was]),
+        ("redefined", [name for name in now if name in was and now[name] != was[name]]),
+    ):
+        if names:
+            changed.append(f"tools {label}: {', '.join(names)}")
+    if not changed:
+        changed.append("the tools were reordered")
+    return "; ".join(changed)
 
 
 def _rewrite(previous: Sequence[Message], sent: Sequence[Message], fast: bool) -> Rewrite | None:

@@ -34,6 +34,7 @@ __all__ = [
     "BeforeLlmCall",
     "BeforeStep",
     "ConvertToLlm",
+    "HeadSource",
     "LifecycleHooks",
     "LoopPolicy",
     "MessageSource",
@@ -53,6 +54,8 @@ StopAfterTurn: TypeAlias = Callable[[Turn, list[Message]], "bool | Awaitable[boo
 TransformContext: TypeAlias = Callable[[list[Any]], Awaitable[Sequence[Any]]]
 ConvertToLlm: TypeAlias = Callable[[Sequence[Any]], "Sequence[Message] | Awaitable[Sequence[Message]]"]
 ApiKey: TypeAlias = ApiKeyResolver
+#: The system prompt and the tools in force now, as a host holds them (``RunConfig.head``).
+HeadSource: TypeAlias = Callable[[], tuple[str | None, Sequence[Tool]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,8 +180,9 @@ class RunHooks:
         tool_choice: decides ``tool_choice`` per request from the messages about to be sent.
         transform_context: rewrites the transcript before every request (pruning, injected context); what
             it returns is sent, the transcript itself is left alone.
-        convert_to_llm: turns the transcript (which may hold a host's own message types) into the messages
-            a model reads, before every request (default: keep the steadyloop messages).
+        convert_to_llm: turns what ``transform_context`` returned (which may hold a host's own message
+            types) into the messages a model reads, once per request (default: keep the steadyloop
+            messages).
         recorder: runs each model request and each tool execution, and may give back what an earlier
             run of them returned (a durable host; see ``StepRecorder``).
     """
@@ -230,8 +234,13 @@ class RunConfig:
         session_id: sent as ``prompt_cache_key`` where the endpoint takes it.
         context: the fold and pruning to build on and update; a host that keeps it across runs (the Agent
             does) keeps its fold. ``None``: a fresh one for this run, returned on the result.
-        prefix: holds the system prompt and tool block frozen and the messages append-only across the
-            runs of a conversation (the Agent keeps one); ``None``: each run sends what it is given.
+        prefix: holds the system prompt and tool block still, changed only by a told invalidation, and the
+            messages append-only across the runs of a conversation (the Agent keeps one); ``None``: each run
+            sends what it is given.
+        head: where the system prompt and tools in force are read, before each request and before each
+            call runs (the Agent reads its state): a change takes effect there, and a call to a tool no
+            longer in force is answered as an unknown tool and never runs. ``None``: ``system`` and
+            ``tools`` for the whole run.
         interceptors: the host's code at the edges of every request the run makes (its steps, their
             retries and continuations, and its side tasks) and before listeners hear each streamed
             assistant event; see ``Interceptors``.
@@ -254,6 +263,7 @@ class RunConfig:
     context: ContextState | None = None
     prefix: StablePrefix | None = None
     interceptors: Interceptors | None = None
+    head: HeadSource | None = None
 
     @property
     def wire_interceptors(self) -> Interceptors | None:

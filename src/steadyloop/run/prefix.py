@@ -1,10 +1,10 @@
-"""Holding the prefix still: the frozen head a run declares, the dressed question, the check before sending.
+"""Holding the prefix still: the head a run declares and its versions, the dressed question, the check before sending.
 
-With a ``StablePrefix`` on the config, a run declares the system prompt and tools the prefix froze (the
-live tools still run the calls); its question is dressed with the lifecycle hooks' context once and sent
-that way in every later request; and each request is admitted by the prefix before it is sent, so a
-rewrite of what was already sent is told (or refused) with the index of the message that changed. Without
-one, a run sends what it is given, as before.
+A run declares the system prompt and tools in force (read from ``RunConfig.head`` where the host keeps
+them, as the Agent does); with a ``StablePrefix`` on the config, a change of them is a new version of the
+prefix, told with its reason. Its question is dressed with the lifecycle hooks' context once and sent that
+way in every later request; and each request is admitted by the prefix before it is sent, so a rewrite of
+what was already sent is told (or refused) with the index of the message that changed.
 """
 
 from __future__ import annotations
@@ -23,23 +23,20 @@ __all__ = ["admit", "dress", "hold_prefix"]
 
 
 def hold_prefix(config: RunConfig) -> tuple[RunConfig, list[str]]:
-    """The config a run uses under its prefix (frozen system prompt and tools), and what to tell about it."""
-    prefix = config.prefix
-    if prefix is None:
-        return config, []
+    """The config a run starts with: the system prompt and tools in force (``RunConfig.head``, else its
+    own), and what to tell about them (a new version of the prefix, and why)."""
+    system, tools = config.head() if config.head is not None else (config.system, config.tools)
+    system = system or None
     notes: list[str] = []
-    fresh = prefix.snapshot is None
-    snapshot = prefix.freeze(config.system, config.tools)
-    if fresh and snapshot.version > 1:
-        why = f": {snapshot.reason}" if snapshot.reason else ""
-        notes.append(f"the stable prefix was rebuilt as version {snapshot.version}{why}")
-    drift = prefix.drift(config.system, config.tools)
-    if drift is not None:
-        notes.append(drift)
-    tools = prefix.tools_for(config.tools)
-    if snapshot.system == config.system and tools is config.tools:
+    prefix = config.prefix
+    if prefix is not None:
+        before = prefix.version
+        snapshot = prefix.hold(system, tools)
+        if snapshot.version != before and snapshot.version > 1:
+            notes.append(snapshot.told())
+    if system == config.system and tools is config.tools:
         return config, notes
-    return replace(config, system=snapshot.system, tools=tools), notes
+    return replace(config, system=system, tools=tuple(tools)), notes
 
 
 def dress(run: RunState, view: list[Message]) -> list[Message]:

@@ -1,9 +1,9 @@
 """Preparing a step's request: the transcript as the model will read it, and the body built from it.
 
-In order: ``before_step`` may replace the transcript; the API key is resolved; ``transform_context`` and
-``convert_to_llm`` turn the transcript into what is sent (every request, so a short-lived token or a
-pruning hook applies to every step of a long run); pruned results become their stubs and the kept fold is
-applied; the lifecycle blocks ride on the question; the transcript is checked; and when the request would
+In order: ``before_step`` may replace the transcript; the system prompt and tools in force are taken;
+the API key is resolved; ``transform_context`` and ``convert_to_llm`` turn the transcript into what is
+sent (every request, so a short-lived token or a pruning hook applies to every step of a long run);
+pruned results become their stubs and the kept fold is applied; the lifecycle blocks ride on the question; the transcript is checked; and when the request would
 fill three quarters of the window, the keeper prunes and folds and the request is built again. A
 ``StablePrefix`` then admits it (it must start with what the previous request sent, unless the keeper just
 folded). Last, the ``before_llm_call`` hook sees it and may refuse it.
@@ -131,6 +131,8 @@ async def prepare_request(run: RunState) -> Request:
         if replaced is not None:
             run.transcript = list(replaced)
             run.context.reported = None
+    run.follow_head()  # a system prompt or tool set the host changed is in force from this request on
+    config = run.config
     endpoint = await with_resolved_key(config.endpoint, config.api_key)
     declared = order_tools(run.loader.declared(step), config.policy.tool_order)
     suffix = run.loader.system_suffix(step)

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any, TypeVar
 
 from .._cancel import CANCELLED, unless_cancelled
 from ..context.cache_watch import CacheWatch
 from ..context.keeper import ContextKeeper, ContextState
 from ..errors import InterceptorFailed, InvalidInput, SteadyloopError
-from ..events import Event, MessageEnd, MessageStart, MessageUpdate, Outcome, TurnEnd, TurnStart
+from ..events import Event, MessageEnd, MessageStart, MessageUpdate, Notice, Outcome, TurnEnd, TurnStart
 from ..hooks import ContextBlock
 from ..messages import AssistantMessage, Message, SystemMessage, ToolResultMessage, Turn, UserMessage
 from ..request_body import droppable_fields
@@ -52,24 +52,32 @@ class Cancelled(Exception):
 
 
 class ToolResolver(Mapping[str, Tool]):
-    """The loop's tools as ``run_tool_calls`` sees them: a lookup goes through the on-demand loader, which
-    loads a catalogued tool the model called without loading it first."""
+    """The loop's tools as ``run_tool_calls`` sees them: the tools in force at each lookup (``follow`` brings
+    them up to date first), through the on-demand loader, which loads a catalogued tool the model called
+    without loading it first."""
 
-    def __init__(self, loader: ToolLoader, names: Sequence[str]) -> None:
+    def __init__(self, loader: ToolLoader, follow: Callable[[], None] | None = None) -> None:
         self._loader = loader
-        self._names = sorted(set(names))
+        self._follow = follow
 
     def __getitem__(self, key: str) -> Tool:
+        self._bring_up_to_date()
         found = self._loader.resolve(key)
         if found is None:
             raise KeyError(key)
         return found
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
+        self._bring_up_to_date()
+        return iter(sorted(self._loader.names()))
 
     def __len__(self) -> int:
-        return len(self._names)
+        self._bring_up_to_date()
+        return len(self._loader.names())
+
+    def _bring_up_to_date(self) -> None:
+        if self._follow is not None:
+            self._follow()
 
 
 _INIT_FIELDS: dict[type[Any], tuple[str, ...]] = {}
@@ -264,6 +272,7 @@ class RunState:
         "droppable",
         "error_text",
         "events",
+        "head",
         "keeper",
         "last_turn",
         "limit",
@@ -318,10 +327,8 @@ class RunState:
             c.id for m in self.transcript if isinstance(m, AssistantMessage) for c in m.tool_calls
         }
         self.droppable = droppable_fields(config.params)
-        names = [t.name for t in config.tools] + [e.name for e in config.catalog or ()]
-        if policy.tool_discovery == "ondemand":
-            names.append("load_tools")
-        self.resolver = ToolResolver(self.loader, names)
+        self.head: tuple[str | None, tuple[Tool, ...]] = (config.system or None, tuple(config.tools))
+        self.resolver = ToolResolver(self.loader, self.follow_head if config.head is not None else None)
         self.context = config.context if config.context is not None else ContextState()
         self.keeper: ContextKeeper | None = None
         self.limit = policy.context_limit
@@ -334,6 +341,37 @@ class RunState:
         self.timed_out = False
         self.timer: asyncio.TimerHandle | None = None
         self._link: asyncio.Task[None] | None = None
+
+    def follow_head(self) -> None:
+        """Take the system prompt and tools in force now (``RunConfig.head``), if they changed since the
+        run last looked: the next request declares them, and a call to a tool gone from them is unknown.
+
+        With a prefix, a change is a new version of it, told as a ``Notice``.
+
+        Raises:
+            InvalidInput: the tools now in force cannot be loaded (two share a name).
+        """
+        source = self.config.head
+        if source is None:
+            return
+        system, tools = source()
+        system = system or None
+        held_system, held_tools = self.head
+        same_tools = len(tools) == len(held_tools) and all(
+            now is was for now, was in zip(tools, held_tools, strict=True)
+        )
+        if system == held_system and same_tools:
+            return
+        taken = tuple(tools)
+        self.loader.retool(taken)
+        self.head = (system, taken)
+        self.config = replace(self.config, system=system, tools=taken)
+        prefix = self.config.prefix
+        if prefix is not None:
+            before = prefix.version
+            snapshot = prefix.hold(system, taken)
+            if snapshot.version != before:
+                self.events.say(Notice, text=snapshot.told(), name="prefix", step=self.events.step)
 
     @property
     def stopping(self) -> bool:
@@ -374,15 +412,21 @@ async def _relay(given: asyncio.Event, own: asyncio.Event) -> None:
     own.set()
 
 
-def check_start(messages: Sequence[Message]) -> None:
+def check_start(messages: Sequence[Any], *, converted: bool = False) -> None:
     """Refuse a transcript a run cannot start from: empty, or already answered.
+
+    The host's ``convert_to_llm`` is not called for this: it is called once per request, after
+    ``transform_context``. Without one, the model reads the transcript's steadyloop messages, and those are
+    checked; with one (``converted``), the transcript as it is, and a host message at its end is the
+    hook's to turn into something to answer.
 
     Raises:
         InvalidInput: nothing to answer, or the last message is the assistant's.
     """
-    if not messages:
+    view = messages if converted else [m for m in messages if isinstance(m, LLM_TYPES)]
+    if not view:
         raise InvalidInput("a run needs a transcript to answer: it is empty")
-    if isinstance(messages[-1], AssistantMessage):
+    if isinstance(view[-1], AssistantMessage):
         raise InvalidInput(
             "a run cannot start from a transcript that ends in an assistant message: add a user message "
             "or a tool result to answer"

@@ -10,11 +10,12 @@ it, and each part of a reply is read once, so the whole reading is linear in the
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from typing import Any
 
 from .._nesting import too_deep
-from .arguments import REPAIR_OVERHEAD, read_arguments, repair_value
+from .arguments import REPAIR_OVERHEAD, read_arguments, repair_value, without_strings
 
 __all__ = ["MAX_BLOCKS", "REPAIR_BUDGET", "Found", "Reader", "Span"]
 
@@ -121,8 +122,8 @@ class Reader:
             return []
         end, values = self.decode_values(text, 0, len(text), single=False)
         if not values or end < len(text):
-            if not tagged and not text.rstrip().endswith(("}", "]")):
-                return []  # an untagged object followed by prose is an example, not a call
+            if not tagged and not _only_json(text):
+                return []  # an untagged object with words around it is an example, not a call
             if tagged:
                 return self.repaired_calls(text)
             repaired = self.repair(text)
@@ -210,6 +211,30 @@ class Reader:
         found, spent = read_arguments(raw, self.budget)
         self.budget -= spent
         return found
+
+
+# What JSON and the almost-JSON repair reads hold outside strings: numbers, literals, a key without quotes.
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+_WORD = re.compile(r"[A-Za-z_][\w$-]*")
+_LITERALS = frozenset({"true", "false", "null", "True", "False", "None"})
+_BARE_KEY = re.compile(r"\s*:")
+_STRUCTURE = frozenset(' \t\r\n{}[]:,;"')
+
+
+def _only_json(text: str) -> bool:
+    """Whether an untagged text is JSON from end to end, broken maybe but with nothing else in it: outside
+    its strings, structure, numbers, literals and keys without quotes, and it ends where JSON ends."""
+    if not text.rstrip().endswith(("}", "]")):
+        return False  # cut short, or words after it
+    skeleton = _NUMBER.sub(" ", without_strings(text))
+    position = 0
+    for word in _WORD.finditer(skeleton):
+        if not _STRUCTURE.issuperset(skeleton[position : word.start()]):
+            return False
+        if word.group() not in _LITERALS and not _BARE_KEY.match(skeleton, word.end()):
+            return False
+        position = word.end()
+    return _STRUCTURE.issuperset(skeleton[position:])
 
 
 def _is_definition(item: dict[str, Any], arguments: Any) -> bool:

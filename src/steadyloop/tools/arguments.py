@@ -12,6 +12,10 @@ the repaired value: the repairer guesses where a single-quoted string ends from 
 Where the strings themselves are broken (an unescaped quote inside one, quotes doubled by a CSV export,
 a key missing its closing quote) the lifted placeholders come back torn, and the text goes to the
 repairer as written instead, since mending a string is exactly what it is built for.
+
+A repair may drop what it cannot read and complete what was cut off, never make up a value: every reading
+is checked leaf by leaf against the text (``_provenance.Provenance``), and one holding a key, string,
+number or literal the text does not hold is not taken.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from json_repair import repair_json
 
 from .._nesting import MAX_NESTING, too_deep
 from ..errors import ToolArgumentsError
+from ._provenance import Provenance
 
 __all__ = ["canonical_arguments", "parse_tool_arguments"]
 
@@ -46,10 +51,18 @@ _INSIDE = {
     "‘": re.compile(r"\\|[’‘]" + _CLOSES),
 }
 _SIMPLE_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
-# Private-use characters bracket a lifted string's number: no model writes them, and the repairer leaves
-# them alone.
-_MARK_OPEN, _MARK_CLOSE = "\ue000", "\ue001"
-_MARK = re.compile(f"{_MARK_OPEN}(\\d+){_MARK_CLOSE}")
+# A lifted string is left as a placeholder of letters from a Cyrillic block no model writes (the text is
+# read as written when it holds the opening one): the repairer decides what a torn string is from whether
+# its characters are letters, and it reads an ASCII digit it finds in one as a number.
+_MARK_OPEN, _MARK_CLOSE = "\ua680", "\ua682"
+_DIGITS = "".join(chr(0xA641 + 2 * d) for d in range(10))
+_TO_MARK = str.maketrans("0123456789", _DIGITS)
+_FROM_MARK = str.maketrans(_DIGITS, "0123456789")
+_MARK = re.compile(f"{_MARK_OPEN}([{_DIGITS}]+){_MARK_CLOSE}")
+# What may follow, to the end of the text, the bracket that closes an unclosed string's object or list.
+_CLOSING_TAIL = re.compile(r"[\s}\]]*(?:```\s*)?\Z")
+_PAIRS = {"{": "}", "[": "]"}
+_BRACKET = re.compile(r"[{}\[\]]")
 
 
 def parse_tool_arguments(raw: str | Mapping[str, Any] | None, *, truncated: bool = False) -> dict[str, Any]:
@@ -59,7 +72,9 @@ def parse_tool_arguments(raw: str | Mapping[str, Any] | None, *, truncated: bool
     opened, also when it was encoded twice; almost-JSON (single or smart quotes, Python ``True``/``False``/
     ``None``, bare keys, trailing commas, comments, a code fence, a missing closing brace, unescaped or
     doubled quotes, a key missing a quote) is repaired without changing what is inside well-formed
-    strings. Words around the object (``Here is your JSON: {...}``, a paragraph before a fenced object,
+    strings, and without a value the text does not hold: a repaired object's keys and leaves are all
+    written in ``raw`` (strings as written or with their escapes read, numbers as numbers of their own,
+    ``true``/``false``/``null`` in any letter case or as ``None``), else it is refused. Words around the object (``Here is your JSON: {...}``, a paragraph before a fenced object,
     a remark after it) are left out. Two objects run together (``{"a":1}{"b":2}``, seen when a server
     merges the fragments of two calls) give the first. Nesting deeper than 100 levels is refused
     before any of it is read.
@@ -120,6 +135,13 @@ def repair_value(text: str, allowance: int) -> tuple[Any, int]:
     if too_deep(text):
         return None, 0
     return _shielded(text, allowance_left), allowance_left.spent
+
+
+def without_strings(text: str) -> str:
+    """The text with every quoted string, as repair reads strings, replaced by ``""``: what a repair reads
+    as structure, numbers and bare words. Linear in the text."""
+    skeleton, _ = _lift_strings(text)
+    return _MARK.sub("", skeleton)
 
 
 class _Allowance:
@@ -217,15 +239,24 @@ def _shielded(text: str, allowance: _Allowance) -> Any:
     a string itself is broken (an unescaped quote inside it, quotes doubled by a CSV export, a key missing
     its closing quote) the placeholders come back torn or the shielded reading loses keys, and mending
     strings is exactly what the repairer is built for. A tie goes to the shielded reading, which cannot
-    have changed what a string holds.
+    have changed what a string holds. A reading that holds a key or leaf the text does not (see
+    ``Provenance``) is never taken: ``None`` when neither is left.
     """
-    skeleton, strings = _lift_strings(text)
-    value = _strict(skeleton)
-    if value is not _NOT_JSON:
-        return _restore(value, strings)
-    value = _repair(skeleton, allowance)
-    shielded = _restore(value, strings) if _placeholders_intact(value) else None
+    if _MARK_OPEN in text:
+        shielded = None  # the text could fake a placeholder: it is read only as written
+    else:
+        skeleton, strings = _lift_strings(text)
+        value = _strict(skeleton)
+        if value is not _NOT_JSON:
+            return _restore(value, strings)  # nothing was repaired: every leaf is the text's own
+        value = _repair(skeleton, allowance)
+        shielded = _restore(value, strings) if _placeholders_intact(value) else None
     direct = _repair(text, allowance)
+    source = Provenance(text)
+    if shielded is not None and not source.holds(shielded):
+        shielded = None
+    if direct is not None and not source.holds(direct):
+        direct = None
     if shielded is None or (isinstance(direct, dict) and _size(direct) > _size(shielded)):
         return direct
     return shielded
@@ -296,47 +327,82 @@ def _lift_strings(text: str) -> tuple[str, list[str]]:
 
     The repairer then sees only structure, so nothing inside a string can be changed by it. Each step
     jumps to the next character that matters, so this is linear in the text.
+
+    Two strings are read as the repairer reads them, being broken where it can tell: one never closed
+    that ends in the bracket closing its object or list (``{"a": "text }``, a code fence after it) ends
+    before that bracket, and a key whose closing quote went to the next line loses the line break.
     """
     out: list[str] = []
     strings: list[str] = []
+    open_brackets: list[str] = []
     i, n = 0, len(text)
     while i < n:
         opening = _QUOTE.search(text, i)
         if opening is None:
             out.append(text[i:])
             break
+        _track(open_brackets, text, i, opening.start())
         out.append(text[i : opening.start()])
-        ch = opening.group()
-        inside = _INSIDE[ch]
-        i = opening.end()
-        chars: list[str] = []
-        while i < n:
-            stop = inside.search(text, i)
-            if stop is None:
-                chars.append(text[i:])
-                i = n
-                break
-            at = stop.start()
-            chars.append(text[i:at])
-            if text[at] == "\\":
-                if at + 1 < n:
-                    decoded, i = _escape(text, at)
-                    chars.append(decoded)
-                else:
-                    chars.append("\\")
-                    i = n
-                continue
-            i = at + 1  # a closer
-            break
-        out.append(f'"{_MARK_OPEN}{len(strings)}{_MARK_CLOSE}"')
-        strings.append("".join(chars))
+        content, i, closed = _read_string(text, opening.end(), _INSIDE[opening.group()])
+        rest = ""
+        if not closed and open_brackets:
+            content, rest = _cut_closing_tail(content, _PAIRS[open_brackets[-1]])
+        elif closed and text[i - 2] in "\r\n" and text[i : i + 64].lstrip().startswith(":"):
+            content = content.rstrip()
+        out.append(f'"{_MARK_OPEN}{str(len(strings)).translate(_TO_MARK)}{_MARK_CLOSE}"{rest}')
+        strings.append(content)
     return "".join(out), strings
+
+
+def _read_string(text: str, i: int, inside: re.Pattern[str]) -> tuple[str, int, bool]:
+    """The string opening just before ``i``, its escapes read; where the text goes on; whether it closed."""
+    chars: list[str] = []
+    n = len(text)
+    while i < n:
+        stop = inside.search(text, i)
+        if stop is None:
+            break
+        at = stop.start()
+        chars.append(text[i:at])
+        if text[at] != "\\":
+            return "".join(chars), at + 1, True
+        if at + 1 == n:
+            chars.append("\\")
+            return "".join(chars), n, False
+        decoded, i = _escape(text, at)
+        chars.append(decoded)
+    chars.append(text[i:])
+    return "".join(chars), n, False
+
+
+def _track(open_brackets: list[str], text: str, start: int, end: int) -> None:
+    """Follow the brackets opened and closed in ``text[start:end]``, text outside any string."""
+    for found in _BRACKET.finditer(text, start, end):
+        bracket = found.group()
+        if bracket in _PAIRS:
+            open_brackets.append(bracket)
+        elif open_brackets and _PAIRS[open_brackets[-1]] == bracket:
+            open_brackets.pop()
+
+
+def _cut_closing_tail(content: str, closer: str) -> tuple[str, str]:
+    """An unclosed string split where the bracket closing its object or list stands, when only brackets,
+    space and a code fence follow it; else the string whole and nothing."""
+    opener = "{" if closer == "}" else "["
+    depth = 0
+    for found in re.finditer(re.escape(opener) + "|" + re.escape(closer), content):
+        depth += 1 if found.group() == opener else -1
+        if depth < 0:
+            if _CLOSING_TAIL.match(content, found.start()):
+                return content[: found.start()].rstrip(), content[found.start() :]
+            break
+    return content, ""
 
 
 def _restore(value: Any, strings: list[str]) -> Any:
     """Put the lifted strings back into a parsed value."""
     if isinstance(value, str):
-        return _MARK.sub(lambda m: strings[int(m.group(1))], value)
+        return _MARK.sub(lambda m: strings[int(m.group(1).translate(_FROM_MARK))], value)
     if isinstance(value, list):
         return [_restore(item, strings) for item in value]
     if isinstance(value, dict):
@@ -349,8 +415,8 @@ def _escape(text: str, i: int) -> tuple[str, int]:
     nxt = text[i + 1]
     if nxt == "x" and re.fullmatch(r"[0-9a-fA-F]{2}", text[i + 2 : i + 4]):
         return chr(int(text[i + 2 : i + 4], 16)), i + 4
-    if nxt == "U" and re.fullmatch(r"[0-9a-fA-F]{8}", text[i + 2 : i + 10]):
-        return chr(min(int(text[i + 2 : i + 10], 16), 0x10FFFF)), i + 10
+    if nxt == "U" and re.fullmatch(r"(?:000[0-9a-fA-F]|0010)[0-9a-fA-F]{4}", text[i + 2 : i + 10]):
+        return chr(int(text[i + 2 : i + 10], 16)), i + 10  # past U+10FFFF it is no character: kept as written
     if nxt == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[i + 2 : i + 6]):
         code = int(text[i + 2 : i + 6], 16)
         low = text[i + 6 : i + 12]

@@ -366,24 +366,30 @@ class _Batch:
     # -- one call ------------------------------------------------------------------------------------
 
     async def _dispatch(self, entry: _Call) -> None:
+        if entry.tool is None or not self._in_force(entry):
+            self._commit(entry, closed(self._unknown(entry.call.name), "failed"))
+            return
         if entry.twin_of is not None:
             shared = self._shared.get(entry.twin_of)
             if shared is not None:
                 self._commit(entry, replace(shared, ran=False))
                 return
-        if entry.tool is None:
-            self._commit(entry, closed(self._unknown(entry.call.name), "failed"))
-            return
-        if not entry.cleared:
+        while not entry.cleared:
             refused = await self._steps.preflight(entry.call, entry.tool, entry.arguments)
             if refused is not None:
                 self._commit(entry, refused)
+                return
+            entry.cleared = True
+            # The tools may have changed while a person decided: the one in force now is what runs.
+            if not self._in_force(entry):
+                self._commit(entry, closed(self._unknown(entry.call.name), "failed"))
                 return
         # Steering or an abort may have arrived while the preflight waited.
         late = self._stop_answer()
         if late is not None:
             self._commit(entry, late)
             return
+        assert entry.tool is not None
         started = time.monotonic()
         call = entry.call
         self._emit(
@@ -445,6 +451,17 @@ class _Batch:
                 step=self._step,
             )
         )
+
+    def _in_force(self, entry: _Call) -> bool:
+        """Whether the call's tool is still among the tools, looked up now: a host may change them while a
+        batch runs. A tool of the same name put in its place is the one that runs, after its own preflight.
+        """
+        current = self._tools.get(entry.call.name)
+        if current is None:
+            return False
+        if current is not entry.tool:
+            entry.tool, entry.cleared = current, not self._steps.needs_preflight(current)
+        return True
 
     def _unknown(self, name: str) -> str:
         names = sorted(self._tools)

@@ -5,11 +5,11 @@ out only once the reply is complete. Whoever shows the answer as it streams woul
 ``CallHoldback`` sits between the stream and the screen: it passes text on as soon as it cannot be part of
 a call, and holds it from the first point where a call could begin:
 
-- anywhere: a fence whose body opens with ``{``, ``[`` or ``<`` (a fenced JSON call), and the markers of
-  the tagged spellings (``<tool_call>``, ``<function=``, ``[TOOL_CALLS]``, ``<|python_tag|>``,
-  ``<|channel|>``, ``<TOOLCALL>``, ``Action:`` and the rest of :data:`CALL_MARKERS`);
+- anywhere: the markers of the tagged spellings (``<tool_call>``, ``<function=``, ``[TOOL_CALLS]``,
+  ``<|python_tag|>``, ``<|channel|>``, ``<TOOLCALL>``, ``Action:`` and the rest of :data:`CALL_MARKERS`);
 - at the start of the reply only: a bare JSON object, a JSON list of objects, a Python-style list of calls
-  (``[f(x=1)]``), as recovery reads those only when they are the whole reply.
+  (``[f(x=1)]``), a fence whose body opens with ``{``, ``[`` or ``<``, as recovery reads those only when
+  they are the whole reply (a fenced call after words is an example, shown as it streams).
 
 Once a call may have begun, the rest of the reply is held: ``finish`` then says what to show, from the
 message as it was decided (its content with any recovered call taken out). Held text is never lost: a reply
@@ -42,7 +42,7 @@ CALL_MARKERS: tuple[str, ...] = (
 )
 
 _LONGEST = max(len(m) for m in CALL_MARKERS)
-_CANDIDATE = re.compile(r"[`<\[fA]")
+_CANDIDATE = re.compile(r"[<\[fA]")
 _FENCE_HEAD = re.compile(r"```[\w.+-]{0,32}[ \t]*\r?\n[ \t\r\n]{0,64}")
 _FENCE_SO_FAR = re.compile(r"```[\w.+-]{0,32}[ \t]{0,8}\r?\n?[ \t\r\n]{0,64}|`{1,2}")
 _LIST_CALL = re.compile(r"\[\s{0,64}(?:\{|[A-Za-z_][\w.-]{0,64}\s{0,8}\()")
@@ -146,6 +146,12 @@ class CallHoldback:
 
 def _bare_start(text: str, i: int) -> bool | None:
     """At the reply's start: a bare call (True), surely not one (False), or too early to say (None)."""
+    if text[i] == "`":
+        head = _FENCE_HEAD.match(text, i)
+        if head is not None:
+            return None if head.end() == len(text) else text[head.end()] in _CALL_START
+        so_far = _FENCE_SO_FAR.match(text, i)
+        return None if so_far is not None and so_far.end() == len(text) else False
     if text[i] == "{":
         return True
     if text[i] != "[":
@@ -158,12 +164,6 @@ def _bare_start(text: str, i: int) -> bool | None:
 
 def _opener_at(text: str, j: int) -> bool | None:
     """Whether a call opens at ``text[j]``: yes, no, or not known yet (the text ends inside a prefix)."""
-    if text[j] == "`":
-        head = _FENCE_HEAD.match(text, j)
-        if head is not None:
-            return None if head.end() == len(text) else text[head.end()] in _CALL_START
-        so_far = _FENCE_SO_FAR.match(text, j)
-        return None if so_far is not None and so_far.end() == len(text) else False
     rest = len(text) - j
     for marker in CALL_MARKERS:
         if text.startswith(marker, j):

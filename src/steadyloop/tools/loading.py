@@ -161,26 +161,12 @@ class ToolLoader:
     ) -> None:
         if max_per_load < 1 or max_carried < 0:
             raise InvalidInput("max_per_load must be at least 1 and max_carried at least 0")
-        self._tools: dict[str, Tool] = {}
-        for tool in tools:
-            if tool.name in self._tools:
-                raise InvalidInput(f"two tools are named {tool.name!r}")
-            if tool.name == LOAD_TOOLS:
-                raise InvalidInput(f"{LOAD_TOOLS!r} is the on-demand meta-tool's name; rename that tool")
-            self._tools[tool.name] = tool
-        self._catalog = list(catalog) if catalog is not None else catalog_of(tools)
-        missing = [entry.name for entry in self._catalog if entry.name not in self._tools]
-        if missing:
-            raise InvalidInput(
-                f"the catalogue names tools that are not among the tools: {', '.join(missing)}"
-            )
-        self._catalogued = {entry.name for entry in self._catalog}
         self.ondemand = ondemand
         self.max_per_load = max_per_load
         self.max_carried = max_carried
-        self._pinned = [tool for tool in tools if tool.name not in self._catalogued] if ondemand else []
-        self._meta = self._load_tools_tool() if ondemand and self._catalog else None
-        self._suffix = "\n\n" + catalogue_text(self._catalog, max_per_load) if self._meta else ""
+        self._given_catalog = list(catalog) if catalog is not None else None
+        self._meta: Tool | None = None
+        self._index(tools, self._given_catalog if self._given_catalog is not None else catalog_of(tools))
         chosen = [name for name in dict.fromkeys(preselected or ()) if name in self._tools]
         self._preselected = chosen or None
         self._loaded: list[str] = []
@@ -194,6 +180,52 @@ class ToolLoader:
             for name in carried:
                 if name in self._catalogued and name not in self._used:
                     self._load(name)
+
+    def retool(self, tools: Sequence[Tool]) -> None:
+        """Take the tools now in force in place of the ones given (the host changed them mid-run).
+
+        A tool no longer given is gone: not declared, not resolved, not loaded. A loaded tool still given
+        stays loaded; the catalogue is the one given, less the tools that are gone, or else built anew.
+
+        Raises:
+            InvalidInput: as the constructor does.
+        """
+        given = self._given_catalog
+        names = {tool.name for tool in tools}
+        self._index(tools, [e for e in given if e.name in names] if given is not None else catalog_of(tools))
+        self._loaded = [name for name in self._loaded if name in self._catalogued]
+        self._used = {name: tick for name, tick in self._used.items() if name in self._catalogued}
+        if self._preselected is not None:
+            self._preselected = [name for name in self._preselected if name in self._tools] or None
+
+    def _index(self, tools: Sequence[Tool], catalog: list[CatalogEntry]) -> None:
+        """Index the tools and their catalogue, and what that decides: pinned tools, the meta-tool, the
+        catalogue text."""
+        by_name: dict[str, Tool] = {}
+        for tool in tools:
+            if tool.name in by_name:
+                raise InvalidInput(f"two tools are named {tool.name!r}")
+            if tool.name == LOAD_TOOLS:
+                raise InvalidInput(f"{LOAD_TOOLS!r} is the on-demand meta-tool's name; rename that tool")
+            by_name[tool.name] = tool
+        missing = [entry.name for entry in catalog if entry.name not in by_name]
+        if missing:
+            raise InvalidInput(
+                f"the catalogue names tools that are not among the tools: {', '.join(missing)}"
+            )
+        self._tools = by_name
+        self._catalog = catalog
+        self._catalogued = {entry.name for entry in catalog}
+        self._pinned = [tool for tool in tools if tool.name not in self._catalogued] if self.ondemand else []
+        if self.ondemand and catalog:
+            self._meta = self._meta or self._load_tools_tool()
+        else:
+            self._meta = None
+        self._suffix = "\n\n" + catalogue_text(catalog, self.max_per_load) if self._meta else ""
+
+    def names(self) -> list[str]:
+        """Every name a call may reach: the tools, and ``load_tools`` on demand."""
+        return [*self._tools, *([LOAD_TOOLS] if self._meta is not None else [])]
 
     # -- what each step declares
 

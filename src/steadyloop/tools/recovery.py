@@ -8,12 +8,13 @@ reads the spellings open-weight models use:
   ``<tool_call>`` and its wrapper variants, Qwen3-Coder markup, Mistral ``[TOOL_CALLS]``, Llama
   ``<|python_tag|>`` and ``<|python_start|>``, GigaChat and Inkling special tokens, Nemotron ``<TOOLCALL>``,
   gpt-oss harmony served raw;
-- untagged, and only then: a reply that is nothing but a JSON call (or a list of them), a reply holding
-  one fenced JSON call (Command R+ writes ``Action:`` and a fenced list of ``{"tool_name", "parameters"}``),
+- untagged, and only then: a reply that is nothing but a JSON call (or a list of them), bare or in one
+  code fence; Command R+'s ``Action:`` and a fenced list of ``{"tool_name", "parameters"}`` after its plan;
   a reply that is nothing but a Python-style list of calls ``[f(x=1), g(y="z")]``.
 
 Only a declared tool becomes a call, however it is spelled; prose that mentions a tool, or shows JSON in
-passing, is never a call. Only the text after the last closing thinking tag is read. Every spelling is
+passing, is never a call: words around JSON, bare or fenced (a "Sure!" before a fenced call included),
+make it an example. Only the text after the last closing thinking tag is read. Every spelling is
 found in time linear in the reply, and what it costs to repair almost-JSON is bounded per reply, because
 this runs on the event loop.
 """
@@ -136,8 +137,14 @@ def _untagged(body: str, reader: Reader) -> list[Span]:
                 return []  # two fenced calls: examples, or a plan, not one call
     if len(with_calls) == 1:
         fence_start, fence_end, found = with_calls[0]
+        if body[fence_end:].strip():
+            return []  # words after it: the fence shows a call, it does not make one
+        if not body[:fence_start].strip():
+            return [(fence_start, fence_end, found)]
+        # Command R+ writes its plan, then ``Action:`` and the fenced calls: the format's own marker.
         action = _ACTION.search(body, max(0, fence_start - 40), fence_start)
-        return [(action.start() if action else fence_start, fence_end, found)]
+        if action is not None:
+            return [(action.start(), fence_end, found)]
     return []
 
 
