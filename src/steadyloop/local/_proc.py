@@ -70,26 +70,48 @@ def _size_of(line: str) -> int | None:
 
 
 def _bytes_under(folder: Path) -> int:
+    """The bytes held by the files under ``folder`` that could be seen; never raises.
+
+    pip creates and deletes files and folders in its scratch folder while this walks it, so any entry may be
+    gone by the time it is listed or measured: that entry counts as empty.
+    """
     total = 0
-    for path in folder.rglob("*"):
-        with contextlib.suppress(OSError):
-            if path.is_file():
-                total += path.stat().st_size
+    pending = [str(folder)]
+    while pending:
+        try:
+            with os.scandir(pending.pop()) as entries:
+                for entry in entries:
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            pending.append(entry.path)
+                        elif entry.is_file(follow_symlinks=False):
+                            total += entry.stat(follow_symlinks=False).st_size
+                    except OSError:
+                        continue
+        except OSError:  # the folder went away, or reading it failed partway
+            continue
     return total
 
 
 @contextlib.contextmanager
 def _watching(folder: Path, on_growth: Callable[[int], None], every: float = 1.0) -> Iterator[None]:
-    """Tell ``on_growth`` how many bytes ``folder`` holds, about every ``every`` seconds, while inside."""
+    """Tell ``on_growth`` how many bytes ``folder`` holds, about every ``every`` seconds, while inside.
+
+    The watch only decorates an install: whatever goes wrong in it (a walk, the callback) ends the watch,
+    never the install, and never prints a traceback from its thread.
+    """
     done = threading.Event()
 
     def watch() -> None:
         last = 0
-        while not done.wait(every):
-            size = _bytes_under(folder)
-            if size != last:
-                last = size
-                on_growth(size)
+        try:
+            while not done.wait(every):
+                size = _bytes_under(folder)
+                if size != last:
+                    last = size
+                    on_growth(size)
+        except Exception:  # see the docstring: pip's own lines still report the download
+            return
 
     watcher = threading.Thread(target=watch, name="pip-progress", daemon=True)
     watcher.start()
