@@ -15,10 +15,10 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO, cast
+from typing import Any, TextIO, cast, get_args
 
 from ..errors import SteadyloopError
-from .config import Engine, LocalServerConfig, ModelName, TemplateName, default_home
+from .config import DEFAULT_MODEL, MODEL_ENV, Engine, LocalServerConfig, ModelName, TemplateName, default_home
 from .reaper import watch
 from .server import LocalServer, ports_to_stop, start, status, stop
 
@@ -61,7 +61,12 @@ def _parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", parents=[common], help="install if needed, start a server, print its base URL")
     up.add_argument("--port", type=int, default=None, help="loopback port (default: a free one)")
     up.add_argument("--engine", choices=["llama-server", "xllamacpp"], default="llama-server")
-    up.add_argument("--model", choices=["qwen", "qwen-1.5b", "smollm"], default="qwen")
+    up.add_argument(
+        "--model",
+        choices=get_args(ModelName),
+        default=None,
+        help=f"the model (default: ${MODEL_ENV}, else {DEFAULT_MODEL})",
+    )
     up.add_argument(
         "--template",
         choices=["jsonblock", "think", "stock"],
@@ -105,11 +110,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _up(args: argparse.Namespace, home: Path) -> int:
-    extra = {"threads": args.threads} if args.threads else {}
+    extra: dict[str, Any] = {"threads": args.threads} if args.threads else {}
+    if args.model is not None:
+        extra["model"] = cast(ModelName, args.model)
     cfg = LocalServerConfig(
         home=home,
         engine=cast(Engine, args.engine),
-        model=cast(ModelName, args.model),
         template=cast(TemplateName | None, args.template),
         ctx=args.ctx,
         extra_args=tuple(args.extra_arg),
