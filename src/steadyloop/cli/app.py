@@ -168,11 +168,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     local = sub.add_parser(
         "local",
-        help="the bundled local model: up, down, status",
+        help="the bundled local model: up, down, status, build",
         description="The bundled local model's server. One the CLI starts stops by itself after "
-        "$STEADYLOOP_LOCAL_IDLE seconds without a request (default 900; 0 = never).",
+        "$STEADYLOOP_LOCAL_IDLE seconds without a request (default 900; 0 = never). It runs on the prebuilt "
+        "engine until `build` compiles llama.cpp's llama-server for this CPU (about 6 min on 2 cores, once; "
+        "prompt reading about a quarter faster), and on that from then on.",
     )
-    local.add_argument("action", choices=["up", "down", "status"])
+    local.add_argument("action", choices=["up", "down", "status", "build"])
     which = local.add_mutually_exclusive_group()
     which.add_argument(
         "--port", type=flags.port(1), metavar="N", help="up: listen on this port; down: stop the server on it"
@@ -202,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="up: the model (default: $STEADYLOOP_LOCAL_MODEL, else qwen-1.5b; qwen, the 0.5B one, is "
         "0.5 GB and twice as fast, and uses tools worse)",
     )
-    local.add_argument("-q", "--quiet", action="store_true", help="up: no progress on stderr")
+    local.add_argument("-q", "--quiet", action="store_true", help="up, build: no progress on stderr")
     _serve_parser(sub, endpoint)
     return parser
 

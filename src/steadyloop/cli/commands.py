@@ -21,7 +21,7 @@ from .render import TerminalProgress, call_text
 if TYPE_CHECKING:
     from ..local import LocalServer, LocalServerConfig
 
-__all__ = ["LocalChoice", "bundled_server", "local_command", "models", "sessions"]
+__all__ = ["LocalChoice", "build_native", "bundled_server", "local_command", "models", "sessions"]
 
 _SHOW_CHARS = 2000
 
@@ -155,6 +155,7 @@ def bundled_server(choice: LocalChoice | None = None, *, quiet: bool = False) ->
     model, showing download bytes and build steps on stderr.
     """
     from ..local import CLI_STARTED_BY, no_progress, start
+    from ..local.heartbeat import Heartbeat
 
     choice = choice or LocalChoice()
     cfg = _config(choice)
@@ -164,16 +165,30 @@ def bundled_server(choice: LocalChoice | None = None, *, quiet: bool = False) ->
         _say(f"using the bundled model at {found.base_url} (started by steadyloop, pid {found.pid})", quiet)
         return found.base_url, found.model
     idle = local_idle() if choice.idle is None else choice.idle
-    server = start(
-        cfg,
-        choice.port,
-        progress=no_progress if quiet else TerminalProgress(),
-        idle_stop=idle,
-        started_by=CLI_STARTED_BY,
-    )
+    with Heartbeat(no_progress if quiet else TerminalProgress()) as progress:
+        server = start(cfg, choice.port, progress=progress, idle_stop=idle, started_by=CLI_STARTED_BY)
     stops = f"stops after {idle:g} s without a request" if idle else "runs until `steadyloop local down`"
     _say(f"started the bundled model at {server.base_url} (pid {server.pid}; {stops})", quiet)
+    if server.engine == "xllamacpp":
+        _say(
+            "it runs on the prebuilt engine; `steadyloop local build` compiles one for this CPU that reads "
+            "prompts about a quarter faster (about 6 min on 2 cores, once)",
+            quiet,
+        )
     return server.base_url, server.model
+
+
+def build_native(*, quiet: bool = False) -> int:
+    """``local build``: compile the native ``llama-server`` for this CPU, once; print where it is."""
+    from ..local import LocalServerConfig, ensure_binary, no_progress
+    from ..local.build import BUILT_NOTE
+    from ..local.heartbeat import Heartbeat
+
+    with Heartbeat(no_progress if quiet else TerminalProgress()) as progress:
+        binary = ensure_binary(LocalServerConfig(engine="llama-server"), progress)
+    print(binary, flush=True)
+    _say(BUILT_NOTE, quiet)
+    return 0
 
 
 def _announce_use(home: Path, port: int) -> None:
@@ -203,7 +218,7 @@ def local_command(
     quiet: bool = False,
     model: str | None = None,
 ) -> int:
-    """``local up [--port N] [--ctx N] [--template T] [--idle S]|down [--port N|--all]|status``.
+    """``local up [--port N] [--ctx N] [--template T] [--idle S]|down [--port N|--all]|status|build``.
 
     Raises:
         InvalidInput: an option that does not go with ``action``.
@@ -211,6 +226,8 @@ def local_command(
     from ..local import start_reaper, status, stop
     from ..local.server import ports_to_stop
 
+    if action == "build" and (port is not None or every):
+        raise InvalidInput("--port and --all do not go with `steadyloop local build`")
     if every and action != "down":
         raise InvalidInput("--all goes with `steadyloop local down`")
     if port is not None and action == "status":
@@ -221,6 +238,8 @@ def local_command(
                 raise InvalidInput(f"{flag} goes with `steadyloop local up`")
     if idle is not None and not 0 <= idle < float("inf"):
         raise InvalidInput(f"--idle must be seconds (0 = never stop), not {idle}")
+    if action == "build":
+        return build_native(quiet=quiet)
     if action == "up":
         before = {s.base_url for s in status()}
         url, served = bundled_server(LocalChoice(port, ctx, template, idle, model), quiet=quiet)
@@ -234,7 +253,8 @@ def local_command(
         for server in running:
             by = f"started by {server.started_by}" if server.started_by else "started elsewhere"
             print(
-                f"{server.base_url}\t{server.model}\tpid {server.pid}\t{by}\t{_idle_text(server)}"
+                f"{server.base_url}\t{server.model}\t{server.engine or '-'}\tpid {server.pid}\t{by}"
+                f"\t{_idle_text(server)}"
                 f"\tlog {server.log_path}"
             )
         if not running:

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import Endpoint, InvalidInput, failover, provider_from_env
+from ..local.config import DEFAULT_MODEL, default_model
 from ..wire.endpoints import API
 from ..wire.windows import list_models
 from .files import read_text_if_any
@@ -81,11 +82,9 @@ NATIVE_DEFAULTS: Mapping[str, tuple[str, str]] = {
 
 #: Seconds without a request after which the bundled server the CLI started stops by itself.
 DEFAULT_LOCAL_IDLE = 15 * 60.0
-#: The model the steadyloop command serves when no endpoint is named (``STEADYLOOP_LOCAL_MODEL`` or
-#: ``local up --model`` pick another of ``steadyloop.local.models.MODELS``). The 1.5B model: with the same
-#: runtime it got 42-43 of bench/small_model_tools.py's 52 prompts right where the 0.5B one got 25-28, for
-#: 1.1 GB instead of 0.5 GB and about half the tokens per second.
-DEFAULT_LOCAL_MODEL = "qwen-1.5b"
+#: The model the steadyloop command serves when no endpoint is named, as every other entry point does
+#: (``STEADYLOOP_LOCAL_MODEL`` or ``local up --model`` pick another of ``steadyloop.local.models.MODELS``).
+DEFAULT_LOCAL_MODEL = DEFAULT_MODEL
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,13 +158,7 @@ def local_model(env: Mapping[str, str] | None = None) -> str:
     Raises:
         InvalidInput: the variable names no model steadyloop can install.
     """
-    from ..local.models import MODELS
-
-    env = os.environ if env is None else env
-    name = env.get("STEADYLOOP_LOCAL_MODEL", "").strip() or DEFAULT_LOCAL_MODEL
-    if name not in MODELS:
-        raise InvalidInput(f"STEADYLOOP_LOCAL_MODEL must be one of {', '.join(sorted(MODELS))}, not {name!r}")
-    return name
+    return default_model(env)
 
 
 def load_config(path: Path) -> dict[str, Any]:

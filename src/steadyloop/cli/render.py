@@ -55,6 +55,9 @@ _LISTED = 24  # the most names a result shown as a list may hold
 _LISTED_CHARS = 240
 _SPACE = re.compile(r"\s")
 _QUIET_WAIT_S = 2.0  # a wait shorter than this is not worth a line
+# Piped, the wait is said again this often with its seconds: a log (or a person watching one) never goes ten
+# seconds without a sign of life while a CPU reads a long prompt.
+_PIPED_REPEAT_S = 7.0
 _READING = "the model is reading the prompt"
 # An answer written from tool results is held until it is checked (turn/routing.py): its tokens arrive but
 # are not shown, and "reading the prompt" would then be untrue for the seconds it takes.
@@ -190,6 +193,7 @@ class TextRenderer:
         self._hold = CallHoldback()  # the current message's answer text, held while it may be a call
         self._waiting_since: float | None = None  # a request awaits its first token since then
         self._wait_shown = False  # the wait is on screen (a live line in a terminal, one line elsewhere)
+        self._wait_said = 0.0  # piped: the seconds waited when the wait was last said
         self._waiting_for = _READING  # what the wait is: the prompt read, or a held answer written
 
     def _write(self, stream: TextIO, text: str) -> None:
@@ -327,8 +331,9 @@ class TextRenderer:
     def tick(self, now: float | None = None) -> None:
         """Show how long the model has been reading the prompt; call it about once a second.
 
-        In a terminal the line is rewritten in place and erased when output starts; elsewhere one line is
-        written once the wait passes two seconds. Nothing is shown when notices are off.
+        In a terminal the line is rewritten in place and erased when output starts; elsewhere a line is
+        written once the wait passes two seconds, and again with the seconds every seven seconds after.
+        Nothing is shown when notices are off.
         """
         since = self._waiting_since
         if since is None or not self.notices:
@@ -345,7 +350,10 @@ class TextRenderer:
         elif not self._wait_shown:
             self._end_line()
             self._write(self.aux, f"· {self._waiting_for}…\n")
-            self._wait_shown = True
+            self._wait_shown, self._wait_said = True, waited
+        elif waited - self._wait_said >= _PIPED_REPEAT_S:
+            self._write(self.aux, f"· {self._waiting_for}… {waited:.0f} s\n")
+            self._wait_said = waited
 
     def _answer_held(self) -> None:
         """The answer is being written but held until checked: the wait goes on, said as what it now is."""
@@ -383,14 +391,14 @@ class TerminalProgress:
     """Shows the bundled model's install and start on stderr: download bytes, build steps, loading.
 
     In a terminal a counted step (a download, the build) rewrites one line in place; elsewhere it gets a line
-    at most every ten seconds, and when it finishes. Every other event is a line of its own.
+    at most every five seconds, and when it finishes. Every other event is a line of its own.
     """
 
     def __init__(self, stream: TextIO | None = None, *, every: float | None = None) -> None:
         self.stream = stream or sys.stderr
         self._style = Style(self.stream)
         self._live = _isatty(self.stream)
-        self._every = every if every is not None else (0.5 if self._live else 10.0)
+        self._every = every if every is not None else (0.5 if self._live else 5.0)
         self._last = ("", 0.0)
         self._open = False  # a counted step's line is on screen, not ended yet
 

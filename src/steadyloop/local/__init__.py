@@ -15,17 +15,30 @@ request (see ``reaper.py``). From a shell: ``python -m steadyloop.local up|down|
 """
 
 from .build import ensure_binary, ensure_xllamacpp
-from .config import CLI_STARTED_BY, LocalServerConfig, LocalServerError, Progress, default_home, no_progress
+from .config import (
+    CLI_STARTED_BY,
+    DEFAULT_MODEL,
+    MODEL_ENV,
+    LocalServerConfig,
+    LocalServerError,
+    Progress,
+    default_home,
+    default_model,
+    no_progress,
+)
 from .models import ensure_model
 from .server import LocalServer, running_server, start, start_reaper, status, stop
 
 __all__ = [
     "CLI_STARTED_BY",
+    "DEFAULT_MODEL",
+    "MODEL_ENV",
     "LocalServer",
     "LocalServerConfig",
     "LocalServerError",
     "Progress",
     "default_home",
+    "default_model",
     "ensure_binary",
     "ensure_model",
     "ensure_xllamacpp",
