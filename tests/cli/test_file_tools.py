@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from steadyloop.cli import file_reads
 from steadyloop.cli.render import result_summary
 from steadyloop.cli.tools import default_tools, file_tools, shell_tool
 from steadyloop.tools.definition import Tool, ToolContext
@@ -23,6 +22,8 @@ def _tools(root: Path, *, compact: bool = False) -> dict[str, Tool]:
 
 
 def _context(name: str, budget: int | None = None) -> ToolContext:
+    if budget is None:
+        return ToolContext("c1", name)
     return ToolContext("c1", name, budget_tokens=budget, chars_per_token=4.0)
 
 
@@ -70,6 +71,8 @@ async def test_without_a_budget_a_read_keeps_its_own_caps(project: Path) -> None
 
 
 async def test_the_room_never_falls_below_a_floor(project: Path) -> None:
+    from steadyloop.cli import file_reads
+
     got = await _call(_tools(project)["read_file"], budget=0, path="README.md")
     assert 0 < len(got) <= file_reads.FLOOR_CHARS and "offset=" in got
 
@@ -154,6 +157,8 @@ async def test_a_capped_search_says_the_first_hundred_of_how_many(project: Path)
 async def test_a_search_counted_past_its_limit_says_at_least(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from steadyloop.cli import file_reads
+
     monkeypatch.setattr(file_reads, "_COUNT_MATCHES", 400)
     got = await _call(_tools(project)["search_text"], pattern=".*")
     assert got.splitlines()[-1].startswith(
