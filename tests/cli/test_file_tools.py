@@ -166,6 +166,13 @@ async def test_a_search_counted_past_its_limit_says_at_least(
     )
 
 
+async def test_a_worktrees_git_file_is_not_searched(tmp_path: Path) -> None:
+    (tmp_path / ".git").write_text("gitdir: /elsewhere/.git/worktrees/x\n")
+    (tmp_path / "notes.txt").write_text("see the gitdir\n")
+    got = await _call(_tools(tmp_path)["search_text"], pattern="gitdir")
+    assert got == "notes.txt:1: see the gitdir"
+
+
 async def test_a_search_within_a_small_room_shows_fewer_and_says_so(project: Path) -> None:
     got = await _call(_tools(project)["search_text"], budget=200, pattern="readme")
     assert len(got) <= 800

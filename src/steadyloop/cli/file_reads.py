@@ -103,7 +103,7 @@ class Root:
             return
         for folder, dirs, names in os.walk(start):
             dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
-            for name in sorted(names):
+            for name in sorted(n for n in names if n not in SKIPPED_DIRS):  # a worktree's .git is a file
                 path = Path(folder) / name
                 # A link may point anywhere; only what resolves inside the root is read.
                 try:
