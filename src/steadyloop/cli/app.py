@@ -157,7 +157,10 @@ def build_parser() -> argparse.ArgumentParser:
     chat = sub.add_parser("chat", parents=[endpoint, agent], help="talk interactively")
     chat.add_argument("--hide-thinking", action="store_true", help="do not show the model's thinking")
 
-    sessions = sub.add_parser("sessions", help="list, show, export or delete saved sessions")
+    sessions = sub.add_parser(
+        "sessions",
+        help="list, show, export or delete saved sessions (one whose last run gave no answer is marked [failed])",
+    )
     sessions.add_argument("action", choices=["list", "show", "export", "delete"], nargs="?", default="list")
     sessions.add_argument("session_id", nargs="?", metavar="ID")
     sessions.add_argument(

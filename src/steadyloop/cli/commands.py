@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInput
 from ..messages import AssistantMessage, Message, SystemMessage, ToolResultMessage, UserMessage, text_of
-from ..sessions import SessionNotFound, SessionStore, open_store
+from ..sessions import SessionNotFound, SessionStore, last_run, open_store
 from ..wire.windows import list_models
-from .chat import session_rows
+from .chat import session_listing
 from .config import Resolved, local_idle, local_model
 from .kit import AGENT_ID
 from .render import TerminalProgress, call_text
@@ -56,8 +56,7 @@ async def sessions(action: str, session_id: str | None, *, store: str | None = N
 
 async def _sessions(store: SessionStore, action: str, session_id: str | None) -> int:
     if action == "list":
-        found = await store.list(AGENT_ID)
-        print("\n".join(session_rows(found)) if found else "no sessions yet", flush=True)
+        print(await session_listing(store), flush=True)
         return 0
     if session_id is None:
         raise InvalidInput(f"sessions {action} needs a session id (see: steadyloop sessions list)")
@@ -71,6 +70,11 @@ async def _sessions(store: SessionStore, action: str, session_id: str | None) ->
             f"{info.message_count} messages, {usage.prompt_tokens:,} prompt + "
             f"{usage.completion_tokens:,} completion tokens"
         )
+        end = await last_run(store, info)
+        if end is not None and end.outcome != "completed":
+            print(
+                f"the last run ended without an answer ({end.outcome}): {end.error or 'no reason recorded'}"
+            )
         for message in await store.load_messages(session_id, agent_id=AGENT_ID):
             print(_show(message))
         return 0

@@ -54,6 +54,7 @@ _SUMMARY_CHARS = 80
 _LISTED = 24  # the most names a result shown as a list may hold
 _LISTED_CHARS = 240
 _SPACE = re.compile(r"\s")
+_ENTRY_NOTE = re.compile(r"\s+\([^()]*\)$")  # what a listing says after an entry's name
 _QUIET_WAIT_S = 2.0  # a wait shorter than this is not worth a line
 # Piped, the wait is said again this often with its seconds: a log (or a person watching one) never goes ten
 # seconds without a sign of life while a CPU reads a long prompt.
@@ -146,11 +147,10 @@ def result_summary(text: str) -> str:
 
 
 def _bullet_name(line: str) -> str:
-    """``- docs/ (folder)`` as ``docs/``: a listing's entry as a person reads it."""
+    """``- docs/ (folder)`` as ``docs/``, ``- a.txt (3 bytes, 1 line)`` as ``a.txt``: a listing's entry as a
+    person reads it."""
     if line.startswith("- "):
-        line = line[2:]
-        if line.endswith("/ (folder)"):
-            line = line[: -len(" (folder)")]
+        line = _ENTRY_NOTE.sub("", line[2:])
     return line
 
 

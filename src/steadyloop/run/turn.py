@@ -1,7 +1,8 @@
 """Streaming a step's turn: the request sent, recovered, continued, and closed as the assistant's message.
 
 ``run_turn`` makes one request survive a real endpoint; this phase adds what only the loop can do: when the
-window refused the request, prune and fold and send once more; when the answer was cut at the token
+window refused the request, prune, fold and cut tool results and send again (a few times, while something
+was shortened); when the answer was cut at the token
 ceiling, carry it on; when the model wrote its tool calls as text, read them. The step's assistant message
 then enters the transcript, and its usage is reported.
 """
@@ -13,8 +14,10 @@ from dataclasses import replace
 from functools import partial
 
 from ..context.calibration import chars_per_token_for
+from ..context.compaction import transcript_tokens
 from ..context.integrity import unique_call_ids
-from ..context.tokens import tool_schema_tokens
+from ..context.room import REPLY_SHARE, reply_room
+from ..context.tokens import reply_ceiling, tool_schema_tokens
 from ..errors import ContextOverflow
 from ..events import Notice, UsageReport
 from ..messages import AssistantMessage, SignedThinking, ToolCall, Turn
@@ -23,10 +26,13 @@ from ..turn.continuation import can_continue, continue_turn
 from ..turn.harmony import mend_harmony
 from ..turn.routing import plain_turn, routed_turn
 from .prefix import admit
-from .prepare import Request, llm_view, rebuild
+from .prepare import Request, fit_window, llm_view, overage, rebuild
 from .state import RunState, cancellable
 
 __all__ = ["stream_turn"]
+
+# How many times one step's request may be shrunk after the window refused it.
+_RECOVERIES = 3
 
 
 async def stream_turn(run: RunState, request: Request) -> Turn:
@@ -81,11 +87,11 @@ def _follow_renames(
 
 
 async def _send(run: RunState, request: Request) -> tuple[Turn, bool]:
-    """The request, sent (routed where the policy asks); after a refusal as too big, pruned and folded and
-    sent once more. Also says whether a routing decision stood behind the turn."""
+    """The request, sent (routed where the policy asks); after a refusal as too big, shortened
+    (``_make_room``) and sent again. Also says whether a routing decision stood behind the turn."""
     config, events = run.config, run.events
     send = partial(routed_turn, gate=config.policy.tool_gate) if config.policy.tool_routing else plain_turn
-    recovered = False
+    recoveries = 0
     while True:
         try:
             routed = await cancellable(
@@ -109,19 +115,42 @@ async def _send(run: RunState, request: Request) -> tuple[Turn, bool]:
             )
             return routed.turn, routed.decided
         except ContextOverflow as overflow:
-            keeper = run.keeper
-            if keeper is None or recovered or events.opened:
+            # Each recovery shortens something (a result pruned or cut, history folded), so this ends.
+            if run.keeper is None or recoveries >= _RECOVERIES or events.opened:
                 raise
-            recovered = True
-            ratio = chars_per_token_for(request.endpoint, config.params.model)
-            changed = await keeper.recover(
-                request.view, request.index, chars_per_token=ratio, step=events.step, limit=overflow.limit
-            )
-            run.limit = min(run.limit or keeper.limit, keeper.limit)
-            if not changed:
+            recoveries += 1
+            if not await _make_room(run, request, overflow):
                 raise
-            rebuild(run, request, await llm_view(run, run.transcript))
             admit(run, request.messages, sanctioned=True)
+
+
+async def _make_room(run: RunState, request: Request, overflow: ContextOverflow) -> bool:
+    """After the window refused the request: prune and fold, then cut tool results by what the refusal
+    says is still too much; whether anything changed (the request is then rebuilt)."""
+    keeper = run.keeper
+    assert keeper is not None
+    ratio = chars_per_token_for(request.endpoint, run.config.params.model)
+    before = transcript_tokens(request.messages, ratio)
+    changed = await keeper.recover(
+        request.view, request.index, chars_per_token=ratio, step=run.events.step, limit=overflow.limit
+    )
+    run.limit = min(run.limit or keeper.limit, keeper.limit)
+    wire = await llm_view(run, run.transcript)
+    if changed:
+        rebuild(run, request, wire)
+    limit = keeper.limit
+    if overflow.requested is not None:
+        # The refusal's count is the one that matters, less what pruning and folding freed since.
+        freed = before - transcript_tokens(request.messages, ratio)
+        ceiling = reply_ceiling(request.last)
+        over = overflow.requested - freed - (limit - reply_room(limit, ceiling))
+    else:
+        # Refused without a count, though the estimate fitted: the estimate runs low; free an eighth.
+        over = max(overage(run, request, ratio), limit // REPLY_SHARE)
+    if fit_window(run, request, ratio, over=over):
+        rebuild(run, request, wire)
+        changed = True
+    return changed
 
 
 async def _continue(run: RunState, request: Request, turn: Turn) -> Turn:
