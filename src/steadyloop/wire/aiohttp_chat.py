@@ -234,7 +234,9 @@ class AiohttpChatClient:
             response = await self._post(self._session, data, timeout, request)
         except (aiohttp.ClientError, OSError) as exc:  # a connect timeout is an OSError too
             if not (request.reused and _closed_unanswered(exc)):
-                raise unreachable_error(exc, endpoint=self._endpoint, model=model) from exc
+                raise unreachable_error(
+                    exc, endpoint=self._endpoint, model=model, timeout_s=connect_timeout
+                ) from exc
             # The server closed this kept-alive connection while it sat in the pool and nothing was
             # answered: the request goes again at once, once, on a connection opened for it. It is not a
             # retry (no backoff, no notice): the server was never asked. A fresh connection that fails is
@@ -242,7 +244,9 @@ class AiohttpChatClient:
             try:
                 response = await self._post(self._fresh(), data, timeout, _RequestTrace())
             except (aiohttp.ClientError, OSError) as again:
-                raise unreachable_error(again, endpoint=self._endpoint, model=model) from again
+                raise unreachable_error(
+                    again, endpoint=self._endpoint, model=model, timeout_s=connect_timeout
+                ) from again
         if on_response is not None:
             info = ResponseInfo(response.status, dict(response.headers), self._endpoint, model)
             try:

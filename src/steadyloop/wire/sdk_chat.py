@@ -153,7 +153,7 @@ class SdkChatClient:
             raise
         except (openai.OpenAIError, httpx2.HTTPError, OSError) as exc:
             if not (trace.reused and _closed_unanswered(exc)):
-                await self._fail(exc, model, on_response)
+                await self._fail(exc, model, on_response, connect_timeout)
             # A kept-alive connection the server closed in the pool, nothing answered: sent again at once,
             # once, as the aiohttp transport does (see there). A new connection that fails is a failure.
             try:
@@ -161,7 +161,7 @@ class SdkChatClient:
             except EndpointError:
                 raise
             except (openai.OpenAIError, httpx2.HTTPError, OSError) as again:
-                await self._fail(again, model, on_response)
+                await self._fail(again, model, on_response, connect_timeout)
         if on_response is not None:
             try:
                 await self._tell(on_response, response, model)
@@ -184,8 +184,9 @@ class SdkChatClient:
         exc: openai.OpenAIError | httpx2.HTTPError | OSError,
         model: str | None,
         on_response: ResponseInterceptor | None,
+        connect_timeout: float | None,
     ) -> NoReturn:
-        error = error_from_exception(exc, endpoint=self._endpoint, model=model)
+        error = error_from_exception(exc, endpoint=self._endpoint, model=model, timeout_s=connect_timeout)
         if on_response is not None and isinstance(exc, openai.APIStatusError):
             # The SDK raised for the status: the response it raised for is still the response.
             await self._tell(on_response, exc.response, model)
