@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import steadyloop as sl
-from steadyloop.events import Event, Failover
+from steadyloop.events import Event, Failover, RequestSent
 from steadyloop.testing import Reply, ScriptedServer, stream_of
 from steadyloop.turn.run import RetryPolicy, run_turn
 from steadyloop.wire.endpoints import Endpoint, missing_key
@@ -71,6 +71,7 @@ async def test_a_turn_fails_before_sending_and_a_run_is_caught_as_missing_key() 
     with pytest.raises(sl.MissingApiKey) as caught:
         await run_turn(endpoint, BODY, on_event=events.append, policy=FAST)
     assert caught.value.model == "m" and "ANTHROPIC_API_KEY" in str(caught.value)
+    assert not [e for e in events if isinstance(e, RequestSent)]
     agent = sl.Agent(endpoint, "claude-x")
     with pytest.raises(sl.MissingApiKey) as stopped:
         await agent.prompt("hi")

@@ -29,6 +29,7 @@ from .endpoints import Endpoint
 from .failures import classify_failure
 from .interceptors import ResponseInfo, ResponseInterceptor, observe
 from .openai_chat import error_for_failure, unreachable_error
+from .sending import request_sent
 from .stream_body import settle
 
 __all__ = ["AiohttpChatClient"]
@@ -139,9 +140,14 @@ async def _note_reused(_session: aiohttp.ClientSession, context: Any, _params: o
     context.trace_request_ctx.reused = True
 
 
+async def _note_sent(_session: aiohttp.ClientSession, _context: Any, _params: object) -> None:
+    request_sent()
+
+
 def _reuse_trace() -> aiohttp.TraceConfig:
     trace = aiohttp.TraceConfig()
     trace.on_connection_reuseconn.append(_note_reused)
+    trace.on_request_headers_sent.append(_note_sent)
     return trace
 
 
@@ -288,6 +294,7 @@ class AiohttpChatClient:
             self._fresh_session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(force_close=True, ssl=_tls_context(self._url)),
                 timeout=aiohttp.ClientTimeout(total=None),
+                trace_configs=[_reuse_trace()],
             )
         return self._fresh_session
 

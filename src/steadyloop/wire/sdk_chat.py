@@ -17,6 +17,7 @@ from ..errors import EndpointError
 from .chat_client import ChatStream
 from .interceptors import ResponseInfo, ResponseInterceptor, observe
 from .openai_chat import error_from_exception
+from .sending import request_sent
 from .stream_body import settle
 
 __all__ = ["SdkChatClient", "open_chat_stream", "trace_connections"]
@@ -40,6 +41,8 @@ class _ConnectionTrace:
         self.traced = True
         if ".connect_" in name:  # connect_tcp, connect_unix_socket
             self.connected = True
+        elif name.endswith(".send_request_headers.complete"):  # http11. or http2.
+            request_sent()
 
 
 # The trace of the request ``open_stream`` is sending in this task, for the client's request hook to attach.
