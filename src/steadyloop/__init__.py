@@ -49,9 +49,11 @@ from .errors import (
     EndpointRefused,
     EndpointSilent,
     EndpointUnavailable,
+    EndpointUnreachable,
     EndpointUnreadable,
     InterceptorFailed,
     InvalidInput,
+    MissingApiKey,
     ModelCallDenied,
     ModelRefusal,
     OutputInvalid,
@@ -62,10 +64,12 @@ from .errors import (
     RunEndpointRefused,
     RunEndpointSilent,
     RunEndpointUnavailable,
+    RunEndpointUnreachable,
     RunEndpointUnreadable,
     RunError,
     RunInterceptorFailed,
     RunLimitReached,
+    RunMissingApiKey,
     RunRetryDelayTooLong,
     RunTimedOut,
     SteadyloopError,
@@ -189,7 +193,7 @@ from .turn.thinking_budgets import DEFAULT_THINKING_BUDGETS
 from .untrusted import UNTRUSTED_PREFACE, untrusted
 from .usage import Usage
 from .wire.clients import aclose_clients, configure_clients, get_client
-from .wire.endpoints import NO_KEY, Endpoint, Target, endpoint_id, endpoint_key
+from .wire.endpoints import NO_KEY, Endpoint, Target, endpoint_id, endpoint_key, require_key
 from .wire.failures import Failure, classify_failure
 from .wire.interceptors import (
     DROP,
@@ -254,6 +258,7 @@ __all__ = [
     "EndpointSilent",
     "EndpointSpec",
     "EndpointUnavailable",
+    "EndpointUnreachable",
     "EndpointUnreadable",
     "Entry",
     "EstimateCounter",
@@ -283,6 +288,7 @@ __all__ = [
     "LoopStream",
     "MCPServer",
     "Message",
+    "MissingApiKey",
     "ModelCall",
     "ModelCallDenied",
     "ModelParams",
@@ -312,12 +318,14 @@ __all__ = [
     "RunEndpointRefused",
     "RunEndpointSilent",
     "RunEndpointUnavailable",
+    "RunEndpointUnreachable",
     "RunEndpointUnreadable",
     "RunError",
     "RunHooks",
     "RunInterceptorFailed",
     "RunLimitReached",
     "RunMetrics",
+    "RunMissingApiKey",
     "RunQueues",
     "RunRetryDelayTooLong",
     "RunTimedOut",
@@ -431,6 +439,7 @@ __all__ = [
     "relax_tools",
     "request_index",
     "request_tokens",
+    "require_key",
     "reset_all",
     "reset_capabilities",
     "reset_events",

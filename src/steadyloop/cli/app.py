@@ -15,7 +15,14 @@ from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from .. import PROVIDERS, AgentSpec, __version__
-from ..errors import EndpointUnavailable, RunCancelled, SteadyloopError
+from ..errors import (
+    EndpointUnavailable,
+    EndpointUnreachable,
+    MissingApiKey,
+    RunCancelled,
+    RunError,
+    SteadyloopError,
+)
 from ..tools.definition import EFFECT_CLASSES
 from . import flag_values as flags
 from .config import BUNDLED, PRESETS, EndpointChoice, Resolved, config_path, load_config, resolve, with_model
@@ -480,6 +487,14 @@ def _error(text: str) -> None:
 
 
 def _hint(exc: SteadyloopError) -> str:
+    if isinstance(exc, MissingApiKey):
+        return f"no API key for {exc.endpoint}: set {' or '.join(exc.variables)} (or pass --api-key)"
+    if isinstance(exc, EndpointUnreachable) and exc.problem and exc.connection in _FIXES:
+        stopped = "the run stopped: " if isinstance(exc, RunError) else ""
+        fix = _FIXES[exc.connection]
+        if exc.connection == "refused" and exc.host in ("127.0.0.1", "localhost", "::1"):
+            fix += " (or start the bundled model: steadyloop local up)"
+        return f"{stopped}{exc.problem} — {fix}"
     text = one_line(exc)
     # A run that stopped carries the endpoint's failure as its cause; the hint is about that failure.
     cause: BaseException | None = exc
@@ -491,6 +506,15 @@ def _hint(exc: SteadyloopError) -> str:
             "or start the bundled model: steadyloop local up)"
         )
     return text
+
+
+# What the command's user can do about a connection that cannot succeed as things stand, in its own flags.
+_FIXES = {
+    "refused": "start the server or check --base-url",
+    "dns": "check the host in --base-url",
+    "tls": "if its certificate comes from your own authority, set SSL_CERT_FILE to that authority's "
+    "certificate; else check --base-url",
+}
 
 
 def _own_words(exc: BaseException) -> None:

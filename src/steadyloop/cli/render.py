@@ -2,8 +2,8 @@
 
 Answer text that may be a tool call the model wrote as text is held (``CallHoldback``) until the message is
 decided, so a call recovered from the text is never printed as the answer, in a terminal or a pipe. While
-a request waits for its first token, ``tick`` shows that the model is reading the prompt, with the time
-spent. Colour is plain ANSI, used only when the stream is a terminal and ``NO_COLOR`` is unset
+a request that went out (``RequestSent``) waits for its first token, ``tick`` shows that the model is
+reading the prompt, with the time spent. Colour is plain ANSI, used only when the stream is a terminal and ``NO_COLOR`` is unset
 (no-color.org).
 """
 
@@ -27,6 +27,7 @@ from ..events import (
     MessageStart,
     MessageUpdate,
     Notice,
+    RequestSent,
     Retry,
     ToolExecutionEnd,
     ToolExecutionStart,
@@ -192,6 +193,7 @@ class TextRenderer:
         self._answer: MarkdownStream | None = None  # while an answer streams with markdown on
         self._hold = CallHoldback()  # the current message's answer text, held while it may be a call
         self._waiting_since: float | None = None  # a request awaits its first token since then
+        self._step_open = False  # a step began and showed nothing yet: a request sent now is waited on
         self._wait_shown = False  # the wait is on screen (a live line in a terminal, one line elsewhere)
         self._wait_said = 0.0  # piped: the seconds waited when the wait was last said
         self._waiting_for = _READING  # what the wait is: the prompt read, or a held answer written
@@ -215,10 +217,16 @@ class TextRenderer:
     def __call__(self, event: Event) -> None:
         """Show one event."""
         if isinstance(event, TurnStart):
-            # A step's request is on its way: its assistant message opens only with its first piece.
+            # A step began: its assistant message opens only with its first piece, and the wait for it
+            # only once a request is out (connecting to nothing is no model reading anything).
             self._hold = CallHoldback()
-            self._waiting_since = time.monotonic()
+            self._waiting_since = None
+            self._step_open = True
             self._waiting_for = _READING
+            return
+        if isinstance(event, RequestSent):
+            if self._step_open and self._waiting_since is None:
+                self._waiting_since = time.monotonic()
             return
         if isinstance(event, Notice) and event.name == "answer_held":
             self._answer_held()
@@ -230,7 +238,10 @@ class TextRenderer:
         if output or isinstance(
             event, MessageUpdate | ToolExecutionStart | Notice | Retry | Failover | AgentEnd
         ):
-            self._stop_waiting(keep=isinstance(event, Notice | Retry | Failover))
+            # A notice leaves the wait going; a retry or a hop waits again once its request is out.
+            self._stop_waiting(keep=isinstance(event, Notice))
+            if not isinstance(event, Notice | Retry | Failover):
+                self._step_open = False
         if isinstance(event, ToolExecutionStart | AgentEnd):
             self._text(self._hold.finish())  # whatever is still held was no call: nothing is lost
         if isinstance(event, MessageUpdate):

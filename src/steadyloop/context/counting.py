@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import InvalidInput, SteadyloopError
-from ..wire.endpoints import Endpoint, endpoint_key
+from ..wire.endpoints import Endpoint, endpoint_key, missing_key
 from .calibration import body_chars, body_has_image, calibrate, chars_per_token_for
 from .tiktoken_files import seed_cache
 from .tokens import IMAGE_TOKENS, context_chars, json_text, reply_ceiling, request_tokens
@@ -342,7 +342,10 @@ class GeminiCounter:
 def token_counter_for(endpoint: Endpoint, model: str | None) -> TokenCounter:
     """The best counter there is for a model on an endpoint: Anthropic's count endpoint for an
     Anthropic endpoint (with the SDK installed), Gemini's for a Gemini endpoint; tiktoken for an OpenAI model on an OpenAI-shaped
-    endpoint when tiktoken is installed and knows the model; else the estimate."""
+    endpoint when tiktoken is installed and knows the model; else the estimate, which is also what an
+    endpoint without the key it needs gets: nothing is sent to it."""
+    if missing_key(endpoint) is not None:
+        return EstimateCounter(endpoint, model)
     if endpoint.api == "anthropic":
         try:
             return AnthropicCounter(endpoint, model)

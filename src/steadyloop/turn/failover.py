@@ -9,7 +9,13 @@ is not a failure at all: it ends the turn wherever it is.
 
 from __future__ import annotations
 
-from ..errors import EndpointError, EndpointSilent, EndpointUnavailable, EndpointUnreadable
+from ..errors import (
+    EndpointError,
+    EndpointSilent,
+    EndpointUnavailable,
+    EndpointUnreachable,
+    EndpointUnreadable,
+)
 from ..events import Failover
 from ..wire.endpoints import Endpoint
 
@@ -29,6 +35,8 @@ def hop_kind(error: EndpointError) -> str | None:
     refused again by the next candidate or is not the endpoint's fault."""
     if isinstance(error, EndpointSilent):
         return "silent"
+    if isinstance(error, EndpointUnreachable) and error.kind == "unreachable":
+        return "network"  # nothing listening here, or no such host, says nothing of the next endpoint
     if error.kind in HOP_KINDS:
         return error.kind
     if error.kind is not None:

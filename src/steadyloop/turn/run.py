@@ -138,7 +138,9 @@ def _check_retry_delay(error: EndpointError, policy: RetryPolicy) -> None:
 
 def _is_transient(error: EndpointError) -> bool:
     # Decided by what the failure is, not its status alone: a 500 that says the grammar failed will fail
-    # the same way again, and a 429 for an exhausted quota does not clear by waiting.
+    # the same way again, and a 429 for an exhausted quota does not clear by waiting. Nor does a port where
+    # nothing listens (kind "unreachable"): llama-server listens while it loads and answers 503, waited for
+    # on its own clock, and a server that listens only once loaded takes minutes, not a few backoffs.
     if isinstance(error, EndpointSilent):
         return True
     if error.kind in ("transient", "rate_limited"):

@@ -17,8 +17,8 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import EndpointError, EndpointSilent, EndpointUnavailable, ModelRefusal
-from ..events import Event, MessageUpdate, Notice
+from ..errors import EndpointError, EndpointSilent, EndpointUnavailable, ModelRefusal, redact_url
+from ..events import Event, MessageUpdate, Notice, RequestSent
 from ..messages import Turn
 from ..wire.chat_client import ChatClient, chat_client_for
 from ..wire.failures import classify_failure
@@ -30,6 +30,7 @@ from ..wire.interceptors import (
 )
 from ..wire.openai_chat import DONE, error_for_failure
 from ..wire.provider import OpenAIChatProvider, Provider, ProviderStream
+from ..wire.sending import listening_for_sent
 from .assembly import Produced, StreamAssembler, TextCallback
 from .capabilities import ModelCapabilities
 from .fences import DEFAULT_FENCES, Fence
@@ -198,8 +199,9 @@ async def stream_turn(
         fences: thinking fences to take out of content; ``()`` reads content as all answer.
         start_in_reasoning: the chat template opened a thinking block in the prompt.
         include_usage: ask for a usage chunk (``stream_options.include_usage``).
-        on_event: told one ``Notice`` when parts of the stream were skipped, and when the model's replies
-            turned out to start inside a thinking block.
+        on_event: told ``RequestSent`` once the request went out on a connection, and one ``Notice``
+            when parts of the stream were skipped, and when the model's replies turned out to start
+            inside a thinking block.
         step: the step number stamped on those notices.
         latches: the model's latches: whether its replies start in reasoning is read from them, and
             latched on them when a reply shows it.
@@ -258,12 +260,18 @@ async def stream_turn(
     saw_done = False
     watchdog.start()
     loop = asyncio.get_running_loop()
+    sent = _SentTeller(on_event, endpoint, model, step) if on_event is not None else None
     try:
         connect_timeout = min(idle, 30.0) if idle else 30.0
-        if hooks.on_response is None and hooks.on_sse_event is None:
-            response = await sender.open_turn(request, connect_timeout=connect_timeout)
-        else:
-            response = await sender.open_turn(request, connect_timeout=connect_timeout, interceptors=hooks)
+        with listening_for_sent(sent):
+            if hooks.on_response is None and hooks.on_sse_event is None:
+                response = await sender.open_turn(request, connect_timeout=connect_timeout)
+            else:
+                response = await sender.open_turn(
+                    request, connect_timeout=connect_timeout, interceptors=hooks
+                )
+        if sent is not None:
+            sent()  # a transport that could not tell when it sent: the answer began
         async for events in response.batches():
             if not events:
                 continue
@@ -318,6 +326,26 @@ async def stream_turn(
     if declined is not None:
         raise declined
     return turn
+
+
+class _SentTeller:
+    """Tells ``RequestSent`` once, whichever says it first: the transport, or the answer beginning."""
+
+    __slots__ = ("endpoint", "model", "on_event", "step", "told")
+
+    def __init__(
+        self, on_event: Callable[[Event], object], endpoint: str, model: str | None, step: int
+    ) -> None:
+        self.on_event = on_event
+        self.endpoint = redact_url(endpoint)
+        self.model = model or ""
+        self.step = step
+        self.told = False
+
+    def __call__(self) -> None:
+        if not self.told:
+            self.told = True
+            self.on_event(RequestSent(endpoint=self.endpoint, model=self.model, step=self.step))
 
 
 def _declined(turn: Turn, refusal: list[str], endpoint: str, model: str | None) -> ModelRefusal | None:

@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 from ..errors import EndpointRefused, EndpointUnavailable
 from .clients import client_settings
+from .connection_failures import unreachable
 from .endpoints import NO_KEY, Endpoint, endpoint_key
 from .gemini_content import gemini_auth, gemini_url
 from .rest import lease_http
@@ -80,10 +81,9 @@ async def _get(endpoint: Endpoint, url: str, params: Mapping[str, str], within_s
         async with asyncio.timeout(within_s):
             response = await client.get(url, params=params, headers=_headers(endpoint))
     except (httpx2.HTTPError, OSError, TimeoutError) as exc:
-        raise EndpointUnavailable(
-            f"could not reach {url}: {exc or type(exc).__name__}",
-            endpoint=endpoint.shown_url,
-            kind="transient",
+        timed_out = isinstance(exc, TimeoutError | httpx2.TimeoutException)
+        raise unreachable(
+            exc, endpoint=endpoint.shown_url, model=None, timeout_s=within_s, timed_out=timed_out
         ) from exc
     finally:
         release()

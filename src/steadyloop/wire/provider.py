@@ -26,7 +26,9 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
+from ..errors import MissingApiKey
 from .anthropic_shape import ANTHROPIC_SETTINGS
+from .endpoints import missing_key
 from .gemini_shape import GEMINI_SETTINGS
 from .interceptors import Interceptors, ResponseInfo, SseEvent, SseEventInterceptor, observe
 from .openai_chat import DONE, SSEDecoder, unreachable_error
@@ -256,11 +258,17 @@ def _chat_request(body: Mapping[str, Any]) -> Mapping[str, Any]:
 def provider_for(endpoint: Endpoint) -> Provider:
     """The provider that sends this endpoint's turns: the caller's own, else the one its ``api`` names.
 
+    An endpoint that needs a key it was not given (``Endpoint.key_env``) gets a provider whose every turn
+    fails with ``MissingApiKey`` before anything is sent: in a failover chain that hands the turn on.
+
     Raises:
         InvalidInput: the ``api`` needs an extra that is not installed (the message names the install).
     """
     if endpoint.transport is not None:
         return endpoint.transport
+    missing = missing_key(endpoint)
+    if missing is not None:
+        return _Unkeyed(endpoint.base_url, missing)
     if endpoint.api == "anthropic":
         from .anthropic_messages import AnthropicProvider
 
@@ -272,6 +280,36 @@ def provider_for(endpoint: Endpoint) -> Provider:
     from .clients import get_chat_client
 
     return OpenAIChatProvider(get_chat_client(endpoint))
+
+
+class _Unkeyed:
+    """The provider of an endpoint without the key it needs: nothing is ever sent."""
+
+    __slots__ = ("_endpoint", "_missing")
+
+    def __init__(self, endpoint: str, missing: MissingApiKey) -> None:
+        self._endpoint = endpoint
+        self._missing = missing
+
+    @property
+    def endpoint(self) -> str:
+        return self._endpoint
+
+    async def open_turn(
+        self,
+        body: Mapping[str, Any],
+        *,
+        connect_timeout: float | None,
+        interceptors: Interceptors | None = None,
+    ) -> ProviderStream:
+        model = body.get("model")
+        missing = self._missing
+        raise MissingApiKey(
+            str(missing),
+            variables=missing.variables,
+            endpoint=missing.endpoint,
+            model=model if isinstance(model, str) else None,
+        )
 
 
 StreamFunction: TypeAlias = Callable[[Mapping[str, Any]], AsyncIterator[Any]]

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from ..errors import EndpointUnreadable
 from . import json_codec
+from .web_pages import is_web_page, page_words, web_page_words
 
 __all__ = [
     "HEAD_BYTES",
@@ -174,8 +175,12 @@ def unreadable(
     """The error for a body that cannot be read as a turn."""
     quoted = quote(head, secrets)
     shown = content_type or "no content type"
+    text = head.decode("utf-8", "replace")
+    said = f"{endpoint} answered {status} ({shown}) with {why}: {quoted!r}"
+    if is_web_page(text):
+        said = web_page_words(status, mask_credentials(page_words(text), secrets))
     return EndpointUnreadable(
-        f"{endpoint} answered {status} ({shown}) with {why}: {quoted!r}",
+        said,
         endpoint=endpoint,
         model=model,
         status=status,

@@ -38,7 +38,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import EndpointRefused, EndpointUnavailable
 from .clients import client_settings, lease_client
-from .endpoints import Endpoint, endpoint_key
+from .connection_failures import unreachable
+from .endpoints import Endpoint, endpoint_key, missing_key, require_key
+from .web_pages import is_web_page, page_words, web_page_words
 
 if TYPE_CHECKING:
     import httpx2
@@ -122,6 +124,8 @@ async def context_limit_for(endpoint: Endpoint, model: str, operator_value: int 
         and operator_value > 0
     ):
         return int(operator_value)
+    if missing_key(endpoint) is not None:
+        return None  # nothing is sent without the key it needs; the request says so when it is made
     if endpoint.api != "openai":
         from .native_models import native_window
 
@@ -140,12 +144,14 @@ async def list_models(endpoint: Endpoint) -> list[ModelInfo]:
     from ``max_input_tokens`` or ``inputTokenLimit``.
 
     Raises:
+        MissingApiKey: the endpoint needs a key it was not given (nothing was sent).
         EndpointRefused: the endpoint answered with an error status, or with something that is not a
             model listing.
         EndpointUnavailable: it could not be reached, or answered with a transient status.
     """
     import openai
 
+    require_key(endpoint)
     if endpoint.api != "openai":
         from .native_models import native_list_models
 
@@ -155,15 +161,19 @@ async def list_models(endpoint: Endpoint) -> list[ModelInfo]:
         response = await _get(endpoint, url)
     except openai.APIStatusError as exc:
         error = EndpointUnavailable if exc.status_code >= 500 or exc.status_code == 429 else EndpointRefused
-        raise error(
-            f"{url} answered HTTP {exc.status_code}",
-            endpoint=endpoint.base_url,
-            status=exc.status_code,
-            body=_text_of(exc.response),
-        ) from exc
+        text = _text_of(exc.response)
+        said = f"{url} answered HTTP {exc.status_code}"
+        if text is not None and is_web_page(text):
+            said = f"{url}: {web_page_words(exc.status_code, page_words(text))}"
+        raise error(said, endpoint=endpoint.base_url, status=exc.status_code, body=text) from exc
     except openai.APIError as exc:
-        raise EndpointUnavailable(
-            f"could not list models at {url}: {exc}", endpoint=endpoint.base_url, kind="transient"
+        timed_out = isinstance(exc, openai.APITimeoutError)
+        raise unreachable(
+            exc,
+            endpoint=endpoint.base_url,
+            model=None,
+            timeout_s=endpoint.request_timeout or LISTING_TIMEOUT,
+            timed_out=timed_out,
         ) from exc
     try:
         models = _parse_listing(response.json())
