@@ -3,8 +3,8 @@
 The run holds back answer text that may be a tool call the model wrote as text until the message is
 decided, so a call recovered from the text is never printed as the answer, in a terminal or a pipe. While
 a request waits for its first token, ``tick`` shows that the model is reading the prompt, with the time
-spent, and then that it is writing, while its text is held. Colour is plain ANSI, used only when the stream is a terminal and ``NO_COLOR`` is unset
-(no-color.org).
+spent, and then that it is writing while its text is held. Colour is plain ANSI, used only when the
+stream is a terminal and ``NO_COLOR`` is unset (no-color.org).
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ of them under a token budget (``branch_budget``: the window less a reserve for t
 and records the files their tool calls touched, carrying forward the files of summaries already in the
 branch, and ``summarise_branch`` writes the summary the new position starts from, with the host's own
 instructions if it has any, from the branch written as an account (``branch_text.py``: calls and results
-as lines, answers that were cut off marked, images named). A summary that was aborted or failed says so (``aborted``, ``error``), and
-the move is then the host's to call off. ``branch_summary_message`` is the message the summary travels in.
+as lines, answers that were cut off marked, images named). A summary that was aborted or failed says so
+(``aborted``, ``error``), and the move is then the host's to call off. ``branch_summary_message`` is the
+message the summary travels in.
 """
 
 from __future__ import annotations
