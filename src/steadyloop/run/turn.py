@@ -38,6 +38,8 @@ _RECOVERIES = 3
 async def stream_turn(run: RunState, request: Request) -> Turn:
     """Send the step's request and close its assistant message; the turn as the transcript keeps it."""
     recorder = run.config.hooks.recorder
+    # Only a step that declares tools can have a call read from its text, so only its text is held.
+    run.events.hold_calls = bool(request.declared) and run.config.policy.recover_tool_calls
     answer = partial(_answer, run, request)
     turn, decided = await (answer() if recorder is None else recorder.model_request(answer))
     events, step = run.events, run.events.step
