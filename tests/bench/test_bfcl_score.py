@@ -217,3 +217,23 @@ def test_an_earlier_runs_results_come_back_as_they_were() -> None:
     assert set(back) == {("e0", "raw"), ("e1", "routed")}
     assert back[("e0", "raw")] == results[0] and back[("e1", "routed")] == results[1]
     assert score.restored(entries[:1], document).keys() == {("e0", "raw")}  # another sample's are left out
+
+
+def test_examples_show_one_pass_and_one_fail_per_category_and_way() -> None:
+    import io
+
+    wrong = score.Verdict(False, "value_error:others", "Wrong value")
+    results = [
+        score.Result(entry(id="a"), "raw", score.Reply(calls=[{"f": {"n": 5}}]), score.Verdict(True)),
+        score.Result(entry(id="b"), "raw", score.Reply(calls=[{"f": {"n": 6}}]), wrong),
+        score.Result(entry(id="c"), "raw", score.Reply(calls=[{"f": {"n": 7}}]), wrong),
+        score.Result(
+            entry("irrelevance", "d"), "raw", score.Reply(text="No tool fits."), score.Verdict(True)
+        ),
+    ]
+    out = io.StringIO()
+    score.show_examples(results, out)
+    shown = out.getvalue()
+    assert "[pass] raw a:" in shown and "[FAIL] raw b:" in shown and " c:" not in shown
+    assert "checker: value_error:others: Wrong value" in shown and '{"f": {"n": 6}}' in shown
+    assert "[pass] raw d:" in shown and "text: No tool fits." in shown
