@@ -59,7 +59,8 @@ Qwen2.5-Coder-1.5B-Instruct at Q4_K_M, under the chat template steadyloop serves
 Run: ``.venv/bin/python bench/bfcl.py [--base-url URL] [--per-category 20] [--seed 1] [--modes
 raw,default,routed] [--out FILE] [--resume FILE] [--examples]``. Without ``--base-url`` it starts the
 bundled model (``qwen-1.5b``, ``--ctx``, ``--threads``) and stops it at the end. ``--out`` is rewritten
-after every answer; ``--resume`` with that file asks only what it does not hold yet.
+after every answer; ``--resume`` with that file asks only what it does not hold yet, and ``--report`` with
+it asks nothing and prints what it holds (with the same sample options).
 """
 
 from __future__ import annotations
@@ -394,7 +395,7 @@ async def measure(
         await sl.aclose_clients()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--base-url", help="an OpenAI-compatible endpoint (default: start the bundled model)")
     ap.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY"), help="default: $OPENAI_API_KEY")
@@ -405,19 +406,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--categories", default=",".join(CATEGORIES), help="comma-separated, of " + ", ".join(CATEGORIES)
     )
     ap.add_argument("--modes", default=",".join(MODES), help="comma-separated, of " + ", ".join(MODES))
-    ap.add_argument(
-        "--port", type=int, help="the bundled model's port, when this bench starts it (default: free)"
+    bundled = ap.add_argument_group("the bundled model, when this bench starts it")
+    bundled.add_argument("--port", type=int, help="its port (default: a free one)")
+    bundled.add_argument("--ctx", type=int, default=8192, help="its window in tokens (default: 8192)")
+    bundled.add_argument(
+        "--threads",
+        type=int,
+        help="its CPU threads (default: every core; on cores other work shares, 1 can be several times faster)",
     )
     ap.add_argument(
-        "--ctx", type=int, default=8192, help="the bundled model's window, when this bench starts it"
-    )
-    ap.add_argument(
-        "--out", type=Path, help="write the per-entry results and the summary here as JSON, as they come"
+        "--out", type=Path, help="write the answers and the summary here as JSON, after each answer"
     )
     ap.add_argument("--resume", type=Path, help="keep the answers an earlier --out of the same sample holds")
+    ap.add_argument("--report", type=Path, help="ask nothing: report the answers an earlier --out holds")
     ap.add_argument(
         "--examples", action="store_true", help="show a passing and a failing entry per category and way"
     )
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = parser()
     args = ap.parse_args(argv)
     args.modes = [m for m in args.modes.split(",") if m]
     categories = [c for c in args.categories.split(",") if c]
@@ -426,10 +435,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error(f"unknown ways or categories: {unknown}")
     bfcl = Bfcl()
     entries = interleave(draw(bfcl, categories, args.per_category, args.seed))
-    before = json.loads(args.resume.read_text()) if args.resume else {}
+    before = json.loads((args.report or args.resume).read_text()) if args.report or args.resume else {}
     done = restored(entries, before)
-    started = time.monotonic()
-    load = os.getloadavg()[0]
+    if args.report:
+        results = [done[(e.id, m)] for e in entries for m in args.modes if (e.id, m) in done]
+        report(results, args, before.get("wall_seconds", 0), f"answers of {args.report}")
+        return 0
+    started, load = time.monotonic(), os.getloadavg()[0]
 
     def save(results: Sequence[Result]) -> None:
         if args.out is None:
@@ -451,20 +463,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             results, erased = asyncio.run(measure(base_url, args, entries, bfcl, done, save))
     save(results)
     wall = before.get("wall_seconds", 0) + time.monotonic() - started
-    summary = summarise(results, args.modes)
-    print(table(summary))
-    print(f"\n{len(entries)} entries, seed {args.seed}, wall time {wall / 60:.1f} min; load average ", end="")
-    print(f"{load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end, on {os.cpu_count()} cores")
-    for mode in args.modes:
-        if summary[mode]["notices"]:
-            print(f"notices, {MODES[mode]}: {summary[mode]['notices']}")
+    report(results, args, wall, f"load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
     if not erased:
         print(
             "the server's prompt cache could not be erased between ways: a way may have read another's prompt"
         )
+    return 0
+
+
+def report(results: Sequence[Result], args: argparse.Namespace, wall: float, note: str) -> None:
+    summary = summarise(results, args.modes)
+    print(table(summary))
+    asked = len({r.entry.id for r in results})
+    print(
+        f"\n{asked} entries, seed {args.seed}, wall time {wall / 60:.1f} min; {note}; {os.cpu_count()} cores"
+    )
+    for mode in args.modes:
+        if summary[mode]["notices"]:
+            print(f"notices, {MODES[mode]}: {summary[mode]['notices']}")
     if args.examples:
         show_examples(results)
-    return 0
 
 
 @contextlib.contextmanager
