@@ -7,6 +7,7 @@ extra), ``steadyloop.local`` (the bundled local model) and ``steadyloop.sessions
 
 from .agent import Agent, AgentBusy, AgentState, AgentStream, QueueClosed
 from .agent_settings import AgentSettings, agent_settings, mcp_server_spec, spec_hook_runner
+from .arguments import canonical_arguments, parse_tool_arguments
 from .bus import configure_events, emit, end_run, fold, history, reset_events, watch
 from .context.branches import (
     BranchFiles,
@@ -17,7 +18,6 @@ from .context.branches import (
     prepare_branch,
     summarise_branch,
 )
-from .context.calibration import calibrate, chars_per_token_for
 from .context.compaction import (
     SUMMARY_LEAD,
     CompactionPlan,
@@ -26,23 +26,11 @@ from .context.compaction import (
     plan_compaction,
     request_index,
 )
-from .context.counting import (
-    AnthropicCounter,
-    EstimateCounter,
-    GeminiCounter,
-    TiktokenCounter,
-    TokenCount,
-    TokenCounter,
-    TokenizerUnavailable,
-    count_tokens,
-    token_counter_for,
-)
 from .context.folding import SUMMARY_PROMPT, compact_transcript, memory_flush, run_compaction, summariser
 from .context.integrity import check_transcript
 from .context.keeper import ContextPolicy, ContextState
 from .context.prefix import StablePrefix
 from .context.pruning import prune_tool_results
-from .context.tokens import CHARS_PER_TOKEN, context_tokens, estimate_tokens, request_tokens
 from .errors import (
     ContextOverflow,
     EndpointError,
@@ -127,6 +115,19 @@ from .providers import PROVIDERS, ProviderPreset, UnknownProvider, failover, pro
 from .request_body import ModelParams, RequestMetadata, build_body, order_tools
 from .reset import reset_all
 from .sessions.bound import AgentSession
+from .sizing.calibration import calibrate, chars_per_token_for
+from .sizing.counting import (
+    AnthropicCounter,
+    EstimateCounter,
+    GeminiCounter,
+    TiktokenCounter,
+    TokenCount,
+    TokenCounter,
+    TokenizerUnavailable,
+    count_tokens,
+    token_counter_for,
+)
+from .sizing.tokens import CHARS_PER_TOKEN, context_tokens, estimate_tokens, request_tokens
 from .spec import (
     SPEC_VERSION,
     AgentSpec,
@@ -157,14 +158,12 @@ from .tools.approvals import (
     ApprovalRequest,
     InMemoryApprovalBroker,
 )
-from .tools.arguments import canonical_arguments, parse_tool_arguments
 from .tools.definition import EffectClass, ResourceClaim, Tool, ToolContext, ToolResult, tool
 from .tools.execution import BatchOutcome, HookDecision, ToolHooks, ToolPolicy, run_tool_calls
 from .tools.loading import CatalogEntry, ToolLoader, catalog_of, preselect, preselect_by_keywords
 from .tools.loop_detection import LoopDetectorConfig, ToolLoopDetector
 from .tools.recorder import StepRecorder
 from .tools.recovery import RecoveredCalls, recover_tool_calls
-from .tools.schema_compat import is_grammar_error, relax_tools, sanitize_tools
 from .turn.assembly import Produced, StreamAssembler
 from .turn.capabilities import (
     EFFORT_LADDER,
@@ -202,6 +201,7 @@ from .wire.interceptors import (
     SseEventInterceptor,
 )
 from .wire.provider import Provider, ProviderStream, StreamFunction, provider_for, provider_from
+from .wire.schema_compat import is_grammar_error, relax_tools, sanitize_tools
 from .wire.windows import context_limit_for, list_models
 
 __version__ = "0.1.0"

@@ -36,7 +36,7 @@
     ├── MCPError                     an MCP server failed (steadyloop.tools.mcp)
     ├── StoreUnavailable             the session store's database could not be reached
                                      (steadyloop.sessions)
-    ├── TokenizerUnavailable         a token counter cannot count (steadyloop.context.counting)
+    ├── TokenizerUnavailable         a token counter cannot count (steadyloop.sizing.counting)
     └── LocalServerError             the bundled local server could not be installed or started
                                      (steadyloop.local)
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Literal, Protocol, TypeAlias
 
-from .context.tokens import CHARS_PER_TOKEN, estimate_tokens
 from .errors import InvalidInput
 from .messages import ContentPart, Message, TextPart, UserMessage, text_of
+from .sizing.tokens import CHARS_PER_TOKEN, estimate_tokens
 
 __all__ = [
     "HOOK_CONTEXT_TOKENS",

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 from pydantic import Field, TypeAdapter, ValidationError
 from pydantic_core import from_json
 
+from .arguments import parse_tool_arguments
 from .errors import InvalidInput
 from .usage import Usage
 
@@ -401,8 +402,6 @@ def from_openai(raw: Mapping[str, Any]) -> Message:
     Raises:
         InvalidInput: the mapping is not a message this shape allows; the text says what is wrong.
     """
-    from .tools.arguments import parse_tool_arguments  # arguments live with the tools; imported late
-
     if not isinstance(raw, Mapping):
         raise InvalidInput(f"a message must be an object, got {type(raw).__name__}")
     role = raw.get("role")

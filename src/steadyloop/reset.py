@@ -7,9 +7,9 @@ Each seam also has its own reset, for a test that wants only one: ``reset_client
 from __future__ import annotations
 
 from .bus import reset_events
-from .context.calibration import reset_calibration
-from .context.counting import forget_measurements
 from .hooks import reset_hooks
+from .sizing.calibration import reset_calibration
+from .sizing.counting import forget_measurements
 from .turn.capabilities import reset_capabilities
 from .wire.clients import reset_clients
 from .wire.windows import reset_windows

@@ -292,7 +292,7 @@ async def test_a_rate_limit_that_borrows_overflow_words_is_waited_through() -> N
 
 
 async def test_calibration_learns_from_the_prompt_count() -> None:
-    from steadyloop.context.calibration import chars_per_token_for
+    from steadyloop.sizing.calibration import chars_per_token_for
 
     reply = Reply.stream([*text_chunks("ok"), usage_chunk(100, 1)])
     async with ScriptedServer(reply) as server:

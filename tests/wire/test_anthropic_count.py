@@ -8,14 +8,14 @@ import json
 import pytest
 
 import steadyloop as sl
-from steadyloop.context.calibration import chars_per_token_for
-from steadyloop.context.counting import (
+from steadyloop.sizing.calibration import chars_per_token_for
+from steadyloop.sizing.counting import (
     AnthropicCounter,
     TokenizerUnavailable,
     count_tokens,
     token_counter_for,
 )
-from steadyloop.context.tokens import request_tokens
+from steadyloop.sizing.tokens import request_tokens
 from steadyloop.testing.server import ScriptedServer
 
 from .provider_doubles import DATA, DOUBLES

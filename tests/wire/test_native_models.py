@@ -20,9 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import steadyloop as sl
-from steadyloop.context.calibration import chars_per_token_for
-from steadyloop.context.counting import GeminiCounter, TokenizerUnavailable, token_counter_for
 from steadyloop.errors import EndpointError, EndpointRefused
+from steadyloop.sizing.calibration import chars_per_token_for
+from steadyloop.sizing.counting import GeminiCounter, TokenizerUnavailable, token_counter_for
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.wire.endpoints import Endpoint

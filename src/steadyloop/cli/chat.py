@@ -23,11 +23,11 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, TextIO
 
-from ..context.calibration import chars_per_token_for
-from ..context.tokens import context_tokens
 from ..errors import RunCancelled, SteadyloopError
 from ..request_body import build_body, order_tools
 from ..sessions import SessionInfo
+from ..sizing.calibration import chars_per_token_for
+from ..sizing.tokens import context_tokens
 from ..turn.capabilities import capabilities_for
 from ..wire.windows import context_limit_for, list_models
 from .approvals import TerminalApprovals, open_terminal

@@ -12,12 +12,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
 
-from ..context.calibration import chars_per_token_for
 from ..context.integrity import unique_call_ids
-from ..context.tokens import tool_schema_tokens
 from ..errors import ContextOverflow
 from ..events import Notice, UsageReport
 from ..messages import AssistantMessage, SignedThinking, ToolCall, Turn
+from ..sizing.calibration import chars_per_token_for
+from ..sizing.tokens import tool_schema_tokens
 from ..tools.recovery import recover_tool_calls
 from ..turn.continuation import can_continue, continue_turn
 from ..turn.harmony import mend_harmony

@@ -16,18 +16,18 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..context.calibration import body_chars, body_has_image, calibrate, chars_per_token_for
-from ..context.counting import measure_before_sending
-from ..context.tokens import request_tokens
 from ..errors import ContextOverflow, EndpointError, EndpointSilent, RetryDelayTooLong
 from ..events import Downgrade, Event, Notice, Retry
 from ..messages import Turn
-from ..tools.schema_compat import relax_tools
+from ..sizing.calibration import body_chars, body_has_image, calibrate, chars_per_token_for
+from ..sizing.counting import measure_before_sending
+from ..sizing.tokens import request_tokens
 from ..wire.endpoints import Endpoint, Target
 from ..wire.failures import prompt_truncated
 from ..wire.interceptors import Interceptors
 from ..wire.liveness import endpoint_answers
 from ..wire.provider import provider_for
+from ..wire.schema_compat import relax_tools
 from .assembly import Produced, TextCallback
 from .body import apply_latches
 from .capabilities import EndpointCapabilities, ModelCapabilities, capabilities_for

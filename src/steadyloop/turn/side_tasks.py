@@ -15,14 +15,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._nesting import too_deep
+from ..arguments import repair_value
 from ..errors import EndpointError
 from ..events import Event, Notice, Retry, SideTask
 from ..messages import ContentPart, Turn, UserMessage, to_openai
-from ..tools.arguments import repair_value
-from ..tools.schema_compat import relax_tools, sanitize_tools
 from ..usage import Usage
 from ..wire.endpoints import Endpoint
 from ..wire.interceptors import Interceptors
+from ..wire.schema_compat import relax_tools, sanitize_tools
 from .body import apply_latches
 from .capabilities import EndpointCapabilities, ModelCapabilities, capabilities_for
 from .fences import ALL_FENCES, strip_thinking

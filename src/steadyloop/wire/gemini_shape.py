@@ -21,10 +21,10 @@ from typing import Any
 from .._nesting import MAX_NESTING
 from ..errors import EndpointRefused, EndpointUnreadable, InvalidInput, ModelRefusal
 from ..messages import SignedThinking
-from ..tools.schema_compat import sanitize_schema
 from .call_arguments import arguments_text
 from .failures import classify_failure
 from .openai_chat import error_for_failure
+from .schema_compat import sanitize_schema
 
 __all__ = [
     "GEMINI_SETTINGS",

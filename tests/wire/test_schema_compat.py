@@ -28,7 +28,7 @@ from jsonschema.validators import validator_for
 from mcp.server import MCPServer
 from pydantic import BaseModel, Field
 
-from steadyloop.tools.schema_compat import (
+from steadyloop.wire.schema_compat import (
     is_grammar_error,
     relax_schema,
     relax_tools,

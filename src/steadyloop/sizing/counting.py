@@ -3,7 +3,7 @@
 Three counters, each honest about what it measures against:
 
 - ``EstimateCounter``: characters over the ratio calibrated from the endpoint's own reported prompt counts
-  (``context/calibration.py``), four characters a token before the first report. What the endpoint
+  (``sizing/calibration.py``), four characters a token before the first report. What the endpoint
   reported includes its chat template, so a calibrated estimate does too; the first request to a model is
   a guess.
 - ``TiktokenCounter``: OpenAI's BPE (``pip install 'steadyloop[tiktoken]'``) over the text a body carries,

@@ -8,14 +8,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steadyloop.context.calibration import (
+from steadyloop.sizing.calibration import (
     body_chars,
     body_has_image,
     calibrate,
     chars_per_token_for,
     reset_calibration,
 )
-from steadyloop.context.tokens import context_tokens, request_tokens
+from steadyloop.sizing.tokens import context_tokens, request_tokens
 from steadyloop.wire.endpoints import Endpoint
 
 LOCAL = Endpoint("http://127.0.0.1:8080/v1")

@@ -28,9 +28,9 @@ from typing import Any, Literal
 
 from json_repair import repair_json
 
-from .._nesting import MAX_NESTING, too_deep
-from ..errors import ToolArgumentsError
+from ._nesting import MAX_NESTING, too_deep
 from ._provenance import Provenance
+from .errors import ToolArgumentsError
 
 __all__ = ["canonical_arguments", "parse_tool_arguments"]
 

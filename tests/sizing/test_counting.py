@@ -14,8 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import steadyloop as sl
-from steadyloop.context.calibration import chars_per_token_for
-from steadyloop.context.counting import (
+from steadyloop.events import Event, Notice
+from steadyloop.sizing.calibration import chars_per_token_for
+from steadyloop.sizing.counting import (
     EstimateCounter,
     TiktokenCounter,
     TokenizerUnavailable,
@@ -23,9 +24,8 @@ from steadyloop.context.counting import (
     forget_measurements,
     token_counter_for,
 )
-from steadyloop.context.tiktoken_files import OFFLINE_ENCODINGS, packaged_file, seed_cache
-from steadyloop.context.tokens import request_tokens
-from steadyloop.events import Event, Notice
+from steadyloop.sizing.tiktoken_files import OFFLINE_ENCODINGS, packaged_file, seed_cache
+from steadyloop.sizing.tokens import request_tokens
 from steadyloop.testing.chunks import text_chunks, usage_chunk
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steadyloop.context.tokens import (
+from steadyloop.errors import InvalidInput
+from steadyloop.sizing.tokens import (
     CHARS_PER_TOKEN,
     IMAGE_TOKENS,
     MESSAGE_OVERHEAD_CHARS,
@@ -23,7 +24,6 @@ from steadyloop.context.tokens import (
     request_tokens,
     tool_schema_tokens,
 )
-from steadyloop.errors import InvalidInput
 
 FRAME = MESSAGE_OVERHEAD_CHARS
 

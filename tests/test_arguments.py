@@ -13,8 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from json_repair import repair_json
 
+from steadyloop.arguments import canonical_arguments, parse_tool_arguments
 from steadyloop.errors import ToolArgumentsError
-from steadyloop.tools.arguments import canonical_arguments, parse_tool_arguments
 
 
 @pytest.mark.parametrize("raw", [None, "", "   ", "\n\t"])
@@ -251,7 +251,7 @@ def test_words_around_an_object_are_never_healed_when_truncated() -> None:
 
 
 _REPAIRER_CASES: list[str] = json.loads(
-    (Path(__file__).parent.parent / "data" / "json_repair_cases.json").read_text(encoding="utf-8")
+    (Path(__file__).parent / "data" / "json_repair_cases.json").read_text(encoding="utf-8")
 )["inputs"]
 
 

@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeGuard
 
-from ..wire._failure_patterns import GRAMMAR_RE
+from ._failure_patterns import GRAMMAR_RE
 
 __all__ = ["is_grammar_error", "relax_schema", "relax_tools", "sanitize_schema", "sanitize_tools"]
 
