@@ -18,8 +18,8 @@ from steadyloop.testing.chunks import text_chunks, usage_chunk
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.turn.run import run_turn
-from steadyloop.wire.clients import aclose_clients
 from steadyloop.wire.endpoints import Endpoint, Target
+from steadyloop.wire.transport.clients import aclose_clients
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 

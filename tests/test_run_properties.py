@@ -18,7 +18,7 @@ from steadyloop.events import Event, MessageEnd
 from steadyloop.testing.chunks import stream_of, text_chunks
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
-from steadyloop.wire.clients import aclose_clients
+from steadyloop.wire.transport.clients import aclose_clients
 
 from .test_event_contract import contract
 

@@ -187,7 +187,6 @@ from .turn.stream import stream_turn
 from .turn.thinking_budgets import DEFAULT_THINKING_BUDGETS
 from .untrusted import UNTRUSTED_PREFACE, untrusted
 from .usage import Usage
-from .wire.clients import aclose_clients, configure_clients, get_client
 from .wire.endpoints import NO_KEY, Endpoint, Target, endpoint_id, endpoint_key
 from .wire.failures import Failure, classify_failure
 from .wire.interceptors import (
@@ -202,6 +201,7 @@ from .wire.interceptors import (
 )
 from .wire.provider import Provider, ProviderStream, StreamFunction, provider_for, provider_from
 from .wire.schema_compat import is_grammar_error, relax_tools, sanitize_tools
+from .wire.transport.clients import aclose_clients, configure_clients, get_client
 from .wire.windows import context_limit_for, list_models
 
 __version__ = "0.1.0"

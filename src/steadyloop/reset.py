@@ -11,7 +11,7 @@ from .hooks import reset_hooks
 from .sizing.calibration import reset_calibration
 from .sizing.counting import forget_measurements
 from .turn.capabilities import reset_capabilities
-from .wire.clients import reset_clients
+from .wire.transport.clients import reset_clients
 from .wire.windows import reset_windows
 
 __all__ = ["reset_all"]

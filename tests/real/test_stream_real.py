@@ -7,8 +7,8 @@ import pytest
 from steadyloop.errors import EndpointSilent
 from steadyloop.turn.run import RetryPolicy, run_turn
 from steadyloop.turn.stream import stream_turn
-from steadyloop.wire.clients import get_client
 from steadyloop.wire.endpoints import Endpoint
+from steadyloop.wire.transport.clients import get_client
 
 WEATHER = {
     "type": "function",

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import steadyloop as sl
 from steadyloop.testing.server import ScriptedServer
-from steadyloop.wire.anthropic_shape import anthropic_betas, anthropic_request
+from steadyloop.wire.anthropic.shape import anthropic_betas, anthropic_request
 
 from .provider_doubles import DOUBLES
 

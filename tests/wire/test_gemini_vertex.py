@@ -20,7 +20,7 @@ from steadyloop.testing.provider_streams import sse_reply
 from steadyloop.testing.replies import Reply, ScriptedReply
 from steadyloop.testing.server import RecordedRequest, ScriptedServer
 from steadyloop.wire.endpoints import Endpoint
-from steadyloop.wire.gemini_content import gemini_auth, gemini_url, is_vertex
+from steadyloop.wire.gemini.provider import gemini_auth, gemini_url, is_vertex
 
 from .provider_doubles import DATA
 

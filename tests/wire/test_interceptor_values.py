@@ -15,7 +15,7 @@ import steadyloop as sl
 from steadyloop.events import MessageEnd, MessageStart, MessageUpdate
 from steadyloop.wire.endpoints import Endpoint, with_resolved_key
 from steadyloop.wire.interceptors import intercept_assistant_event, intercept_payload, wire_only
-from steadyloop.wire.openai_chat import DONE, SSEDecoder
+from steadyloop.wire.sse import DONE, SSEDecoder
 
 # Data lines as servers write them: JSON, junk, the end marker; never a newline inside one line.
 _DATA = st.one_of(

@@ -14,8 +14,8 @@ from steadyloop.testing.chunks import stream_of, text_chunks
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.turn.run import RetryPolicy, run_turn
-from steadyloop.wire.clients import configure_clients
 from steadyloop.wire.endpoints import Endpoint
+from steadyloop.wire.transport.clients import configure_clients
 
 Transport = Literal["httpx2", "aiohttp"]
 TRANSPORTS: tuple[Transport, ...] = ("httpx2", "aiohttp")

@@ -395,7 +395,7 @@ def _store_of(args: argparse.Namespace) -> str | None:
 
 def _run_async(job: Coroutine[Any, Any, int]) -> int:
     async def closing() -> int:
-        from ..wire.clients import aclose_clients
+        from ..wire.transport.clients import aclose_clients
 
         try:
             return await job

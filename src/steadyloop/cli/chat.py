@@ -373,6 +373,6 @@ def _sigint_blocked() -> Iterator[None]:
 
 
 async def _close_clients() -> None:
-    from ..wire.clients import aclose_clients
+    from ..wire.transport.clients import aclose_clients
 
     await aclose_clients()

@@ -261,8 +261,8 @@ class AnthropicCounter:
         import anthropic
         import httpx2
 
-        from ..wire.anthropic_messages import lease_anthropic
-        from ..wire.anthropic_shape import anthropic_request
+        from ..wire.anthropic.provider import lease_anthropic
+        from ..wire.anthropic.shape import anthropic_request
 
         request = anthropic_request({**body, "model": self.model or body.get("model")})
         fields = {name: value for name, value in request.items() if name in _COUNTED_FIELDS}
@@ -301,9 +301,9 @@ class GeminiCounter:
     async def count(self, body: Mapping[str, Any]) -> int:
         import httpx2
 
-        from ..wire.gemini_content import gemini_auth, gemini_count_body, gemini_url
-        from ..wire.gemini_shape import gemini_request
-        from ..wire.rest import lease_http
+        from ..wire.gemini.provider import gemini_auth, gemini_count_body, gemini_url
+        from ..wire.gemini.shape import gemini_request
+        from ..wire.transport.rest import lease_http
 
         model, contents, config = gemini_request({**body, "model": self.model or body.get("model")})
         request = gemini_count_body(self.endpoint.base_url, model, contents, config)

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..errors import EndpointError, EndpointSilent, EndpointUnavailable, ModelRefusal
 from ..events import Event, MessageUpdate, Notice
 from ..messages import Turn
-from ..wire.chat_client import ChatClient, chat_client_for
 from ..wire.failures import classify_failure
 from ..wire.interceptors import (
     AssistantEventInterceptor,
@@ -28,8 +27,9 @@ from ..wire.interceptors import (
     intercept_assistant_event,
     intercept_payload,
 )
-from ..wire.openai_chat import DONE, error_for_failure
 from ..wire.provider import OpenAIChatProvider, Provider, ProviderStream
+from ..wire.sse import DONE, error_for_failure
+from ..wire.transport.chat_client import ChatClient, chat_client_for
 from .assembly import Produced, StreamAssembler, TextCallback
 from .capabilities import ModelCapabilities
 from .fences import DEFAULT_FENCES, Fence

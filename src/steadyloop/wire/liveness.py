@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 
-from .clients import lease_client
 from .endpoints import Endpoint
+from .transport.clients import lease_client
 
 __all__ = ["endpoint_answers"]
 

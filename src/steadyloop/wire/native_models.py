@@ -22,10 +22,10 @@ from typing import Any
 from urllib.parse import quote
 
 from ..errors import EndpointRefused, EndpointUnavailable
-from .clients import client_settings
 from .endpoints import NO_KEY, Endpoint, endpoint_key
-from .gemini_content import gemini_auth, gemini_url
-from .rest import lease_http
+from .gemini.provider import gemini_auth, gemini_url
+from .transport.clients import client_settings
+from .transport.rest import lease_http
 from .windows import LISTING_TIMEOUT, ModelInfo
 
 __all__ = ["native_answers", "native_list_models", "native_window"]

@@ -26,14 +26,14 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
-from .anthropic_shape import ANTHROPIC_SETTINGS
-from .gemini_shape import GEMINI_SETTINGS
+from .anthropic.shape import ANTHROPIC_SETTINGS
+from .gemini.shape import GEMINI_SETTINGS
 from .interceptors import Interceptors, ResponseInfo, SseEvent, SseEventInterceptor, observe
-from .openai_chat import DONE, SSEDecoder, unreachable_error
+from .sse import DONE, SSEDecoder, unreachable_error
 
 if TYPE_CHECKING:
-    from .chat_client import ChatClient, ChatStream
     from .endpoints import Endpoint
+    from .transport.chat_client import ChatClient, ChatStream
 
 __all__ = [
     "OpenAIChatProvider",
@@ -262,14 +262,14 @@ def provider_for(endpoint: Endpoint) -> Provider:
     if endpoint.transport is not None:
         return endpoint.transport
     if endpoint.api == "anthropic":
-        from .anthropic_messages import AnthropicProvider
+        from .anthropic.provider import AnthropicProvider
 
         return AnthropicProvider(endpoint)
     if endpoint.api == "gemini":
-        from .gemini_content import GeminiProvider
+        from .gemini.provider import GeminiProvider
 
         return GeminiProvider(endpoint)
-    from .clients import get_chat_client
+    from .transport.clients import get_chat_client
 
     return OpenAIChatProvider(get_chat_client(endpoint))
 

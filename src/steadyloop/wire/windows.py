@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import EndpointRefused, EndpointUnavailable
-from .clients import client_settings, lease_client
 from .endpoints import Endpoint, endpoint_key
+from .transport.clients import client_settings, lease_client
 
 if TYPE_CHECKING:
     import httpx2

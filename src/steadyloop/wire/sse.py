@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import ContextOverflow, EndpointError, EndpointRefused, EndpointUnavailable
-from . import json_codec
 from .failures import Failure, classify_failure
+from .transport import json_codec
 
 if TYPE_CHECKING:
     import openai

@@ -1,6 +1,6 @@
 """The Gemini provider: ``models/{model}:streamGenerateContent?alt=sse`` over the REST API.
 
-The request and the chunks are translated in ``gemini_shape`` (sans I/O); here is only the sending, over a
+The request and the chunks are translated in ``shape`` (sans I/O); here is only the sending, over a
 pooled ``httpx2`` client per endpoint (reused across requests, closed with the pool), with no retries of its
 own (``run_turn`` retries), and failures read into the same kinds as every other wire's.
 
@@ -26,18 +26,18 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from ..errors import EndpointError
-from .endpoints import NO_KEY
-from .gemini_shape import GeminiChunks, gemini_request
-from .interceptors import Interceptors, ResponseInfo, observe
-from .openai_chat import SSEDecoder
-from .provider import tell_sse_event
-from .rest import lease_http, read_failure, transport_error
+from ...errors import EndpointError
+from ..endpoints import NO_KEY
+from ..interceptors import Interceptors, ResponseInfo, observe
+from ..provider import tell_sse_event
+from ..sse import SSEDecoder
+from ..transport.rest import lease_http, read_failure, transport_error
+from .shape import GeminiChunks, gemini_request
 
 if TYPE_CHECKING:
     import httpx2
 
-    from .endpoints import Endpoint
+    from ..endpoints import Endpoint
 
 __all__ = ["GeminiProvider", "gemini_auth", "gemini_body", "gemini_count_body", "gemini_url", "is_vertex"]
 

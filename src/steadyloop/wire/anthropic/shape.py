@@ -1,5 +1,5 @@
 """The Anthropic Messages request, sans I/O: the runtime's chat-completions-shaped request in, Anthropic's
-out (its stream is read in ``anthropic_events``).
+out (its stream is read in ``events``).
 
 The request the turn layer builds is chat-completions-shaped. Here it becomes a Messages request: system
 text in its own field, tool results as ``tool_result`` blocks (with ``is_error``) in user turns, calls as
@@ -19,9 +19,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .._nesting import too_deep
-from ..errors import InvalidInput
-from ..messages import SignedThinking
+from ..._nesting import too_deep
+from ...errors import InvalidInput
+from ...messages import SignedThinking
 
 __all__ = ["ANTHROPIC_SETTINGS", "anthropic_betas", "anthropic_request", "arguments_of", "claude_generation"]
 

@@ -18,13 +18,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .._nesting import MAX_NESTING
-from ..errors import EndpointRefused, EndpointUnreadable, InvalidInput, ModelRefusal
-from ..messages import SignedThinking
-from .call_arguments import arguments_text
-from .failures import classify_failure
-from .openai_chat import error_for_failure
-from .schema_compat import sanitize_schema
+from ..._nesting import MAX_NESTING
+from ...errors import EndpointRefused, EndpointUnreadable, InvalidInput, ModelRefusal
+from ...messages import SignedThinking
+from ..call_arguments import arguments_text
+from ..failures import classify_failure
+from ..schema_compat import sanitize_schema
+from ..sse import error_for_failure
 
 __all__ = [
     "GEMINI_SETTINGS",

@@ -21,7 +21,7 @@ import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal
 
-from ..errors import EndpointUnreadable
+from ...errors import EndpointUnreadable
 from . import json_codec
 
 __all__ = [

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import EndpointRefused, ModelRefusal
-from ..messages import SignedThinking
-from .anthropic_shape import arguments_of
-from .call_arguments import arguments_text
-from .failures import classify_failure
-from .openai_chat import DONE, error_for_failure
+from ...errors import EndpointRefused, ModelRefusal
+from ...messages import SignedThinking
+from ..call_arguments import arguments_text
+from ..failures import classify_failure
+from ..sse import DONE, error_for_failure
+from .shape import arguments_of
 
 __all__ = ["AnthropicEvents"]
 

@@ -5,10 +5,10 @@ arrive, and close it at once. Everything else (SSE, assembly, the watchdog) is s
 reads a stream the same way. Each implementation raises only ``EndpointError``s, whatever its library
 raises, so a caller never needs to know which one sent the request.
 
-- ``AiohttpChatClient`` (``steadyloop.wire.aiohttp_chat``, the default) sends straight through aiohttp:
+- ``AiohttpChatClient`` (``steadyloop.wire.transport.aiohttp_chat``, the default) sends straight through aiohttp:
   the SDK's request building costs more per request than reading the whole stream, and httpx2's pool
   slows down with hundreds of waiting requests, which matters to a process running many agents at once.
-- ``SdkChatClient`` (``steadyloop.wire.sdk_chat``, ``configure_clients(transport="httpx2")``) sends through
+- ``SdkChatClient`` (``steadyloop.wire.transport.sdk_chat``, ``configure_clients(transport="httpx2")``) sends through
   the official SDK's ``AsyncOpenAI`` over httpx2.
 """
 
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-    from .interceptors import ResponseInterceptor
+    from ..interceptors import ResponseInterceptor
 
 __all__ = ["ChatClient", "ChatStream", "chat_client_for"]
 

@@ -1,6 +1,6 @@
 """The Anthropic Messages provider: sends through the official ``anthropic`` SDK, reads its stream events.
 
-The request and the events are translated in ``anthropic_shape`` and ``anthropic_events`` (sans I/O); here is only the sending:
+The request and the events are translated in ``shape`` and ``events`` (sans I/O); here is only the sending:
 one pooled SDK client per endpoint (reused across requests, closed with the pool; ``lease_anthropic``), no
 SDK retries (``run_turn`` retries), failures read into the same kinds as every other wire's. A reply that stops with ``pause_turn`` is continued at once
 with what it said so far, into the same turn.
@@ -14,19 +14,19 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import EndpointError, EndpointUnreadable, InvalidInput, SteadyloopError
-from .anthropic_events import AnthropicEvents
-from .anthropic_shape import anthropic_request
-from .clients import lease_native
-from .failures import classify_failure
-from .interceptors import Interceptors
-from .openai_chat import error_for_failure, unreachable_error
-from .provider import ResponseTap, tell_sse_event
+from ...errors import EndpointError, EndpointUnreadable, InvalidInput, SteadyloopError
+from ..failures import classify_failure
+from ..interceptors import Interceptors
+from ..provider import ResponseTap, tell_sse_event
+from ..sse import error_for_failure, unreachable_error
+from ..transport.clients import lease_native
+from .events import AnthropicEvents
+from .shape import anthropic_request
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
 
-    from .endpoints import Endpoint
+    from ..endpoints import Endpoint
 
 __all__ = ["AnthropicProvider", "lease_anthropic"]
 

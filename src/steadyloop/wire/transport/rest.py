@@ -8,15 +8,15 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import EndpointError, EndpointUnreadable
+from ...errors import EndpointError, EndpointUnreadable
+from ..failures import classify_failure
+from ..sse import error_for_failure, unreachable_error
 from .clients import lease_native
-from .failures import classify_failure
-from .openai_chat import error_for_failure, unreachable_error
 
 if TYPE_CHECKING:
     import httpx2
 
-    from .endpoints import Endpoint
+    from ..endpoints import Endpoint
 
 __all__ = ["lease_http", "read_failure", "transport_error"]
 

@@ -13,10 +13,10 @@ import httpx2
 import openai
 from openai import AsyncOpenAI
 
-from ..errors import EndpointError
+from ...errors import EndpointError
+from ..interceptors import ResponseInfo, ResponseInterceptor, observe
+from ..sse import error_from_exception
 from .chat_client import ChatStream
-from .interceptors import ResponseInfo, ResponseInterceptor, observe
-from .openai_chat import error_from_exception
 from .stream_body import settle
 
 __all__ = ["SdkChatClient", "open_chat_stream", "trace_connections"]

@@ -22,13 +22,13 @@ from urllib.request import getproxies, proxy_bypass
 import aiohttp
 import yarl
 
-from ..errors import InvalidInput
+from ...errors import InvalidInput
+from ..endpoints import Endpoint
+from ..failures import classify_failure
+from ..interceptors import ResponseInfo, ResponseInterceptor, observe
+from ..sse import error_for_failure, unreachable_error
 from . import json_codec
 from .chat_client import ChatStream
-from .endpoints import Endpoint
-from .failures import classify_failure
-from .interceptors import ResponseInfo, ResponseInterceptor, observe
-from .openai_chat import error_for_failure, unreachable_error
 from .stream_body import settle
 
 __all__ = ["AiohttpChatClient"]

@@ -15,7 +15,7 @@ import os
 from urllib.parse import urlsplit
 from urllib.request import getproxies
 
-from ..errors import InvalidInput
+from ...errors import InvalidInput
 
 __all__ = ["check_environment"]
 

@@ -28,15 +28,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterat
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, cast
 
-from ..errors import InvalidInput, SteadyloopError
+from ...errors import InvalidInput, SteadyloopError
+from ..endpoints import Endpoint, endpoint_key
 from .chat_client import ChatClient, ChatStream
-from .endpoints import Endpoint, endpoint_key
 from .environment import check_environment
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-    from .interceptors import ResponseInterceptor
+    from ..interceptors import ResponseInterceptor
 
 __all__ = [
     "ClientSettings",
