@@ -28,8 +28,9 @@ from ..wire.interceptors import (
     intercept_payload,
 )
 from ..wire.provider import OpenAIChatProvider, Provider, ProviderStream
-from ..wire.sse import DONE, error_for_failure
+from ..wire.sse import DONE
 from ..wire.transport.chat_client import ChatClient, chat_client_for
+from ..wire.typed_errors import error_for_failure
 from .assembly import Produced, StreamAssembler, TextCallback
 from .capabilities import ModelCapabilities
 from .fences import DEFAULT_FENCES, Fence

@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 from .anthropic.shape import ANTHROPIC_SETTINGS
 from .gemini.shape import GEMINI_SETTINGS
 from .interceptors import Interceptors, ResponseInfo, SseEvent, SseEventInterceptor, observe
-from .sse import DONE, SSEDecoder, unreachable_error
+from .sse import DONE, SSEDecoder
+from .typed_errors import unreachable_error
 
 if TYPE_CHECKING:
     from .endpoints import Endpoint

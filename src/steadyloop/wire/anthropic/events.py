@@ -15,7 +15,8 @@ from ...errors import EndpointRefused, ModelRefusal
 from ...messages import SignedThinking
 from ..call_arguments import arguments_text
 from ..failures import classify_failure
-from ..sse import DONE, error_for_failure
+from ..sse import DONE
+from ..typed_errors import error_for_failure
 from .shape import arguments_of
 
 __all__ = ["AnthropicEvents"]

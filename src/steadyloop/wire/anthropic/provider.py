@@ -18,8 +18,8 @@ from ...errors import EndpointError, EndpointUnreadable, InvalidInput, Steadyloo
 from ..failures import classify_failure
 from ..interceptors import Interceptors
 from ..provider import ResponseTap, tell_sse_event
-from ..sse import error_for_failure, unreachable_error
 from ..transport.clients import lease_native
+from ..typed_errors import error_for_failure, unreachable_error
 from .events import AnthropicEvents
 from .shape import anthropic_request
 

@@ -24,7 +24,7 @@ from ...messages import SignedThinking
 from ..call_arguments import arguments_text
 from ..failures import classify_failure
 from ..schema_compat import sanitize_schema
-from ..sse import error_for_failure
+from ..typed_errors import error_for_failure
 
 __all__ = [
     "GEMINI_SETTINGS",

@@ -26,7 +26,7 @@ from ...errors import InvalidInput
 from ..endpoints import Endpoint
 from ..failures import classify_failure
 from ..interceptors import ResponseInfo, ResponseInterceptor, observe
-from ..sse import error_for_failure, unreachable_error
+from ..typed_errors import error_for_failure, unreachable_error
 from . import json_codec
 from .chat_client import ChatStream
 from .stream_body import settle

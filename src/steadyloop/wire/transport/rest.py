@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import EndpointError, EndpointUnreadable
 from ..failures import classify_failure
-from ..sse import error_for_failure, unreachable_error
+from ..typed_errors import error_for_failure, unreachable_error
 from .clients import lease_native
 
 if TYPE_CHECKING:

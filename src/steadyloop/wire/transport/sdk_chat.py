@@ -15,7 +15,7 @@ from openai import AsyncOpenAI
 
 from ...errors import EndpointError
 from ..interceptors import ResponseInfo, ResponseInterceptor, observe
-from ..sse import error_from_exception
+from ..typed_errors import error_from_exception
 from .chat_client import ChatStream
 from .stream_body import settle
 
