@@ -187,6 +187,7 @@ from .turn.stream import stream_turn
 from .turn.thinking_budgets import DEFAULT_THINKING_BUDGETS
 from .untrusted import UNTRUSTED_PREFACE, untrusted
 from .usage import Usage
+from .wire.custom import StreamFunction, provider_from
 from .wire.endpoints import NO_KEY, Endpoint, Target, endpoint_id, endpoint_key
 from .wire.failures import Failure, classify_failure
 from .wire.interceptors import (
@@ -199,7 +200,8 @@ from .wire.interceptors import (
     SseEvent,
     SseEventInterceptor,
 )
-from .wire.provider import Provider, ProviderStream, StreamFunction, provider_for, provider_from
+from .wire.provider import Provider, ProviderStream
+from .wire.registry import provider_for
 from .wire.schema_compat import is_grammar_error, relax_tools, sanitize_tools
 from .wire.transport.clients import aclose_clients, configure_clients, get_client
 from .wire.windows import context_limit_for, list_models

@@ -87,6 +87,7 @@ from steadyloop.sessions import Reconnects, StateChange
 from steadyloop.sessions.postgres import read_failure
 
 from .control import Order, apply
+from .cut_off import cut_off_message
 from .durable_steps import (
     Adopted,
     Checkpoints,
@@ -99,7 +100,6 @@ from .durable_steps import (
 )
 from .errors import ApiError
 from .live import RUN_STATE, Job
-from .runtime import cut_off_message
 
 if TYPE_CHECKING:
     from .live import LiveSession

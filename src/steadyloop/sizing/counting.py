@@ -12,7 +12,8 @@ Three counters, each honest about what it measures against:
   the server renders them, so a body with tools is approximate. For other models it is only a proxy.
 - ``AnthropicCounter`` and ``GeminiCounter``: the provider's own count endpoint (Anthropic
   ``count_tokens``, Gemini ``countTokens``), the provider's count of the same request, exact by
-  definition, at the price of a round trip (``COUNT_TIMEOUT_S`` at most).
+  definition, at the price of a round trip (``COUNT_TIMEOUT_S`` at most). They live with their wires
+  (``wire/anthropic/counting.py``, ``wire/gemini/counting.py``), which offer them as the API's own count.
 
 ``token_counter_for`` picks one for an (endpoint, model). ``run_turn`` asks it once per (endpoint, model),
 before the first request, when the endpoint has reported nothing yet: its count becomes a calibration
@@ -23,13 +24,16 @@ measurement rather than from four characters a token. After that the endpoint's 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-from ..errors import InvalidInput, SteadyloopError
+from ..errors import TokenizerUnavailable
+from ..wire.anthropic.counting import AnthropicCounter
 from ..wire.endpoints import Endpoint, endpoint_key
+from ..wire.gemini.counting import GeminiCounter
+from ..wire.registry import wire_for
+from ..wire.seam import COUNT_TIMEOUT_S, TokenCounter
 from .calibration import body_chars, body_has_image, calibrate, chars_per_token_for
 from .tiktoken_files import seed_cache
 from .tokens import IMAGE_TOKENS, context_chars, json_text, reply_ceiling, request_tokens
@@ -50,38 +54,10 @@ __all__ = [
     "token_counter_for",
 ]
 
-#: Seconds a provider's count endpoint has to answer: a count that takes longer is worth less than the
-#: estimate, and a dead endpoint must not hold the request (or a failover) back for long.
-COUNT_TIMEOUT_S = 10.0
-
-# What Anthropic's count endpoint takes of a Messages request.
-_COUNTED_FIELDS = frozenset(
-    {"model", "messages", "system", "tools", "tool_choice", "thinking", "output_config", "extra_headers"}
-)
-
 # OpenAI's documented framing of a chat prompt: tokens per message, per name, and to start the reply.
 _PER_MESSAGE = 3
 _PER_NAME = 1
 _REPLY_PRIMER = 3
-
-
-class TokenizerUnavailable(SteadyloopError):
-    """A token counter cannot count: its extra is not installed, its data cannot be loaded, or the
-    provider's count endpoint failed. The message says which and how to fix it."""
-
-
-@runtime_checkable
-class TokenCounter(Protocol):
-    """Counts the prompt tokens of a chat-completions request body (the reply ceiling not included)."""
-
-    @property
-    def name(self) -> str:
-        """What the count is measured against, e.g. ``estimate`` or ``tiktoken:o200k_base``."""
-        ...
-
-    async def count(self, body: Mapping[str, Any]) -> int:
-        """The prompt's tokens. Raises ``TokenizerUnavailable`` when this counter cannot count."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,126 +207,17 @@ def _texts(body: Mapping[str, Any]) -> Iterator[str]:
         yield json_text(tools)
 
 
-class AnthropicCounter:
-    """Anthropic's own count of a request (``POST /v1/messages/count_tokens``): exact for that model,
-    system prompt, tools and images included, for one round trip.
-
-    Args:
-        endpoint: an ``api="anthropic"`` endpoint.
-        model: the model to count for (default: the body's).
-
-    Raises:
-        TokenizerUnavailable: the anthropic SDK is not installed.
-    """
-
-    def __init__(self, endpoint: Endpoint, model: str | None) -> None:
-        try:
-            import anthropic  # noqa: F401
-        except ImportError as error:
-            raise TokenizerUnavailable(
-                "counting with Anthropic needs its SDK: pip install 'steadyloop[anthropic]'"
-            ) from error
-        self.endpoint = endpoint
-        self.model = model
-
-    @property
-    def name(self) -> str:
-        return "anthropic:count_tokens"
-
-    async def count(self, body: Mapping[str, Any]) -> int:
-        import anthropic
-        import httpx2
-
-        from ..wire.anthropic.provider import lease_anthropic
-        from ..wire.anthropic.shape import anthropic_request
-
-        request = anthropic_request({**body, "model": self.model or body.get("model")})
-        fields = {name: value for name, value in request.items() if name in _COUNTED_FIELDS}
-        client, release = lease_anthropic(self.endpoint)
-        try:
-            counted = await client.messages.count_tokens(**fields, timeout=httpx2.Timeout(COUNT_TIMEOUT_S))
-        except anthropic.AnthropicError as error:
-            raise TokenizerUnavailable(
-                f"{self.endpoint.shown_url} did not count the request: {str(error)[:200]}"
-            ) from error
-        finally:
-            release()
-        tokens = getattr(counted, "input_tokens", None)
-        if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
-            raise TokenizerUnavailable(f"{self.endpoint.shown_url} answered a count without input_tokens")
-        return tokens
-
-
-class GeminiCounter:
-    """Gemini's own count of a request (``POST models/{model}:countTokens``, in the body the Gemini API
-    or Vertex AI takes: ``gemini_count_body``): system instruction and tools included, for one round trip.
-
-    Args:
-        endpoint: an ``api="gemini"`` endpoint.
-        model: the model to count for (default: the body's).
-    """
-
-    def __init__(self, endpoint: Endpoint, model: str | None) -> None:
-        self.endpoint = endpoint
-        self.model = model
-
-    @property
-    def name(self) -> str:
-        return "gemini:countTokens"
-
-    async def count(self, body: Mapping[str, Any]) -> int:
-        import httpx2
-
-        from ..wire.gemini.provider import gemini_auth, gemini_count_body, gemini_url
-        from ..wire.gemini.shape import gemini_request
-        from ..wire.transport.rest import lease_http
-
-        model, contents, config = gemini_request({**body, "model": self.model or body.get("model")})
-        request = gemini_count_body(self.endpoint.base_url, model, contents, config)
-        try:
-            payload = json.dumps(request, separators=(",", ":"), allow_nan=False).encode()
-        except (ValueError, TypeError, RecursionError) as exc:  # NaN, a foreign type, a cycle, too deep
-            raise InvalidInput(f"the request cannot be sent to be counted: {type(exc).__name__}") from None
-        headers = {"content-type": "application/json", **gemini_auth(self.endpoint)}
-        where = self.endpoint.shown_url
-        client, release = lease_http(self.endpoint)
-        try:
-            async with asyncio.timeout(COUNT_TIMEOUT_S):
-                response = await client.post(
-                    gemini_url(self.endpoint.base_url, model, "countTokens"),
-                    content=payload,
-                    headers=headers,
-                )
-        except (httpx2.HTTPError, OSError, TimeoutError) as error:
-            raise TokenizerUnavailable(f"{where} did not count the request: {error!r}"[:300]) from error
-        finally:
-            release()
-        if response.status_code != 200:
-            raise TokenizerUnavailable(
-                f"{where} did not count the request: HTTP {response.status_code} {response.text[:200]}"
-            )
-        try:
-            tokens = response.json().get("totalTokens", 0)
-        except (ValueError, AttributeError):
-            tokens = None
-        # A count of nothing leaves totalTokens out, as the API leaves out every zero.
-        if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
-            raise TokenizerUnavailable(f"{where} answered a count without totalTokens")
-        return tokens
-
-
 def token_counter_for(endpoint: Endpoint, model: str | None) -> TokenCounter:
-    """The best counter there is for a model on an endpoint: Anthropic's count endpoint for an
-    Anthropic endpoint (with the SDK installed), Gemini's for a Gemini endpoint; tiktoken for an OpenAI model on an OpenAI-shaped
-    endpoint when tiktoken is installed and knows the model; else the estimate."""
-    if endpoint.api == "anthropic":
+    """The best counter there is for a model on an endpoint: the API's own count where it has one
+    (Anthropic's count endpoint, with the SDK installed; Gemini's); on a chat-completions endpoint,
+    tiktoken for an OpenAI model when tiktoken is installed and knows the model; else the estimate."""
+    own = wire_for(endpoint.api).token_counter
+    if own is not None:
         try:
-            return AnthropicCounter(endpoint, model)
+            return own(endpoint, model)
         except TokenizerUnavailable:
             pass
-    if endpoint.api == "gemini":
-        return GeminiCounter(endpoint, model)
-    if endpoint.api == "openai" and model:
+    elif model:
         try:
             return TiktokenCounter(model)
         except TokenizerUnavailable:

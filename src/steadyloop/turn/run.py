@@ -26,7 +26,7 @@ from ..wire.endpoints import Endpoint, Target
 from ..wire.failures import prompt_truncated
 from ..wire.interceptors import Interceptors
 from ..wire.liveness import endpoint_answers
-from ..wire.provider import provider_for
+from ..wire.registry import provider_for
 from ..wire.schema_compat import relax_tools
 from .assembly import Produced, TextCallback
 from .body import apply_latches

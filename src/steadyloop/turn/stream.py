@@ -27,9 +27,10 @@ from ..wire.interceptors import (
     intercept_assistant_event,
     intercept_payload,
 )
-from ..wire.provider import OpenAIChatProvider, Provider, ProviderStream
+from ..wire.provider import Provider, ProviderStream
+from ..wire.registry import provider_over
 from ..wire.sse import DONE
-from ..wire.transport.chat_client import ChatClient, chat_client_for
+from ..wire.transport.chat_client import ChatClient
 from ..wire.typed_errors import error_for_failure
 from .assembly import Produced, StreamAssembler, TextCallback
 from .capabilities import ModelCapabilities
@@ -373,7 +374,7 @@ def _free_reply(request: Mapping[str, Any]) -> bool:
 def _provider_of(client: AsyncOpenAI | ChatClient | Provider) -> Provider:
     if isinstance(client, Provider):
         return client
-    return OpenAIChatProvider(chat_client_for(client))
+    return provider_over(client)
 
 
 def _notices(

@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import EndpointError, EndpointUnreadable, InvalidInput, SteadyloopError
 from ..failures import classify_failure
-from ..interceptors import Interceptors
-from ..provider import ResponseTap, tell_sse_event
+from ..interceptors import Interceptors, ResponseTap, tell_sse_event
 from ..transport.clients import lease_native
 from ..typed_errors import error_for_failure, unreachable_error
 from .events import AnthropicEvents

@@ -28,8 +28,7 @@ from urllib.parse import quote
 
 from ...errors import EndpointError
 from ..endpoints import NO_KEY
-from ..interceptors import Interceptors, ResponseInfo, observe
-from ..provider import tell_sse_event
+from ..interceptors import Interceptors, ResponseInfo, observe, tell_sse_event
 from ..sse import SSEDecoder
 from ..transport.rest import lease_http, read_failure, transport_error
 from .shape import GeminiChunks, gemini_request

@@ -18,11 +18,9 @@ from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from openai import AsyncOpenAI
-
     from ..interceptors import ResponseInterceptor
 
-__all__ = ["ChatClient", "ChatStream", "chat_client_for"]
+__all__ = ["ChatClient", "ChatStream"]
 
 
 class ChatStream(Protocol):
@@ -69,12 +67,3 @@ class ChatClient(Protocol):
     async def aclose(self) -> None:
         """Release what this client holds of its own (its connection pool)."""
         ...
-
-
-def chat_client_for(client: AsyncOpenAI | ChatClient) -> ChatClient:
-    """A ``ChatClient`` for what a caller handed over: an SDK client is wrapped, a chat client kept."""
-    if hasattr(client, "open_stream"):
-        return client  # type: ignore[return-value]
-    from .sdk_chat import SdkChatClient
-
-    return SdkChatClient(client)

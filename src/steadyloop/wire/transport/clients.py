@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ClientSettings",
     "aclose_clients",
+    "chat_client_for",
     "configure_clients",
     "get_chat_client",
     "get_client",
@@ -240,6 +241,15 @@ def get_chat_client(endpoint: Endpoint) -> ChatClient:
     # which must not eat into the first request's first-token allowance.
     _entry(endpoint).chat_client()
     return _PooledChat(endpoint)
+
+
+def chat_client_for(client: AsyncOpenAI | ChatClient) -> ChatClient:
+    """A ``ChatClient`` for what a caller handed over: an SDK client is wrapped, a chat client kept."""
+    if hasattr(client, "open_stream"):
+        return client  # type: ignore[return-value]
+    from .sdk_chat import SdkChatClient
+
+    return SdkChatClient(client)
 
 
 def lease_native(
