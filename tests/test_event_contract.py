@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 
 import steadyloop as sl
+from steadyloop.context import check_transcript
+from steadyloop.errors import RunEndpointError
 from steadyloop.events import (
     AgentEnd,
     AgentStart,
@@ -26,9 +28,12 @@ from steadyloop.events import (
     TurnEnd,
     TurnStart,
 )
+from steadyloop.loop import ModelCall
+from steadyloop.messages import messages_from_json, messages_to_json
 from steadyloop.testing.chunks import stream_of, text_chunks
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
+from steadyloop.tools import HookDecision, ToolHooks
 from steadyloop.tools.loop_detection import LoopDetectorConfig
 
 FAST = sl.RetryPolicy(base_delay_s=0.01, max_retries=1)
@@ -105,7 +110,7 @@ ENDINGS = [
         "error mid-stream",
         [Reply.stream(text_chunks(["Partial ", "answer", " lost"]), disconnect_after=3)],
         "error",
-        sl.RunEndpointError,
+        RunEndpointError,
         last_is_partial="Partial answer",
     ),
     Ending(
@@ -142,7 +147,7 @@ ENDINGS = [
         [answer("never sent")],
         "hook_denied",
         sl.ModelCallDenied,
-        agent={"before_llm_call": lambda call: sl.HookDecision.block("no budget left")},
+        agent={"before_llm_call": lambda call: HookDecision.block("no budget left")},
     ),
     Ending(
         "max_turns",
@@ -201,7 +206,7 @@ async def test_the_listeners_transcript_is_the_agents_on_every_ending(ending: En
         last = agent.state.messages[-1]
         assert isinstance(last, sl.AssistantMessage) and last.content == ending.last_is_partial
         assert not last.tool_calls
-    assert sl.check_transcript(agent.state.messages) is not None
+    assert check_transcript(agent.state.messages) is not None
 
 
 async def test_a_request_refused_before_output_opens_no_message_and_closes_its_turn() -> None:
@@ -261,7 +266,7 @@ async def test_async_listeners_are_a_barrier_before_the_tools_preflight() -> Non
 
     async with ScriptedServer(call("step", {}), answer("done")) as server:
         agent = sl.Agent(
-            sl.Endpoint(server.base_url), "m", tools=[step], hooks=sl.ToolHooks(before_tool_call=before)
+            sl.Endpoint(server.base_url), "m", tools=[step], hooks=ToolHooks(before_tool_call=before)
         )
         agent.subscribe(slow_store)
         await agent.prompt("go")
@@ -492,8 +497,8 @@ async def test_a_sync_tool_that_settles_after_the_agent_run_ended_reaches_its_li
 
 
 async def test_dispositions_are_kept_on_the_result_messages() -> None:
-    def before(call: sl.ToolCall, arguments: dict[str, Any]) -> sl.HookDecision | None:
-        return sl.HookDecision.block("not this one") if arguments.get("text") == "no" else None
+    def before(call: sl.ToolCall, arguments: dict[str, Any]) -> HookDecision | None:
+        return HookDecision.block("not this one") if arguments.get("text") == "no" else None
 
     reply = Reply.stream(
         stream_of(
@@ -510,12 +515,12 @@ async def test_dispositions_are_kept_on_the_result_messages() -> None:
             sl.ModelParams(model="m"),
             messages=[sl.UserMessage(content="go")],
             tools=[echo],
-            hooks=sl.ToolHooks(before_tool_call=before),
+            hooks=ToolHooks(before_tool_call=before),
         )
         sent = server.chat_requests[1].json["messages"]
     results = [m for m in result.messages if isinstance(m, sl.ToolResultMessage)]
     assert [r.disposition for r in results] == ["completed", "blocked", "failed"]
-    again = sl.messages_from_json(sl.messages_to_json(results))
+    again = messages_from_json(messages_to_json(results))
     assert [r.disposition for r in again if isinstance(r, sl.ToolResultMessage)] == [
         "completed",
         "blocked",
@@ -525,11 +530,11 @@ async def test_dispositions_are_kept_on_the_result_messages() -> None:
 
 
 async def test_before_llm_call_sees_each_request_and_a_denial_sends_nothing() -> None:
-    shown: list[sl.ModelCall] = []
+    shown: list[ModelCall] = []
 
-    async def guard(call: sl.ModelCall) -> sl.HookDecision | None:
+    async def guard(call: ModelCall) -> HookDecision | None:
         shown.append(call)
-        return sl.HookDecision.block("over budget") if call.step == 2 else None
+        return HookDecision.block("over budget") if call.step == 2 else None
 
     async with ScriptedServer(call("echo", {"text": "a"}), answer("unused")) as server:
         events: list[Event] = []
@@ -553,7 +558,7 @@ async def test_before_llm_call_sees_each_request_and_a_denial_sends_nothing() ->
 
 
 async def test_a_before_llm_call_hook_that_breaks_denies_rather_than_waves_through() -> None:
-    def broken(call: sl.ModelCall) -> None:
+    def broken(call: ModelCall) -> None:
         raise ValueError("bug in the guard")
 
     async with ScriptedServer(answer("unused")) as server:

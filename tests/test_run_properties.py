@@ -13,8 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import steadyloop as sl
+from steadyloop.context import ContextState
 from steadyloop.context.compaction import Fold, apply_compaction, request_index
 from steadyloop.events import Event, MessageEnd
+from steadyloop.structured import OutputMismatch, read_structured
 from steadyloop.testing.chunks import stream_of, text_chunks
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
@@ -119,19 +121,19 @@ _SCHEMAS = st.recursive(
 )
 def test_read_structured_answers_or_names_the_problem(text: str, schema: dict[str, Any]) -> None:
     try:
-        sl.read_structured(text, schema)
-    except sl.OutputMismatch as problem:
+        read_structured(text, schema)
+    except OutputMismatch as problem:
         assert str(problem)
 
 
 @given(value=_JSON)
 def test_any_json_fits_the_empty_schema(value: Any) -> None:
-    assert sl.read_structured(json.dumps(value), {}) == value
+    assert read_structured(json.dumps(value), {}) == value
 
 
 @given(text=st.text(max_size=300) | _JSON.map(json.dumps))
 def test_a_stored_context_state_is_read_or_refused_typed(text: str) -> None:
-    state = sl.ContextState()
+    state = ContextState()
     with contextlib.suppress(sl.InvalidInput):
         state.restore(text, [sl.UserMessage(content="a")])
 

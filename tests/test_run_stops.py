@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 import steadyloop as sl
+from steadyloop.errors import RunContextOverflow, RunEndpointError
 from steadyloop.events import AgentEnd, Event, MessageEnd
+from steadyloop.structured import OutputMismatch, read_structured
 from steadyloop.testing.chunks import stream_of, text_chunks
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
@@ -49,7 +51,7 @@ async def test_an_overflow_that_stops_a_run_is_caught_as_context_overflow() -> N
         try:
             await run(server, tools=[echo])
         except sl.ContextOverflow as stop:
-            assert isinstance(stop, sl.RunError) and isinstance(stop, sl.RunContextOverflow)
+            assert isinstance(stop, sl.RunError) and isinstance(stop, RunContextOverflow)
             assert stop.reason == "overflow" and stop.steps == 1 and len(stop.messages) == 3
             assert stop.limit == 4096 and stop.status == 400 and isinstance(stop.cause, sl.ContextOverflow)
             assert isinstance(stop.__cause__, sl.ContextOverflow)
@@ -73,7 +75,7 @@ async def test_a_refusal_that_stops_a_run_is_caught_as_endpoint_refused() -> Non
     async with ScriptedServer(refusal) as server:
         with pytest.raises(sl.EndpointRefused) as caught:
             await run(server)
-    assert isinstance(caught.value, sl.RunEndpointError) and caught.value.status == 401
+    assert isinstance(caught.value, RunEndpointError) and caught.value.status == 401
     assert caught.value.messages == QUESTION and caught.value.reason == "endpoint"
 
 
@@ -270,8 +272,8 @@ async def test_an_answer_that_keeps_missing_the_schema_stops_the_run() -> None:
     ],
 )
 def test_read_structured_names_the_problem(text: str, problem: str) -> None:
-    with pytest.raises(sl.OutputMismatch, match=problem.replace("$", r"\$").replace("[", r"\[")):
-        sl.read_structured(text, SCHEMA)
+    with pytest.raises(OutputMismatch, match=problem.replace("$", r"\$").replace("[", r"\[")):
+        read_structured(text, SCHEMA)
 
 
 # -- force_abort ---------------------------------------------------------------------------------------

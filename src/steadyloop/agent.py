@@ -1,4 +1,4 @@
-"""``Agent``: a stateful agent around the loop, with queues, listeners, abort, and a memory of its own.
+"""``Agent``: a stateful agent around the loop, with queues, listeners, abort, and a memory of its own (public).
 
 State lives on the agent (system prompt, model, tools, transcript, what is streaming, what is pending,
 the last error, the fold that keeps a long conversation inside its window) and each ``prompt()`` is one

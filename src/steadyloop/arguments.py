@@ -1,4 +1,4 @@
-"""Reading a tool call's arguments the way the model meant them.
+"""Reading a tool call's arguments the way the model meant them (public).
 
 Models, and the servers in front of them, do not always send arguments as clean JSON: local models write
 Python-flavoured almost-JSON, some servers encode the object twice, a code fence sneaks in, and a turn cut

@@ -1,4 +1,4 @@
-"""The one exception tree every steadyloop error belongs to.
+"""The one exception tree every steadyloop error belongs to (public).
 
 ::
 

@@ -1,4 +1,4 @@
-"""The host's side of lifecycle hooks: gather context before a request, notify after, within a budget.
+"""The host's side of lifecycle hooks: gather context before a request, notify after, within a budget (public).
 
 ``session_start`` and ``before_turn`` hooks can add context to the request; ``after_turn``,
 ``before_compact`` (which may veto), ``session_end`` and ``session_delete`` only read. What runs is the

@@ -1,4 +1,4 @@
-"""The agent loop: a turn, the tools it asked for, repeat, until the model stops asking.
+"""The agent loop: a turn, the tools it asked for, repeat, until the model stops asking (public).
 
 ``run_loop`` is the order of a run's phases and nothing else; each phase is a module of
 ``steadyloop.run`` named after it. Everything that makes one request survive a real endpoint is in

@@ -1,4 +1,4 @@
-"""The transcript as values: messages, content parts, tool calls and the answered turn.
+"""The transcript as values: messages, content parts, tool calls and the answered turn (public).
 
 Every value is a frozen dataclass with a discriminating ``role`` (messages) or ``type`` (content parts),
 round-trips through JSON (``message_to_json`` / ``message_from_json``), and converts to and from the

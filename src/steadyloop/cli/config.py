@@ -40,9 +40,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .. import Endpoint, InvalidInput, failover, provider_from_env
-from ..wire.endpoints import API
-from ..wire.windows import list_models
+from .. import Endpoint, InvalidInput, failover, list_models, provider_from_env
+from ..wire import API
 from .files import read_text_if_any
 
 __all__ = [
@@ -159,7 +158,7 @@ def local_model(env: Mapping[str, str] | None = None) -> str:
     Raises:
         InvalidInput: the variable names no model steadyloop can install.
     """
-    from ..local.models import MODELS
+    from ..local import MODELS
 
     env = os.environ if env is None else env
     name = env.get("STEADYLOOP_LOCAL_MODEL", "").strip() or DEFAULT_LOCAL_MODEL

@@ -16,17 +16,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .. import ApprovalPolicy, ContextPolicy, Tool, context_limit_for
 from ..agent import Agent
-from ..context.keeper import ContextPolicy
 from ..errors import InvalidInput
 from ..loop import LoopPolicy
 from ..messages import ImagePart, Turn
 from ..request_body import ModelParams
 from ..sessions import AgentSession, SessionNotFound, SessionStore, SessionUsage, open_store
 from ..spec import AgentSpec, MCPServer
-from ..tools.approvals import ApprovalBroker, ApprovalPolicy
-from ..tools.definition import Tool
-from ..wire.windows import context_limit_for
+from ..tools import ApprovalBroker
 from .config import Resolved
 from .tools import COMPACT_WINDOW, default_tools, system_prompt
 

@@ -34,7 +34,7 @@ from ..events import (
     event_to_json,
 )
 from ..messages import AssistantMessage, text_of
-from ..tools.holdback import CallHoldback
+from ..tools import CallHoldback
 from .markdown import MarkdownStream
 
 __all__ = [

