@@ -8,7 +8,7 @@ import re
 from steadyloop.cli.render import TextRenderer
 from steadyloop.events import MessageEnd, MessageStart, MessageUpdate, Notice, TurnStart
 from steadyloop.messages import AssistantMessage
-from steadyloop.turn.routing import ANSWER_HELD
+from steadyloop.steering.routing import ANSWER_HELD
 
 
 class Tty(io.StringIO):

@@ -56,7 +56,7 @@ _LISTED_CHARS = 240
 _SPACE = re.compile(r"\s")
 _QUIET_WAIT_S = 2.0  # a wait shorter than this is not worth a line
 _READING = "the model is reading the prompt"
-# An answer written from tool results is held until it is checked (turn/routing.py): its tokens arrive but
+# An answer written from tool results is held until it is checked (steering/routing.py): its tokens arrive but
 # are not shown, and "reading the prompt" would then be untrue for the seconds it takes.
 _WRITING = "the model is writing the answer, shown once checked against the tool results"
 _DENIALS = {

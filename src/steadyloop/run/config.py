@@ -84,12 +84,12 @@ class LoopPolicy:
         on_harmony_leak: told when gpt-oss channel markers reach an answer (they are taken out of it and
             a ``Notice`` says so either way); may be async.
         tool_routing: ask each step that declares tools as a decision the server holds the model to (one
-            tool's call, or an answer), for small models that choose badly (see ``turn/routing.py``);
+            tool's call, or an answer), for small models that choose badly (see ``steering/routing.py``);
             latched off per (endpoint, model) where the server does not hold it. An answer written from
             tool results is then asked at temperature 0 and held to them before it is shown (entries of a
-            listing left out, paths no result holds: asked again once; ``turn/grounding.py``).
+            listing left out, paths no result holds: asked again once; ``steering/grounding.py``).
         tool_gate: with ``tool_routing``, ask each routed step "tool or answer?" first, as a short question
-            of its own at temperature 0 (``turn/tool_gate.py``); latched off per (endpoint, model) where
+            of its own at temperature 0 (``steering/tool_gate.py``); latched off per (endpoint, model) where
             the reply holds no choice.
         output_retries: when ``params.response_format`` asks for a schema, how many times a final answer
             that does not meet it is sent back with the problem before the run stops (``OutputInvalid``).

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steadyloop.turn.grounding import (
+from steadyloop.steering.grounding import (
     AnswerGaps,
     answer_gaps,
     correction,

@@ -18,7 +18,7 @@ files, and the gate of the 1.5B model still answered "What port does config.ini 
 knowledge. :func:`names_a_listed_path` sees that before anything is asked.
 
 All of it is sans I/O: :func:`gate_messages` builds the question, :func:`read_gate` reads the reply;
-``turn/routing.py`` sends it.
+``steering/routing.py`` sends it.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from ..turn.side_tasks import read_json
 from .grounding import chat_text, last_request
-from .side_tasks import read_json
 
 __all__ = [
     "GATE_SCHEMA",

@@ -11,7 +11,7 @@ result is in the prompt; a small model at temperature 0 would repeat it until th
 which reads as the choice to answer. An answer is then asked for as usual, streamed, with
 ``tool_choice: "none"`` and a grammar that keeps it from opening like a call, and costs the server only the
 reply (the prompt is already cached). An answer after tool results is asked at temperature 0 and held to
-them before it is shown (``turn/grounding.py``): sent back once where it left out entries of a listing or
+them before it is shown (``steering/grounding.py``): sent back once where it left out entries of a listing or
 named a path no result holds.
 
 The decision body and its reading are sans I/O (:func:`decision_body`, :func:`read_decision`);
@@ -30,16 +30,16 @@ from typing import Any, Required, TypedDict, Unpack
 from ..errors import EndpointError
 from ..events import Event, Notice, Retry, SideTask
 from ..messages import ToolCall, Turn
+from ..turn.assembly import TextCallback
+from ..turn.body import apply_latches
+from ..turn.capabilities import EndpointCapabilities, ModelCapabilities, capabilities_for
+from ..turn.fences import ALL_FENCES, Fence
+from ..turn.run import BodyBuilder, RetryPolicy, run_turn
+from ..turn.side_tasks import read_json
 from ..usage import Usage
 from ..wire.endpoints import Endpoint, Target
 from ..wire.interceptors import Interceptors
-from .assembly import TextCallback
-from .body import apply_latches
-from .capabilities import EndpointCapabilities, ModelCapabilities, capabilities_for
-from .fences import ALL_FENCES, Fence
 from .grounding import AnswerGaps, answer_gaps, correction, request_and_results
-from .run import BodyBuilder, RetryPolicy, run_turn
-from .side_tasks import read_json
 from .tool_gate import GateChoice, gate_messages, gate_schema, read_gate, tools_on_named_paths
 
 __all__ = [
@@ -287,7 +287,7 @@ def _ran_tools(body: Mapping[str, Any]) -> bool:
 
 
 def gate_body(body: Mapping[str, Any], model: ModelCapabilities) -> dict[str, Any] | None:
-    """The tool gate's request for a step's ``body`` (see ``turn/tool_gate.py``); ``None``: nothing to ask."""
+    """The tool gate's request for a step's ``body`` (see ``steering/tool_gate.py``); ``None``: nothing to ask."""
     messages = gate_messages(body)
     if messages is None:
         return None
@@ -364,7 +364,7 @@ async def _ask_gate(
 
 
 async def _grounded_answer(endpoint: Endpoint, answering: BodyBuilder, asked: TurnOptions) -> Turn:
-    """An answer written from tool results, held to them (``turn/grounding.py``) before it is shown.
+    """An answer written from tool results, held to them (``steering/grounding.py``) before it is shown.
 
     It is asked at temperature 0 and not streamed while it is written: an answer that leaves out entries a
     listing returned, or names paths none returned, is sent back once with a correction, and the one with
@@ -455,7 +455,7 @@ async def routed_turn(
     Arguments are :func:`~steadyloop.turn.run.run_turn`'s, and:
 
     Args:
-        gate: ask the tool gate first (``turn/tool_gate.py``) where the model has not latched it off: an
+        gate: ask the tool gate first (``steering/tool_gate.py``) where the model has not latched it off: an
             answer it chooses is asked for without a decision, a tool makes the decision a call.
     """
     model, on_event, step = options["model"], options.get("on_event"), options.get("step", 0)

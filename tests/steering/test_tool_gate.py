@@ -13,13 +13,20 @@ from steadyloop.events import Event, Notice, SideTask
 from steadyloop.loop import LoopPolicy, run_agent_loop
 from steadyloop.messages import UserMessage
 from steadyloop.request_body import ModelParams
+from steadyloop.steering.routing import ANSWER_GRAMMAR
+from steadyloop.steering.tool_gate import (
+    GATE_SCHEMA,
+    KIND_SCHEMA,
+    KINDS,
+    gate_messages,
+    gate_schema,
+    read_gate,
+)
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.tools.definition import tool
 from steadyloop.turn.capabilities import model_capabilities_for
-from steadyloop.turn.routing import ANSWER_GRAMMAR
 from steadyloop.turn.run import RetryPolicy
-from steadyloop.turn.tool_gate import GATE_SCHEMA, KIND_SCHEMA, KINDS, gate_messages, gate_schema, read_gate
 from steadyloop.wire.endpoints import Endpoint
 
 from ..edges._edges import mutated, mutated_text
@@ -310,7 +317,7 @@ def _listing_tools(*paths: str) -> list[dict[str, Any]]:
     ],
 )
 def test_a_request_naming_a_listed_path_needs_no_gate_question(request_text: str, named: bool) -> None:
-    from steadyloop.turn.tool_gate import names_a_listed_path
+    from steadyloop.steering.tool_gate import names_a_listed_path
 
     tools = _listing_tools(".", "docs", "config.ini", "docs/faq.md", "notes.txt")
     body = {"tools": tools, "messages": [{"role": "user", "content": request_text}]}
@@ -318,7 +325,7 @@ def test_a_request_naming_a_listed_path_needs_no_gate_question(request_text: str
 
 
 def test_after_tool_results_naming_a_path_is_the_gate_question_again() -> None:
-    from steadyloop.turn.tool_gate import names_a_listed_path
+    from steadyloop.steering.tool_gate import names_a_listed_path
 
     messages = [
         {"role": "user", "content": "What port does config.ini set?"},
@@ -336,7 +343,7 @@ def test_after_tool_results_naming_a_path_is_the_gate_question_again() -> None:
     st.lists(st.one_of(st.text(max_size=30), st.integers(), st.none(), st.floats()), max_size=30),
 )
 def test_reading_a_request_for_listed_paths_is_total(request_text: str, values: list[Any]) -> None:
-    from steadyloop.turn.tool_gate import names_a_listed_path
+    from steadyloop.steering.tool_gate import names_a_listed_path
 
     schema = {"type": "object", "properties": {"path": {"enum": values}, "n": "not a schema"}}
     tools: list[Any] = [{"function": {"name": "t", "parameters": schema}}, "junk", {"function": None}]
@@ -347,7 +354,7 @@ def test_reading_a_request_for_listed_paths_is_total(request_text: str, values: 
 def test_reading_a_huge_request_for_listed_paths_is_linear() -> None:
     import time
 
-    from steadyloop.turn.tool_gate import names_a_listed_path
+    from steadyloop.steering.tool_gate import names_a_listed_path
 
     tools = _listing_tools(*(f"dir{i}/file{i}.txt" for i in range(3000)))
 
@@ -411,7 +418,7 @@ def _file_and_city_tools() -> list[dict[str, Any]]:
 
 
 def test_a_request_naming_a_file_is_first_a_call_on_that_file() -> None:
-    from steadyloop.turn.tool_gate import tools_on_named_paths
+    from steadyloop.steering.tool_gate import tools_on_named_paths
 
     tools = _file_and_city_tools()
     asked = {"tools": tools, "messages": [{"role": "user", "content": "Weather in the city in city.txt?"}]}

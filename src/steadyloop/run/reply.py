@@ -18,18 +18,18 @@ from ..events import Notice, UsageReport
 from ..messages import AssistantMessage, SignedThinking, ToolCall, Turn
 from ..sizing.calibration import chars_per_token_for
 from ..sizing.tokens import tool_schema_tokens
+from ..steering.routing import plain_turn, routed_turn
 from ..tools.recovery import recover_tool_calls
 from ..turn.continuation import can_continue, continue_turn
 from ..turn.harmony import mend_harmony
-from ..turn.routing import plain_turn, routed_turn
 from .prefix import admit
 from .prepare import Request, llm_view, rebuild
 from .state import RunState, cancellable
 
-__all__ = ["stream_turn"]
+__all__ = ["step_reply"]
 
 
-async def stream_turn(run: RunState, request: Request) -> Turn:
+async def step_reply(run: RunState, request: Request) -> Turn:
     """Send the step's request and close its assistant message; the turn as the transcript keeps it."""
     recorder = run.config.hooks.recorder
     answer = partial(_answer, run, request)

@@ -4,10 +4,10 @@ that none of them named.
 Asked "What is in this folder?", the 1.5B model read a listing of eight entries and answered with seven (at
 temperature 0, the same seven every time), with a count and no names, or with all eight and a folder that
 does not exist. The answer to a routed step after tool results is checked here before it is shown
-(``turn/routing.py``): the entries a listing result holds that the answer leaves out, and the path-like words
+(``steering/routing.py``): the entries a listing result holds that the answer leaves out, and the path-like words
 of the answer (``tests/cli/``, ``setup.py``) that no tool result and not the request itself holds. A gap is
 sent back once, as a short correction, and the answer asked again; one still short of a listing after that
-gives way to the listing itself (``turn/routing.py``).
+gives way to the listing itself (``steering/routing.py``).
 
 A listing is a result whose lines are bulleted names (one word each, a note in parentheses after it
 allowed), with notes in parentheses between them: a file's own bulleted prose is no listing. The entries
