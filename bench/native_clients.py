@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from steadyloop.turn.run import run_turn
+from steadyloop.turn import run_turn
 from steadyloop.wire.endpoints import Endpoint
 from steadyloop.wire.transport.clients import aclose_clients
 

@@ -13,13 +13,13 @@ from steadyloop.events import Event, Notice, UsageReport
 from steadyloop.loop import LoopPolicy, run_agent_loop
 from steadyloop.messages import UserMessage
 from steadyloop.request_body import ModelParams
-from steadyloop.steering.routing import ANSWER, ANSWER_GRAMMAR, decision_body, decision_schema, read_decision
+from steadyloop.steering.decision import ANSWER, ANSWER_GRAMMAR, decision_body, decision_schema, read_decision
 from steadyloop.testing.chunks import stream_of, usage_chunk
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.tools.definition import tool
+from steadyloop.turn import RetryPolicy
 from steadyloop.turn.capabilities import ModelCapabilities, model_capabilities_for
-from steadyloop.turn.run import RetryPolicy
 from steadyloop.wire.endpoints import Endpoint
 
 from ._routed import run_routed, text

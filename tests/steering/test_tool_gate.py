@@ -13,7 +13,7 @@ from steadyloop.events import Event, Notice, SideTask
 from steadyloop.loop import LoopPolicy, run_agent_loop
 from steadyloop.messages import UserMessage
 from steadyloop.request_body import ModelParams
-from steadyloop.steering.routing import ANSWER_GRAMMAR
+from steadyloop.steering.decision import ANSWER_GRAMMAR
 from steadyloop.steering.tool_gate import (
     GATE_SCHEMA,
     KIND_SCHEMA,
@@ -25,8 +25,8 @@ from steadyloop.steering.tool_gate import (
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.tools.definition import tool
+from steadyloop.turn import RetryPolicy
 from steadyloop.turn.capabilities import model_capabilities_for
-from steadyloop.turn.run import RetryPolicy
 from steadyloop.wire.endpoints import Endpoint
 
 from ..edges._edges import mutated, mutated_text

@@ -12,7 +12,7 @@ from steadyloop.events import Event, Retry
 from steadyloop.testing.chunks import text_chunks
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
-from steadyloop.turn.run import RetryPolicy, backoff_delay, run_turn
+from steadyloop.turn import RetryPolicy, backoff_delay, run_turn
 from steadyloop.wire.endpoints import Endpoint
 from steadyloop.wire.transport.clients import configure_clients
 

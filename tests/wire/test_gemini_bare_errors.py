@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from steadyloop.errors import EndpointError, EndpointUnreadable
 from steadyloop.testing.server import ScriptedServer
-from steadyloop.turn.run import RetryPolicy, run_turn
+from steadyloop.turn import RetryPolicy, run_turn
 from steadyloop.wire.endpoints import Endpoint
 from steadyloop.wire.gemini.shape import GeminiChunks
 from steadyloop.wire.sse import SSEDecoder

@@ -13,7 +13,7 @@ from steadyloop.events import Event, MessageUpdate
 from steadyloop.testing.chunks import stream_of, text_chunks
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
-from steadyloop.turn.run import RetryPolicy, run_turn
+from steadyloop.turn import RetryPolicy, run_turn
 from steadyloop.wire import DROP, ResponseInfo, SseEvent
 from steadyloop.wire.endpoints import Endpoint
 from steadyloop.wire.transport.clients import configure_clients

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from steadyloop.testing.server import ScriptedServer
-from steadyloop.turn.run import RetryPolicy, run_turn
+from steadyloop.turn import RetryPolicy, run_turn
 from steadyloop.wire.endpoints import Endpoint
 from steadyloop.wire.transport import clients
 from steadyloop.wire.transport.clients import aclose_clients, configure_clients

@@ -11,7 +11,7 @@ from steadyloop.testing.chunks import text_chunks
 from steadyloop.testing.fault_proxy import FaultProxy
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
-from steadyloop.turn.run import run_turn
+from steadyloop.turn import run_turn
 from steadyloop.wire.endpoints import Endpoint
 from steadyloop.wire.transport import clients
 from steadyloop.wire.transport.clients import (

@@ -17,7 +17,7 @@ import pytest
 
 from steadyloop.errors import EndpointUnavailable
 from steadyloop.events import Event, Retry
-from steadyloop.turn.run import RetryPolicy, run_turn
+from steadyloop.turn import RetryPolicy, run_turn
 from steadyloop.wire.endpoints import Endpoint
 from steadyloop.wire.transport.chat_client import ChatClient
 from steadyloop.wire.transport.clients import configure_clients, get_chat_client

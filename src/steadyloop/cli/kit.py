@@ -26,6 +26,7 @@ from ..sessions import AgentSession, SessionNotFound, SessionStore, SessionUsage
 from ..spec import AgentSpec, MCPServer
 from ..tools import ApprovalBroker
 from .config import Resolved
+from .steering import FILE_TOOL_ROUTING
 from .tools import COMPACT_WINDOW, default_tools, system_prompt
 
 __all__ = ["AGENT_ID", "APPROVAL_POLICY", "AgentOptions", "Conversation", "open_conversation"]
@@ -196,7 +197,7 @@ async def open_conversation(
         policy = LoopPolicy(
             context_limit=window,
             context=ContextPolicy() if window else None,
-            tool_routing=options.tool_routing,
+            tool_routing=FILE_TOOL_ROUTING if options.tool_routing else False,
             tool_gate=options.tool_gate,
         )
         system = options.system

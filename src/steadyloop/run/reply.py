@@ -8,7 +8,7 @@ then enters the transcript, and its usage is reported.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import replace
 from functools import partial
 
@@ -18,10 +18,11 @@ from ..events import Notice, UsageReport
 from ..messages import AssistantMessage, SignedThinking, ToolCall, Turn
 from ..sizing.calibration import chars_per_token_for
 from ..sizing.tokens import tool_schema_tokens
-from ..steering.routing import plain_turn, routed_turn
+from ..steering.routing import RoutedTurn, ToolRouting, plain_turn, routed_turn
 from ..tools.recovery import recover_tool_calls
-from ..turn.continuation import can_continue, continue_turn
+from ..turn.continuation import can_continue, continue_answer
 from ..turn.harmony import mend_harmony
+from ..turn.request import TurnRequest, TurnSink
 from .prefix import admit
 from .prepare import Request, llm_view, rebuild
 from .state import RunState, cancellable
@@ -84,29 +85,16 @@ async def _send(run: RunState, request: Request) -> tuple[Turn, bool]:
     """The request, sent (routed where the policy asks); after a refusal as too big, pruned and folded and
     sent once more. Also says whether a routing decision stood behind the turn."""
     config, events = run.config, run.events
-    send = partial(routed_turn, gate=config.policy.tool_gate) if config.policy.tool_routing else plain_turn
+    sink = TurnSink(
+        on_output=events.on_output,
+        on_thinking=events.on_thinking,
+        on_event=events.emit,
+        on_answered=request.answer_from,
+    )
     recovered = False
     while True:
         try:
-            routed = await cancellable(
-                send(
-                    request.endpoint,
-                    request,
-                    model=config.params.model,
-                    policy=config.policy.retry,
-                    context_limit=run.limit,
-                    droppable=run.droppable,
-                    on_output=events.on_output,
-                    on_thinking=events.on_thinking,
-                    on_event=events.emit,
-                    fences=config.policy.fences,
-                    start_in_reasoning=config.policy.start_in_reasoning,
-                    step=events.step,
-                    interceptors=config.wire_interceptors,
-                    on_answered=request.answer_from,
-                ),
-                run.cancel,
-            )
+            routed = await cancellable(_routed_or_plain(run, _turn_request(run, request), sink), run.cancel)
             return routed.turn, routed.decided
         except ContextOverflow as overflow:
             keeper = run.keeper
@@ -124,6 +112,33 @@ async def _send(run: RunState, request: Request) -> tuple[Turn, bool]:
             admit(run, request.messages, sanctioned=True)
 
 
+def _turn_request(run: RunState, request: Request) -> TurnRequest:
+    """The step's model call: its request's body builder, sent as the run's policy says."""
+    config = run.config
+    policy = config.policy
+    return TurnRequest(
+        endpoint=request.endpoint,
+        body=request,
+        model=config.params.model,
+        policy=policy.retry,
+        context_limit=run.limit,
+        droppable=run.droppable,
+        fences=policy.fences,
+        start_in_reasoning=policy.start_in_reasoning,
+        step=run.events.step,
+        interceptors=config.wire_interceptors,
+    )
+
+
+def _routed_or_plain(run: RunState, turn: TurnRequest, sink: TurnSink) -> Awaitable[RoutedTurn]:
+    """The step sent as a routed decision where ``LoopPolicy.tool_routing`` asks for it, else as usual."""
+    policy = run.config.policy
+    if not policy.tool_routing:
+        return plain_turn(turn, sink)
+    routing = policy.tool_routing if isinstance(policy.tool_routing, ToolRouting) else ToolRouting()
+    return routed_turn(turn, sink, replace(routing, gate=policy.tool_gate))
+
+
 async def _continue(run: RunState, request: Request, turn: Turn) -> Turn:
     policy, events = run.config.policy, run.events
     if policy.max_continuations <= 0 or not can_continue(turn):
@@ -135,23 +150,19 @@ async def _continue(run: RunState, request: Request, turn: Turn) -> Turn:
     body = request.last  # the body as last sent, latches applied
     if answered is not None and answered.model is not None:
         body = {**body, "model": answered.model}
-    return await cancellable(
-        continue_turn(
-            endpoint,
-            body,
-            turn,
-            max_continuations=policy.max_continuations,
-            policy=policy.retry,
-            droppable=run.droppable,
-            on_output=events.on_output,
-            on_thinking=events.on_thinking,
-            on_event=events.emit,
-            fences=policy.fences,
-            step=events.step,
-            interceptors=run.config.wire_interceptors,
-        ),
-        run.cancel,
+    model = body.get("model")
+    carried = TurnRequest(
+        endpoint=endpoint,
+        body=body,
+        model=model if isinstance(model, str) else None,
+        policy=policy.retry,
+        droppable=run.droppable,
+        fences=policy.fences,
+        step=events.step,
+        interceptors=run.config.wire_interceptors,
     )
+    sink = TurnSink(on_output=events.on_output, on_thinking=events.on_thinking, on_event=events.emit)
+    return await cancellable(continue_answer(carried, sink, turn, policy.max_continuations), run.cancel)
 
 
 def _recover_calls(run: RunState, request: Request, turn: Turn) -> Turn:

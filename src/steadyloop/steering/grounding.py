@@ -1,13 +1,13 @@
 """Whether an answer written from tool results says what they said: every entry of a listing, and no path
 that none of them named.
 
-Asked "What is in this folder?", the 1.5B model read a listing of eight entries and answered with seven (at
-temperature 0, the same seven every time), with a count and no names, or with all eight and a folder that
-does not exist. The answer to a routed step after tool results is checked here before it is shown
-(``steering/routing.py``): the entries a listing result holds that the answer leaves out, and the path-like words
-of the answer (``tests/cli/``, ``setup.py``) that no tool result and not the request itself holds. A gap is
-sent back once, as a short correction, and the answer asked again; one still short of a listing after that
-gives way to the listing itself (``steering/routing.py``).
+A small model that read a listing often answers with most of it, with a count and no names, or with every
+entry and a folder that does not exist (``docs/steering.md`` has the measurements). The answer to a
+routed step after tool results is checked here before it is shown (``routing.py``): the entries a listing
+result holds that the answer leaves out, and the path-like words of the answer (``tests/cli/``,
+``setup.py``) that no tool result and not the request itself holds. A gap is sent back once, as a short
+correction, and the answer asked again; one still short of a listing after that gives way to the listing
+itself.
 
 A listing is a result whose lines are bulleted names (one word each, a note in parentheses after it
 allowed), with notes in parentheses between them: a file's own bulleted prose is no listing. The entries
@@ -45,8 +45,8 @@ _PATH_WORD = re.compile(
 _NOT_PATHS = frozenset({"e.g", "i.e", "etc", "vs", "a.m", "p.m"})
 _QUOTES = "`'\"*"
 _SHOWN_IN_CORRECTION = 12  # entries named in a correction, at most
-# A request for a count is answered by a number, not by the names: held to the listing, "How many files are
-# in the docs folder?" was sent back for leaving out the two names and came back with them and no count.
+# A request for a count is answered by a number, not by the names: held to the listing, a count asked for
+# was sent back for leaving the names out and came back with them and no count.
 _COUNT_ASKED = re.compile(r"\bhow many\b|\bnumber of\b|\bcount\b", re.IGNORECASE)
 
 
@@ -144,9 +144,8 @@ def correction(gaps: AnswerGaps) -> str:
         said.append(f"Your answer leaves out entries the tool returned: {_some(gaps.missing)}.")
     if gaps.invented:
         said.append(f"Your answer names {_some(gaps.invented)}, which no tool returned.")
-    # "and nothing else" costs a count asked for ("How many files are in docs?" came back as the two names
-    # alone); without it, or with "keep any count", the 1.5B model left pyproject.toml out of the repo's
-    # listing again, every time. The main job's listing wins.
+    # "and nothing else" costs a count asked for, and without it a small model left the same entry out
+    # again (docs/steering.md); a listing named in full wins over a count.
     wanted = "name every entry the tool returned" if gaps.missing else "name only what the tools returned"
     return " ".join([*said, f"Answer the question again from the tool results: {wanted}, and nothing else."])
 
