@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import steadyloop as sl
 
@@ -582,12 +582,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # it: slots sharing one window would run out of it together.
         slots = max(1, args.concurrency)
         per_slot = LocalServerConfig().ctx
-        # The model the steadyloop command serves (STEADYLOOP_LOCAL_MODEL, else its default), not
-        # LocalServerConfig's own default: this bench measures what a user of the command gets.
-        from steadyloop.cli.config import local_model
-
+        # The model the steadyloop command serves (STEADYLOOP_LOCAL_MODEL, else the bundled default), as
+        # every entry point does: this bench measures what a user of the command gets.
         cfg = LocalServerConfig(
-            model=cast(Any, local_model()),
             ctx=per_slot * slots,
             extra_args=("-np", str(slots), "--no-kv-unified"),
         )

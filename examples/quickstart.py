@@ -1,6 +1,7 @@
-"""Stream one answer from the bundled local model (started on first use, cached after).
+"""Stream one answer from the bundled local model (installed and started on first use, cached after).
 
-Run: ``bash scripts/demo "your question"``.
+Run: ``.venv/bin/python examples/quickstart.py "your question"``. The model is the one every entry point
+serves (Qwen2.5-Coder-1.5B-Instruct), or the one ``STEADYLOOP_LOCAL_MODEL`` names.
 """
 
 from __future__ import annotations

@@ -160,7 +160,7 @@ async def run_loop(
         while True:
             request = await prepare_request(run)
             turn = await step_reply(run, request)
-            batch = await run_calls(run, turn)
+            batch = await run_calls(run, turn, request)
             events.end_turn(turn.finish_reason)
             if run.stopping:
                 raise Cancelled

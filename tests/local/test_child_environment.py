@@ -72,7 +72,7 @@ def test_a_started_server_has_none_of_the_callers_credentials(
     for name, value in {**CREDENTIALS, "LLAMA_ARG_THREADS": "2"}.items():
         monkeypatch.setenv(name, value)
 
-    server = start(LocalServerConfig(home=tmp_path), wait=10)
+    server = start(LocalServerConfig(home=tmp_path, model="qwen"), wait=10)
     try:
         environ = Path(f"/proc/{server.pid}/environ").read_bytes().split(b"\0")
         names = {entry.partition(b"=")[0].decode() for entry in environ if entry}

@@ -86,8 +86,8 @@ def test_cpu_key_matches_the_shell_recipe() -> None:
 def test_config_validates_and_resolves(tmp_path: Path) -> None:
     cfg = LocalServerConfig(home=tmp_path)
     assert (cfg.engine, cfg.model, cfg.resolved_template, cfg.ctx, cfg.host) == (
-        "llama-server",
-        "qwen",
+        "auto",
+        "qwen-1.5b",
         "jsonblock",
         4096,
         "127.0.0.1",
@@ -108,7 +108,7 @@ def test_config_validates_and_resolves(tmp_path: Path) -> None:
 
 
 def test_server_command_matches_up_sh_order(tmp_path: Path) -> None:
-    cfg = LocalServerConfig(home=tmp_path, ctx=512, threads=2, extra_args=("--metrics",))
+    cfg = LocalServerConfig(home=tmp_path, model="qwen", ctx=512, threads=2, extra_args=("--metrics",))
     argv = server_command(cfg, 18090)
     assert argv[0] == str(Cache(tmp_path).binary)
     assert argv[1:13] == [
@@ -405,14 +405,14 @@ http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
 
 @pytest.fixture
 def fake_home(tmp_path: Path) -> Path:
-    """A cache holding a fake llama-server and a sparse file the size of the qwen model."""
+    """A cache holding a fake llama-server and sparse files the size of each model."""
     cache = Cache(tmp_path)
     cache.make_dirs()
     cache.binary.write_text(_FAKE_ENGINE.format(python=sys.executable))
     cache.binary.chmod(0o755)
-    spec = MODELS["qwen"]
-    with open(model_path(tmp_path, spec), "wb") as f:
-        f.truncate(spec.size)
+    for spec in MODELS.values():
+        with open(model_path(tmp_path, spec), "wb") as f:
+            f.truncate(spec.size)
     return tmp_path
 
 
@@ -422,7 +422,7 @@ def test_start_status_reuse_and_stop(fake_home: Path) -> None:
     server = start(cfg, wait=10, progress=progress)
     try:
         assert server.base_url == f"http://127.0.0.1:{server.port}/v1"
-        assert server.model == "qwen2.5-coder-0.5b-instruct"
+        assert server.model == "qwen2.5-coder-1.5b-instruct"
         assert server.startup_seconds is not None and server.startup_seconds < 10
         assert Cache(fake_home).pid_file(server.port).read_text() == f"{server.pid}\n"
         assert "fake engine on" in server.log_path.read_text()
@@ -490,7 +490,7 @@ def _cached(cfg: LocalServerConfig) -> bool:
 
 @pytest.mark.real_server
 def test_real_llama_server_starts_and_stops() -> None:
-    cfg = LocalServerConfig()
+    cfg = LocalServerConfig(model="qwen", engine="llama-server")
     if not _cached(cfg):
         pytest.skip(f"llama-server or the model is not cached in {cfg.home}: run scripts/llm-up once")
     with start(cfg, wait=120) as server:

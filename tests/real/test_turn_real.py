@@ -11,7 +11,7 @@ import pytest
 
 from steadyloop.errors import ContextOverflow
 from steadyloop.events import Event, Notice
-from steadyloop.local import LocalServerConfig, ensure_binary, ensure_model
+from steadyloop.local import ensure_binary, ensure_model
 from steadyloop.local._process import spawn, terminate
 from steadyloop.local.server import _free_port, server_command
 from steadyloop.turn import RetryPolicy, run_turn
@@ -20,6 +20,8 @@ from steadyloop.turn.continuation import continue_turn
 from steadyloop.turn.side_tasks import ask_json
 from steadyloop.wire.endpoints import Endpoint
 from steadyloop.wire.windows import context_limit_for
+
+from ._model import real_config
 
 
 def _long_messages() -> list[dict[str, str]]:
@@ -46,7 +48,7 @@ async def test_the_servers_own_overflow_is_the_same_error(llama_small: Endpoint)
 @pytest.fixture
 def loading_server() -> Iterator[tuple[str, int]]:
     """A fresh llama-server whose port is open but whose model is still loading."""
-    cfg = LocalServerConfig()
+    cfg = real_config()
     ensure_binary(cfg)
     ensure_model(cfg)
     port = _free_port()

@@ -1,8 +1,9 @@
 """The event contract, on every way a run can end, against the scripted server.
 
 Every ``MessageStart`` is closed by its ``MessageEnd`` and every ``TurnStart`` by its ``TurnEnd``; ``seq``
-runs from 1 by one; one ``AgentEnd`` comes last; and a listener that builds the transcript from
-``MessageEnd`` holds exactly what the agent (or the run's result or error) holds.
+runs from 1 by one; one ``AgentEnd`` comes last; a listener that builds the transcript from
+``MessageEnd`` holds exactly what the agent (or the run's result or error) holds; and the text deltas of an
+assistant message add up to its content (less the text of the calls recovered from it, which is never shown).
 """
 
 from __future__ import annotations
@@ -63,16 +64,24 @@ def contract(events: Sequence[Event]) -> list[sl.Message]:
     assert len({e.run_id for e in events}) == 1 and events[0].run_id
     message_open = turn_open = False
     built: list[sl.Message] = []
+    shown: list[str] = []
     for event in events:
         if isinstance(event, MessageStart):
             assert turn_open and not message_open
             message_open = True
+            shown = []
         elif isinstance(event, MessageUpdate):
             assert message_open
+            if event.kind == "text":
+                shown.append(event.delta)
         elif isinstance(event, MessageEnd):
             assert message_open
             message_open = False
             built.append(event.message)
+            if isinstance(event.message, sl.AssistantMessage):
+                text, content = "".join(shown), event.message.content
+                # Recovery trims what a call leaves; anything else is shown exactly as it entered.
+                assert text == content or (event.message.tool_calls and text.strip() == content)
         elif isinstance(event, TurnStart):
             assert not turn_open and not message_open
             turn_open = True
@@ -97,6 +106,9 @@ class Ending:
     last_is_partial: str | None = None
 
 
+CALL_AS_TEXT = ['{"name": "echo", ', '"arguments": ', '{"text": "hi"}}']
+
+
 @sl.tool
 async def wait_forever(n: int) -> str:
     """Wait until cancelled."""
@@ -106,6 +118,22 @@ async def wait_forever(n: int) -> str:
 
 ENDINGS = [
     Ending("completed", [call("echo", {"text": "hi"}), answer("done")], "completed"),
+    Ending(
+        "a call written as text",
+        [
+            Reply.stream(text_chunks(["I will echo it.\n<tool_call>", *CALL_AS_TEXT, "</tool_call>"])),
+            answer("ok"),
+        ],
+        "completed",
+    ),
+    Ending(
+        "timeout while a call written as text is held",
+        [Reply.stream(text_chunks(CALL_AS_TEXT), stall_after=2)],
+        "timeout",
+        sl.RunTimedOut,
+        agent={"run_timeout": 0.5},
+        last_is_partial='{"name": "echo", ',  # kept and shown: no call is made of a reply cut off
+    ),
     Ending(
         "error mid-stream",
         [Reply.stream(text_chunks(["Partial ", "answer", " lost"]), disconnect_after=3)],

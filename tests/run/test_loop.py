@@ -64,6 +64,7 @@ async def test_one_step_without_tools_and_the_event_order() -> None:
         "turn_start",
         "message_start",
         "message_end",
+        "request_sent",
         "message_start",
         "message_end",
         "usage",

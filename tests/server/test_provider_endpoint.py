@@ -67,7 +67,7 @@ async def test_a_served_session_hops_down_the_documents_chain(tmp_path: Path) ->
     assert answer == "From the second."
     assert "failover" in kinds
     assert hop["from_endpoint"] == dead and hop["to_endpoint"] == model.base_url
-    assert hop["kind"] == "transient"  # a refused connection
+    assert hop["kind"] == "network"  # a refused connection: nothing listens there
     assert len(model.chat_requests) == 1
 
 

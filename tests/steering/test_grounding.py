@@ -24,6 +24,17 @@ def test_a_bulleted_list_of_names_is_a_listing_and_its_notes_are_not_entries() -
     assert listed_entries("* `a.py`\n\n• b/\n(and 3 more)") == ["a.py", "b/"]
 
 
+def test_a_listing_with_sizes_and_lines_is_read_as_its_names() -> None:
+    # the command's list_dir: a file's size and lines after its name, and a note on a list cut short
+    sized = (
+        "- src/ (folder)\n- README.md (21,786 bytes, 327 lines)\n- logo.png (5,120 bytes)\n"
+        "(the first 3 of 40 entries; glob finds the others by name)"
+    )
+    assert listed_entries(sized) == ["src/", "README.md", "logo.png"]
+    answer = "The largest file is README.md (21,786 bytes); there is also logo.png and the src/ folder."
+    assert not answer_gaps(answer, [sized], "Which files are the largest?")
+
+
 @pytest.mark.parametrize(
     "result",
     ["", "(empty folder)", "notes.txt\ndocs/", "- Buy milk\n- Call Alice", "- a.py\nsome prose", "1. a.py"],

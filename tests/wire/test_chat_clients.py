@@ -16,6 +16,7 @@ from steadyloop.errors import (
     EndpointError,
     EndpointRefused,
     EndpointUnavailable,
+    EndpointUnreachable,
     InvalidInput,
 )
 from steadyloop.testing.chunks import text_chunks
@@ -124,15 +125,16 @@ async def test_both_transports_raise_the_same_errors_for_the_same_refusals() -> 
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-async def test_a_closed_port_is_unavailable_and_transient(transport: Transport) -> None:
+async def test_a_closed_port_is_unreachable_and_says_nothing_listens(transport: Transport) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     configure_clients(transport=transport)
     client = get_chat_client(Endpoint(f"http://127.0.0.1:{port}/v1"))
     error = await failure_of(client)
-    assert isinstance(error, EndpointUnavailable) and error.kind == "transient"
-    assert str(error).startswith(f"could not talk to http://127.0.0.1:{port}/v1")
+    assert isinstance(error, EndpointUnreachable) and error.kind == "unreachable"
+    assert (error.connection, error.host, error.port) == ("refused", "127.0.0.1", port)
+    assert str(error).startswith(f"nothing listens on 127.0.0.1:{port}: start the server")
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

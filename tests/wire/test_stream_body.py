@@ -101,7 +101,8 @@ async def test_an_html_page_is_unreadable_sent_once_and_quoted_without_the_key(t
     assert isinstance(error, EndpointUnreadable) and error.kind == "unreadable"
     assert len(server.chat_requests) == 1
     assert error.status == 200 and error.content_type == "text/html"
-    assert "<!DOCTYPE html> <html><head><title>502 Bad Gateway" in str(error)
+    assert str(error).startswith('HTTP 200: the URL served a web page, not an API ("502 Bad Gateway")')
+    assert "<!DOCTYPE html> <html><head><title>502 Bad Gateway" in (error.body or "")
     assert KEY not in str(error) and KEY not in (error.body or "")
     assert len(str(error)) < 400
 

@@ -15,7 +15,14 @@ from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from .. import AgentSpec, __version__
-from ..errors import EndpointUnavailable, RunCancelled, SteadyloopError
+from ..errors import (
+    EndpointUnavailable,
+    EndpointUnreachable,
+    MissingApiKey,
+    RunCancelled,
+    RunError,
+    SteadyloopError,
+)
 from ..providers import PROVIDERS
 from ..tools import EFFECT_CLASSES
 from . import flag_values as flags
@@ -158,7 +165,10 @@ def build_parser() -> argparse.ArgumentParser:
     chat = sub.add_parser("chat", parents=[endpoint, agent], help="talk interactively")
     chat.add_argument("--hide-thinking", action="store_true", help="do not show the model's thinking")
 
-    sessions = sub.add_parser("sessions", help="list, show, export or delete saved sessions")
+    sessions = sub.add_parser(
+        "sessions",
+        help="list, show, export or delete saved sessions (one whose last run gave no answer is marked [failed])",
+    )
     sessions.add_argument("action", choices=["list", "show", "export", "delete"], nargs="?", default="list")
     sessions.add_argument("session_id", nargs="?", metavar="ID")
     sessions.add_argument(
@@ -169,11 +179,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     local = sub.add_parser(
         "local",
-        help="the bundled local model: up, down, status",
+        help="the bundled local model: up, down, status, build",
         description="The bundled local model's server. One the CLI starts stops by itself after "
-        "$STEADYLOOP_LOCAL_IDLE seconds without a request (default 900; 0 = never).",
+        "$STEADYLOOP_LOCAL_IDLE seconds without a request (default 900; 0 = never). It runs on the prebuilt "
+        "engine until `build` compiles llama.cpp's llama-server for this CPU (about 6 min on 2 cores, once; "
+        "prompt reading about a quarter faster), and on that from then on.",
     )
-    local.add_argument("action", choices=["up", "down", "status"])
+    local.add_argument("action", choices=["up", "down", "status", "build"])
     which = local.add_mutually_exclusive_group()
     which.add_argument(
         "--port", type=flags.port(1), metavar="N", help="up: listen on this port; down: stop the server on it"
@@ -203,7 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="up: the model (default: $STEADYLOOP_LOCAL_MODEL, else qwen-1.5b; qwen, the 0.5B one, is "
         "0.5 GB and twice as fast, and uses tools worse)",
     )
-    local.add_argument("-q", "--quiet", action="store_true", help="up: no progress on stderr")
+    local.add_argument("-q", "--quiet", action="store_true", help="up, build: no progress on stderr")
     _serve_parser(sub, endpoint)
     return parser
 
@@ -476,6 +488,14 @@ def _error(text: str) -> None:
 
 
 def _hint(exc: SteadyloopError) -> str:
+    if isinstance(exc, MissingApiKey):
+        return f"no API key for {exc.endpoint}: set {' or '.join(exc.variables)} (or pass --api-key)"
+    if isinstance(exc, EndpointUnreachable) and exc.problem and exc.connection in _FIXES:
+        stopped = "the run stopped: " if isinstance(exc, RunError) else ""
+        fix = _FIXES[exc.connection]
+        if exc.connection == "refused" and exc.host in ("127.0.0.1", "localhost", "::1"):
+            fix += " (or start the bundled model: steadyloop local up)"
+        return f"{stopped}{exc.problem} — {fix}"
     text = one_line(exc)
     # A run that stopped carries the endpoint's failure as its cause; the hint is about that failure.
     cause: BaseException | None = exc
@@ -487,6 +507,15 @@ def _hint(exc: SteadyloopError) -> str:
             "or start the bundled model: steadyloop local up)"
         )
     return text
+
+
+# What the command's user can do about a connection that cannot succeed as things stand, in its own flags.
+_FIXES = {
+    "refused": "start the server or check --base-url",
+    "dns": "check the host in --base-url",
+    "tls": "if its certificate comes from your own authority, set SSL_CERT_FILE to that authority's "
+    "certificate; else check --base-url",
+}
 
 
 def _own_words(exc: BaseException) -> None:

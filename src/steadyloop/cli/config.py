@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import Endpoint, InvalidInput, failover, list_models, provider_from_env
-from ..wire import API
+from ..local import DEFAULT_MODEL, default_model
+from ..wire import API, require_key
 from .files import read_text_if_any
 
 __all__ = [
@@ -80,11 +81,9 @@ NATIVE_DEFAULTS: Mapping[str, tuple[str, str]] = {
 
 #: Seconds without a request after which the bundled server the CLI started stops by itself.
 DEFAULT_LOCAL_IDLE = 15 * 60.0
-#: The model the steadyloop command serves when no endpoint is named (``STEADYLOOP_LOCAL_MODEL`` or
-#: ``local up --model`` pick another of ``steadyloop.local.models.MODELS``). The 1.5B model: with the same
-#: runtime it got 42-43 of bench/small_model_tools.py's 52 prompts right where the 0.5B one got 25-28, for
-#: 1.1 GB instead of 0.5 GB and about half the tokens per second.
-DEFAULT_LOCAL_MODEL = "qwen-1.5b"
+#: The model the steadyloop command serves when no endpoint is named, as every other entry point does
+#: (``STEADYLOOP_LOCAL_MODEL`` or ``local up --model`` pick another of ``steadyloop.local.models.MODELS``).
+DEFAULT_LOCAL_MODEL = DEFAULT_MODEL
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,13 +157,7 @@ def local_model(env: Mapping[str, str] | None = None) -> str:
     Raises:
         InvalidInput: the variable names no model steadyloop can install.
     """
-    from ..local import MODELS
-
-    env = os.environ if env is None else env
-    name = env.get("STEADYLOOP_LOCAL_MODEL", "").strip() or DEFAULT_LOCAL_MODEL
-    if name not in MODELS:
-        raise InvalidInput(f"STEADYLOOP_LOCAL_MODEL must be one of {', '.join(sorted(MODELS))}, not {name!r}")
-    return name
+    return default_model(env)
 
 
 def load_config(path: Path) -> dict[str, Any]:
@@ -245,6 +238,8 @@ def resolve(
 
     Raises:
         InvalidInput: an unknown endpoint name or a bad config file.
+        MissingApiKey: a hosted provider's endpoint, with no fallback, has no key; the message names the
+            variable to set.
     """
     env = os.environ if env is None else env
     config = load_config(config_path(env)) if config is None else config
@@ -265,7 +260,8 @@ def resolve(
         chain = failover(choice.provider, env=env)
         endpoint, label = chain.endpoint, choice.provider
         if choice.base_url:
-            endpoint = replace(endpoint, base_url=choice.base_url)
+            # A URL of the user's own: the provider's key may be added on the way (a proxy), or not needed.
+            endpoint = replace(endpoint, base_url=choice.base_url, key_env=())
         if choice.api_key:
             endpoint = replace(endpoint, api_key=choice.api_key)
         model = choice.model or chain.model or model
@@ -277,7 +273,9 @@ def resolve(
     ):
         # A native wire with no URL: the provider's own service.
         url, key_name = NATIVE_DEFAULTS[choice.api]
-        endpoint = Endpoint(url, api_key=choice.api_key or env.get(key_name), api=choice.api)
+        endpoint = Endpoint(
+            url, api_key=choice.api_key or env.get(key_name), api=choice.api, key_env=(key_name,)
+        )
         label = str(choice.api)
     elif choice.base_url:
         native = NATIVE_DEFAULTS.get(choice.api or "openai")
@@ -308,6 +306,9 @@ def resolve(
             raise InvalidInput("no endpoint configured: pass --base-url URL -m MODEL or set OPENAI_BASE_URL")
         url, alias = start_local()
         endpoint, label, configured = Endpoint(url, request_timeout=None), BUNDLED, alias
+    if not endpoint.fallbacks:
+        # Said now, in one line, rather than by the first request (a chain hands a keyless one on).
+        require_key(endpoint)
     return Resolved(endpoint=endpoint, model=model or configured, label=label, context_length=window)
 
 

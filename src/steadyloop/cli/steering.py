@@ -38,7 +38,11 @@ FILE_TOOL_EXAMPLES = GateExamples(
             'read_file(path="name.txt") returned: Dana',
             "tool",
         ),
-        ("Which files are in src?", 'list_dir(path="src") returned: main.py util.py', "answer"),
+        (
+            "Which files are in src?",
+            'list_dir(path="src") returned: - main.py (410 bytes, 12 lines) - util.py (96 bytes, 4 lines)',
+            "answer",
+        ),
         # Told what a step was done on ("list_dir(path=...)"), not only what it returned, the 1.5B model said
         # answer once a folder it was asked to show was listed; without the call's arguments it asked for more
         # tools after "Show me what the docs folder contains." was listed. With them, a listing that is a
@@ -46,7 +50,7 @@ FILE_TOOL_EXAMPLES = GateExamples(
         # answered after the listing.
         (
             "List the src folder, then read the file in it that starts the program.",
-            'list_dir(path="src") returned: - main.py - util.py',
+            'list_dir(path="src") returned: - main.py (410 bytes, 12 lines) - util.py (96 bytes, 4 lines)',
             "tool",
         ),
         (

@@ -3,7 +3,8 @@
 What a user needs is importable from here: the context keeper's policy and state (``ContextPolicy``,
 ``ContextState``), the ``StablePrefix``, pruning and compaction (``prune_tool_results``,
 ``plan_compaction``, ``compact_transcript``, ``Fold``), the checks a transcript must pass
-(``check_transcript``), and session branches (``collect_branch``, ``summarise_branch``). Token
+(``check_transcript``), session branches (``collect_branch``, ``summarise_branch``), and the room a
+reply and a tool's result are left in the window (``reply_room``, ``result_room``, ``cut_middle``). Token
 arithmetic is ``steadyloop.sizing``.
 """
 
@@ -23,6 +24,7 @@ from .integrity import check_transcript
 from .keeper import ContextPolicy, ContextState
 from .prefix import StablePrefix
 from .pruning import prune_tool_results
+from .room import cut_middle, reply_room, result_room
 
 __all__ = [
     "BRANCH_SUMMARY_LEAD",
@@ -41,11 +43,14 @@ __all__ = [
     "check_transcript",
     "collect_branch",
     "compact_transcript",
+    "cut_middle",
     "memory_flush",
     "plan_compaction",
     "prepare_branch",
     "prune_tool_results",
+    "reply_room",
     "request_index",
+    "result_room",
     "run_compaction",
     "summarise_branch",
     "summariser",

@@ -14,16 +14,20 @@ whose OpenAI-compatible base URL it returns. Later starts take about a second::
 request (see ``reaper.py``). From a shell: ``python -m steadyloop.local up|down|status``.
 """
 
-from .build import ensure_binary, ensure_xllamacpp
+from .build import BUILT_NOTE, ensure_binary, ensure_xllamacpp
 from .config import (
     CLI_STARTED_BY,
+    DEFAULT_MODEL,
+    MODEL_ENV,
     Cache,
     LocalServerConfig,
     LocalServerError,
     Progress,
     default_home,
+    default_model,
     no_progress,
 )
+from .heartbeat import Heartbeat
 from .models import MODELS, ensure_model, temperature_for
 from .server import (
     LocalServer,
@@ -38,14 +42,19 @@ from .server import (
 )
 
 __all__ = [
+    "BUILT_NOTE",
     "CLI_STARTED_BY",
+    "DEFAULT_MODEL",
     "MODELS",
+    "MODEL_ENV",
     "Cache",
+    "Heartbeat",
     "LocalServer",
     "LocalServerConfig",
     "LocalServerError",
     "Progress",
     "default_home",
+    "default_model",
     "ensure_binary",
     "ensure_model",
     "ensure_xllamacpp",

@@ -1,10 +1,11 @@
-"""``python -m steadyloop.local up|down|status``: manage local servers from a shell.
+"""``python -m steadyloop.local up|down|status|build``: manage local servers from a shell.
 
 ``up`` prints only the base URL on stdout (``BASE=$(python -m steadyloop.local up)``); progress and errors go
 to stderr. Errors are one line plus the log tail that explains them, and exit code 1. ``up --idle SECONDS``
 has the server stopped after that long without a request; ``down`` alone stops the servers the
-``steadyloop`` command started, ``--port`` one, ``--all`` every one. ``reap`` is that idle stop's own process,
-started by ``up`` and never by hand.
+``steadyloop`` command started, ``--port`` one, ``--all`` every one. ``build`` compiles the native
+``llama-server`` for this CPU (optional: the prebuilt engine serves until it exists) and prints its path.
+``reap`` is that idle stop's own process, started by ``up`` and never by hand.
 """
 
 from __future__ import annotations
@@ -15,10 +16,20 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO, cast
+from typing import Any, TextIO, cast, get_args
 
 from ..errors import SteadyloopError
-from .config import Engine, LocalServerConfig, ModelName, TemplateName, default_home
+from .build import BUILT_NOTE, ensure_binary
+from .config import (
+    DEFAULT_MODEL,
+    MODEL_ENV,
+    EngineChoice,
+    LocalServerConfig,
+    ModelName,
+    TemplateName,
+    default_home,
+)
+from .heartbeat import Heartbeat
 from .reaper import watch
 from .server import LocalServer, ports_to_stop, start, status, stop
 
@@ -60,8 +71,18 @@ def _parser() -> argparse.ArgumentParser:
 
     up = sub.add_parser("up", parents=[common], help="install if needed, start a server, print its base URL")
     up.add_argument("--port", type=int, default=None, help="loopback port (default: a free one)")
-    up.add_argument("--engine", choices=["llama-server", "xllamacpp"], default="llama-server")
-    up.add_argument("--model", choices=["qwen", "qwen-1.5b", "smollm"], default="qwen")
+    up.add_argument(
+        "--engine",
+        choices=get_args(EngineChoice),
+        default="auto",
+        help="auto (default): the native llama-server once `build` made one, else the prebuilt xllamacpp",
+    )
+    up.add_argument(
+        "--model",
+        choices=get_args(ModelName),
+        default=None,
+        help=f"the model (default: ${MODEL_ENV}, else {DEFAULT_MODEL})",
+    )
     up.add_argument(
         "--template",
         choices=["jsonblock", "think", "stock"],
@@ -94,6 +115,11 @@ def _parser() -> argparse.ArgumentParser:
     which.add_argument("--all", action="store_true", help="stop every server, whoever started it")
 
     sub.add_parser("status", parents=[common], help="list running servers")
+    sub.add_parser(
+        "build",
+        parents=[common],
+        help="build the native llama-server for this CPU (about 6 min on 2 cores, once); print its path",
+    )
 
     reap = sub.add_parser(
         "reap", parents=[common], help="internal: stop the server on PORT when idle or when --owner exits"
@@ -105,18 +131,28 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _up(args: argparse.Namespace, home: Path) -> int:
-    extra = {"threads": args.threads} if args.threads else {}
+    extra: dict[str, Any] = {"threads": args.threads} if args.threads else {}
+    if args.model is not None:
+        extra["model"] = cast(ModelName, args.model)
     cfg = LocalServerConfig(
         home=home,
-        engine=cast(Engine, args.engine),
-        model=cast(ModelName, args.model),
+        engine=cast(EngineChoice, args.engine),
         template=cast(TemplateName | None, args.template),
         ctx=args.ctx,
         extra_args=tuple(args.extra_arg),
         **extra,
     )
-    server = start(cfg, args.port, wait=args.wait, progress=_StderrProgress(sys.stderr), idle_stop=args.idle)
+    with Heartbeat(_StderrProgress(sys.stderr)) as progress:
+        server = start(cfg, args.port, wait=args.wait, progress=progress, idle_stop=args.idle)
     print(server.base_url, flush=True)
+    return 0
+
+
+def _build(home: Path) -> int:
+    with Heartbeat(_StderrProgress(sys.stderr)) as progress:
+        binary = ensure_binary(LocalServerConfig(home=home, engine="llama-server"), progress)
+    print(binary, flush=True)
+    print(f"[steadyloop.local] {BUILT_NOTE}", file=sys.stderr, flush=True)
     return 0
 
 
@@ -143,7 +179,10 @@ def _idle_text(server: LocalServer) -> str:
 def _status(home: Path) -> int:
     for s in status(home):
         by = s.started_by or "-"
-        print(f"{s.port}\tpid {s.pid}\t{s.model}\t{s.base_url}\t{s.log_path}\t{by}\t{_idle_text(s)}")
+        print(
+            f"{s.port}\tpid {s.pid}\t{s.model}\t{s.engine or '-'}\t{s.base_url}\t{s.log_path}\t{by}"
+            f"\t{_idle_text(s)}"
+        )
     return 0
 
 
@@ -165,6 +204,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _down(args, home)
         if args.command == "reap":
             return _reap(args, home)
+        if args.command == "build":
+            return _build(home)
         return _status(home)
     except SteadyloopError as e:
         print(f"[steadyloop.local] error: {e}", file=sys.stderr)

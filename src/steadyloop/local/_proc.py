@@ -70,26 +70,48 @@ def _size_of(line: str) -> int | None:
 
 
 def _bytes_under(folder: Path) -> int:
+    """The bytes held by the files under ``folder`` that could be seen; never raises.
+
+    pip creates and deletes files and folders in its scratch folder while this walks it, so any entry may be
+    gone by the time it is listed or measured: that entry counts as empty.
+    """
     total = 0
-    for path in folder.rglob("*"):
-        with contextlib.suppress(OSError):
-            if path.is_file():
-                total += path.stat().st_size
+    pending = [str(folder)]
+    while pending:
+        try:
+            with os.scandir(pending.pop()) as entries:
+                for entry in entries:
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            pending.append(entry.path)
+                        elif entry.is_file(follow_symlinks=False):
+                            total += entry.stat(follow_symlinks=False).st_size
+                    except OSError:
+                        continue
+        except OSError:  # the folder went away, or reading it failed partway
+            continue
     return total
 
 
 @contextlib.contextmanager
 def _watching(folder: Path, on_growth: Callable[[int], None], every: float = 1.0) -> Iterator[None]:
-    """Tell ``on_growth`` how many bytes ``folder`` holds, about every ``every`` seconds, while inside."""
+    """Tell ``on_growth`` how many bytes ``folder`` holds, about every ``every`` seconds, while inside.
+
+    The watch only decorates an install: whatever goes wrong in it (a walk, the callback) ends the watch,
+    never the install, and never prints a traceback from its thread.
+    """
     done = threading.Event()
 
     def watch() -> None:
         last = 0
-        while not done.wait(every):
-            size = _bytes_under(folder)
-            if size != last:
-                last = size
-                on_growth(size)
+        try:
+            while not done.wait(every):
+                size = _bytes_under(folder)
+                if size != last:
+                    last = size
+                    on_growth(size)
+        except Exception:  # see the docstring: pip's own lines still report the download
+            return
 
     watcher = threading.Thread(target=watch, name="pip-progress", daemon=True)
     watcher.start()
@@ -101,10 +123,16 @@ def _watching(folder: Path, on_growth: Callable[[int], None], every: float = 1.0
 
 
 class _PipProgress:
-    """Download progress from pip's lines, or from the growth of its temporary file when it counts nothing."""
+    """Download progress from pip's lines, or from the growth of its temporary file when it counts nothing.
 
-    def __init__(self, progress: Progress) -> None:
+    With a ``batch`` label, the files of the run are one download (a model's wheels): one count of bytes
+    across them all, and which file of how many is under way.
+    """
+
+    def __init__(self, progress: Progress, batch: str | None = None, files: int = 1) -> None:
         self.progress = progress
+        self.batch = batch
+        self.files = files
         self.current = ""
         self.total: int | None = None
         self.counted = False  # pip is counting bytes itself
@@ -112,17 +140,31 @@ class _PipProgress:
         # progress is the growth since its "Downloading" line, not the folder's size.
         self.folder_size = 0
         self.folder_base = 0
+        self.started = 0  # files begun
+        self.before = 0  # bytes of the files finished before the current one
+        self.done = 0  # bytes of the current one
+
+    def _say(self, done: int, total: int | None) -> None:
+        self.done = done
+        if self.batch is None:
+            self.progress(f"download {self.current}", done, total)
+        else:
+            event = f"download {self.batch}, file {self.started} of {self.files}"
+            self.progress(event, self.before + done, None)
 
     def on_line(self, line: str) -> None:
         if m := _DOWNLOADING.match(line):
+            if self.current:
+                self.before += max(self.done, self.total or 0)
             self.current = m.group(1).rsplit("/", 1)[-1]
             self.total = _size_of(line)
             self.folder_base = self.folder_size
-            self.progress(f"download {self.current}", 0, self.total)
+            self.started += 1
+            self._say(0, self.total)
         elif (m := _PROGRESS.match(line)) and self.current:
             self.counted = True
             done, whole = int(m.group(1)), int(m.group(2))
-            self.progress(f"download {self.current}", done, whole or self.total)
+            self._say(done, whole or self.total)
 
     def on_growth(self, size: int) -> None:
         self.folder_size = size
@@ -130,7 +172,7 @@ class _PipProgress:
             done = max(0, size - self.folder_base)
             if self.total is not None:
                 done = min(done, self.total)
-            self.progress(f"download {self.current}", done, self.total)
+            self._say(done, self.total)
 
 
 def _pip(
@@ -141,12 +183,14 @@ def _pip(
     what: str,
     *,
     target: str | None = None,
+    batch: str | None = None,
+    files: int = 1,
 ) -> None:
     # `--progress-bar raw` (pip >= 24.1) prints "Progress N of M" lines: real byte counts without a terminal.
     # Older pips reject the choice and get one more try with no bar; their progress is read from the file
     # growing in pip's own temporary directory, which is pointed at a folder of ours for that.
     for bar in ("raw", "off"):
-        told = _PipProgress(progress)
+        told = _PipProgress(progress, batch, files)
         # --python is read before the verb: pip re-runs itself in the target environment.
         where = ["--python", target] if target else []
         cmd = [
@@ -187,13 +231,20 @@ def _pip(
 
 
 def pip_download(
-    specs: Sequence[str], dest: Path, log_path: Path, progress: Progress, *, sdist_of: str | None = None
+    specs: Sequence[str],
+    dest: Path,
+    log_path: Path,
+    progress: Progress,
+    *,
+    sdist_of: str | None = None,
+    batch: str | None = None,
 ) -> None:
     """Download exact packages (no dependencies) into ``dest`` with this interpreter's pip.
 
     Args:
         sdist_of: a package to fetch as source; everything else is wheels only. Only that package is
             forced to source: ``--no-binary :all:`` would also build its build dependencies (CMake itself).
+        batch: report the files as one download by this name, counted across them all.
     """
     binary = ["--no-binary", sdist_of] if sdist_of else ["--only-binary", ":all:"]
     _pip(
@@ -202,6 +253,8 @@ def pip_download(
         log_path,
         progress,
         " ".join(specs),
+        batch=batch,
+        files=len(specs),
     )
 
 

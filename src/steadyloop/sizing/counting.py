@@ -30,7 +30,7 @@ from typing import Any
 
 from ..errors import TokenizerUnavailable
 from ..wire.anthropic.counting import AnthropicCounter
-from ..wire.endpoints import Endpoint, endpoint_key
+from ..wire.endpoints import Endpoint, endpoint_key, missing_key
 from ..wire.gemini.counting import GeminiCounter
 from ..wire.registry import wire_for
 from ..wire.seam import COUNT_TIMEOUT_S, TokenCounter
@@ -210,7 +210,10 @@ def _texts(body: Mapping[str, Any]) -> Iterator[str]:
 def token_counter_for(endpoint: Endpoint, model: str | None) -> TokenCounter:
     """The best counter there is for a model on an endpoint: the API's own count where it has one
     (Anthropic's count endpoint, with the SDK installed; Gemini's); on a chat-completions endpoint,
-    tiktoken for an OpenAI model when tiktoken is installed and knows the model; else the estimate."""
+    tiktoken for an OpenAI model when tiktoken is installed and knows the model; else the estimate, which
+    is also what an endpoint without the key it needs gets: nothing is sent to it."""
+    if missing_key(endpoint) is not None:
+        return EstimateCounter(endpoint, model)
     own = wire_for(endpoint.api).token_counter
     if own is not None:
         try:

@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import EndpointError, EndpointSilent, EndpointUnavailable, ModelRefusal
-from ..events import Event, MessageUpdate, Notice
+from ..errors import EndpointError, EndpointSilent, EndpointUnavailable, ModelRefusal, redact_url
+from ..events import Event, MessageUpdate, Notice, RequestSent
 from ..messages import Turn
 from ..wire.failures import classify_failure
 from ..wire.interceptors import (
@@ -31,6 +31,7 @@ from ..wire.provider import Provider, ProviderStream
 from ..wire.registry import provider_over
 from ..wire.sse import DONE
 from ..wire.transport.chat_client import ChatClient
+from ..wire.transport.sending import listening_for_sent
 from ..wire.typed_errors import error_for_failure
 from .assembly import Produced, StreamAssembler, TextCallback
 from .capabilities import ModelCapabilities
@@ -166,16 +167,25 @@ class _Reading:
         watchdog = Watchdog(task, idle, first, self.attempt.probe)
         started = time.perf_counter()  # the first token's time counts the connection too
         response: ProviderStream | None = None
+        sink = self.attempt.sink
+        sent = (
+            _SentTeller(sink.on_event, self.endpoint, self.model, self.attempt.step)
+            if sink.on_event
+            else None
+        )
         watchdog.start()
         try:
             connect_timeout = min(idle, 30.0) if idle else 30.0
             provider = self.attempt.provider
-            if hooks.on_response is None and hooks.on_sse_event is None:
-                response = await provider.open_turn(self.request, connect_timeout=connect_timeout)
-            else:
-                response = await provider.open_turn(
-                    self.request, connect_timeout=connect_timeout, interceptors=hooks
-                )
+            with listening_for_sent(sent):
+                if hooks.on_response is None and hooks.on_sse_event is None:
+                    response = await provider.open_turn(self.request, connect_timeout=connect_timeout)
+                else:
+                    response = await provider.open_turn(
+                        self.request, connect_timeout=connect_timeout, interceptors=hooks
+                    )
+            if sent is not None:
+                sent()  # a transport that could not tell when it sent: the answer began
             first_token_ms = await self._chunks(response, watchdog, started)
         except asyncio.CancelledError:
             if watchdog.fired is not None and task.uncancel() == 0:
@@ -275,8 +285,9 @@ async def stream_turn(
         fences: thinking fences to take out of content; ``()`` reads content as all answer.
         start_in_reasoning: the chat template opened a thinking block in the prompt.
         include_usage: ask for a usage chunk (``stream_options.include_usage``).
-        on_event: told one ``Notice`` when parts of the stream were skipped, and when the model's replies
-            turned out to start inside a thinking block.
+        on_event: told ``RequestSent`` once the request went out on a connection, and one ``Notice``
+            when parts of the stream were skipped, and when the model's replies turned out to start
+            inside a thinking block.
         step: the step number stamped on those notices.
         latches: the model's latches: whether its replies start in reasoning is read from them, and
             latched on them when a reply shows it.
@@ -310,6 +321,26 @@ async def stream_turn(
         interceptors=interceptors,
     )
     return await stream_attempt(attempt, body, produced)
+
+
+class _SentTeller:
+    """Tells ``RequestSent`` once, whichever says it first: the transport, or the answer beginning."""
+
+    __slots__ = ("endpoint", "model", "on_event", "step", "told")
+
+    def __init__(
+        self, on_event: Callable[[Event], object], endpoint: str, model: str | None, step: int
+    ) -> None:
+        self.on_event = on_event
+        self.endpoint = redact_url(endpoint)
+        self.model = model or ""
+        self.step = step
+        self.told = False
+
+    def __call__(self) -> None:
+        if not self.told:
+            self.told = True
+            self.on_event(RequestSent(endpoint=self.endpoint, model=self.model, step=self.step))
 
 
 def _declined(turn: Turn, refusal: list[str], endpoint: str, model: str | None) -> ModelRefusal | None:

@@ -15,7 +15,14 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from ..errors import ContextOverflow, EndpointError, EndpointSilent, EndpointUnavailable, EndpointUnreadable
+from ..errors import (
+    ContextOverflow,
+    EndpointError,
+    EndpointSilent,
+    EndpointUnavailable,
+    EndpointUnreachable,
+    EndpointUnreadable,
+)
 from ..events import Downgrade, Failover, Notice
 from ..messages import Turn
 from ..wire.endpoints import Endpoint, Target
@@ -44,6 +51,8 @@ def hop_kind(error: EndpointError) -> str | None:
     refused again by the next candidate or is not the endpoint's fault."""
     if isinstance(error, EndpointSilent):
         return "silent"
+    if isinstance(error, EndpointUnreachable) and error.kind == "unreachable":
+        return "network"  # nothing listening here, or no such host, says nothing of the next endpoint
     if error.kind in HOP_KINDS:
         return error.kind
     if error.kind is not None:

@@ -133,7 +133,7 @@ class TurnSink:
     Attributes:
         on_output: answer text as it streams.
         on_thinking: reasoning as it streams.
-        on_event: ``Retry``, ``Failover``, ``Downgrade`` and ``Notice`` events.
+        on_event: ``RequestSent``, ``Retry``, ``Failover``, ``Downgrade`` and ``Notice`` events.
         on_answered: told which endpoint and model answered, without fallbacks: where anything that
             carries this answer on (a continuation) must go, so that no other model adds to it.
     """

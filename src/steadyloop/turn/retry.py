@@ -3,7 +3,9 @@
 Each attempt walks the failover chain (``failover.py``). A failure is retried only when nothing was shown
 and it says nothing about the request itself: decided by what the failure is, not its status alone (a 500
 that says the grammar failed will fail the same way again, and a 429 for an exhausted quota does not clear
-by waiting). A model still loading is waited for without spending retries. A server asking for a longer
+by waiting, nor does a port where nothing listens, kind ``unreachable``: llama-server listens while it
+loads and answers 503, waited for on its own clock, and a server that listens only once loaded takes
+minutes, not a few backoffs). A model still loading is waited for without spending retries. A server asking for a longer
 wait than the policy allows fails the turn at once (``RetryDelayTooLong``). Silence before the first token
 is bounded over the whole turn (``RetryPolicy``).
 """

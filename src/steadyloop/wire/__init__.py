@@ -1,7 +1,7 @@
 """The wire: endpoints, the provider seam and the wires behind it, and how servers' failures read (public).
 
 Knows an API's shape and nothing of tools or loops. What a user needs of it is importable from here:
-``Endpoint`` and ``Target``; the seam (``Provider``, ``provider_for``, ``provider_from``) and what else a
+``Endpoint`` and ``Target`` (and ``require_key``, refusing one that needs a key it was not given); the seam (``Provider``, ``provider_for``, ``provider_from``) and what else a
 wire answers (``Wire``, ``ModelInfo``, ``list_models``, ``context_limit_for``, ``endpoint_answers``); the
 pooled clients (``configure_clients``, ``aclose_clients``, ``get_client``); ``classify_failure``; the
 host's ``Interceptors``; and the tool-schema compat a strict or grammar server needs
@@ -20,6 +20,8 @@ from .endpoints import (
     Target,
     endpoint_id,
     endpoint_key,
+    missing_key,
+    require_key,
     with_resolved_key,
 )
 from .failures import Failure, classify_failure
@@ -77,9 +79,11 @@ __all__ = [
     "get_client",
     "is_grammar_error",
     "list_models",
+    "missing_key",
     "provider_for",
     "provider_from",
     "relax_tools",
+    "require_key",
     "reset_windows",
     "sanitize_tools",
     "wire_for",

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import EndpointRefused, EndpointUnavailable
+from .connection_failures import unreachable
 from .endpoints import Endpoint, endpoint_key
 from .seam import LISTING_TIMEOUT, ModelInfo
 from .transport.clients import client_settings
@@ -86,10 +87,9 @@ async def _get(
         async with asyncio.timeout(within_s):
             response = await client.get(url, params=params, headers=listing.headers(endpoint))
     except (httpx2.HTTPError, OSError, TimeoutError) as exc:
-        raise EndpointUnavailable(
-            f"could not reach {url}: {exc or type(exc).__name__}",
-            endpoint=endpoint.shown_url,
-            kind="transient",
+        timed_out = isinstance(exc, TimeoutError | httpx2.TimeoutException)
+        raise unreachable(
+            exc, endpoint=endpoint.shown_url, model=None, timeout_s=within_s, timed_out=timed_out
         ) from exc
     finally:
         release()

@@ -8,13 +8,15 @@ which API an endpoint speaks.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidInput
+from ..errors import InvalidInput, MissingApiKey
 from . import anthropic, gemini, openai_chat
-from .endpoints import Endpoint
+from .endpoints import Endpoint, missing_key
+from .interceptors import Interceptors
 from .openai_chat.provider import OpenAIChatProvider
-from .provider import Provider
+from .provider import Provider, ProviderStream
 from .seam import Wire
 from .transport.chat_client import ChatClient
 from .transport.clients import chat_client_for
@@ -50,14 +52,50 @@ def wire_for(api: str) -> Wire:
 def provider_for(endpoint: Endpoint) -> Provider:
     """The provider that sends this endpoint's turns: the caller's own, else the one its ``api`` names.
 
+    An endpoint that needs a key it was not given (``Endpoint.key_env``) gets a provider whose every turn
+    fails with ``MissingApiKey`` before anything is sent: in a failover chain that hands the turn on.
+
     Raises:
         InvalidInput: the ``api`` needs an extra that is not installed (the message names the install).
     """
     if endpoint.transport is not None:
         return endpoint.transport
+    missing = missing_key(endpoint)
+    if missing is not None:
+        return _Unkeyed(endpoint.base_url, missing)
     return wire_for(endpoint.api).provider(endpoint, _OTHERS[endpoint.api])
 
 
 def provider_over(client: AsyncOpenAI | ChatClient) -> Provider:
     """The chat-completions provider over a client of the caller's (an SDK client, or a ``ChatClient``)."""
     return OpenAIChatProvider(chat_client_for(client), _OTHERS["openai"])
+
+
+class _Unkeyed:
+    """The provider of an endpoint without the key it needs: nothing is ever sent."""
+
+    __slots__ = ("_endpoint", "_missing")
+
+    def __init__(self, endpoint: str, missing: MissingApiKey) -> None:
+        self._endpoint = endpoint
+        self._missing = missing
+
+    @property
+    def endpoint(self) -> str:
+        return self._endpoint
+
+    async def open_turn(
+        self,
+        body: Mapping[str, Any],
+        *,
+        connect_timeout: float | None,
+        interceptors: Interceptors | None = None,
+    ) -> ProviderStream:
+        model = body.get("model")
+        missing = self._missing
+        raise MissingApiKey(
+            str(missing),
+            variables=missing.variables,
+            endpoint=missing.endpoint,
+            model=model if isinstance(model, str) else None,
+        )

@@ -2,7 +2,7 @@
 
 A classified failure (``classify_failure``) becomes ``ContextOverflow``, ``EndpointUnavailable`` or
 ``EndpointRefused``; what an SDK or a transport raised becomes the same, and a request that never got an
-answer reads alike on every transport.
+answer is an ``EndpointUnreachable`` that reads alike on every transport.
 """
 
 from __future__ import annotations
@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ContextOverflow, EndpointError, EndpointRefused, EndpointUnavailable
+from ..errors import ContextOverflow, EndpointError, EndpointRefused, EndpointUnavailable, EndpointUnreachable
+from .connection_failures import unreachable
 from .failures import Failure, classify_failure
+from .web_pages import web_page_words
 
 if TYPE_CHECKING:
     import openai
@@ -39,6 +41,8 @@ def error_for_failure(
 ) -> EndpointError:
     """The typed error for a classified failure."""
     words = failure.message or f"HTTP {failure.status}"
+    if failure.web_page:
+        words = web_page_words(failure.status, failure.message)
     message = f"{prefix}{words}" if prefix else words
     common: dict[str, Any] = {
         "endpoint": endpoint,
@@ -57,8 +61,11 @@ def error_for_failure(
     return EndpointRefused(message, **common)
 
 
-def error_from_exception(exc: BaseException, *, endpoint: str | None, model: str | None) -> EndpointError:
-    """The typed error for what the SDK or the transport raised."""
+def error_from_exception(
+    exc: BaseException, *, endpoint: str | None, model: str | None, timeout_s: float | None = None
+) -> EndpointError:
+    """The typed error for what the SDK or the transport raised (``timeout_s``: the allowance in force,
+    for a timeout's message)."""
     # Imported here: the SDK is loaded only by what sends through it (about a third of a second).
     import httpx2
     import openai
@@ -73,22 +80,19 @@ def error_from_exception(exc: BaseException, *, endpoint: str | None, model: str
         endpoint=endpoint,
         model=model,
         timed_out=isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException),
+        timeout_s=timeout_s,
     )
 
 
 def unreachable_error(
-    exc: BaseException, *, endpoint: str | None, model: str | None, timed_out: bool = False
-) -> EndpointUnavailable:
-    """The typed error for a request that never got an answer (a refused connection, a drop, a timeout),
-    worded the same whichever transport raised it."""
-    if timed_out or isinstance(exc, TimeoutError):
-        return EndpointUnavailable(
-            f"timed out talking to {endpoint}", endpoint=endpoint, model=model, kind="transient"
-        )
-    reason = str(exc) or type(exc).__name__
-    cause = exc.__cause__
-    if cause is not None and str(cause):
-        reason = f"{reason} ({cause})"
-    return EndpointUnavailable(
-        f"could not talk to {endpoint}: {reason}", endpoint=endpoint, model=model, kind="transient"
-    )
+    exc: BaseException,
+    *,
+    endpoint: str | None,
+    model: str | None,
+    timed_out: bool = False,
+    timeout_s: float | None = None,
+) -> EndpointUnreachable:
+    """The typed error for a request that never got an answer (a refused connection, a name that does not
+    resolve, a certificate not trusted, a timeout, a drop), worded the same whichever transport raised it:
+    what happened, and what to do about it (see ``connection_failures``)."""
+    return unreachable(exc, endpoint=endpoint, model=model, timeout_s=timeout_s, timed_out=timed_out)

@@ -10,7 +10,7 @@ listing (``openai_chat/models.py``), an Anthropic or Gemini endpoint for the win
 
 from __future__ import annotations
 
-from .endpoints import Endpoint
+from .endpoints import Endpoint, missing_key, require_key
 from .registry import WIRES, wire_for
 from .seam import LISTING_TIMEOUT, ModelInfo
 
@@ -41,6 +41,8 @@ async def context_limit_for(endpoint: Endpoint, model: str, operator_value: int 
         and operator_value > 0
     ):
         return int(operator_value)
+    if missing_key(endpoint) is not None:
+        return None  # nothing is sent without the key it needs; the request says so when it is made
     return await wire_for(endpoint.api).window(endpoint, model)
 
 
@@ -51,8 +53,10 @@ async def list_models(endpoint: Endpoint) -> list[ModelInfo]:
     listing (every page of it), each model's window read from ``max_input_tokens`` or ``inputTokenLimit``.
 
     Raises:
+        MissingApiKey: the endpoint needs a key it was not given (nothing was sent).
         EndpointRefused: the endpoint answered with an error status, or with something that is not a
             model listing.
         EndpointUnavailable: it could not be reached, or answered with a transient status.
     """
+    require_key(endpoint)
     return await wire_for(endpoint.api).list_models(endpoint)

@@ -34,9 +34,11 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ...errors import EndpointRefused, EndpointUnavailable
+from ..connection_failures import unreachable
 from ..endpoints import Endpoint, endpoint_key
 from ..seam import LISTING_TIMEOUT, ModelInfo
 from ..transport.clients import client_settings, lease_client
+from ..web_pages import is_web_page, page_words, web_page_words
 
 if TYPE_CHECKING:
     import httpx2
@@ -102,15 +104,19 @@ async def list_models(endpoint: Endpoint) -> list[ModelInfo]:
         response = await _get(endpoint, url)
     except openai.APIStatusError as exc:
         error = EndpointUnavailable if exc.status_code >= 500 or exc.status_code == 429 else EndpointRefused
-        raise error(
-            f"{url} answered HTTP {exc.status_code}",
-            endpoint=endpoint.base_url,
-            status=exc.status_code,
-            body=_text_of(exc.response),
-        ) from exc
+        text = _text_of(exc.response)
+        said = f"{url} answered HTTP {exc.status_code}"
+        if text is not None and is_web_page(text):
+            said = f"{url}: {web_page_words(exc.status_code, page_words(text))}"
+        raise error(said, endpoint=endpoint.base_url, status=exc.status_code, body=text) from exc
     except openai.APIError as exc:
-        raise EndpointUnavailable(
-            f"could not list models at {url}: {exc}", endpoint=endpoint.base_url, kind="transient"
+        timed_out = isinstance(exc, openai.APITimeoutError)
+        raise unreachable(
+            exc,
+            endpoint=endpoint.base_url,
+            model=None,
+            timeout_s=endpoint.request_timeout or LISTING_TIMEOUT,
+            timed_out=timed_out,
         ) from exc
     try:
         models = _parse_listing(response.json())

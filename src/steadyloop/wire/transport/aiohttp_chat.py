@@ -29,6 +29,7 @@ from ..interceptors import ResponseInfo, ResponseInterceptor, observe
 from ..typed_errors import error_for_failure, unreachable_error
 from . import json_codec
 from .chat_client import ChatStream
+from .sending import request_sent
 from .stream_body import settle
 
 __all__ = ["AiohttpChatClient"]
@@ -139,9 +140,14 @@ async def _note_reused(_session: aiohttp.ClientSession, context: Any, _params: o
     context.trace_request_ctx.reused = True
 
 
+async def _note_sent(_session: aiohttp.ClientSession, _context: Any, _params: object) -> None:
+    request_sent()
+
+
 def _reuse_trace() -> aiohttp.TraceConfig:
     trace = aiohttp.TraceConfig()
     trace.on_connection_reuseconn.append(_note_reused)
+    trace.on_request_headers_sent.append(_note_sent)
     return trace
 
 
@@ -234,7 +240,9 @@ class AiohttpChatClient:
             response = await self._post(self._session, data, timeout, request)
         except (aiohttp.ClientError, OSError) as exc:  # a connect timeout is an OSError too
             if not (request.reused and _closed_unanswered(exc)):
-                raise unreachable_error(exc, endpoint=self._endpoint, model=model) from exc
+                raise unreachable_error(
+                    exc, endpoint=self._endpoint, model=model, timeout_s=connect_timeout
+                ) from exc
             # The server closed this kept-alive connection while it sat in the pool and nothing was
             # answered: the request goes again at once, once, on a connection opened for it. It is not a
             # retry (no backoff, no notice): the server was never asked. A fresh connection that fails is
@@ -242,7 +250,9 @@ class AiohttpChatClient:
             try:
                 response = await self._post(self._fresh(), data, timeout, _RequestTrace())
             except (aiohttp.ClientError, OSError) as again:
-                raise unreachable_error(again, endpoint=self._endpoint, model=model) from again
+                raise unreachable_error(
+                    again, endpoint=self._endpoint, model=model, timeout_s=connect_timeout
+                ) from again
         if on_response is not None:
             info = ResponseInfo(response.status, dict(response.headers), self._endpoint, model)
             try:
@@ -284,6 +294,7 @@ class AiohttpChatClient:
             self._fresh_session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(force_close=True, ssl=_tls_context(self._url)),
                 timeout=aiohttp.ClientTimeout(total=None),
+                trace_configs=[_reuse_trace()],
             )
         return self._fresh_session
 

@@ -17,6 +17,7 @@ from ...errors import EndpointError
 from ..interceptors import ResponseInfo, ResponseInterceptor, observe
 from ..typed_errors import error_from_exception
 from .chat_client import ChatStream
+from .sending import request_sent
 from .stream_body import settle
 
 __all__ = ["SdkChatClient", "open_chat_stream", "trace_connections"]
@@ -40,6 +41,8 @@ class _ConnectionTrace:
         self.traced = True
         if ".connect_" in name:  # connect_tcp, connect_unix_socket
             self.connected = True
+        elif name.endswith(".send_request_headers.complete"):  # http11. or http2.
+            request_sent()
 
 
 # The trace of the request ``open_stream`` is sending in this task, for the client's request hook to attach.
@@ -153,7 +156,7 @@ class SdkChatClient:
             raise
         except (openai.OpenAIError, httpx2.HTTPError, OSError) as exc:
             if not (trace.reused and _closed_unanswered(exc)):
-                await self._fail(exc, model, on_response)
+                await self._fail(exc, model, on_response, connect_timeout)
             # A kept-alive connection the server closed in the pool, nothing answered: sent again at once,
             # once, as the aiohttp transport does (see there). A new connection that fails is a failure.
             try:
@@ -161,7 +164,7 @@ class SdkChatClient:
             except EndpointError:
                 raise
             except (openai.OpenAIError, httpx2.HTTPError, OSError) as again:
-                await self._fail(again, model, on_response)
+                await self._fail(again, model, on_response, connect_timeout)
         if on_response is not None:
             try:
                 await self._tell(on_response, response, model)
@@ -184,8 +187,9 @@ class SdkChatClient:
         exc: openai.OpenAIError | httpx2.HTTPError | OSError,
         model: str | None,
         on_response: ResponseInterceptor | None,
+        connect_timeout: float | None,
     ) -> NoReturn:
-        error = error_from_exception(exc, endpoint=self._endpoint, model=model)
+        error = error_from_exception(exc, endpoint=self._endpoint, model=model, timeout_s=connect_timeout)
         if on_response is not None and isinstance(exc, openai.APIStatusError):
             # The SDK raised for the status: the response it raised for is still the response.
             await self._tell(on_response, exc.response, model)

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from ...errors import EndpointUnreadable
+from ..web_pages import is_web_page, page_words, web_page_words
 from . import json_codec
 
 __all__ = [
@@ -174,8 +175,12 @@ def unreadable(
     """The error for a body that cannot be read as a turn."""
     quoted = quote(head, secrets)
     shown = content_type or "no content type"
+    text = head.decode("utf-8", "replace")
+    said = f"{endpoint} answered {status} ({shown}) with {why}: {quoted!r}"
+    if is_web_page(text):
+        said = web_page_words(status, mask_credentials(page_words(text), secrets))
     return EndpointUnreadable(
-        f"{endpoint} answered {status} ({shown}) with {why}: {quoted!r}",
+        said,
         endpoint=endpoint,
         model=model,
         status=status,
