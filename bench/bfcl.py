@@ -102,6 +102,8 @@ from bfcl_score import (
 
 import steadyloop as sl
 from steadyloop.events import Notice
+from steadyloop.messages import from_openai
+from steadyloop.turn import reset_capabilities
 
 MODEL_KEY = "steadyloop-bench"
 _REGISTRY = "bfcl_eval.constants.model_config"
@@ -141,7 +143,7 @@ def split_messages(messages: Sequence[Mapping[str, Any]]) -> tuple[str | None, l
     rest = list(messages)
     if rest and rest[0].get("role") == "system":
         system = str(rest.pop(0).get("content", ""))
-    return system, [sl.from_openai(m) for m in rest]
+    return system, [from_openai(m) for m in rest]
 
 
 # -- bfcl-eval --------------------------------------------------------------------------------------------
@@ -271,7 +273,7 @@ async def ask_steadyloop(target: Target, entry: Entry, routed: bool) -> Reply:
     except sl.InvalidInput as exc:
         reply.error = f"not asked: {exc}"
         return reply
-    sl.reset_capabilities(target.endpoint)  # a fresh `steadyloop run` per question: nothing latched before
+    reset_capabilities(target.endpoint)  # a fresh `steadyloop run` per question: nothing latched before
     try:
         result = await sl.run_agent_loop(
             target.endpoint,

@@ -8,17 +8,17 @@ from typing import Any
 import pytest
 
 from steadyloop.context.keeper import ContextPolicy, ContextState
-from steadyloop.context.tokens import request_tokens
 from steadyloop.errors import RunError
 from steadyloop.events import Event, Notice
 from steadyloop.loop import LoopPolicy, run_agent_loop
 from steadyloop.messages import ToolResultMessage, UserMessage
 from steadyloop.request_body import ModelParams
+from steadyloop.sizing.tokens import request_tokens
 from steadyloop.testing.chunks import stream_of, usage_chunk
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.tools.definition import ToolContext, tool
-from steadyloop.turn.run import RetryPolicy
+from steadyloop.turn import RetryPolicy
 from steadyloop.wire.endpoints import Endpoint
 
 RETRY = RetryPolicy(base_delay_s=0.01, max_retries=1)

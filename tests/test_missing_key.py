@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 import steadyloop as sl
+from steadyloop.errors import RunMissingApiKey
 from steadyloop.events import Event, Failover, RequestSent
 from steadyloop.testing import Reply, ScriptedServer, stream_of
-from steadyloop.turn.run import RetryPolicy, run_turn
-from steadyloop.wire.endpoints import Endpoint, missing_key
+from steadyloop.turn import RetryPolicy, run_turn
+from steadyloop.wire.endpoints import Endpoint, missing_key, require_key
 from steadyloop.wire.windows import context_limit_for, list_models
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -39,7 +40,7 @@ def test_a_hosted_provider_at_its_own_url_needs_its_key(name: str, variables: tu
     assert error.variables == variables and error.kind == "auth" and error.status is None
     assert f"set {variables[0]}" in str(error)
     with pytest.raises(sl.MissingApiKey):
-        sl.require_key(endpoint)
+        require_key(endpoint)
     assert missing_key(sl.provider(name, env={variables[-1]: "k"})) is None  # any of its variables will do
     assert missing_key(sl.provider(name, api_key="k", env={})) is None
 
@@ -75,9 +76,7 @@ async def test_a_turn_fails_before_sending_and_a_run_is_caught_as_missing_key() 
     agent = sl.Agent(endpoint, "claude-x")
     with pytest.raises(sl.MissingApiKey) as stopped:
         await agent.prompt("hi")
-    assert isinstance(stopped.value, sl.RunMissingApiKey) and stopped.value.variables == (
-        "ANTHROPIC_API_KEY",
-    )
+    assert isinstance(stopped.value, RunMissingApiKey) and stopped.value.variables == ("ANTHROPIC_API_KEY",)
 
 
 async def test_nothing_asks_the_endpoint_for_its_models_or_window_without_the_key() -> None:

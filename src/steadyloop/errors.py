@@ -1,4 +1,4 @@
-"""The one exception tree every steadyloop error belongs to.
+"""The one exception tree every steadyloop error belongs to (public).
 
 ::
 
@@ -40,7 +40,7 @@
     ├── MCPError                     an MCP server failed (steadyloop.tools.mcp)
     ├── StoreUnavailable             the session store's database could not be reached
                                      (steadyloop.sessions)
-    ├── TokenizerUnavailable         a token counter cannot count (steadyloop.context.counting)
+    ├── TokenizerUnavailable         a token counter cannot count (its extra, its data, its endpoint)
     └── LocalServerError             the bundled local server could not be installed or started
                                      (steadyloop.local)
 
@@ -97,6 +97,7 @@ __all__ = [
     "RunRetryDelayTooLong",
     "RunTimedOut",
     "SteadyloopError",
+    "TokenizerUnavailable",
     "ToolArgumentsError",
     "ToolLoopDetected",
     "TranscriptError",
@@ -350,6 +351,11 @@ class ContextOverflow(EndpointRefused):
         super().__init__(message, **kw)  # type: ignore[arg-type]
         self.limit = limit
         self.requested = requested
+
+
+class TokenizerUnavailable(SteadyloopError):
+    """A token counter cannot count: its extra is not installed, its data cannot be loaded, or the
+    provider's count endpoint failed. The message says which and how to fix it."""
 
 
 class InterceptorFailed(SteadyloopError):

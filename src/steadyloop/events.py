@@ -1,4 +1,4 @@
-"""The event vocabulary: one small frozen type per thing that happens in a run.
+"""The event vocabulary: one small frozen type per thing that happens in a run (public).
 
 Names (the ``type`` strings) are permanent API: hosts store them, route on them and replay them.
 

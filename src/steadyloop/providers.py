@@ -1,4 +1,4 @@
-"""Named providers: their endpoints by name, from the environment, and chained for failover.
+"""Named providers: their endpoints by name, from the environment, and chained for failover (public).
 
 ``provider("mistral")`` is an ``Endpoint`` at Mistral's documented base URL with ``MISTRAL_API_KEY``;
 ``<NAME>_BASE_URL`` and ``<NAME>_API_KEY`` override the URL and key of each provider, so every candidate

@@ -11,8 +11,8 @@ import pytest
 
 from steadyloop.cli.render import result_summary
 from steadyloop.cli.tools import default_tools, file_tools, shell_tool
+from steadyloop.steering.grounding import listed_entries
 from steadyloop.tools.definition import Tool, ToolContext
-from steadyloop.turn.grounding import listed_entries
 
 README = "".join(f"Line {n} of the readme says something about the project.\n" for n in range(1, 328))
 

@@ -9,7 +9,7 @@ from steadyloop.cli.render import TextRenderer
 from steadyloop.events import MessageEnd, MessageStart, MessageUpdate, Notice, TurnStart
 from steadyloop.messages import AssistantMessage
 from steadyloop.run.state import CALL_HELD
-from steadyloop.turn.routing import ANSWER_HELD
+from steadyloop.steering import ANSWER_HELD
 
 
 class Tty(io.StringIO):

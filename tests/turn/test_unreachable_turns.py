@@ -10,15 +10,15 @@ from typing import Any, Literal
 import pytest
 
 import steadyloop as sl
-from steadyloop.errors import EndpointUnreachable
+from steadyloop.errors import EndpointUnreachable, RunEndpointUnreachable
 from steadyloop.events import Event, Failover, RequestSent, Retry
 from steadyloop.testing.chunks import text_chunks, usage_chunk
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
-from steadyloop.turn.run import RetryPolicy, run_turn
-from steadyloop.wire.clients import configure_clients
+from steadyloop.turn import RetryPolicy, run_turn
 from steadyloop.wire.endpoints import Endpoint, Target
 from steadyloop.wire.interceptors import Interceptors, ResponseInfo
+from steadyloop.wire.transport.clients import configure_clients
 
 FAST = RetryPolicy(base_delay_s=0.01, max_delay_s=0.05)
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -65,7 +65,7 @@ async def test_a_run_stopped_by_it_is_caught_as_the_endpoints_failure_too() -> N
     agent = sl.Agent(Endpoint(f"http://127.0.0.1:{closed_port()}/v1"), "m")
     with pytest.raises(sl.EndpointUnreachable) as caught:
         await agent.prompt("hi")
-    assert isinstance(caught.value, sl.RunEndpointUnreachable) and isinstance(caught.value, sl.RunError)
+    assert isinstance(caught.value, RunEndpointUnreachable) and isinstance(caught.value, sl.RunError)
     assert caught.value.connection == "refused" and caught.value.problem.startswith("nothing listens on")
 
 

@@ -22,12 +22,12 @@ from steadyloop.errors import (
 from steadyloop.testing.chunks import text_chunks
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
-from steadyloop.wire import clients
-from steadyloop.wire.aiohttp_chat import AiohttpChatClient
-from steadyloop.wire.chat_client import ChatClient
-from steadyloop.wire.clients import aclose_clients, configure_clients, get_chat_client, pool_size
 from steadyloop.wire.endpoints import Endpoint
-from steadyloop.wire.sdk_chat import SdkChatClient
+from steadyloop.wire.transport import clients
+from steadyloop.wire.transport.aiohttp_chat import AiohttpChatClient
+from steadyloop.wire.transport.chat_client import ChatClient
+from steadyloop.wire.transport.clients import aclose_clients, configure_clients, get_chat_client, pool_size
+from steadyloop.wire.transport.sdk_chat import SdkChatClient
 
 Transport = Literal["httpx2", "aiohttp"]
 TRANSPORTS: tuple[Transport, ...] = ("httpx2", "aiohttp")
@@ -198,13 +198,13 @@ async def test_a_body_that_is_not_json_is_invalid_input() -> None:
 
 
 def test_bodies_are_compact_json_either_way() -> None:
-    from steadyloop.wire import json_codec
+    from steadyloop.wire.transport import json_codec
 
     assert json.loads(json_codec.dumps(BODY)) == BODY
 
 
 def test_proxies_come_from_the_environment_with_their_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
-    from steadyloop.wire.aiohttp_chat import _env_proxy
+    from steadyloop.wire.transport.aiohttp_chat import _env_proxy
 
     for name in (
         "http_proxy",

@@ -21,10 +21,10 @@ from steadyloop.testing.chunks import stream_of, text_chunks
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.tools.definition import Tool, ToolContext
-from steadyloop.turn.run import RetryPolicy, run_turn
-from steadyloop.wire.clients import configure_clients
+from steadyloop.turn import RetryPolicy, run_turn
 from steadyloop.wire.endpoints import Endpoint
-from steadyloop.wire.stream_body import completion_chunks, mask_credentials, sniff
+from steadyloop.wire.transport.clients import configure_clients
+from steadyloop.wire.transport.stream_body import completion_chunks, mask_credentials, sniff
 
 Transport = Literal["httpx2", "aiohttp"]
 TRANSPORTS: tuple[Transport, ...] = ("httpx2", "aiohttp")

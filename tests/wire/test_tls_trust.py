@@ -19,8 +19,8 @@ import trustme
 from steadyloop.errors import EndpointUnreachable
 from steadyloop.testing.chunks import text_chunks
 from steadyloop.testing.replies import sse_frame
-from steadyloop.wire.clients import configure_clients, get_chat_client
 from steadyloop.wire.endpoints import Endpoint
+from steadyloop.wire.transport.clients import configure_clients, get_chat_client
 
 Transport = Literal["httpx2", "aiohttp"]
 TRANSPORTS: tuple[Transport, ...] = ("httpx2", "aiohttp")

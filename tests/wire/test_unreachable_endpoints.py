@@ -21,8 +21,8 @@ from steadyloop.errors import EndpointUnreachable
 from steadyloop.testing.chunks import text_chunks
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
-from steadyloop.wire.clients import configure_clients, get_chat_client
 from steadyloop.wire.endpoints import Endpoint
+from steadyloop.wire.transport.clients import configure_clients, get_chat_client
 from steadyloop.wire.windows import list_models
 
 Transport = Literal["httpx2", "aiohttp"]
@@ -157,7 +157,7 @@ Sending = Callable[[Endpoint], Awaitable[object]]
 
 @pytest.mark.parametrize("api", ["anthropic", "gemini"])
 async def test_the_native_wires_say_it_the_same_way(api: Literal["anthropic", "gemini"]) -> None:
-    from steadyloop.wire.provider import provider_for
+    from steadyloop.wire.registry import provider_for
 
     port = closed_port()
     endpoint = Endpoint(f"http://127.0.0.1:{port}", api_key="k", api=api)

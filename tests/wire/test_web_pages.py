@@ -14,9 +14,9 @@ import steadyloop as sl
 from steadyloop.errors import EndpointError, EndpointRefused, EndpointUnavailable
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
-from steadyloop.wire.clients import configure_clients, get_chat_client
 from steadyloop.wire.endpoints import Endpoint
 from steadyloop.wire.failures import Failure
+from steadyloop.wire.transport.clients import configure_clients, get_chat_client
 from steadyloop.wire.web_pages import is_web_page, page_words
 from steadyloop.wire.windows import list_models
 

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
-from .. import PROVIDERS, AgentSpec, __version__
+from .. import AgentSpec, __version__
 from ..errors import (
     EndpointUnavailable,
     EndpointUnreachable,
@@ -23,7 +23,8 @@ from ..errors import (
     RunError,
     SteadyloopError,
 )
-from ..tools.definition import EFFECT_CLASSES
+from ..providers import PROVIDERS
+from ..tools import EFFECT_CLASSES
 from . import flag_values as flags
 from .config import BUNDLED, PRESETS, EndpointChoice, Resolved, config_path, load_config, resolve, with_model
 from .kit import AgentOptions
@@ -206,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["jsonblock", "think", "stock"],
         help="up: the chat template (default jsonblock, under which tool calls parse)",
     )
-    from ..local.models import MODELS
+    from ..local import MODELS
 
     local.add_argument(
         "--model",
@@ -379,7 +380,7 @@ def _agent_options_of(
     routing = {"on": True, "off": False}.get(args.tool_routing, resolved.label == BUNDLED)
     temperature = args.temperature
     if temperature is None and resolved.label == BUNDLED:
-        from ..local.models import temperature_for
+        from ..local import temperature_for
 
         temperature = temperature_for(resolved.model)
     return AgentOptions(
@@ -407,7 +408,7 @@ def _store_of(args: argparse.Namespace) -> str | None:
 
 def _run_async(job: Coroutine[Any, Any, int]) -> int:
     async def closing() -> int:
-        from ..wire.clients import aclose_clients
+        from .. import aclose_clients
 
         try:
             return await job

@@ -23,14 +23,13 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, TextIO
 
-from ..context.calibration import chars_per_token_for
-from ..context.tokens import context_tokens
+from .. import context_limit_for, list_models
 from ..errors import RunCancelled, SteadyloopError
 from ..events import AgentEnd
 from ..request_body import build_body, order_tools
 from ..sessions import SessionInfo, SessionStore, last_run
-from ..turn.capabilities import capabilities_for
-from ..wire.windows import context_limit_for, list_models
+from ..sizing import chars_per_token_for, context_tokens
+from ..turn import capabilities_for
 from .approvals import TerminalApprovals, open_terminal
 from .config import Resolved, with_model
 from .kit import AGENT_ID, AgentOptions, Conversation, open_conversation
@@ -393,6 +392,6 @@ def _sigint_blocked() -> Iterator[None]:
 
 
 async def _close_clients() -> None:
-    from ..wire.clients import aclose_clients
+    from .. import aclose_clients
 
     await aclose_clients()

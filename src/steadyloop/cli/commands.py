@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import list_models
 from ..errors import InvalidInput
 from ..messages import AssistantMessage, Message, SystemMessage, ToolResultMessage, UserMessage, text_of
 from ..sessions import SessionNotFound, SessionStore, last_run, open_store
-from ..wire.windows import list_models
 from .chat import session_listing
 from .config import Resolved, local_idle, local_model
 from .kit import AGENT_ID
@@ -136,8 +136,7 @@ def _config(choice: LocalChoice) -> LocalServerConfig:
 
 def _reusable(choice: LocalChoice, cfg: LocalServerConfig) -> LocalServer | None:
     """A healthy server the steadyloop command started, running what was asked; never someone else's."""
-    from ..local import CLI_STARTED_BY, status
-    from ..local.server import health, matches
+    from ..local import CLI_STARTED_BY, health, matches, status
 
     for server in status(cfg.home):
         if server.started_by != CLI_STARTED_BY or (choice.port is not None and server.port != choice.port):
@@ -158,8 +157,7 @@ def bundled_server(choice: LocalChoice | None = None, *, quiet: bool = False) ->
     without a request (default: :func:`~.config.local_idle`). The first start installs the server and the
     model, showing download bytes and build steps on stderr.
     """
-    from ..local import CLI_STARTED_BY, no_progress, start
-    from ..local.heartbeat import Heartbeat
+    from ..local import CLI_STARTED_BY, Heartbeat, no_progress, start
 
     choice = choice or LocalChoice()
     cfg = _config(choice)
@@ -184,9 +182,7 @@ def bundled_server(choice: LocalChoice | None = None, *, quiet: bool = False) ->
 
 def build_native(*, quiet: bool = False) -> int:
     """``local build``: compile the native ``llama-server`` for this CPU, once; print where it is."""
-    from ..local import LocalServerConfig, ensure_binary, no_progress
-    from ..local.build import BUILT_NOTE
-    from ..local.heartbeat import Heartbeat
+    from ..local import BUILT_NOTE, Heartbeat, LocalServerConfig, ensure_binary, no_progress
 
     with Heartbeat(no_progress if quiet else TerminalProgress()) as progress:
         binary = ensure_binary(LocalServerConfig(engine="llama-server"), progress)
@@ -197,7 +193,7 @@ def build_native(*, quiet: bool = False) -> int:
 
 def _announce_use(home: Path, port: int) -> None:
     # The reaper counts a touched sidecar as use: a server chosen now is not stopped before it is asked.
-    from ..local.config import Cache
+    from ..local import Cache
 
     with contextlib.suppress(OSError):
         os.utime(Cache(home).sidecar(port))
@@ -227,8 +223,7 @@ def local_command(
     Raises:
         InvalidInput: an option that does not go with ``action``.
     """
-    from ..local import start_reaper, status, stop
-    from ..local.server import ports_to_stop
+    from ..local import ports_to_stop, start_reaper, status, stop
 
     if action == "build" and (port is not None or every):
         raise InvalidInput("--port and --all do not go with `steadyloop local build`")

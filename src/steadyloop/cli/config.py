@@ -40,10 +40,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .. import Endpoint, InvalidInput, failover, provider_from_env
-from ..local.config import DEFAULT_MODEL, default_model
-from ..wire.endpoints import API, require_key
-from ..wire.windows import list_models
+from .. import Endpoint, InvalidInput, failover, list_models, provider_from_env
+from ..local import DEFAULT_MODEL, default_model
+from ..wire import API, require_key
 from .files import read_text_if_any
 
 __all__ = [

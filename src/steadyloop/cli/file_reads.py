@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..tools.definition import ToolContext
+from .. import ToolContext
 
 __all__ = [
     "FLOOR_CHARS",

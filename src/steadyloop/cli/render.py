@@ -59,7 +59,7 @@ _QUIET_WAIT_S = 2.0  # a wait shorter than this is not worth a line
 # seconds without a sign of life while a CPU reads a long prompt.
 _PIPED_REPEAT_S = 7.0
 _READING = "the model is reading the prompt"
-# An answer written from tool results is held until it is checked (turn/routing.py): its tokens arrive but
+# An answer written from tool results is held until it is checked (steering/routing.py): its tokens arrive but
 # are not shown, and "reading the prompt" would then be untrue for the seconds it takes.
 _WRITING = "the model is writing the answer, shown once checked against the tool results"
 # Text that may be a tool call written as text is held by the run until the reply is complete.

@@ -16,8 +16,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
-from ..context.room import cut_middle
-from ..tools.definition import ResourceClaim, Tool, ToolContext, tool
+from .. import ResourceClaim, Tool, ToolContext, tool
+from ..context import cut_middle
 from .file_reads import (
     SKIPPED_DIRS,
     Root,

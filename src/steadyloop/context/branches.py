@@ -22,13 +22,13 @@ from .._cancel import CANCELLED, unless_cancelled
 from ..errors import InvalidInput, SteadyloopError
 from ..events import Event, SideTask
 from ..messages import AssistantMessage, Message, UserMessage
+from ..sizing.tokens import CHARS_PER_TOKEN
 from ..turn.side_tasks import ask
 from ..wire.endpoints import ApiKeyResolver, Endpoint, with_resolved_key
 from ..wire.interceptors import Interceptors
 from .branch_text import branch_request
 from .compaction import transcript_tokens
 from .folding import Summarise
-from .tokens import CHARS_PER_TOKEN
 
 __all__ = [
     "BRANCH_SUMMARY_LEAD",

@@ -10,13 +10,13 @@ from __future__ import annotations
 import contextlib
 import math
 
-from ..context.calibration import chars_per_token_for
 from ..context.compaction import transcript_tokens
 from ..context.room import result_room
-from ..context.tokens import MESSAGE_OVERHEAD_CHARS, reply_ceiling, request_tokens
 from ..errors import ToolLoopDetected
 from ..events import LoopDetected
 from ..messages import AssistantMessage, Turn
+from ..sizing.calibration import chars_per_token_for
+from ..sizing.tokens import MESSAGE_OVERHEAD_CHARS, reply_ceiling, request_tokens
 from ..tools.approvals import ApprovalPolicy
 from ..tools.batch import BatchOutcome
 from ..tools.execution import run_tool_calls

@@ -17,16 +17,16 @@ import inspect
 from dataclasses import replace
 from typing import Any
 
-from ..context.calibration import chars_per_token_for
 from ..context.compaction import transcript_tokens
-from ..context.counting import measure_before_sending, measured
 from ..context.integrity import check_transcript
 from ..context.room import reply_room
-from ..context.tokens import reply_ceiling, request_tokens
 from ..errors import ModelCallDenied
 from ..events import HookDenied, Notice
 from ..messages import Message
 from ..request_body import ModelParams, ToolBlock, build_body, order_tools
+from ..sizing.calibration import chars_per_token_for
+from ..sizing.counting import measure_before_sending, measured
+from ..sizing.tokens import reply_ceiling, request_tokens
 from ..tools.batch import HookDecision
 from ..tools.definition import Tool
 from ..turn.capabilities import EndpointCapabilities, ModelCapabilities, capabilities_for

@@ -1,4 +1,4 @@
-"""Sessions: a conversation kept across runs and restarts, with its event record and cumulative usage.
+"""Sessions: a conversation kept across runs and restarts, with its event record and cumulative usage (public).
 
 ``SQLiteSessionStore`` is the default store, ``InMemorySessionStore`` the one for tests; both follow the
 ``SessionStore`` protocol; ``PostgresSessionStore`` (``steadyloop.sessions.postgres``, the ``postgres``

@@ -33,10 +33,10 @@ from ..context.branches import (
 )
 from ..context.folding import Summarise
 from ..context.keeper import ContextState
-from ..context.tokens import CHARS_PER_TOKEN
 from ..errors import InvalidInput, SteadyloopError
 from ..events import AgentEnd, ContextCompacted, Event, MessageEnd, TurnEnd
 from ..messages import AssistantMessage, Message, SystemMessage, ToolResultMessage, UserMessage, text_of
+from ..sizing.tokens import CHARS_PER_TOKEN
 from ..turn.capabilities import export_capabilities, import_capabilities
 from ..wire.endpoints import Endpoint, endpoint_id
 from .history import reconstruct

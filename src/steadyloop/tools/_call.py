@@ -17,9 +17,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
-from ..context.tokens import CHARS_PER_TOKEN
 from ..events import Disposition, Event, HookDenied, LateSettlement, Notice, ToolExecutionUpdate
 from ..messages import ToolCall, text_of
+from ..sizing.tokens import CHARS_PER_TOKEN
 from .approvals import NO_SURFACE, ApprovalBroker, ApprovalDecision, ApprovalPolicy, seek_approval
 from .batch import HookDecision, ToolHooks, ToolPolicy
 from .definition import Tool, ToolContext, ToolResult

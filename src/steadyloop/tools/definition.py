@@ -19,11 +19,12 @@ from typing import Any, Literal, TypeAlias, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from ..context.tokens import CHARS_PER_TOKEN
 from ..errors import InvalidInput
 from ..messages import ContentPart, ImagePart, TextPart
+from ..sizing.tokens import CHARS_PER_TOKEN
 
 __all__ = [
+    "EFFECT_CLASSES",
     "EffectClass",
     "ResourceClaim",
     "Tool",

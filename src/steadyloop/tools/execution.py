@@ -42,13 +42,13 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Literal
 
-from ..context.tokens import CHARS_PER_TOKEN
+from ..arguments import canonical_arguments, parse_tool_arguments
 from ..errors import ToolArgumentsError
 from ..events import Event, ToolExecutionEnd, ToolExecutionStart
 from ..messages import ContentPart, TextPart, ToolCall, ToolResultMessage, text_of
+from ..sizing.tokens import CHARS_PER_TOKEN
 from ._call import LOOP_SKIPPED, NOT_RUN, SKIPPED, Answer, CallSteps, closed, describe
 from .approvals import ApprovalBroker, ApprovalPolicy
-from .arguments import canonical_arguments, parse_tool_arguments
 from .batch import BatchOutcome, CallOutcome, HookDecision, LoopGuard, ToolHooks, ToolPolicy
 from .definition import Tool
 from .recorder import StepRecorder
