@@ -7,9 +7,9 @@ every reply is scored with the ``bfcl-eval`` package's own AST checker:
   OpenAI-style function-calling handler sends it (``OpenAICompletionsHandler._query_FC``);
 - ``default``: steadyloop with the loop policy the ``steadyloop`` command builds (the window and context
   keeping of ``cli/kit.py``'s ``open_conversation``), routing off;
-- ``routed``: the same with ``LoopPolicy(tool_routing=True, tool_gate=True)``, which the command turns on
-  for its bundled model (``cli/app.py``: routing defaults to on when the endpoint is the bundled one, and
-  ``--tool-gate`` defaults to on).
+- ``routed``: the same with ``LoopPolicy(tool_routing=True, tool_gate=True)``: the library's routing for
+  any host's tools (the which-tool gate, several calls a step; ``docs/steering.md``). The command routes
+  its bundled model with its own file-tool set-up, measured by ``bench/small_model_tools.py``.
 
 Categories: ``simple_python``, ``multiple``, ``parallel``, ``irrelevance`` (non-live, the tuning half) and
 ``live_simple``, ``live_multiple``, ``live_irrelevance`` (live, the held-out half). ``--per-category``

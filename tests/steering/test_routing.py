@@ -14,6 +14,7 @@ from steadyloop.loop import LoopPolicy, run_agent_loop
 from steadyloop.messages import UserMessage
 from steadyloop.request_body import ModelParams
 from steadyloop.steering.decision import ANSWER, ANSWER_GRAMMAR, decision_body, decision_schema, read_decision
+from steadyloop.steering.routing import ToolRouting
 from steadyloop.testing.chunks import stream_of, usage_chunk
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
@@ -24,7 +25,11 @@ from steadyloop.wire.endpoints import Endpoint
 
 from ._routed import run_routed, text
 
-ROUTED = LoopPolicy(tool_routing=True, tool_gate=False, retry=RetryPolicy(base_delay_s=0.01, max_retries=1))
+ROUTED = LoopPolicy(
+    tool_routing=ToolRouting(several=False),
+    tool_gate=False,
+    retry=RetryPolicy(base_delay_s=0.01, max_retries=1),
+)
 
 
 @tool

@@ -14,6 +14,7 @@ from steadyloop.loop import LoopPolicy, run_agent_loop
 from steadyloop.messages import UserMessage
 from steadyloop.request_body import ModelParams
 from steadyloop.steering.decision import ANSWER_GRAMMAR
+from steadyloop.steering.routing import ToolRouting
 from steadyloop.steering.tool_gate import (
     GATE_SCHEMA,
     KIND_SCHEMA,
@@ -32,7 +33,8 @@ from steadyloop.wire.endpoints import Endpoint
 from ..edges._edges import mutated, mutated_text
 from ._routed import run_routed, text
 
-GATED = LoopPolicy(tool_routing=True, retry=RetryPolicy(base_delay_s=0.01, max_retries=1))
+KIND_GATE = ToolRouting(question="kind", several=False)  # the kinds gate these tests hold
+GATED = LoopPolicy(tool_routing=KIND_GATE, retry=RetryPolicy(base_delay_s=0.01, max_retries=1))
 
 
 @tool
@@ -281,7 +283,7 @@ async def test_a_gate_reply_without_a_choice_latches_the_gate_off_and_the_step_i
 
 async def test_a_failed_gate_request_leaves_the_gate_on_and_the_step_goes_on() -> None:
     down = Reply.json({"error": {"message": "overloaded"}}, status=503)
-    policy = LoopPolicy(tool_routing=True, retry=RetryPolicy(base_delay_s=0.01, max_retries=0))
+    policy = LoopPolicy(tool_routing=KIND_GATE, retry=RetryPolicy(base_delay_s=0.01, max_retries=0))
     async with ScriptedServer(down, text('{"name": "answer"}'), text("Hello.")) as server:
         result, events = await run(server, "Say hello.", policy)
         endpoint = Endpoint(server.base_url)

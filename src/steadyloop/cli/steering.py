@@ -92,5 +92,7 @@ FILE_TOOL_EXAMPLES = GateExamples(
     ),
 )
 
-#: Tool routing as the command asks it of the bundled models.
-FILE_TOOL_ROUTING = ToolRouting(examples=FILE_TOOL_EXAMPLES)
+#: Tool routing as the command asks it of the bundled models: the kinds gate with the examples above and one
+#: call a step, as bench/small_model_tools.py and bench/main_job.py measured it (the which-tool gate and
+#: several calls a step are the library's default, measured on BFCL: docs/steering.md).
+FILE_TOOL_ROUTING = ToolRouting(question="kind", examples=FILE_TOOL_EXAMPLES, several=False)

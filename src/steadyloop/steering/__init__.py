@@ -12,16 +12,27 @@ from .answers import ANSWER_HELD, grounded_answer
 from .decision import (
     ANSWER,
     ANSWER_GRAMMAR,
+    MAX_CALLS,
     Decision,
     decision_body,
     decision_schema,
     gate_body,
     read_decision,
+    which_tool_body,
 )
 from .examples import FIRST_EXAMPLES, GENERIC_EXAMPLES, KINDS, GateChoice, GateExamples
 from .grounding import AnswerGaps, answer_gaps, correction
 from .routing import RoutedTurn, ToolRouting, plain_turn, routed_turn
 from .tool_gate import GATE_SCHEMA, KIND_SCHEMA, gate_messages, gate_schema, read_gate, tools_on_named_paths
+from .which_tool import (
+    GENERIC_WHICH_TOOL_EXAMPLES,
+    NONE,
+    WhichTool,
+    WhichToolExample,
+    read_which_tool,
+    which_tool_messages,
+    which_tool_schema,
+)
 
 __all__ = [
     "ANSWER",
@@ -30,14 +41,19 @@ __all__ = [
     "FIRST_EXAMPLES",
     "GATE_SCHEMA",
     "GENERIC_EXAMPLES",
+    "GENERIC_WHICH_TOOL_EXAMPLES",
     "KINDS",
     "KIND_SCHEMA",
+    "MAX_CALLS",
+    "NONE",
     "AnswerGaps",
     "Decision",
     "GateChoice",
     "GateExamples",
     "RoutedTurn",
     "ToolRouting",
+    "WhichTool",
+    "WhichToolExample",
     "answer_gaps",
     "correction",
     "decision_body",
@@ -49,6 +65,10 @@ __all__ = [
     "plain_turn",
     "read_decision",
     "read_gate",
+    "read_which_tool",
     "routed_turn",
     "tools_on_named_paths",
+    "which_tool_body",
+    "which_tool_messages",
+    "which_tool_schema",
 ]

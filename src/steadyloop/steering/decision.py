@@ -19,10 +19,17 @@ from ..turn.side_tasks import read_json
 from ..usage import Usage
 from .examples import GENERIC_EXAMPLES, GateExamples
 from .tool_gate import gate_messages, gate_schema
+from .which_tool import (
+    GENERIC_WHICH_TOOL_EXAMPLES,
+    WhichToolExample,
+    which_tool_messages,
+    which_tool_schema,
+)
 
 __all__ = [
     "ANSWER",
     "ANSWER_GRAMMAR",
+    "MAX_CALLS",
     "Decision",
     "already_made",
     "calls_for_request",
@@ -33,6 +40,7 @@ __all__ = [
     "ran_tools",
     "read_decision",
     "tool_names",
+    "which_tool_body",
 ]
 
 #: The name the decision gives the choice to answer rather than call.
@@ -43,16 +51,28 @@ ANSWER = "answer"
 ANSWER_GRAMMAR = "root ::= [ \\t\\n]* [^{`\\[< \\t\\n] [^\\x00]*"
 
 
+#: The most calls one routed step may hold: a request that names several items (three cities, two files)
+#: asks for a call each, and a bound stops a model at temperature 0 that repeats one call.
+MAX_CALLS = 6
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """What a routed step chose: a call of ``name`` with ``arguments``, or to answer (``name == ANSWER``)."""
+    """What a routed step chose: a call of ``name`` with ``arguments`` (and the ``more`` calls made with it,
+    in order), or to answer (``name == ANSWER``)."""
 
     name: str
     arguments: dict[str, Any]
+    more: tuple[tuple[str, dict[str, Any]], ...] = ()
 
     @property
     def answers(self) -> bool:
         return self.name == ANSWER
+
+    @property
+    def calls(self) -> tuple[tuple[str, dict[str, Any]], ...]:
+        """Every call decided, in order; none for an answer."""
+        return () if self.answers else ((self.name, self.arguments), *self.more)
 
 
 def tool_names(tools: Sequence[Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
@@ -68,7 +88,11 @@ def tool_names(tools: Sequence[Mapping[str, Any]]) -> list[tuple[str, Mapping[st
 
 
 def decision_schema(
-    tools: Sequence[Mapping[str, Any]], *, answer: bool = True, only: str | None = None
+    tools: Sequence[Mapping[str, Any]],
+    *,
+    answer: bool = True,
+    only: str | None = None,
+    several: bool = False,
 ) -> dict[str, Any]:
     """The schema of a step's reply: one declared tool's call, or ``{"name": "answer"}``.
 
@@ -76,6 +100,8 @@ def decision_schema(
         tools: the declared tools, as the request body carries them (OpenAI format, already sanitised).
         answer: allow the answer (``False`` is ``tool_choice: "required"``: a call it must be).
         only: allow only this tool's call (a named ``tool_choice``).
+        several: the reply is a list of one to :data:`MAX_CALLS` such items, so a request that asks for
+            several calls gets them in one step; the answer is then an item of its own.
     """
     branches: list[dict[str, Any]] = [
         {
@@ -88,6 +114,8 @@ def decision_schema(
     ]
     if answer:
         branches.append({"type": "object", "properties": {"name": {"const": ANSWER}}, "required": ["name"]})
+    if several:
+        return {"type": "array", "minItems": 1, "maxItems": MAX_CALLS, "items": {"anyOf": branches}}
     return {"anyOf": branches}
 
 
@@ -111,6 +139,7 @@ def decision_body(
     *,
     call: bool = False,
     among: Sequence[Mapping[str, Any]] | None = None,
+    several: bool = False,
 ) -> dict[str, Any] | None:
     """``body`` asked as a decision; ``None`` when there is nothing to decide.
 
@@ -123,6 +152,7 @@ def decision_body(
         call: a call it must be (the tool gate said so): the answer is left out.
         among: the calls the schema allows, when fewer than the body's tools (those tools, or narrower
             schemas of them); the body's own tools are sent unchanged, for the prompt cache.
+        several: the reply may hold several calls (see :func:`decision_schema`).
     """
     tools = body.get("tools")
     if not isinstance(tools, list) or not tools:
@@ -140,7 +170,9 @@ def decision_body(
         "type": "json_schema",
         "json_schema": {
             "name": "step",
-            "schema": decision_schema(tools if among is None else among, answer=answer, only=only),
+            "schema": decision_schema(
+                tools if among is None else among, answer=answer, only=only, several=several
+            ),
         },
     }
     if model.chosen_temperature:
@@ -149,24 +181,52 @@ def decision_body(
 
 
 def read_decision(text: str, tools: Sequence[Mapping[str, Any]]) -> Decision | None:
-    """The decision a reply holds; ``None`` when it holds none (the server did not keep to the schema)."""
+    """The decision a reply holds; ``None`` when it holds none (the server did not keep to the schema).
+
+    A list (:func:`decision_schema` with ``several``) is read item by item: its calls in order, each once
+    (a model at temperature 0 may write one call again and again), an answer only when it holds no call.
+    """
     value = read_json(text)
+    names = {n for n, _ in tool_names(tools)}
+    if isinstance(value, list):
+        return _read_items(value[:MAX_CALLS], names)
+    return _read_item(value, names)
+
+
+def _read_item(value: Any, names: Collection[str]) -> Decision | None:
     if not isinstance(value, dict) or not isinstance(value.get("name"), str):
         return None
     name = value["name"]
     if name == ANSWER:
         return Decision(ANSWER, {})
-    if name not in {n for n, _ in tool_names(tools)}:
+    if name not in names:
         return None
     arguments = value.get("arguments", {})
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
     if not isinstance(arguments, dict):
         return None
     return Decision(name, arguments)
+
+
+def _read_items(values: list[Any], names: Collection[str]) -> Decision | None:
+    calls: list[tuple[str, dict[str, Any]]] = []
+    answered = False
+    for value in values:
+        item = _read_item(value, names)
+        if item is None:
+            return None
+        if item.answers:
+            answered = True
+        elif item.calls[0] not in calls:
+            calls.append(item.calls[0])
+    if calls:
+        (name, arguments), *more = calls
+        return Decision(name, arguments, tuple(more))
+    return Decision(ANSWER, {}) if answered else None
 
 
 def calls_for_request(body: Mapping[str, Any]) -> list[tuple[Any, Any]]:
@@ -198,8 +258,9 @@ def calls_for_request(body: Mapping[str, Any]) -> list[tuple[Any, Any]]:
 
 
 def already_made(body: Mapping[str, Any], decision: Decision) -> bool:
-    """Whether ``decision`` is a call made already for the request ``body`` ends with."""
-    return (decision.name, decision.arguments) in calls_for_request(body)
+    """Whether every call of ``decision`` was made already for the request ``body`` ends with."""
+    made = calls_for_request(body)
+    return bool(decision.calls) and all(call in made for call in decision.calls)
 
 
 def one_read(first: Usage, then: Usage) -> Usage:
@@ -234,17 +295,36 @@ def ran_tools(body: Mapping[str, Any]) -> bool:
 def gate_body(
     body: Mapping[str, Any], model: ModelCapabilities, examples: GateExamples = GENERIC_EXAMPLES
 ) -> dict[str, Any] | None:
-    """The tool gate's request for a step's ``body`` (see ``tool_gate.py``); ``None``: nothing to ask."""
+    """The kinds gate's request for a step's ``body`` (see ``tool_gate.py``); ``None``: nothing to ask."""
     messages = gate_messages(body, examples)
     if messages is None:
         return None
+    return _gate_request(body, model, messages, gate_schema(body))
+
+
+def which_tool_body(
+    body: Mapping[str, Any],
+    model: ModelCapabilities,
+    examples: Sequence[WhichToolExample] = GENERIC_WHICH_TOOL_EXAMPLES,
+) -> dict[str, Any] | None:
+    """The which-tool gate's request for a step's ``body`` (see ``which_tool.py``); ``None``: nothing to ask."""
+    messages = which_tool_messages(body, examples)
+    if messages is None:
+        return None
+    return _gate_request(body, model, messages, which_tool_schema(body))
+
+
+def _gate_request(
+    body: Mapping[str, Any],
+    model: ModelCapabilities,
+    messages: list[dict[str, Any]],
+    schema: Mapping[str, Any],
+) -> dict[str, Any]:
+    """A gate's question as a request of its own: short, held to ``schema``, at temperature 0."""
     out: dict[str, Any] = {"messages": messages, "max_tokens": 32}
     if "model" in body:
         out["model"] = body["model"]
-    out["response_format"] = {
-        "type": "json_schema",
-        "json_schema": {"name": "gate", "schema": gate_schema(body)},
-    }
+    out["response_format"] = {"type": "json_schema", "json_schema": {"name": "gate", "schema": dict(schema)}}
     if model.chosen_temperature:
         out["temperature"] = 0
     return out

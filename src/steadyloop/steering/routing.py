@@ -16,9 +16,9 @@ with a notice, and the step is sent as usual; a gate whose reply holds no choice
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 from ..errors import EndpointError
 from ..events import Event, Notice, Retry, SideTask
@@ -31,7 +31,6 @@ from ..turn.send import send_turn
 from ..usage import Usage
 from .answers import ask_answer
 from .decision import (
-    ANSWER,
     Decision,
     already_made,
     calls_for_request,
@@ -41,9 +40,11 @@ from .decision import (
     ran_tools,
     read_decision,
     tool_names,
+    which_tool_body,
 )
 from .examples import GENERIC_EXAMPLES, GateChoice, GateExamples
 from .tool_gate import read_gate, tools_on_named_paths
+from .which_tool import GENERIC_WHICH_TOOL_EXAMPLES, WhichToolExample, read_which_tool
 
 __all__ = ["RoutedTurn", "ToolRouting", "plain_turn", "routed_turn"]
 
@@ -53,13 +54,23 @@ class ToolRouting:
     """How routed steps are asked (``LoopPolicy.tool_routing``).
 
     Attributes:
-        gate: ask the tool gate first, where the model has not latched it off: an answer it chooses is
-            asked for without a decision, a tool makes the decision a call.
-        examples: the worked examples the gate shows: a host's own, naming its tools, or the generic set.
+        gate: ask a gate first, where the model has not latched it off: an answer it chooses is asked for
+            without a decision.
+        question: the gate's question. ``"which_tool"`` (the default) reads the request against the
+            declared tools and names the one that does what it asks, or none (``which_tool.py``); the
+            decision after it may still answer. ``"kind"`` files the request under kinds a host tunes
+            with its own ``examples`` (``tool_gate.py``), and a "tool" makes the decision a call.
+        examples: the kinds gate's worked examples: a host's own, naming its tools, or the generic set.
+        which_tool_examples: the which-tool gate's worked examples (each with tools of its own).
+        several: a decision may hold several calls (a request that names several items gets a call
+            each in one step), up to ``MAX_CALLS``.
     """
 
     gate: bool = True
+    question: Literal["which_tool", "kind"] = "which_tool"
     examples: GateExamples = GENERIC_EXAMPLES
+    which_tool_examples: tuple[WhichToolExample, ...] = GENERIC_WHICH_TOOL_EXAMPLES
+    several: bool = True
 
 
 _ROUTING = ToolRouting()
@@ -134,23 +145,37 @@ class _Routed:
             self._latch_off(decided)
             return RoutedTurn(await send_turn(request, sink))
         decided, decision = await self._not_again(decided, decision, tools)
-        if not decision.answers and already_made(planned, decision):
-            # A call made already, its result in the prompt: a small model at temperature 0 repeats it (or
-            # two in turn) until the loop guard stops the run. What it has is what it answers from.
-            decision = Decision(ANSWER, {})
-        if not decision.answers:
-            call = ToolCall(f"call_routed_{request.step}", decision.name, decision.arguments)
-            return RoutedTurn(Turn("", decided.reasoning, [call], decided.usage, "tool_calls"), decided=True)
+        # A call made already, its result in the prompt: a small model at temperature 0 repeats it (or two
+        # in turn) until the loop guard stops the run. What it has is what it answers from.
+        made = calls_for_request(planned)
+        fresh = [call for call in decision.calls if call not in made]
+        if fresh:
+            calls = [
+                ToolCall(f"call_routed_{request.step}" + (f"_{i}" if i else ""), name, arguments)
+                for i, (name, arguments) in enumerate(fresh)
+            ]
+            return RoutedTurn(Turn("", decided.reasoning, calls, decided.usage, "tool_calls"), decided=True)
         return _after(decided, await ask_answer(request, sink, ran_tools(planned), False))
+
+    def _gate_body(self) -> dict[str, Any] | None:
+        """The gate's request, where the gate is on and there is something to ask."""
+        routing, latches = self.routing, self.latches
+        if not routing.gate or not latches.tool_gate:
+            return None
+        if routing.question == "kind":
+            return gate_body(self.planned, latches, routing.examples)
+        return which_tool_body(self.planned, latches, routing.which_tool_examples)
+
+    def _read_gate(self, text: str) -> GateChoice | None:
+        if self.routing.question == "kind":
+            return read_gate(text)
+        said = read_which_tool(text, self.planned.get("tools") or [])
+        return None if said is None else ("tool" if said.needs_tool else "answer")
 
     async def _gate(self) -> list[dict[str, Any]] | None:
         """Ask the tool gate where it is on (setting ``choice``); the tools on paths the request names."""
         latches, request = self.latches, self.request
-        asked = (
-            gate_body(self.planned, latches, self.routing.examples)
-            if self.routing.gate and latches.tool_gate
-            else None
-        )
+        asked = self._gate_body()
         on_named = tools_on_named_paths(self.planned) if asked is not None else None
         if on_named is not None:
             self.choice = (
@@ -159,7 +184,7 @@ class _Routed:
             return on_named
         if asked is None:
             return None
-        self.choice, said = await ask_gate(request, self.sink, asked)
+        self.choice, said = await ask_gate(request, self.sink, asked, self._read_gate)
         if self.choice is None and said is not None:
             latches.tool_gate = False
             shown = " ".join(said.split())[:120]
@@ -175,11 +200,15 @@ class _Routed:
 
     def _deciding(self, among: Sequence[Mapping[str, Any]] | None) -> BodyBuilder:
         """The step's builder held to a decision among ``among`` (default: every declared tool)."""
-        build, call = self.build, self.choice == "tool"
+        # After the kinds gate said "tool", a call it must be; the which-tool gate's decision may decline.
+        build, several = self.build, self.routing.several
+        call = self.choice == "tool" and self.routing.question == "kind"
 
         def deciding(c: EndpointCapabilities, m: ModelCapabilities) -> Mapping[str, Any]:
             body = build(c, m)
-            asked = decision_body(body, m, call=call, among=among) if _routable(c, m) else None
+            asked = (
+                decision_body(body, m, call=call, among=among, several=several) if _routable(c, m) else None
+            )
             return asked if asked is not None else body
 
         return deciding
@@ -241,9 +270,13 @@ def _after(decided: Turn, answer: Turn) -> RoutedTurn:
 
 
 async def ask_gate(
-    request: TurnRequest, sink: TurnSink, asked: Mapping[str, Any]
+    request: TurnRequest,
+    sink: TurnSink,
+    asked: Mapping[str, Any],
+    read: Callable[[str], GateChoice | None] = read_gate,
 ) -> tuple[GateChoice | None, str | None]:
-    """The gate's choice and its reply text; ``(None, None)`` when the request failed (the step goes on)."""
+    """The gate's choice (``read`` from its reply) and the reply text; ``(None, None)`` when the request
+    failed (the step goes on)."""
     watch = _GateWatch(sink)
 
     def build(c: EndpointCapabilities, m: ModelCapabilities) -> Mapping[str, Any]:
@@ -267,7 +300,7 @@ async def ask_gate(
     sink.emit(
         SideTask(kind="tool_gate", model=model, usage=turn.usage, finish_reason=turn.finish_reason, step=step)
     )
-    return read_gate(turn.content), turn.content
+    return read(turn.content), turn.content
 
 
 class _GateWatch:

@@ -71,7 +71,7 @@ _ARGUMENTS_CHARS = 2000  # a call's arguments longer than this are not shown to 
 _ARGUMENT_CHARS = 60  # of each argument's JSON
 
 
-def _tool_lines(tools: Sequence[Mapping[str, Any]]) -> str:
+def tool_lines(tools: Sequence[Mapping[str, Any]]) -> str:
     lines = []
     for tool in tools:
         function = tool.get("function") if isinstance(tool, Mapping) else None
@@ -106,7 +106,7 @@ def _call_shown(name: str, arguments: Any) -> str:
     return f"{name}({', '.join(shown)})"
 
 
-def _request_and_results(messages: Sequence[Any]) -> tuple[str, list[str]] | None:
+def request_and_results(messages: Sequence[Any]) -> tuple[str, list[str]] | None:
     """The last user request, and what tools did after it (``name(arguments) returned: text``)."""
     user, after = last_request(messages)
     request = "" if user is None else " ".join(chat_text(user.get("content")).split())
@@ -173,7 +173,7 @@ def _named_paths(body: Mapping[str, Any]) -> set[str]:
     messages = body.get("messages")
     if not isinstance(tools, list) or not isinstance(messages, list):
         return set()
-    found = _request_and_results(messages)
+    found = request_and_results(messages)
     if found is None or found[1]:
         return set()
     listed = _listed_paths(tools)
@@ -248,8 +248,8 @@ def gate_messages(
     if not isinstance(tools, list) or not tools or body.get("tool_choice") not in (None, "auto"):
         return None
     messages = body.get("messages")
-    found = _request_and_results(messages) if isinstance(messages, list) else None
-    lines = _tool_lines(tools)
+    found = request_and_results(messages) if isinstance(messages, list) else None
+    lines = tool_lines(tools)
     if found is None or not lines:
         return None
     request, results = found
@@ -276,7 +276,7 @@ def gate_messages(
 def gate_schema(body: Mapping[str, Any]) -> dict[str, Any]:
     """The schema of the gate's reply to :func:`gate_messages` of ``body``: a kind first, a choice later."""
     messages = body.get("messages")
-    found = _request_and_results(messages) if isinstance(messages, list) else None
+    found = request_and_results(messages) if isinstance(messages, list) else None
     return GATE_SCHEMA if found is not None and found[1] else KIND_SCHEMA
 
 
