@@ -10,6 +10,7 @@ and open turn, so whichever way a run ends, what it opened is closed (see ``stea
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import fields, replace
 from typing import Any, TypeVar
@@ -242,7 +243,7 @@ class RunEvents:
         self.turn_open = True
         self.turn_message = None
         self.turn_results = []
-        self.say(TurnStart, step=step)
+        self.say(TurnStart, step=step, at=time.time())
 
     def end_turn(self, finish_reason: str = "", error: str | None = None) -> None:
         self.turn_open = False

@@ -178,7 +178,9 @@ class Runtime:
                 last += 1
                 closing.append(MessageEnd(message=message, step=step, run_id=start.run_id, seq=last))
             closing.append(
-                AgentEnd(outcome="cancelled", error=INTERRUPTED, run_id=start.run_id, seq=last + 1)
+                AgentEnd(
+                    outcome="cancelled", error=INTERRUPTED, run_id=start.run_id, seq=last + 1, at=time.time()
+                )
             )
             await self.store.append_events(info.session_id, closing, agent_id=principal)
         status = json.dumps({"status": "interrupted"})
