@@ -78,8 +78,13 @@ Outcome: TypeAlias = Literal[
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AgentStart:
-    """A run began."""
+    """A run began.
 
+    Attributes:
+        at: when, in seconds since the epoch (the wall clock of the process running it).
+    """
+
+    at: float | None = None
     run_id: str = ""
     seq: int = 0
     type: Literal["agent_start"] = "agent_start"
@@ -113,6 +118,7 @@ class AgentEnd:
         queued: what the agent's queues held during the run and what became of each message: those
             delivered in the order the run took them in, then those dropped. The queues are empty after
             it. Only an ``Agent`` fills it (the bare loop's queues are the host's own).
+        at: when it ended, in seconds since the epoch.
     """
 
     outcome: Outcome
@@ -120,6 +126,7 @@ class AgentEnd:
     usage: Usage = field(default_factory=Usage)
     steps: int = 0
     queued: tuple[QueuedMessage, ...] = ()
+    at: float | None = None
     run_id: str = ""
     seq: int = 0
     type: Literal["agent_end"] = "agent_end"
@@ -127,9 +134,15 @@ class AgentEnd:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnStart:
-    """A step began: one request, then the calls it asked for."""
+    """A step began: one request, then the calls it asked for.
+
+    Attributes:
+        at: when, in seconds since the epoch: with the step's timings (the request's ``wall_ms`` and
+            ``first_token_ms`` in its ``UsageReport``, each call's ``duration_ms``) it places the step in time.
+    """
 
     step: int
+    at: float | None = None
     run_id: str = ""
     seq: int = 0
     type: Literal["turn_start"] = "turn_start"

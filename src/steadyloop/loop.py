@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import difflib
+import time
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -151,7 +152,7 @@ async def run_loop(
     run = RunState(config, messages, events, cancel=cancel, new_messages=new_messages, barrier=barrier)
     check_start(run.transcript, converted=config.hooks.convert_to_llm is not None)
     run.start_timer()
-    events.say(AgentStart)
+    events.say(AgentStart, at=time.time())
     for note in held:
         events.say(Notice, text=note, name="prefix")
     try:

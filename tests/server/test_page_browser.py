@@ -1,129 +1,62 @@
-"""The web page in headless Chromium (the system's, driven by Playwright): ask, stream, approve, reload mid-run.
+"""The web page in headless Chromium (the system's, driven by Playwright): a reload mid-run picks the run up,
+and no page elsewhere can use the server: not by fetch, a form, DNS rebinding, or framing the page.
 
-Set ``STEADYLOOP_PAGE_SCREENSHOT=docs/server-page.png`` to write the README's screenshot from this run.
+``test_page_walk.py`` and ``test_page_access.py`` walk the page itself.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 import socket
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from steadyloop.server import ServerSettings
 from steadyloop.testing import Reply, ScriptedServer, stream_of, usage_chunk
-from steadyloop.tools.definition import tool
 
+from ._page import ARGS, CHROMIUM, expect_patiently, needs_chromium
 from .conftest import LiveServer
 
-CHROMIUM = os.environ.get("STEADYLOOP_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost"]
-
-pytestmark = pytest.mark.skipif(
-    shutil.which(CHROMIUM) is None and not os.environ.get("CI"),
-    reason="no system Chromium (scripts/setup installs it from Debian packages)",
-)
+pytestmark = needs_chromium
 
 LONG = " ".join(f"word{i}" for i in range(60))
 
 
-async def test_ask_stream_approve_a_write_and_reload_mid_run(
-    model: ScriptedServer, settings_for: Callable[..., ServerSettings], tmp_path: Path
+async def test_a_reload_mid_run_shows_everything_once_and_follows_the_run_to_its_end(
+    model: ScriptedServer, settings_for: Callable[..., ServerSettings]
 ) -> None:
-    from playwright.async_api import async_playwright, expect
+    from playwright.async_api import async_playwright
 
-    expect.set_options(timeout=15_000)  # a ceiling on waiting for the page, on a machine that may be busy
-
-    written: dict[str, str] = {}
-
-    @tool(effect="mutate-reversible")
-    def write_file(path: str, content: str) -> str:
-        """Write a file."""
-        written[path] = content
-        return f"wrote {len(content)} characters to {path}"
-
+    expect = expect_patiently()
     model.enqueue(
         Reply.stream(
-            stream_of(
-                "The answer is **42**, as *always*.",
-                reasoning="Let me think about it.",
-                usage=usage_chunk(120, 9, cached=96),
-            ),
-            delay=0.02,
+            stream_of("The answer is **42**.", reasoning="Think.", usage=usage_chunk(120, 9, cached=96))
         ),
-        Reply.stream(
-            stream_of(
-                tool_calls=[
-                    {
-                        "id": "w1",
-                        "name": "write_file",
-                        "arguments": {"path": "notes.md", "content": "# Notes"},
-                    }
-                ]
-            )
-        ),
-        Reply.stream(stream_of("Wrote `notes.md`.")),
         Reply.stream(stream_of(LONG), delay=0.06),
     )
-    async with (
-        LiveServer(settings_for(model.base_url, tools=[write_file])) as server,
-        async_playwright() as p,
-    ):
+    async with LiveServer(settings_for(model.base_url)) as server, async_playwright() as p:
         browser = await p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
             page = await browser.new_page(viewport={"width": 1200, "height": 820})
             await page.goto(server.url + "/")
-            await page.click("#new")
-
             await page.fill("#input", "What is the answer?")  # the session is made with its first message
             await page.press("#input", "Enter")
-            answer = page.locator(".msg.assistant .body").first
-            await expect(answer).to_have_text("The answer is 42, as always.")
-            await expect(answer.locator("strong")).to_have_text("42")
-            thinking = page.locator("details.thinking").first
-            await expect(thinking).not_to_have_attribute("open", "")
-            await expect(thinking).to_contain_text("Let me think about it.")
-            await expect(page.locator(".usage").first).to_contain_text("80% cached")
-
-            await page.fill("#input", "Write my notes.")
-            await page.press("#input", "Enter")
-            approval = page.locator(".tool.approval")
-            await expect(approval).to_contain_text("notes.md")
-            assert written == {}, "nothing is written before the approval"
-            await approval.get_by_role("button", name="Approve").click()
-            await expect(approval.locator(".decided")).to_contain_text("allowed")
-            await expect(page.locator(".msg.assistant:not([hidden]) .body").nth(1)).to_have_text(
-                "Wrote notes.md."
-            )
-            assert written == {"notes.md": "# Notes"}
-            await expect(page.locator(".tool").filter(has_text="wrote 7 characters")).to_have_count(1)
-            shot = os.environ.get("STEADYLOOP_PAGE_SCREENSHOT")
-
+            await expect(page.locator(".answer").first).to_have_text("The answer is 42.")
             await page.fill("#input", "Count slowly.")
             await page.press("#input", "Enter")
-            last = page.locator(".msg.assistant:not([hidden]) .body").nth(2)
+            last = page.locator(".run").nth(1).locator(".answer")
             await expect(last).to_contain_text("word5")
             await expect(page.locator("#status")).to_have_text("running…")
             await page.reload()
-            last = page.locator(".msg.assistant:not([hidden]) .body").nth(2)
             await expect(page.locator("#status")).to_have_text("running…")
-            await expect(last).to_have_text(LONG, timeout=20_000)
-            await expect(page.locator(".ended")).to_have_count(3)
+            await expect(page.locator(".run").nth(1).locator(".answer")).to_have_text(LONG, timeout=20_000)
+            await expect(page.locator(".run-foot", has_text="done")).to_have_count(2)
             await expect(page.locator("#status")).to_have_text("")
             # Everything from before the reload is back, once.
-            await expect(page.locator(".msg.user")).to_have_count(3)
-            await expect(page.locator(".msg.assistant .body").first).to_have_text(
-                "The answer is 42, as always."
-            )
+            await expect(page.locator(".msg.user")).to_have_count(2)
+            await expect(page.locator(".answer").first).to_have_text("The answer is 42.")
+            await expect(page.locator(".meta").first).to_contain_text("80% cached")
             await expect(page.locator("#sessions li")).to_have_count(1)
             await expect(page.locator("#sessions li").first).to_contain_text("What is the answer?")
-            if shot:
-                await page.locator("#log").evaluate("log => log.scrollTop = 0")
-                await page.screenshot(path=shot)
         finally:
             await browser.close()
 
@@ -171,6 +104,13 @@ HOSTILE = """<!doctype html><meta charset="utf-8"><title>cute cats</title><body>
     sink.onload = () => resolve("submitted");
     form.submit();
   }));
+  await attempt("frame_page", () => new Promise(resolve => {
+    const frame = document.createElement("iframe");
+    frame.name = "framed";
+    frame.onload = () => resolve("loaded");
+    frame.src = target + "/";
+    document.body.append(frame);
+  }));
   window.results = results;
 })();
 </script></body>"""
@@ -199,9 +139,9 @@ async def test_a_page_on_another_origin_can_neither_create_nor_read_a_session_an
 ) -> None:
     import asyncio
 
-    from playwright.async_api import async_playwright, expect
+    from playwright.async_api import async_playwright
 
-    expect.set_options(timeout=15_000)
+    expect = expect_patiently()
     model.enqueue(Reply.stream(stream_of("The secret plan.")), Reply.stream(stream_of("Still here.")))
     other, listening = _page_server(HOSTILE)
     other_port = listening.getsockname()[1]
@@ -223,6 +163,9 @@ async def test_a_page_on_another_origin_can_neither_create_nor_read_a_session_an
                     assert results["read_session"] == "blocked: TypeError", results
                     assert results["read_list"] == "blocked: TypeError", results
                     assert results["form_post"] == "read: submitted", results
+                    framed = next(f for f in hostile.frames if f.name == "framed")
+                    assert not framed.url.startswith(server.url), "the page refuses to be framed elsewhere"
+                    assert await framed.query_selector("#composer") is None
                     listed = (await http.get("/sessions")).json()["sessions"]
                     assert [s["title"] for s in listed] == ["mine"], "no page elsewhere made a session"
 
@@ -231,7 +174,7 @@ async def test_a_page_on_another_origin_can_neither_create_nor_read_a_session_an
                     await own.click("#new")
                     await own.fill("#input", "Are you there?")
                     await own.press("#input", "Enter")
-                    await expect(own.locator(".msg.assistant .body").first).to_have_text("Still here.")
+                    await expect(own.locator(".answer").first).to_have_text("Still here.")
                     listed = (await http.get("/sessions")).json()["sessions"]
                     assert sorted(s["title"] for s in listed) == ["Are you there?", "mine"]
                 finally:

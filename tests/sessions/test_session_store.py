@@ -84,6 +84,25 @@ async def test_create_list_latest_and_delete(store: SessionStore, clock: Any) ->
         await store.load_messages("mine-2", agent_id=A)
 
 
+async def test_a_title_is_set_and_cleared_without_moving_the_session_in_the_list(
+    store: SessionStore, clock: Any
+) -> None:
+    first = await store.create(A)
+    clock.advance(1)
+    second = await store.create(A, title="kept")
+    clock.advance(1)
+    await store.set_title(first.session_id, "Renamed ✓", agent_id=A)
+    got = await store.get(first.session_id, agent_id=A)
+    assert got is not None and (got.title, got.updated_at) == ("Renamed ✓", first.updated_at)
+    assert [i.session_id for i in await store.list(A)] == [second.session_id, first.session_id]
+    await store.set_title(second.session_id, None, agent_id=A)
+    assert [i.title for i in await store.list(A)] == [None, "Renamed ✓"]
+    with pytest.raises(SessionNotFound):
+        await store.set_title(first.session_id, "taken", agent_id=B)
+    with pytest.raises(SessionNotFound):
+        await store.set_title("no-such-session", "x", agent_id=A)
+
+
 async def test_another_agent_cannot_touch_a_session_even_with_its_id(store: SessionStore) -> None:
     info = await store.create(A)
     sid = info.session_id

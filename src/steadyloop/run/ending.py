@@ -9,6 +9,8 @@ the ``RunEndpointError`` of its kind, so it is also the endpoint's error.
 
 from __future__ import annotations
 
+import time
+
 from ..errors import (
     EndpointError,
     InterceptorFailed,
@@ -90,4 +92,5 @@ def announce_end(run: RunState) -> None:
         error=run.error_text if run.outcome != "completed" and run.outcome != "stopped" else None,
         usage=run.totals,
         steps=run.steps,
+        at=time.time(),
     )

@@ -13,6 +13,7 @@ deltas add up to the message's content, and a recovered call's text is never amo
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import fields, replace
 from typing import Any, TypeVar
@@ -282,7 +283,7 @@ class RunEvents:
         self.turn_results = []
         self.hold_calls = False
         self.hold = None
-        self.say(TurnStart, step=step)
+        self.say(TurnStart, step=step, at=time.time())
 
     def end_turn(self, finish_reason: str = "", error: str | None = None) -> None:
         self.turn_open = False

@@ -27,6 +27,29 @@ log = logging.getLogger("steadyloop.server")
 
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 406: "not_acceptable", 413: "payload_too_large"}
 
+#: The page's files (``server/page/``) by suffix; nothing else there is served.
+_PAGE_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
+# The page runs its own files only: no inline script or style, nothing from elsewhere, images only inline
+# (a user's upload), and no other site may frame it (an Approve button under someone else's page).
+_PAGE_HEADERS = {
+    "Cache-Control": "no-cache",
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+}
+
+
+def _page_files() -> tuple[str, dict[str, tuple[str, str]]]:
+    """The page's HTML, and its scripts and styles by name with their types."""
+    folder = resources.files("steadyloop.server").joinpath("page")
+    assets = {
+        f.name: (f.read_text(encoding="utf-8"), _PAGE_TYPES[suffix])
+        for f in folder.iterdir()
+        if (suffix := f.name[f.name.rfind(".") :]) in _PAGE_TYPES
+    }
+    return folder.joinpath("index.html").read_text(encoding="utf-8"), assets
+
 
 def create_app(settings: ServerSettings) -> Starlette:
     """The HTTP API (and the web page) over one session store and one endpoint.
@@ -37,7 +60,7 @@ def create_app(settings: ServerSettings) -> Starlette:
     runtime = Runtime(settings)
     api = Api(runtime)
     document = openapi_document()
-    page = resources.files("steadyloop.server").joinpath("page.html").read_text(encoding="utf-8")
+    page, assets = _page_files()
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -53,7 +76,14 @@ def create_app(settings: ServerSettings) -> Starlette:
     async def index(_: Request) -> Response:
         if not settings.page:
             raise ApiError("not_found", "the web page is turned off on this server")
-        return HTMLResponse(page, headers={"Cache-Control": "no-cache"})
+        return HTMLResponse(page, headers=_PAGE_HEADERS)
+
+    async def asset(request: Request) -> Response:
+        found = assets.get(request.path_params["name"]) if settings.page else None
+        if found is None:
+            raise ApiError("not_found", "no such file of the page")
+        text, media_type = found
+        return Response(text, media_type=media_type, headers=_PAGE_HEADERS)
 
     async def health(_: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -83,12 +113,14 @@ def create_app(settings: ServerSettings) -> Starlette:
     session = "/sessions/{session_id}"
     routes = [
         Route("/", index, methods=["GET"]),
+        Route("/page/{name}", asset, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/info", api.info, methods=["GET"]),
         Route("/sessions", api.list_sessions, methods=["GET"]),
         Route("/sessions", api.create_session, methods=["POST"]),
         Route(session, api.get_session, methods=["GET"]),
+        Route(session, api.rename_session, methods=["PATCH"]),
         Route(session, api.delete_session, methods=["DELETE"]),
         Route(f"{session}/export", api.export_session, methods=["GET"]),
         Route(f"{session}/messages", api.post_message, methods=["POST"]),

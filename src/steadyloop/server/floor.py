@@ -19,10 +19,11 @@ from dataclasses import replace
 from steadyloop import Tool
 from steadyloop.spec import ApprovalsSpec
 
-__all__ = ["below_floor", "held_to_floor"]
+__all__ = ["below_floor", "floor_gates", "held_to_floor"]
 
 
-def _floor_gates(name: str, floor: ApprovalsSpec, tools: Sequence[Tool]) -> bool:
+def floor_gates(name: str, floor: ApprovalsSpec, tools: Sequence[Tool]) -> bool:
+    """Whether the floor makes every call of the tool ``name`` wait for a decision."""
     fixed = (floor.overrides or {}).get(name)
     if fixed is not None:
         return fixed
@@ -49,7 +50,7 @@ def below_floor(asked: ApprovalsSpec, floor: ApprovalsSpec, tools: Sequence[Tool
     if asked.timeout is not None and floor.timeout is not None and asked.timeout > floor.timeout:
         problems.append(f"a decision may take {asked.timeout:g} s, the floor {floor.timeout:g} s")
     for name, gated in sorted((asked.overrides or {}).items()):
-        if not gated and _floor_gates(name, floor, tools):
+        if not gated and floor_gates(name, floor, tools):
             problems.append(f"overrides turns approval off for {name!r}")
     return problems
 
@@ -65,5 +66,5 @@ def held_to_floor(asked: ApprovalsSpec, floor: ApprovalsSpec, tools: Sequence[To
         timeout = min(timeout, floor.timeout)
     overrides = asked.overrides
     if overrides is not None:
-        overrides = {n: g for n, g in overrides.items() if g or not _floor_gates(n, floor, tools)}
+        overrides = {n: g for n, g in overrides.items() if g or not floor_gates(n, floor, tools)}
     return replace(asked, require_for=require_for, timeout=timeout, overrides=overrides)

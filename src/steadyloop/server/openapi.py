@@ -25,6 +25,7 @@ from .schemas import (
     SessionDetail,
     SessionList,
     SessionOut,
+    SessionPatch,
     TreeOut,
 )
 
@@ -45,6 +46,7 @@ _MODELS: list[type[BaseModel]] = [
     SessionDetail,
     SessionList,
     SessionOut,
+    SessionPatch,
     TreeOut,
 ]
 
@@ -151,6 +153,17 @@ def openapi_document() -> dict[str, Any]:
                 "listSessions",
                 "The caller's sessions, most recently active first",
                 _ok(200, "the sessions", SessionList),
+                "invalid_request",
+                parameters=[
+                    {
+                        "name": "q",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"type": "string", "maxLength": 200},
+                        "description": "only sessions whose title, or whose user or assistant messages, "
+                        "contain this text (case and spacing aside)",
+                    }
+                ],
             ),
             "post": _operation(
                 "createSession",
@@ -174,6 +187,15 @@ def openapi_document() -> dict[str, Any]:
                 _ok(200, "the session", SessionDetail),
                 "not_found",
                 "unavailable",
+            ),
+            "patch": _operation(
+                "renameSession",
+                "Rename the session",
+                _ok(200, "the session", SessionOut),
+                "not_found",
+                description="A blank or null title clears it; the session's next message titles it "
+                "again, as its first message titled it. Renaming leaves its place in the list as it was.",
+                body=SessionPatch,
             ),
             "delete": _operation(
                 "deleteSession",

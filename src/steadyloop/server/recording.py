@@ -47,6 +47,9 @@ class RecordingStore:
     async def latest(self, agent_id: str) -> SessionInfo | None:
         return await self.inner.latest(agent_id)
 
+    async def set_title(self, session_id: str, title: str | None, *, agent_id: str) -> None:
+        await self.inner.set_title(session_id, title, agent_id=agent_id)
+
     async def append_messages(self, session_id: str, messages: Sequence[Message], *, agent_id: str) -> None:
         await self.inner.append_messages(session_id, messages, agent_id=agent_id)
 

@@ -14,10 +14,13 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from steadyloop.messages import message_to_json
 from steadyloop.sessions import SessionInfo, reconstruct
 
+from .agents import server_layer
 from .control import Order
 from .errors import ApiError
+from .floor import floor_gates
 from .guard import is_json
 from .hub import attach
+from .listing import MAX_QUERY, search, title_from
 from .runtime import Runtime
 from .schemas import (
     ApprovalOut,
@@ -28,6 +31,7 @@ from .schemas import (
     Decision,
     DecisionOut,
     EntryOut,
+    FloorOut,
     InfoOut,
     PostMessage,
     QueuedOut,
@@ -36,6 +40,7 @@ from .schemas import (
     SessionDetail,
     SessionList,
     SessionOut,
+    SessionPatch,
     ToolOut,
     TreeOut,
     UsageOut,
@@ -142,6 +147,7 @@ class Api:
 
     async def session_out(self, principal: str, info: SessionInfo) -> SessionOut:
         usage = info.usage
+        loaded = self.runtime.loaded(info.session_id)
         return SessionOut(
             id=info.session_id,
             title=info.title,
@@ -159,6 +165,7 @@ class Api:
             message_count=info.message_count,
             last_event_seq=info.last_event_seq,
             model=await self.runtime.layer_model(principal, info.session_id),
+            waiting=len(loaded.approvals.pending()) if loaded is not None else 0,
         )
 
     # -- routes --------------------------------------------------------------------------------------
@@ -166,15 +173,28 @@ class Api:
     async def info(self, request: Request) -> Response:
         self.principal(request)
         limits = self.settings.limits
+        tools = self.settings.tools
+        floor = server_layer(self.settings, None).approvals
         return _json(
             InfoOut(
                 model=self.runtime.model,
+                models=await self.runtime.listed_models(),
                 tools=[
-                    ToolOut(name=t.name, description=t.description, effect=t.effect)
-                    for t in self.settings.tools
+                    ToolOut(
+                        name=t.name,
+                        description=t.description,
+                        effect=t.effect,
+                        gated=floor_gates(t.name, floor, tools),
+                    )
+                    for t in tools
                 ],
                 mcp_servers=[s.name for s in self.settings.mcp_servers],
                 auth=bool(self.settings.tokens),
+                approvals=FloorOut(
+                    require_for=sorted(floor.require_for or ()),
+                    overrides=dict(floor.overrides or {}),
+                    timeout_s=floor.timeout,
+                ),
                 limits={
                     "max_body_bytes": limits.max_body_bytes,
                     "max_images": limits.max_images,
@@ -187,7 +207,10 @@ class Api:
 
     async def list_sessions(self, request: Request) -> Response:
         principal = self.principal(request)
-        infos = await self.runtime.store.list(principal)
+        query = request.query_params.get("q", "")
+        if len(query) > MAX_QUERY:
+            raise ApiError("invalid_request", f"q is longer than {MAX_QUERY} characters")
+        infos = await search(self.runtime.store, principal, await self.runtime.store.list(principal), query)
         return _json(SessionList(sessions=[await self.session_out(principal, i) for i in infos]))
 
     async def create_session(self, request: Request) -> Response:
@@ -228,6 +251,15 @@ class Api:
         )
         return _json(detail)
 
+    async def rename_session(self, request: Request) -> Response:
+        principal = self.principal(request)
+        sid = request.path_params["session_id"]
+        body = await self.body(request, SessionPatch)
+        await self.runtime.info(principal, sid)
+        title = " ".join(body.title.split()) if body.title is not None else ""
+        await self.runtime.store.set_title(sid, title or None, agent_id=principal)
+        return _json(await self.session_out(principal, await self.runtime.info(principal, sid)))
+
     async def delete_session(self, request: Request) -> Response:
         principal = self.principal(request)
         await self.runtime.delete(principal, request.path_params["session_id"])
@@ -254,6 +286,8 @@ class Api:
         live = await runtime.live(principal, sid)
         await live.settled()
         runtime.check_can_run(live)
+        if (await runtime.info(principal, sid)).title is None:  # made over the API without one
+            await runtime.store.set_title(sid, title_from(body.text), agent_id=principal)
         await runtime.claim_run(live)
         try:
             runtime.check_can_run(live)  # again: the claim waited on the store

@@ -92,6 +92,7 @@ class Runtime:
         self.recording = RecordingStore(self.store, self._recorded)
         self.scrub = Scrubber([*settings.tokens, settings.endpoint.api_key or ""])
         self.model: str | None = settings.model
+        self._models: list[str] | None = None
         self._windows: dict[str, int | None] = {}
         self._live: dict[str, LiveSession] = {}
         self._hubs: dict[str, EventHub] = {}
@@ -154,7 +155,9 @@ class Runtime:
                 last += 1
                 closing.append(MessageEnd(message=message, step=step, run_id=start.run_id, seq=last))
             closing.append(
-                AgentEnd(outcome="cancelled", error=INTERRUPTED, run_id=start.run_id, seq=last + 1)
+                AgentEnd(
+                    outcome="cancelled", error=INTERRUPTED, run_id=start.run_id, seq=last + 1, at=time.time()
+                )
             )
             await self.store.append_events(info.session_id, closing, agent_id=principal)
         status = json.dumps({"status": "interrupted"})
@@ -176,6 +179,16 @@ class Runtime:
                 raise ApiError("unavailable", "the endpoint lists no models; start the server with --model")
             self.model = models[0].id
         return self.model
+
+    async def listed_models(self) -> list[str]:
+        """The models the endpoint lists, asked once it answers; none while it does not."""
+        if self._models is None:
+            try:
+                self._models = [m.id for m in await list_models(self.settings.endpoint)]
+            except Exception as exc:
+                log.info("the endpoint could not list its models: %s", exc)
+                return []
+        return self._models
 
     async def window(self, model: str) -> int | None:
         if model not in self._windows:

@@ -21,6 +21,7 @@ __all__ = [
     "EntryOut",
     "ErrorDetail",
     "ErrorOut",
+    "FloorOut",
     "ImageIn",
     "InfoOut",
     "OutputSchema",
@@ -31,6 +32,7 @@ __all__ = [
     "SessionDetail",
     "SessionList",
     "SessionOut",
+    "SessionPatch",
     "ToolOut",
     "TreeOut",
     "UsageOut",
@@ -72,6 +74,14 @@ class CreateSession(_In):
     approvals: ApprovalsIn | None = None
     agent: dict[str, Any] | None = Field(
         default=None, description="an agent spec document (docs/spec.md) as JSON; its endpoint is ignored"
+    )
+
+
+class SessionPatch(_In):
+    """What a session's owner may change after it was made: its title."""
+
+    title: str | None = Field(
+        max_length=200, description="the new title; null or blank: none (the next message titles it)"
     )
 
 
@@ -190,7 +200,7 @@ class ApprovalOut(BaseModel):
 
 class SessionOut(BaseModel):
     id: str
-    title: str | None
+    title: str | None = Field(description="set by its creator or a rename, else from its first message")
     created_at: float
     updated_at: float
     status: Literal["idle", "running", "interrupted"]
@@ -198,6 +208,7 @@ class SessionOut(BaseModel):
     message_count: int
     last_event_seq: int
     model: str | None = None
+    waiting: int = Field(default=0, description="gated calls of its run waiting for a decision here")
 
 
 class SessionDetail(SessionOut):
@@ -234,14 +245,25 @@ class ToolOut(BaseModel):
     name: str
     description: str
     effect: str | None
+    gated: bool = Field(default=False, description="the operator's floor makes every call of it wait")
+
+
+class FloorOut(BaseModel):
+    """The operator's approvals: a session may gate more and wait less, never less or longer."""
+
+    require_for: list[str] = Field(description="effects whose calls always wait for a decision")
+    overrides: dict[str, bool] = Field(description="tools gated (true) or not (false) whatever their effect")
+    timeout_s: float | None = Field(description="the longest a decision may take; silence is a deny")
 
 
 class InfoOut(BaseModel):
     model: str | None
+    models: list[str] = Field(default_factory=list, description="the models the endpoint lists, if it does")
     tools: list[ToolOut]
     mcp_servers: list[str]
     auth: bool
     limits: dict[str, float]
+    approvals: FloorOut | None = None
 
 
 class ErrorDetail(BaseModel):

@@ -5,6 +5,11 @@ that reconnects with ``Last-Event-ID`` (or ``?after=``) resumes right after the 
 delta goes out as ``event: delta`` with no id: it previews the ``message_update`` the record will hold,
 and a client replaces the deltas it showed since the last id with that update when it comes.
 
+Fields with no value are left out of a frame rather than sent as ``null`` (a usage frame would be
+mostly nulls: every timing the endpoint did not report): reading a frame back with
+``steadyloop.event_from_json`` gives the same event, whose fields default to ``None``. Nulls inside free-form
+values (a call's arguments, a structured answer) are the values themselves and stay.
+
 Errors inside events are scrubbed like every error the server answers with.
 """
 
@@ -12,8 +17,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from typing import Any
 
-from steadyloop import Event, event_to_json
+from pydantic import TypeAdapter
+
+from steadyloop import Event
 from steadyloop.events import AgentEnd, Failover, Retry, SideTask, TurnEnd
 
 from .errors import Scrubber
@@ -22,6 +30,8 @@ from .hub import Item
 __all__ = ["HEARTBEAT", "event_json", "frame", "heartbeat"]
 
 HEARTBEAT = b": keep-alive\n\n"
+
+_EVENTS = TypeAdapter[Any](Event)
 
 
 def event_json(event: Event, scrub: Scrubber) -> str:
@@ -32,7 +42,7 @@ def event_json(event: Event, scrub: Scrubber) -> str:
         event = replace(event, reason=scrub(event.reason))
     elif isinstance(event, Failover):
         event = replace(event, cause=scrub(event.cause))
-    return scrub.secrets_only(event_to_json(event))
+    return scrub.secrets_only(_EVENTS.dump_json(event, exclude_none=True).decode())
 
 
 def frame(item: Item, scrub: Scrubber) -> bytes:

@@ -128,6 +128,10 @@ class InMemorySessionStore(StoreShortcuts):
         infos = [self._info(s) for s in live]
         return sorted(infos, key=lambda i: (i.updated_at, i.created_at), reverse=True)
 
+    async def set_title(self, session_id: str, title: str | None, *, agent_id: str) -> None:
+        session = self._owned(session_id, agent_id)
+        session.info = replace(session.info, title=title)
+
     async def append_messages(self, session_id: str, messages: Sequence[Message], *, agent_id: str) -> None:
         session = self._owned(session_id, agent_id)
         parent = session.leaf_position()

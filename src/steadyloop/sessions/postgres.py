@@ -314,6 +314,16 @@ class PostgresSessionStore:
         infos = await self.list(agent_id)
         return infos[0] if infos else None
 
+    async def set_title(self, session_id: str, title: str | None, *, agent_id: str) -> None:
+        _check(session_id, agent_id)
+        now = self._clock()
+
+        async def job(conn: Conn) -> None:
+            await self._owned(conn, session_id, agent_id, now, lock=True)
+            await conn.execute("UPDATE steadyloop.sessions SET title = %s WHERE id = %s", (title, session_id))
+
+        await self._tx(job)
+
     async def append_messages(self, session_id: str, messages: Sequence[Message], *, agent_id: str) -> None:
         _check(session_id, agent_id)
         bodies = [message_to_json(m) for m in messages]  # serialised here: a bad value fails before any write

@@ -260,6 +260,17 @@ class SQLiteSessionStore(StoreShortcuts):
 
         return await self._call(job)
 
+    async def set_title(self, session_id: str, title: str | None, *, agent_id: str) -> None:
+        check_ids(session_id, agent_id)
+        now = self._clock()
+
+        def job(conn: sqlite3.Connection) -> None:
+            with transaction(conn):
+                self._owned(conn, session_id, agent_id, now)
+                conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (title, session_id))
+
+        await self._call(job)
+
     async def append_messages(self, session_id: str, messages: Sequence[Message], *, agent_id: str) -> None:
         check_ids(session_id, agent_id)
         bodies = [

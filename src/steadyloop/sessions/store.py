@@ -199,6 +199,10 @@ class SessionStore(Protocol):
         """The agent's most recently active session, if any."""
         ...
 
+    async def set_title(self, session_id: str, title: str | None, *, agent_id: str) -> None:
+        """Give the session a new title (``None``: none); its activity time stays as it was."""
+        ...
+
     async def append_messages(self, session_id: str, messages: Sequence[Message], *, agent_id: str) -> None:
         """Append messages in one write, each under the one before and the first under the leaf, which
         moves to the last; then trim to the history cap."""
