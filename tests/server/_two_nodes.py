@@ -8,14 +8,16 @@ import asyncio
 import contextlib
 import itertools
 import json
+import os
 import re
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 
 import httpx2 as httpx
 
+from steadyloop.server.cutoff import HANDOVER
 from steadyloop.testing.chunks import text_chunks, tool_call_chunks, usage_chunk
 from steadyloop.testing.replies import Reply, ScriptedReply
 from steadyloop.testing.server import RecordedRequest, ScriptedServer
@@ -69,13 +71,24 @@ async def start_node(
     while line := (await asyncio.wait_for(stderr.readline(), 120)).decode():
         seen.append(line)
         if "Uvicorn running on" in line:  # started, and listening (a port taken meanwhile fails here)
+            kept = os.environ.get("STEADYLOOP_TEST_NODE_LOGS")  # a folder to keep the nodes' logs in
+            log = Path(kept) / f"{node}.{port}.log" if kept else None
+            _keep(log, "".join(seen).encode())
 
-            async def drain() -> None:  # the node must never block writing its log into a full pipe
-                while await stderr.readline():
-                    pass
-
-            return process, asyncio.create_task(drain())
+            return process, asyncio.create_task(_drain(stderr, log))
     raise AssertionError("the node did not start:\n" + "".join(seen))
+
+
+async def _drain(stderr: asyncio.StreamReader, log: Path | None) -> None:
+    """Read a node's log on, so it never blocks writing into a full pipe (kept in ``log``, if given)."""
+    while line := await stderr.readline():
+        _keep(log, line)
+
+
+def _keep(log: Path | None, data: bytes) -> None:
+    if log is not None:
+        with log.open("ab") as out:
+            out.write(data)
 
 
 async def stop(nodes: list[Started]) -> None:
@@ -122,14 +135,15 @@ class Nodes:
         self._max_runs = max_runs
         self._limits = limits
 
-    async def start(self, name: str) -> httpx.AsyncClient:
+    async def start(self, name: str, store: str | None = None) -> httpx.AsyncClient:
         """Start a node called ``name`` on a free port (a node restarted under its name gets a new one: the
-        killed node's connections may still hold the old); returns the client that talks to it."""
+        killed node's connections may still hold the old), on ``store`` if given (the same database
+        through a proxy of its own, say); returns the client that talks to it."""
         port = free_port()
         self.started.append(
             await start_node(
                 self.model.base_url,
-                self._store,
+                store or self._store,
                 self.ledger,
                 port,
                 name,
@@ -161,15 +175,19 @@ async def durable_nodes(
     model: Callable[[RecordedRequest], ScriptedReply] = respond,
     *,
     names: Sequence[str] = ("node-a", "node-b"),
+    stores: Mapping[str, str] | None = None,
     heard: Callable[[list[str]], None] | None = None,
     gate: str = "",
     max_runs: int = 200,
     limits: httpx.Limits | None = None,
 ) -> AsyncIterator[Nodes]:
-    """Nodes called ``names`` on ``store``, serving what the scripted ``model`` answers; their tools keep
-    their ledgers in ``tmp_path/ledger``. Each tool call, as it starts, hands ``heard`` its ledger line
-    split in words (call id, node, tool). With ``gate`` set, a stamp waits for an approval; each node takes
-    at most ``max_runs`` runs a token; ``limits``, where given, bounds each client's connections. The clients close and the nodes stop when the context ends."""
+    """Nodes called ``names`` on ``store`` (a node named in ``stores`` on the URL given there), serving what
+    the scripted ``model`` answers; their tools keep their ledgers in ``tmp_path/ledger``. Each tool call,
+    as it starts, hands ``heard`` its ledger line split in words (call id, node, tool). With ``gate`` set,
+    a stamp waits for an approval; each node takes at most ``max_runs`` runs a token; ``limits``, where
+    given, bounds each client's connections. The clients close and the nodes stop when the context ends."""
+    global _numbers
+    _numbers = itertools.count(1)  # each test's model numbers its requests from 1, as its server counts them
     ledger = tmp_path / "ledger"
     ledger.mkdir()
 
@@ -184,7 +202,7 @@ async def durable_nodes(
         nodes = Nodes(server, store, ledger, signals.sockets[0].getsockname()[1], gate, max_runs, limits)
         try:
             for name in names:
-                await nodes.start(name)
+                await nodes.start(name, (stores or {}).get(name))
             yield nodes
         finally:
             for http in nodes.clients:
@@ -214,7 +232,7 @@ async def watch(clients: list[httpx.AsyncClient], first: int, sid: str) -> Seen:
                     if event.id is None:
                         continue  # a delta: not in the record, and not resumable
                     seen.append((event.id, event.event, json.dumps(event.data, sort_keys=True)))
-                    if event.event == "agent_end":
+                    if event.event == "agent_end" and not handed_over(event.data):
                         assert event.data["outcome"] == "completed", event.data
                         return seen
         except (httpx.TransportError, httpx.RemoteProtocolError):
@@ -225,7 +243,7 @@ async def watch(clients: list[httpx.AsyncClient], first: int, sid: str) -> Seen:
 
 async def follow(http: httpx.AsyncClient, sid: str, seen: Seen, news: asyncio.Event) -> None:
     """The session's record from its start, into ``seen`` (``news`` set at each event), until a run
-    ends."""
+    ends (a run another node goes on with has not ended)."""
     params = {"after": 0, "follow": "session"}
     async with http.stream("GET", f"/sessions/{sid}/events", params=params) as response:
         assert response.status_code == 200
@@ -234,7 +252,7 @@ async def follow(http: httpx.AsyncClient, sid: str, seen: Seen, news: asyncio.Ev
                 continue
             seen.append((event.id, event.event, json.dumps(event.data, sort_keys=True)))
             news.set()
-            if event.event == "agent_end":
+            if event.event == "agent_end" and not handed_over(event.data):
                 return
 
 
@@ -244,6 +262,38 @@ async def until(test: Callable[[], bool], news: asyncio.Event, deadline_s: float
         while not test():
             news.clear()
             await news.wait()
+
+
+def handed_over(end: dict[str, object]) -> bool:
+    """Whether an ``agent_end`` closes a run that another node goes on with."""
+    return str(end.get("error") or "").startswith(HANDOVER)
+
+
+def ends(seen: Seen) -> list[dict[str, object]]:
+    return [json.loads(data) for _, kind, data in seen if kind == "agent_end"]
+
+
+def assert_all_closed(events: Seen) -> None:
+    """Each run's record closes all it opens: its agent, each turn, each message, each tool execution."""
+    pairs = {
+        "agent_start": "agent_end",
+        "turn_start": "turn_end",
+        "message_start": "message_end",
+        "tool_execution_start": "tool_execution_end",
+    }
+    opened: dict[tuple[str, str], int] = {}
+    for seq, kind, data in events:
+        body = json.loads(data)
+        run = str(body.get("run_id"))
+        for start, end in pairs.items():
+            key = body.get("call_id") if start == "tool_execution_start" else ""
+            if kind == start:
+                opened[run, f"{start} {key}"] = opened.get((run, f"{start} {key}"), 0) + 1
+            elif kind == end:
+                opened[run, f"{start} {key}"] = opened.get((run, f"{start} {key}"), 0) - 1
+                assert opened[run, f"{start} {key}"] >= 0, f"run {run}: {kind} at seq {seq} closes nothing"
+    left = {key: count for key, count in opened.items() if count}
+    assert not left, f"left open: {left}"
 
 
 def asked(seen: Seen) -> list[str]:

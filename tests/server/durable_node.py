@@ -5,7 +5,8 @@ It serves like ``steadyloop serve --durable`` with two tools that write a line t
 they run (opened for appending, one write per line, so lines of two processes never mix):
 ``stamp_visit`` (not idempotent, so a call lost in flight must not run again) and ``look_up``
 (idempotent, so it may). Each call also tells the test it has started, on a loopback socket, so the test
-can kill the node while calls are in flight. No call waits for an approval.
+can kill the node while calls are in flight. No call waits for an approval. It offers ``run_shell`` too
+(the CLI's shell tool, in the ledger's folder), whose commands' processes must end with the node.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 from pathlib import Path
 
 from steadyloop import ApprovalPolicy, Endpoint, ResourceClaim, ToolContext, tool
+from steadyloop.cli.tools import shell_tool
 from steadyloop.server import ServerLimits, ServerSettings, serve
 
 
@@ -55,7 +57,7 @@ def ledger_tools(ledger: Path, node: str, signal_port: int) -> list[object]:
         await asyncio.sleep(0.5)
         return f"{key} is on file"
 
-    return [stamp_visit, look_up]
+    return [stamp_visit, look_up, shell_tool(ledger)]
 
 
 def main(

@@ -18,6 +18,7 @@ import httpx2 as httpx
 import pytest
 
 from steadyloop.messages import messages_from_json
+from steadyloop.server.cutoff import HANDOVER
 from steadyloop.sessions import is_balanced
 from steadyloop.testing.chunks import text_chunks, usage_chunk
 from steadyloop.testing.replies import Reply, ScriptedReply
@@ -217,8 +218,9 @@ async def test_an_answer_cut_off_by_its_nodes_death_is_closed_in_the_record_but_
         detail = (await on_b.get(f"/sessions/{sid}")).json()
     assert_each_once_in_order(seen)
     assert_messages_closed(seen)
-    ends = [json.loads(data) for _, kind, data in seen if kind == "agent_end"]
-    assert [end["outcome"] for end in ends] == ["completed"]
+    run_ends = [json.loads(data) for _, kind, data in seen if kind == "agent_end"]
+    assert [end["outcome"] for end in run_ends] == ["cancelled", "completed"], "node a's run, then node b's"
+    assert str(run_ends[0]["error"]).startswith(HANDOVER)
     closed = [json.loads(data)["message"] for _, kind, data in seen if kind == "message_end"]
     answers = [m["content"] for m in closed if m["role"] == "assistant"]
     assert len(answers) == 2 and answers[0].startswith("part0 part1 "), answers

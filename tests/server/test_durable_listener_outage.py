@@ -1,4 +1,4 @@
-"""A durable node's order listener, cut off and then refused (its role's password changed), tries again with
+"""A node's order listener, cut off and then refused (its role's password changed), tries again with
 growing pauses and logs once per change of state (lost, refused with libpq's reason, back), where it used
 to log each attempt, a second apart, for as long as the database refused; once the password is right
 again it listens again."""
@@ -17,12 +17,9 @@ import pytest
 
 from steadyloop import Endpoint
 from steadyloop.server import ServerSettings
+from steadyloop.server.orders import LISTEN_MAX_PAUSE_S, Orders, listener_name
 from steadyloop.server.runtime import Runtime
-
-pytest.importorskip("dbos")
-
-from steadyloop.server import durable
-from steadyloop.server.durable import LISTEN_MAX_PAUSE_S, DurableRuns, listener_name
+from steadyloop.sessions.postgres import PostgresSessionStore
 
 from .._log_lines import LogLines, captured
 
@@ -39,7 +36,7 @@ class Lines(LogLines):
 
 @pytest.fixture
 def lines() -> Iterator[Lines]:
-    with captured("steadyloop.server.durable", Lines()) as handler:
+    with captured("steadyloop.server.orders", Lines()) as handler:
         yield handler
 
 
@@ -71,11 +68,10 @@ async def test_a_refused_order_listener_backs_off_and_logs_once_per_change(
             endpoint=Endpoint("http://127.0.0.1:9/v1"), model="m", store_path=tmp_path / "s.db", node="node-x"
         )
     )
-    runs = DurableRuns(runtime, postgres_password_url)
-    async with await psycopg.AsyncConnection.connect(postgres_password_url, autocommit=True) as conn:
-        await conn.execute(durable._TABLES)  # type: ignore[arg-type]
-    # Only the listener, not start(): that launches DBOS, one per process, which this test does not need.
-    listening = asyncio.create_task(runs._listen())
+    orders = Orders(runtime, postgres_password_url)
+    async with PostgresSessionStore(postgres_password_url) as store:
+        await store.list("someone")  # its first call makes its tables, the orders' among them
+    listening = asyncio.create_task(orders.listen())
     try:
         await lines.until(
             lambda: any("the order listener is listening" in r.getMessage() for r in lines.records)

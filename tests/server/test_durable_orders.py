@@ -15,7 +15,7 @@ from ._two_nodes import Seen, asked, durable_nodes, follow, post, until
 
 pytest.importorskip("dbos")
 
-from steadyloop.server.durable import listener_name
+from steadyloop.server.orders import listener_name
 
 
 async def listener(conn: psycopg.AsyncConnection[tuple[int]], node: str) -> int | None:

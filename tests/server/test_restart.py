@@ -127,8 +127,8 @@ async def test_a_server_killed_mid_run_lists_every_session_balanced_with_the_run
                 assert kept and kept.startswith(partial.data["delta"])
                 assert "Half an answer that never".startswith(kept)
                 async with http.stream("GET", f"/sessions/{listed['streaming']['id']}/events") as response:
-                    tail = [e async for e in read_sse(response)][-2:]
-                assert [e.event for e in tail] == ["message_end", "agent_end"]
+                    tail = [e async for e in read_sse(response)][-3:]
+                assert [e.event for e in tail] == ["message_end", "turn_end", "agent_end"]
                 assert tail[0].data["message"]["content"] == kept
                 again = await http.post(
                     f"/sessions/{listed['waiting']['id']}/messages", json={"text": "again"}

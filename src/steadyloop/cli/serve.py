@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -194,7 +193,7 @@ def serve_command(
         endpoint=resolved.endpoint,
         model=resolved.model,
         store=store,
-        node=node or f"{socket.gethostname()}:{port}",
+        node=node,  # none given: host:port, named after the bind (``server.serve``)
         tokens=dict(tokens),
         tools=offered,
         # ``resolved`` already went where the document's provider (or the flags) said.

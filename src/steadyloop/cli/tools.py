@@ -28,6 +28,7 @@ from .file_reads import (
     room_for,
     search_lines,
 )
+from .group_watch import GroupWatch
 
 __all__ = ["COMPACT_WINDOW", "default_tools", "file_tools", "shell_tool", "system_prompt"]
 
@@ -194,39 +195,48 @@ def shell_tool(root: Path, *, timeout: float = 120.0) -> Tool:
         Args:
             command: the command line, run by /bin/sh.
         """
-        process = await asyncio.create_subprocess_shell(
-            command,
-            cwd=root,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,  # its own group, so killing it takes its children too
-        )
-        reading = asyncio.ensure_future(process.communicate())
-        cancelled = asyncio.ensure_future(context.cancelled.wait())
+        # Its own group, so killing it takes its children too; watched, so this process dying kills it.
+        watch = await GroupWatch.start()
         try:
-            done, _ = await asyncio.wait(
-                {reading, cancelled}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            process = await asyncio.create_subprocess_shell(
+                command,
+                cwd=root,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
             )
+            await watch.watch(process.pid)
+            return await _shell_answer(process, context, timeout)
         finally:
-            cancelled.cancel()
-            if not reading.done():
-                _kill(process)
-                with contextlib.suppress(Exception):
-                    await reading
-        if reading not in done:
-            why = "it was cancelled" if context.cancelled.is_set() else f"it ran past {timeout:.0f}s"
-            raise TimeoutError(f"the command was killed: {why}")
-        output = reading.result()[0].decode("utf-8", errors="replace")
-        # The head and the tail: a command's last lines (its summary, its error) matter as much as its first.
-        output = cut_middle(
-            output,
-            room_for(context, _MAX_SHELL_OUTPUT),
-            why="; send the output to a file to read it in parts",
-        )
-        return f"exit code {process.returncode}\n{output}".rstrip()
+            await watch.release()
 
     return run_shell
+
+
+async def _shell_answer(process: asyncio.subprocess.Process, context: ToolContext, limit_s: float) -> str:
+    """The command's exit code and output; its group killed if it runs past ``limit_s`` or is cancelled."""
+    reading = asyncio.ensure_future(process.communicate())
+    cancelled = asyncio.ensure_future(context.cancelled.wait())
+    try:
+        done, _ = await asyncio.wait(
+            {reading, cancelled}, timeout=limit_s, return_when=asyncio.FIRST_COMPLETED
+        )
+    finally:
+        cancelled.cancel()
+        if not reading.done():
+            _kill(process)
+            with contextlib.suppress(Exception):
+                await reading
+    if reading not in done:
+        why = "it was cancelled" if context.cancelled.is_set() else f"it ran past {limit_s:.0f}s"
+        raise TimeoutError(f"the command was killed: {why}")
+    output = reading.result()[0].decode("utf-8", errors="replace")
+    # The head and the tail: a command's last lines (its summary, its error) matter as much as its first.
+    output = cut_middle(
+        output, room_for(context, _MAX_SHELL_OUTPUT), why="; send the output to a file to read it in parts"
+    )
+    return f"exit code {process.returncode}\n{output}".rstrip()
 
 
 def _kill(process: asyncio.subprocess.Process) -> None:

@@ -1,9 +1,15 @@
-"""``create_app(settings)``: the Starlette app of one server, its state made here and nowhere else."""
+"""``create_app(settings)``: the Starlette app of one server, its state made here and nowhere else.
+
+Besides the API: ``/health`` says the process answers (liveness); ``/ready`` says whether a load balancer
+may send it new work (readiness: not while it drains, nor while its store's database is away), and
+``POST /drain``, from this machine only, has it finish its runs and take no new one.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 from importlib import resources
 
@@ -14,18 +20,22 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
+from steadyloop.sessions import StoreUnavailable
+
 from .errors import ApiError, error_body, error_response
 from .guard import HostAndOrigin
 from .openapi import openapi_document
 from .routes import Api
 from .runtime import Runtime
-from .settings import ServerSettings
+from .settings import ServerSettings, is_local
 
 __all__ = ["create_app"]
 
 log = logging.getLogger("steadyloop.server")
 
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 406: "not_acceptable", 413: "payload_too_large"}
+#: Seconds between two log lines saying the store is unavailable, however many requests meet it.
+_UNAVAILABLE_LOG_S = 30.0
 
 #: The page's files (``server/page/``) by suffix; nothing else there is served.
 _PAGE_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
@@ -86,7 +96,31 @@ def create_app(settings: ServerSettings) -> Starlette:
         return Response(text, media_type=media_type, headers=_PAGE_HEADERS)
 
     async def health(_: Request) -> Response:
-        return JSONResponse({"status": "ok"})
+        return JSONResponse({"status": "ok", "node": runtime.node})
+
+    async def ready(_: Request) -> Response:
+        ok, status = runtime.ready()
+        body = {"status": status, "node": runtime.node, "running": runtime.running}
+        return JSONResponse(body, status_code=200 if ok else 503)
+
+    async def drain(request: Request) -> Response:
+        peer = request.client.host if request.client is not None else None
+        if not is_local(peer, request.headers.items()):
+            raise ApiError(
+                "forbidden",
+                "a node is drained from its own machine only",
+                hint="POST /drain to 127.0.0.1 on the node, not through a proxy",
+            )
+        if not runtime.draining:
+            runtime.draining = True
+            log.warning(
+                "node %s is draining: it finishes its %d runs and starts no new one",
+                runtime.node,
+                runtime.running,
+            )
+        return JSONResponse(
+            {"status": "draining", "node": runtime.node, "running": runtime.running}, status_code=202
+        )
 
     async def api_error(_: Request, exc: Exception) -> Response:
         assert isinstance(exc, ApiError)
@@ -106,6 +140,22 @@ def create_app(settings: ServerSettings) -> Starlette:
         log.info("a client left mid-request: %s %s, its body cut short", request.method, request.url.path)
         return JSONResponse(error_body("invalid_request", "the request body was cut short"), status_code=400)
 
+    said: list[float] = [0.0]
+
+    async def store_unavailable(_: Request, exc: Exception) -> Response:
+        # One line per while, not one per request: a database away for minutes meets every request.
+        now = time.monotonic()
+        if now - said[0] >= _UNAVAILABLE_LOG_S:
+            said[0] = now
+            log.warning("node %s answers 503 while its session store is unavailable: %s", runtime.node, exc)
+        error = ApiError(
+            "unavailable",
+            "the session store cannot be reached just now",
+            hint="try again in a few seconds, or on another node",
+            headers={"Retry-After": "2"},
+        )
+        return error_response(error, runtime.scrub)
+
     async def unexpected(_: Request, exc: Exception) -> Response:
         log.error("unexpected error in a request", exc_info=exc)
         return JSONResponse(error_body("internal", "the server failed on this request"), status_code=500)
@@ -115,6 +165,8 @@ def create_app(settings: ServerSettings) -> Starlette:
         Route("/", index, methods=["GET"]),
         Route("/page/{name}", asset, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
+        Route("/ready", ready, methods=["GET"]),
+        Route("/drain", drain, methods=["POST"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/info", api.info, methods=["GET"]),
         Route("/sessions", api.list_sessions, methods=["GET"]),
@@ -141,6 +193,7 @@ def create_app(settings: ServerSettings) -> Starlette:
             ApiError: api_error,
             HTTPException: http_error,
             ClientDisconnect: client_left,
+            StoreUnavailable: store_unavailable,
             Exception: unexpected,
         },
     )

@@ -34,14 +34,17 @@ The dead run's record is closed where it was cut off: a message it had open (an 
 its ``message_end`` in the record only, never in the history; the resumed run's request gives the whole
 answer (from its step if the dead node had it already).
 
-Nodes beat in PostgreSQL every second. A node whose beat is older than ``STALE_S`` is dead: the live nodes
-ask DBOS to recover its pending workflows (DBOS re-enqueues them, and one live node dequeues each), and a
-node restarting under its own name recovers its own at launch. A run ended by a graceful stop (or an
-abort) is an ended workflow and is not resumed.
+Nodes beat in PostgreSQL every second (``nodes``). A node silent for ``STALE_S`` while its judge had the
+database is dead: the judge asks DBOS to recover its pending workflows (DBOS re-enqueues them, and one
+live node dequeues each), and a node restarting under its own name recovers its own at launch. A node
+that has not had a beat taken for ``LEASE_S`` starts no step and writes nothing for its runs until its
+next beat is taken (``gate``); if that beat says another node took its runs over, it gives them up
+(``lost``): they are aborted here and nothing more of them is written, and a call that completed here
+after all is told in the record as a ``tool_execution_late_settlement``. A run ended by a graceful stop
+(or an abort) is an ended workflow and is not resumed.
 
-A decision, steer, follow-up or abort posted to a node that is not running the run is an order: a row of
-``steadyloop.durable_orders`` announced on ``ORDERS_CHANNEL``; the node running the run takes it, applies
-it (``control.apply``) and writes its answer, which the posting node returns (``DurableRuns.forward``).
+A decision, steer, follow-up or abort posted to a node that is not running the run travels as an order
+(``orders``), as it does between nodes without ``--durable``.
 """
 
 from __future__ import annotations
@@ -72,22 +75,20 @@ from steadyloop import (
     Turn,
 )
 from steadyloop.events import (
-    AgentEnd,
     AgentStart,
     ApprovalDecided,
     ApprovalRequired,
+    LateSettlement,
     MessageEnd,
     MessageStart,
     Notice,
     ToolExecutionEnd,
     ToolExecutionStart,
 )
-from steadyloop.sessions import Reconnects, StateChange
-from steadyloop.sessions.postgres import read_failure
+from steadyloop.sessions import StoreUnavailable
 from steadyloop.tools import run_tool_calls
 
-from .control import Order, apply
-from .cut_off import cut_off_message
+from .cutoff import closing, handover_error, last_open_run
 from .durable_steps import (
     Adopted,
     Checkpoints,
@@ -98,48 +99,20 @@ from .durable_steps import (
     step_ids,
     tool_step,
 )
-from .errors import ApiError
 from .live import RUN_STATE, Job
+from .nodes import BEAT_S, STALE_S
 
 if TYPE_CHECKING:
     from .live import LiveSession
     from .runtime import Runtime
 
-__all__ = ["APP_VERSION", "STALE_S", "DurableRuns", "interrupted_result", "repeatable"]
+__all__ = ["APP_VERSION", "STALE_S", "DurableRuns", "HandedOver", "interrupted_result", "repeatable"]
 
 
 log = logging.getLogger("steadyloop.server.durable")
 
 #: Pinned so that every node, and a node restarted on newer code, may recover the others' workflows.
 APP_VERSION = "steadyloop-durable-1"
-#: Seconds between a node's beats.
-BEAT_S = 1.0
-#: A node silent this long is taken for dead and its runs are recovered elsewhere.
-STALE_S = 5.0
-
-#: Seconds a node forwarding an order waits for the node running the run to take it.
-ORDER_WAIT_S = 10.0
-#: The longest pause between the order listener's attempts to connect again (from 0.1 s, doubling).
-LISTEN_MAX_PAUSE_S = 5.0
-#: Where nodes announce orders (``order ID SESSION``) and their answers (``done ID``).
-ORDERS_CHANNEL = "steadyloop_durable_orders"
-
-_TABLES = """
-CREATE SCHEMA IF NOT EXISTS steadyloop;
-CREATE TABLE IF NOT EXISTS steadyloop.durable_nodes (
-    node text PRIMARY KEY,
-    beat timestamptz NOT NULL DEFAULT now()
-);
-CREATE TABLE IF NOT EXISTS steadyloop.durable_orders (
-    id bigserial PRIMARY KEY,
-    session_id text NOT NULL,
-    principal text NOT NULL,
-    body text NOT NULL,
-    answer text,
-    made timestamptz NOT NULL DEFAULT now()
-)
-"""
-
 # DBOS is one per process, and so is the node whose runs its workflows are.
 _current: DurableRuns | None = None
 
@@ -147,14 +120,8 @@ _current: DurableRuns | None = None
 _NO_GATES = ApprovalPolicy(require_for=frozenset())
 
 
-def _say(change: StateChange | None) -> None:
-    if change is not None:
-        log.log(change.level, "%s", change.text)
-
-
-def listener_name(node: str) -> str:
-    """The ``application_name`` of the node's connection that hears orders (``pg_stat_activity`` shows it)."""
-    return f"steadyloop-orders {node}"[:63]
+class HandedOver(StoreUnavailable):
+    """A write for a run another node took over from this one: it is not made (that node goes on with it)."""
 
 
 def repeatable(tool: Tool | None) -> bool:
@@ -177,7 +144,8 @@ def interrupted_result(call: ToolCall, node: str) -> ToolResultMessage:
 
 
 class DurableRuns:
-    """The durable half of one server process: DBOS, the node's beat, and the run workflows' bodies."""
+    """The durable half of one server process: DBOS, its takeovers of silent nodes, and the run workflows'
+    bodies."""
 
     def __init__(self, runtime: Runtime, url: str) -> None:
         self.runtime = runtime
@@ -185,20 +153,17 @@ class DurableRuns:
         self.node = runtime.node
         self._fresh: dict[str, LiveSession] = {}  # workflows started here, whose run task awaits them
         self._turns: dict[str, Turn | RunError] = {}
-        self._beating: asyncio.Task[None] | None = None
-        self._recovering: set[asyncio.Task[None]] = set()
-        self._listening: asyncio.Task[None] | None = None
-        self._taking: set[asyncio.Task[None]] = set()
-        self._answered: dict[int, asyncio.Event] = {}  # orders this node forwarded, set when answered
-        self.checkpoints = Checkpoints()
+        self._ended: dict[str, asyncio.Event] = {}  # set when a workflow started here has its turn
+        self._held: dict[str, str] = {}  # session -> the instance of this node its run here started under
+        self._workflows: dict[str, str] = {}  # workflow -> session, for the runs going here
+        self._given_up: set[str] = set()  # sessions whose run here another node took over
+        self._telling: set[asyncio.Task[None]] = set()
+        self.checkpoints = Checkpoints(gate=self._step_gate, on_conflict=self._conflict)
 
     async def start(self) -> None:
-        """Launch DBOS as this node (recovering the runs it left going) and start beating."""
+        """Launch DBOS as this node (recovering the runs it left going)."""
         global _current
         _current = self
-        async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
-            await conn.execute(_TABLES)
-            await self._beat(conn)
         DBOS(
             config={
                 "name": "steadyloop",
@@ -208,57 +173,17 @@ class DurableRuns:
             }
         )
         DBOS.launch()  # here, on the server's loop: DBOS runs recovered workflows on this loop
-        loop = asyncio.get_running_loop()
-        self._beating = loop.create_task(self._keep_beating())
-        self._listening = loop.create_task(self._listen())
 
     async def close(self) -> None:
         global _current
-        for running in (self._beating, self._listening):
-            if running is not None:
-                running.cancel()
-                await asyncio.gather(running, return_exceptions=True)
-        for task in [*self._recovering, *self._taking]:
-            task.cancel()
-        await asyncio.gather(*self._recovering, *self._taking, return_exceptions=True)
+        await asyncio.gather(*self._telling, return_exceptions=True)
         await asyncio.to_thread(DBOS.destroy, destroy_registry=False)
         _current = None
 
-    # -- beats and takeovers ----------------------------------------------------------------------------
+    # -- takeovers, and being taken over ------------------------------------------------------------------
 
-    async def _beat(self, conn: psycopg.AsyncConnection[Any]) -> list[str]:
-        """Say this node is alive; returns the nodes that have gone silent."""
-        await conn.execute(
-            "INSERT INTO steadyloop.durable_nodes (node) VALUES (%s) "
-            "ON CONFLICT (node) DO UPDATE SET beat = now()",
-            (self.node,),
-        )
-        cursor = await conn.execute(
-            "SELECT node FROM steadyloop.durable_nodes WHERE node <> %s AND beat < now() - %s * interval '1s'",
-            (self.node, STALE_S),
-        )
-        return [str(row[0]) for row in await cursor.fetchall()]
-
-    async def _keep_beating(self) -> None:
-        loop = asyncio.get_running_loop()
-        # Never slower than a beat, so a node whose database comes back beats again within one.
-        reconnects = Reconnects(f"node {self.node}: the beat", first_s=BEAT_S, max_s=BEAT_S)
-        while True:
-            try:
-                async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
-                    while True:
-                        for dead in await self._beat(conn):
-                            await self._take_over(conn, dead)
-                        _say(reconnects.connected(loop.time()))
-                        await asyncio.sleep(BEAT_S)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # the database went away for a while: beat again when it is back
-                _say(reconnects.failed(read_failure(exc, self.url), loop.time()))
-                await asyncio.sleep(reconnects.pause())
-
-    async def _take_over(self, conn: psycopg.AsyncConnection[Any], dead: str) -> None:
-        """Have DBOS recover a silent node's pending runs; the first live node to see it does it."""
+    async def take_over(self, conn: psycopg.AsyncConnection[Any], dead: str) -> None:
+        """Have DBOS recover a silent node's pending runs; the first judge to see it does it (``nodes``)."""
         cursor = await conn.execute(
             "DELETE FROM steadyloop.durable_nodes WHERE node = %s AND beat < now() - %s * interval '1s' "
             "RETURNING node",
@@ -274,145 +199,97 @@ class DurableRuns:
             len(handles),
         )
 
-    # -- orders to runs on other nodes ---------------------------------------------------------------------
+    def lost(self, instance: str) -> None:
+        """Another node took over the runs this node held as ``instance``: give them up."""
+        for sid in [sid for sid, held in self._held.items() if held == instance]:
+            self._give_up(sid)
 
-    async def forward(self, live: LiveSession, order: Order) -> None:
-        """Have the node running the session's run carry ``order`` out, and answer as it answers.
+    def _give_up(self, sid: str) -> None:
+        """Write nothing more for the session's run here, and end it here (it goes on elsewhere); what
+        its calls returned here that their steps did not keep is told in the record."""
+        if sid in self._given_up:
+            return
+        self._given_up.add(sid)
+        self._held.pop(sid, None)
+        live = self.runtime.loaded(sid)
+        if live is None:
+            return
+        unkept = [
+            late_settlement(call, made, self.node)
+            for workflow, held in self._workflows.items()
+            if held == sid
+            for call, made in self.checkpoints.unkept(workflow)
+        ]
+        if unkept:
+            self._tell(live, unkept)
+        if live.running:
+            log.warning("node %s: session %s: another node took this run over; it ends here", self.node, sid)
+            live.agent.force_abort("another node took this run over")
 
-        The order is a row of ``steadyloop.durable_orders``, announced on ``ORDERS_CHANNEL``; the node
-        whose run it is takes it (one update: no two nodes take one order), applies it, writes its answer
-        and announces that. An order nobody took within ``ORDER_WAIT_S`` is withdrawn.
+    def _tell(self, live: LiveSession, events: Sequence[Event]) -> None:
+        """Append ``events`` to the session's record, past the gate: they are this node's word, not its run's."""
+        store = self.runtime.recording.inner
+
+        async def write() -> None:
+            with contextlib.suppress(Exception):
+                await store.append_events(live.session_id, events, agent_id=live.principal)
+
+        task = asyncio.get_running_loop().create_task(write())
+        self._telling.add(task)
+        task.add_done_callback(self._telling.discard)
+
+    def taking_up(self, session_id: str) -> None:
+        """A new run of the session starts here: what an earlier one gave up no longer holds."""
+        self._given_up.discard(session_id)
+
+    async def gate(self, session_id: str) -> None:
+        """Let a write for the session go once this node holds its run; refused once it gave the run up.
 
         Raises:
-            ApiError: the error the running node answered; ``unavailable`` when no node took the order.
+            HandedOver: another node took the session's run over from this one.
         """
-        sid = live.session_id
-        answered = asyncio.Event()
-        async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
-            cursor = await conn.execute(
-                "INSERT INTO steadyloop.durable_orders (session_id, principal, body) VALUES (%s, %s, %s) "
-                "RETURNING id",
-                (sid, live.principal, order.to_json()),
+        instance, nodes = self._held.get(session_id), self.runtime.nodes
+        if instance is not None and nodes is not None and not await nodes.held(instance):
+            self._give_up(session_id)
+        if session_id in self._given_up:
+            raise HandedOver(
+                f"session {session_id}: another node took its run over; this node writes no more of it"
             )
-            row = await cursor.fetchone()
-            assert row is not None
-            order_id = int(row[0])
-            self._answered[order_id] = answered
-            try:
-                await conn.execute("SELECT pg_notify(%s, %s)", (ORDERS_CHANNEL, f"order {order_id} {sid}"))
-                answer = await self._answer(conn, order_id, answered)
-            finally:
-                self._answered.pop(order_id, None)
-                await conn.execute("DELETE FROM steadyloop.durable_orders WHERE id = %s", (order_id,))
-        if answer is None:
-            raise ApiError(
-                "unavailable",
-                "the node running this session's run did not take the request in time",
-                hint="post it again; a run whose node stopped resumes on another node within "
-                f"{STALE_S + BEAT_S:.0f} s",
-            )
-        error = json.loads(answer).get("error")
-        if error is not None:
-            raise ApiError(error["code"], error["message"], hint=error.get("hint"))
 
-    async def _answer(
-        self, conn: psycopg.AsyncConnection[Any], order_id: int, answered: asyncio.Event
-    ) -> str | None:
-        """The order's answer, once written; ``None`` if no node took it in time (it is withdrawn)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + ORDER_WAIT_S
-        while True:
-            # Looked at on each announcement, and at least each beat in case one was missed.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(answered.wait(), min(BEAT_S, max(0.0, deadline - loop.time())))
-            answered.clear()
-            cursor = await conn.execute(
-                "SELECT answer FROM steadyloop.durable_orders WHERE id = %s", (order_id,)
-            )
-            row = await cursor.fetchone()
-            answer = row[0] if row is not None else None
-            if answer:
-                return str(answer)
-            if loop.time() >= deadline:
-                cursor = await conn.execute(
-                    "DELETE FROM steadyloop.durable_orders WHERE id = %s AND answer IS NULL RETURNING id",
-                    (order_id,),
-                )
-                if await cursor.fetchone() is not None:
-                    return None  # withdrawn before any node took it
-                deadline = loop.time() + ORDER_WAIT_S  # taken: its answer is on its way
+    async def outage(self, session_id: str) -> bool:
+        """A write of the session failed because the database is away: for a run going here, try it again a
+        beat later (through ``gate``, which holds it once this node's hold may have lapsed), so the run's
+        record has no gap; any other write fails as it did."""
+        if session_id not in self._held or session_id in self._given_up:
+            return False
+        await asyncio.sleep(BEAT_S)
+        return True
 
-    async def _listen(self) -> None:
-        """Hear orders for the runs going here, and answers to the orders this node forwarded."""
-        loop = asyncio.get_running_loop()
-        what = f"node {self.node}: the order listener"
-        reconnects = Reconnects(what, first_s=0.1, max_s=LISTEN_MAX_PAUSE_S)
-        while True:
-            try:
-                async with await psycopg.AsyncConnection.connect(
-                    self.url, autocommit=True, application_name=listener_name(self.node)
-                ) as conn:
-                    await conn.execute(f"LISTEN {ORDERS_CHANNEL}")
-                    _say(reconnects.connected(loop.time()))
-                    log.debug("%s is listening", what)
-                    for answered in self._answered.values():
-                        answered.set()  # an answer may have come while this node was not listening
-                    cursor = await conn.execute(
-                        "SELECT id, session_id FROM steadyloop.durable_orders WHERE answer IS NULL ORDER BY id"
-                    )
-                    for order_id, sid in await cursor.fetchall():  # and orders: take those for runs here
-                        self._order(int(order_id), str(sid))
-                    async for notice in conn.notifies():
-                        what, _, rest = notice.payload.partition(" ")
-                        if what == "done":
-                            done = self._answered.get(int(rest))
-                            if done is not None:
-                                done.set()
-                        elif what == "order":
-                            order_id, _, sid = rest.partition(" ")
-                            self._order(int(order_id), sid)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # the database went away for a while: listen again when it is back
-                # One line when the state changes (lost, refused and why, back), not one per attempt.
-                _say(reconnects.failed(read_failure(exc, self.url), loop.time()))
-                pause = reconnects.pause()
-                log.debug("%s tries again in %.2f s", what, pause)
-                await asyncio.sleep(pause)
+    async def _step_gate(self, workflow_id: str) -> bool:
+        sid = self._workflows.get(workflow_id)
+        try:
+            if sid is not None:
+                await self.gate(sid)
+        except HandedOver:
+            return False
+        return True
 
-    def _order(self, order_id: int, session_id: str) -> None:
-        """An order was posted for a session: take it if its run is going here."""
-        live = self.runtime.loaded(session_id)
-        if live is not None and live.busy:
-            task = asyncio.get_running_loop().create_task(self._take(order_id))
-            self._taking.add(task)
-            task.add_done_callback(self._taking.discard)
-
-    async def _take(self, order_id: int) -> None:
-        """Take an order for a run going here, carry it out, and answer it."""
-        async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
-            cursor = await conn.execute(
-                "UPDATE steadyloop.durable_orders SET answer = '' WHERE id = %s AND answer IS NULL "
-                "RETURNING session_id, principal, body",
-                (order_id,),
+    async def _conflict(self, workflow_id: str, call: ToolCall | None, made: object) -> None:
+        """DBOS refused to keep a step: another node owns the workflow now. A call that completed here is
+        told in the record (it is not in the run that goes on: there it was closed, or runs again)."""
+        sid = self._workflows.get(workflow_id)
+        live = self.runtime.loaded(sid) if sid is not None else None
+        if sid is None or live is None:
+            return
+        if call is not None and made is not None:
+            self._tell(live, [late_settlement(call, made, self.node)])
+        elif made is not None:
+            notice = (
+                f"{self.node} had the model's answer after another node took this run over; that node "
+                "asks again"
             )
-            row = await cursor.fetchone()
-            if row is None:
-                return  # withdrawn, or taken already
-            sid, principal, body = str(row[0]), str(row[1]), str(row[2])
-            live = self.runtime.loaded(sid)
-            answer: dict[str, Any] = {}
-            try:
-                if live is None or live.principal != principal:
-                    raise ApiError("no_run_in_progress", "nothing is running in this session")
-                await apply(live, Order.from_json(body))
-            except ApiError as exc:
-                answer = {"error": {"code": exc.code, "message": exc.message, "hint": exc.hint}}
-            await conn.execute(
-                "UPDATE steadyloop.durable_orders SET answer = %s WHERE id = %s",
-                (json.dumps(answer), order_id),
-            )
-            await conn.execute("SELECT pg_notify(%s, %s)", (ORDERS_CHANNEL, f"done {order_id}"))
+            self._tell(live, [Notice(text=notice, name="durable")])
+        self._give_up(sid)
 
     # -- runs ---------------------------------------------------------------------------------------------
 
@@ -420,21 +297,51 @@ class DurableRuns:
         """A new run on a request to this node, as a workflow; returns its answer or raises its RunError."""
         workflow_id = f"{live.session_id}.{uuid.uuid4().hex[:16]}"
         self._fresh[workflow_id] = live
+        ended = self._ended[workflow_id] = asyncio.Event()
         try:
             with SetWorkflowID(workflow_id):
                 handle = await DBOS.start_workflow_async(
                     steadyloop_run, live.session_id, live.principal, text, images
                 )
-            await handle.get_result()
+            # The body says when its run ended. A run another node took over ends here long before that
+            # node's run ends and keeps the workflow's outcome: it is not waited for.
+            result = asyncio.ensure_future(handle.get_result())
+            told = asyncio.ensure_future(ended.wait())
+            try:
+                await asyncio.wait({result, told}, return_when=asyncio.FIRST_COMPLETED)
+                if result.done():
+                    result.result()  # the workflow's own error, if it failed
+                elif live.session_id not in self._given_up:
+                    await result
+            finally:
+                told.cancel()
+                if not result.done():
+                    result.cancel()
+                await asyncio.gather(result, told, return_exceptions=True)
         finally:
             self._fresh.pop(workflow_id, None)
-        ended = self._turns.pop(workflow_id)
-        if isinstance(ended, RunError):
-            raise ended
-        return ended
+            self._ended.pop(workflow_id, None)
+        turn = self._turns.pop(workflow_id, None)
+        if turn is None:
+            raise RunError("another node took this run over", reason="error")
+        if isinstance(turn, RunError):
+            raise turn
+        return turn
 
     async def history_length(self, session_id: str, principal: str) -> int:
         return len(await self.runtime.store.load_messages(session_id, agent_id=principal))
+
+    def _holding(self, workflow_id: str, session_id: str) -> None:
+        """The session's run goes on here, under this node's current instance."""
+        self._workflows[workflow_id] = session_id
+        if self.runtime.nodes is not None:
+            self._held[session_id] = self.runtime.nodes.instance
+
+    def _let_go(self, workflow_id: str) -> None:
+        sid = self._workflows.pop(workflow_id, None)
+        if sid is not None and sid not in self._workflows.values():
+            self._held.pop(sid, None)
+        self.checkpoints.forget(workflow_id)
 
     async def body(
         self, session_id: str, principal: str, text: str, images: list[ImagePart], base: int
@@ -443,120 +350,104 @@ class DurableRuns:
         workflow_id = DBOS.workflow_id or ""
         live = self._fresh.pop(workflow_id, None)
         if live is not None:  # started here on a request: that request's run task awaits this workflow
+            self._holding(workflow_id, session_id)
             live.agent.recorder = self.checkpoints
             try:
                 self._turns[workflow_id] = await live.agent.prompt(text, images=images)
             except RunError as exc:
                 self._turns[workflow_id] = exc
             finally:
-                self.checkpoints.forget(workflow_id)
+                self._let_go(workflow_id)
+                if (ended := self._ended.get(workflow_id)) is not None:
+                    ended.set()
             return "ended"
         # Recovered: on this node after a restart, or taken over from a node that died.
         live = await self.runtime.live(principal, session_id)
         await live.settled()
         if live.running:
             return "ended"  # cannot happen while claims hold; never run one session twice at once
-        raw = await self.runtime.store.load_messages(session_id, agent_id=principal)
-        state = await self.runtime.store.load_state(session_id, RUN_STATE, agent_id=principal)
-        dead = str(json.loads(state).get("node", "another node")) if state else "another node"
-        await self._close_cut_off_message(live, dead)
-        live.agent.recorder = self.checkpoints
-        job: Job
-        if len(raw) > base:
-            job = self._resume_job(live, dead, raw, step_ids(raw, base))
-        else:
-
-            async def job(agent: Agent) -> Turn:
-                return await agent.prompt(text, images=images)
-
-        task = self.runtime.start_job(live, job, resumed=True)
+        self.taking_up(session_id)
+        self._holding(workflow_id, session_id)
         try:
+            raw = await self.runtime.store.load_messages(session_id, agent_id=principal)
+            state = await self.runtime.store.load_state(session_id, RUN_STATE, agent_id=principal)
+            dead = str(json.loads(state).get("node", "another node")) if state else "another node"
+            live.agent.recorder = self.checkpoints
+            job: Job
+            if len(raw) > base:
+                settled = await self._settle_open_calls(live, dead, raw, step_ids(raw, base))
+                await self._close_dead_run(live, dead, settled.results)
+                job = self._resume_job(live, dead, raw, settled)
+            else:
+                await self._close_dead_run(live, dead, {})
+
+                async def job(agent: Agent) -> Turn:
+                    return await agent.prompt(text, images=images)
+
+            task = self.runtime.start_job(live, job, resumed=True)
             with contextlib.suppress(Exception):
                 await task
         finally:
-            self.checkpoints.forget(workflow_id)
+            self._let_go(workflow_id)
         return "ended"
 
-    async def _close_cut_off_message(self, live: LiveSession, dead: str) -> None:
-        """End, in the record only, the message the dead node's run had open, so every stream closes what
-        it opens.
+    async def _close_dead_run(
+        self, live: LiveSession, dead: str, results: dict[str, ToolResultMessage]
+    ) -> None:
+        """Close, in the record only, everything the dead node's run left open (``cutoff.closing``).
 
-        The dead run's ``message_start`` (and the ``message_update`` the record kept of what streamed) get
-        their ``message_end``, with the text as far as it streamed, stamped with that run. It goes to the
-        record and the watchers, never to the history: the answer was cut off, and the resumed run, which
-        reads the history, asks the model again for a whole one.
+        Its open message gets its ``message_end`` with the text as far as it streamed, and a ``notice``:
+        the answer was cut off, and the resumed run, which reads the history, asks the model again for a
+        whole one (from its step if the dead node had it already). Each call it had started gets its
+        ``tool_execution_end``: the result kept when it completed there, else ``interrupted`` (a call
+        that runs again gets a new start and end in the resumed run). Then its step, then the run: its
+        ``agent_end`` says another node goes on with it, and the resumed run follows.
         """
         sid, principal = live.session_id, live.principal
-        events = [e for _, e in await self.runtime.store.load_events(sid, agent_id=principal)]
-        opened = next((i for i in range(len(events) - 1, -1, -1) if isinstance(events[i], AgentStart)), None)
-        if opened is None or any(isinstance(e, AgentEnd) for e in events[opened:]):
+        run = last_open_run([e for _, e in await self.runtime.store.load_events(sid, agent_id=principal)])
+        if run is None:
             return
-        run = events[opened:]
-        start: MessageStart | None = None
-        for event in run:
-            if isinstance(event, MessageStart):
-                start = event
-            elif isinstance(event, MessageEnd):
-                start = None
-        if start is None:
-            return
-        message = start.message
-        if isinstance(message, AssistantMessage):
-            cut = cut_off_message(run)
-            message = cut[0] if cut is not None else AssistantMessage()
-        closing: list[Event] = [
-            MessageEnd(message=message, step=start.step, run_id=start.run_id),
-            Notice(
-                text=f"cut off: {dead} stopped while this message was under way; it is closed here as far "
-                "as it got, and is not part of the transcript",
-                name="durable",
-                step=start.step,
-                run_id=start.run_id,
-            ),
-        ]
-        await self.runtime.recording.append_events(sid, closing, agent_id=principal)
+        events = closing(run, error=handover_error(dead, self.node), results=results)
+        if isinstance(events[0], MessageEnd):
+            end = events[0]
+            events.insert(
+                1,
+                Notice(
+                    text=f"cut off: {dead} stopped while this message was under way; it is closed here as "
+                    "far as it got, and is not part of the transcript",
+                    name="durable",
+                    step=end.step,
+                    run_id=end.run_id,
+                ),
+            )
+        await self.runtime.recording.append_events(sid, events, agent_id=principal)
 
-    def _resume_job(
-        self, live: LiveSession, dead: str, raw: list[Message], reserved: dict[str, StepReservation]
-    ) -> Job:
+    def _resume_job(self, live: LiveSession, dead: str, raw: list[Message], settled: Settled) -> Job:
         async def resume(agent: Agent) -> Turn:
-            await self._close_open_calls(live, agent, dead, raw, reserved)
+            await self._answer_open_calls(live, agent, dead, raw, settled)
             return await agent.continue_()
 
         return resume
 
-    async def _close_open_calls(
-        self,
-        live: LiveSession,
-        agent: Agent,
-        dead: str,
-        raw: list[Message],
-        reserved: dict[str, StepReservation],
-    ) -> None:
-        """Answer the calls of the last answer that have no result in the history, each at its own step:
-        with the result DBOS kept when the call completed on the dead node, else by running it again (an
-        idempotent tool, or a call still waiting for its approval), else as interrupted.
-
-        Read from the stored history as it is: the agent's transcript, loaded through ``reconstruct``,
-        leaves out an answer whose calls are not all answered, so it is put back here with the results
-        it has, and closed.
+    async def _settle_open_calls(
+        self, live: LiveSession, dead: str, raw: list[Message], reserved: dict[str, StepReservation]
+    ) -> Settled:
+        """Decide, each at its own step, how each call of the last answer without a result in the history
+        is answered: with the result DBOS kept when the call completed on the dead node, else by running
+        it again (an idempotent tool, or a call still waiting for its approval), else as interrupted
+        (which its step keeps: a second recovery closes it the same way).
         """
         last = next((i for i in range(len(raw) - 1, -1, -1) if isinstance(raw[i], AssistantMessage)), None)
         if last is None:
-            return
+            return Settled()
         answer = raw[last]
         assert isinstance(answer, AssistantMessage)
         answered = {m.call_id for m in raw[last + 1 :] if isinstance(m, ToolResultMessage)}
         open_calls = [call for call in answer.tool_calls if call.id not in answered]
         if not open_calls:
-            return
-        messages = agent.state.messages
-        if answer not in messages[-(len(raw) - last) :]:
-            messages.extend(raw[last:])
-        config = agent.run_config()
-        tools = {tool.name: tool for tool in config.tools}
-        dead_run = await self._dead_run(live)
-        waiting = waiting_for_approval(dead_run)
+            return Settled()
+        tools = {tool.name: tool for tool in live.agent.run_config().tools}
+        waiting = waiting_for_approval(await self._dead_run(live))
         # Calls whose steps kept their results completed on the dead node: given back, never run again.
         kept_steps = await kept_outputs(DBOS.workflow_id or "")
         kept: dict[str, Any] = {}
@@ -577,10 +468,37 @@ class DurableRuns:
                     if not is_interrupted(output):
                         kept[call.id] = output
         completed = [call for call in open_calls if call.id in kept]
-        # The dead run recorded these calls' executions as far as it got: what it recorded is not told again.
+        told: list[Event] = []
+        results: dict[str, ToolResultMessage] = {}
+        if completed:  # answered with what they returned, never run again (nor asked about again)
+            batch = await run_tool_calls(
+                completed, tools, approval_policy=_NO_GATES, emit=told.append, recorder=Given(kept)
+            )
+            results = {result.call_id: result for result in batch.results}
+        self.checkpoints.adopt({call.id: reserved[call.id] for call in again})
+        return Settled(answer, open_calls, results, again, told)
+
+    async def _answer_open_calls(
+        self, live: LiveSession, agent: Agent, dead: str, raw: list[Message], settled: Settled
+    ) -> None:
+        """Record the open calls' answers as ``_settle_open_calls`` decided, running those that run again.
+
+        Read from the stored history as it is: the agent's transcript, loaded through ``reconstruct``,
+        leaves out an answer whose calls are not all answered, so it is put back here with the results
+        it has, and closed.
+        """
+        if settled.answer is None:
+            return
+        messages = agent.state.messages
+        last = raw.index(settled.answer)
+        if settled.answer not in messages[-(len(raw) - last) :]:
+            messages.extend(raw[last:])
+        config = agent.run_config()
+        tools = {tool.name: tool for tool in config.tools}
+        # The dead run's record, closed by now: what it told of these calls is not told again.
+        dead_run = await self._dead_run(live)
         started = {e.call_id for e in dead_run if isinstance(e, ToolExecutionStart)}
         ended = {e.call_id for e in dead_run if isinstance(e, ToolExecutionEnd)}
-        self.checkpoints.adopt({call.id: reserved[call.id] for call in again})
         run_id = f"resume-{uuid.uuid4().hex[:12]}"
         # Recorded as they come, in order: an approval asked again must reach the watchers while it waits.
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
@@ -597,30 +515,21 @@ class DurableRuns:
                     await session.observe(stamped)
 
         recorder = asyncio.get_running_loop().create_task(record())
+        open_calls, again = settled.open_calls, settled.again
         try:
             queue.put_nowait(
                 Notice(
-                    text=f"resumed on {self.node}: {len(completed)} call(s) completed there, "
+                    text=f"resumed on {self.node}: {len(settled.results)} call(s) completed there, "
                     f"{len(again)} run again, "
-                    f"{len(open_calls) - len(again) - len(completed)} closed as interrupted",
+                    f"{len(open_calls) - len(again) - len(settled.results)} closed as interrupted",
                     name="durable",
                 )
             )
-            results: dict[str, ToolResultMessage] = {}
-            if completed:  # answered with what they returned, never run again (nor asked about again)
-
-                def given_back(event: Event) -> None:
-                    told = started if isinstance(event, ToolExecutionStart) else ended
-                    if (
-                        not isinstance(event, ToolExecutionStart | ToolExecutionEnd)
-                        or event.call_id not in told
-                    ):
-                        queue.put_nowait(event)
-
-                batch = await run_tool_calls(
-                    completed, tools, approval_policy=_NO_GATES, emit=given_back, recorder=Given(kept)
-                )
-                results.update({result.call_id: result for result in batch.results})
+            for event in settled.told:  # a completed call the dead run's record never heard of
+                told = started if isinstance(event, ToolExecutionStart) else ended
+                if not isinstance(event, ToolExecutionStart | ToolExecutionEnd) or event.call_id not in told:
+                    queue.put_nowait(event)
+            results = dict(settled.results)
             if again:
                 batch = await run_tool_calls(
                     again,
@@ -644,8 +553,42 @@ class DurableRuns:
         events = [
             e for _, e in await self.runtime.store.load_events(live.session_id, agent_id=live.principal)
         ]
-        start = next((i for i in range(len(events) - 1, -1, -1) if isinstance(events[i], AgentStart)), 0)
+        starts = [i for i, e in enumerate(events) if isinstance(e, AgentStart)]
+        start = starts[-1] if starts else 0
         return events[start:]
+
+
+@dataclasses.dataclass
+class Settled:
+    """How the open calls of a resumed run's last answer are answered (``DurableRuns._settle_open_calls``).
+
+    Attributes:
+        answer: the last answer of the history, whose calls they are (``None``: no call is open).
+        open_calls: its calls without a result in the history.
+        results: the results of those that completed on the dead node, given back from their steps.
+        again: those that run again (idempotent, or waiting for their approval).
+        told: the events giving those results back, as the loop emits them.
+    """
+
+    answer: AssistantMessage | None = None
+    open_calls: list[ToolCall] = dataclasses.field(default_factory=list)
+    results: dict[str, ToolResultMessage] = dataclasses.field(default_factory=dict)
+    again: list[ToolCall] = dataclasses.field(default_factory=list)
+    told: list[Event] = dataclasses.field(default_factory=list)
+
+
+def late_settlement(call: ToolCall, made: object, node: str) -> LateSettlement:
+    """A call that completed on ``node`` after another node took its run over: told for the record, as
+    the run that goes on closed the call (interrupted) or runs it again without this result."""
+    result = getattr(made, "result", None)
+    content = getattr(result, "content", "")
+    text = content if isinstance(content, str) else json.dumps([str(part) for part in content])
+    return LateSettlement(
+        call_id=call.id,
+        name=call.name,
+        outcome="failed" if getattr(result, "is_error", False) else "completed",
+        text=f"completed on {node} after another node took this run over: {text}",
+    )
 
 
 def waiting_for_approval(dead_run: Sequence[Event]) -> set[str]:

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from dbos import DBOS, StepReservation
+from dbos._error import DBOSWorkflowConflictIDError
 
 from steadyloop import AssistantMessage, Message, RunError, ToolCall
 
@@ -37,12 +38,33 @@ log = logging.getLogger("steadyloop.server.durable")
 
 T = TypeVar("T")
 
+#: Waits until this node holds the workflow's run; ``False`` once another node took it over.
+Gate = Callable[[str], Awaitable[bool]]
+#: Told that DBOS refused to keep a step another node's run owns now: the workflow, the call (``None``: a
+#: model request) and what the step made here.
+Conflict = Callable[[str, "ToolCall | None", Any], Awaitable[None]]
+
+
+async def _open(_: str) -> bool:
+    return True
+
+
+class _GivenUp(BaseException):
+    """Raised in a step this node may no longer run: a ``BaseException``, so DBOS keeps nothing for it."""
+
+
+async def _ignored(_: str, __: ToolCall | None, ___: Any) -> None:
+    return None
+
+
 #: The name of the step that holds a model request's answer.
 MODEL_STEP = "model_request"
 #: What a tool call's step keeps when the call was in flight on a node that died and may not run again.
 INTERRUPTED = "steadyloop:interrupted"
 #: What a model request's step keeps when the request failed (the run ended there; its error is not kept).
 FAILED = "steadyloop:failed"
+#: Why a run ends on a node that another node took it over from.
+TAKEN_OVER = "another node took this run over"
 
 
 def tool_step(call: ToolCall) -> str:
@@ -65,16 +87,27 @@ class Checkpoints:
     workflow the recorder only awaits what it is given.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, gate: Gate = _open, on_conflict: Conflict = _ignored) -> None:
         self._reserved: dict[tuple[str, str], StepReservation] = {}  # (workflow, call id)
+        # Calls that ran here whose steps are not kept yet (the database may be away): (call, what it made).
+        self._unkept: dict[str, dict[str, tuple[ToolCall, Any]]] = {}
+        self._gate = gate
+        self._on_conflict = on_conflict
+
+    def unkept(self, workflow_id: str) -> list[tuple[ToolCall, Any]]:
+        """The calls of the workflow that ran here and returned, whose steps DBOS has not kept (yet)."""
+        return list(self._unkept.pop(workflow_id, {}).values())
 
     async def model_request(self, send: Callable[[], Awaitable[T]]) -> T:
         if not in_workflow():
             return await send()
+        workflow_id = DBOS.workflow_id or ""
         made: list[T] = []  # what this node's request returned, or raised (its step keeps FAILED)
         failed: list[Exception] = []
 
         async def step() -> Any:
+            if not await self._gate(workflow_id):  # sent only while this node holds the run
+                raise _GivenUp
             try:
                 made.append(await send())
             except Exception as exc:  # not kept itself: an error may not survive DBOS's pickling
@@ -84,6 +117,11 @@ class Checkpoints:
 
         try:
             kept = await DBOS.run_step_async({"name": MODEL_STEP}, step)
+        except _GivenUp:
+            raise RunError(TAKEN_OVER, reason="error") from None
+        except DBOSWorkflowConflictIDError:
+            await self._on_conflict(workflow_id, None, made[0] if made else None)
+            raise RunError(TAKEN_OVER, reason="error") from None
         except Exception as exc:
             if not (made or failed):
                 raise
@@ -106,7 +144,8 @@ class Checkpoints:
             return
         workflow_id = DBOS.workflow_id or ""
         # A new batch: the last one's calls that never ran (denied, skipped) keep their gaps.
-        self.forget(workflow_id)
+        for key in [key for key in self._reserved if key[0] == workflow_id]:
+            del self._reserved[key]
         for call in calls:
             self._reserved[workflow_id, call.id] = DBOS.reserve_step()
 
@@ -118,20 +157,34 @@ class Checkpoints:
     def forget(self, workflow_id: str) -> None:
         for key in [key for key in self._reserved if key[0] == workflow_id]:
             del self._reserved[key]
+        self._unkept.pop(workflow_id, None)
 
     async def tool_execution(self, call: ToolCall, execute: Callable[[], Awaitable[T]]) -> T:
         reserved = self._reserved.pop((DBOS.workflow_id or "", call.id), None) if in_workflow() else None
         if reserved is None:
             return await execute()
-
+        workflow_id = DBOS.workflow_id or ""
         made: list[T] = []
 
         async def step() -> Any:
+            if not await self._gate(workflow_id):  # run only while this node holds the run
+                raise _GivenUp
             made.append(await execute())
+            self._unkept.setdefault(workflow_id, {})[call.id] = (call, made[0])
             return made[0]
 
         try:
             kept = await reserved.run_async({"name": tool_step(call)}, step)
+            self._unkept.get(workflow_id, {}).pop(call.id, None)
+        except _GivenUp:
+            raise RunError(TAKEN_OVER, reason="error") from None
+        except DBOSWorkflowConflictIDError:
+            # Another node owns the run now; a call that completed here is told in the record.
+            self._unkept.get(workflow_id, {}).pop(call.id, None)
+            await self._on_conflict(workflow_id, call, made[0] if made else None)
+            if made:
+                return made[0]
+            raise RunError(TAKEN_OVER, reason="error") from None
         except Exception as exc:
             if made:  # DBOS could not keep it (it does not pickle; DBOS kept that error at the step)
                 log.warning("the result of call %s could not be kept: %s", call.id, exc)

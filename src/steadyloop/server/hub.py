@@ -13,6 +13,11 @@ second, so whatever the read missed was written after the subscription and reach
 what both deliver is dropped by seq. A delta is delivered only to a watcher whose last recorded event is
 the delta's base: one that has already seen the coalesced update skips it, and one that attached
 mid-message gets the deltas streamed so far (the hub keeps them) before the next.
+
+A watcher following a run stops at that run's ``agent_end`` (a durable run's end that hands it to another
+node is not its end: it follows on to the resumed run's). Whether the run still goes is asked again after
+each ``GOING_CHECK_S`` of quiet: a run whose end the record holds, on a session no node runs any longer,
+ends its watchers even where they attached too late to see that end come (on another node, as it ended).
 """
 
 from __future__ import annotations
@@ -23,10 +28,14 @@ from dataclasses import dataclass
 
 from steadyloop.events import AgentEnd, Event, MessageUpdate
 
+from .cutoff import is_handover
+
 __all__ = ["EventHub", "Item", "Watcher", "attach"]
 
 #: Items a watcher may fall behind by before it is let go (it reattaches from its last seq).
 WATCHER_BACKLOG = 20_000
+#: Seconds of quiet after which a watcher following a run asks whether the run still goes.
+GOING_CHECK_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +140,7 @@ async def attach(
     until_end_after: int | None,
     follow: bool,
     heartbeat_s: float | None = None,
+    going: Callable[[], Awaitable[bool]] | None = None,
 ) -> AsyncIterator[Item | None]:
     """The record after ``after``, then the live feed, each recorded event once and in seq order.
 
@@ -143,6 +153,9 @@ async def attach(
             waits for); ``None`` not to stop at a run's end.
         follow: keep following when no run is under way (otherwise stop once the record is replayed).
         heartbeat_s: yield ``None`` after this long without an item, so the caller can keep the line open.
+        going: whether the run the caller waits for still goes (anywhere), asked after each
+            ``GOING_CHECK_S`` without an item; once it does not, what the record holds after the last
+            item is replayed and the attach ends.
     """
     position = after
     try:
@@ -153,10 +166,20 @@ async def attach(
                 return
         if until_end_after is None and not follow:
             return
+        quiet_s = heartbeat_s
+        if going is not None and until_end_after is not None:
+            quiet_s = GOING_CHECK_S if heartbeat_s is None else min(heartbeat_s, GOING_CHECK_S)
         while True:
             try:
-                item = await asyncio.wait_for(watcher.queue.get(), heartbeat_s)
+                item = await asyncio.wait_for(watcher.queue.get(), quiet_s)
             except TimeoutError:
+                if going is not None and until_end_after is not None and not await going():
+                    for seq, event in await replay(position):  # what was written before it stopped
+                        yield Item(seq, position, event)
+                        position = seq
+                        if _ends(event, seq, until_end_after):
+                            return
+                    return
                 yield None
                 continue
             if item is None:
@@ -176,4 +199,9 @@ async def attach(
 
 
 def _ends(event: Event, seq: int, until_end_after: int | None) -> bool:
-    return until_end_after is not None and isinstance(event, AgentEnd) and seq > until_end_after
+    return (
+        until_end_after is not None
+        and isinstance(event, AgentEnd)
+        and seq > until_end_after
+        and not is_handover(event)
+    )

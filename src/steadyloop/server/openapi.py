@@ -82,9 +82,12 @@ def _ok(
 
 
 def _errors(*codes: str) -> dict[str, Any]:
-    """One response per status the codes (and those every route may answer) map to, each an ``ErrorOut``."""
+    """One response per status the codes (and those every route may answer) map to, each an ``ErrorOut``.
+
+    Every route may answer 503 ``unavailable``: while the session store's database is away.
+    """
     out: dict[str, Any] = {}
-    statuses = sorted({CODES[c] for c in ("unauthorized", "forbidden", "internal", *codes)})
+    statuses = sorted({CODES[c] for c in ("unauthorized", "forbidden", "internal", "unavailable", *codes)})
     for status in statuses:
         named = ", ".join(sorted(c for c, s in CODES.items() if s == status))
         out[str(status)] = {"description": f"error ({named})", "content": _json(_ref(ErrorOut))}

@@ -1,21 +1,41 @@
 """A session store that tells the server each event it records, with the seq the store gave it.
 
 The agent's session writes its record through this store; the server learns each recorded event's seq
-from the write itself, in the order of the writes, without reading the record back.
+from the write itself, in the order of the writes, without reading the record back. A durable node also
+gates each write of a session on its hold of that session's run (``DurableRuns.gate``): a node whose hold
+may have lapsed waits for its next beat, and one whose run another node took over writes no more of it.
+A write of a run it holds that fails because the database is away is tried again (``DurableRuns.outage``)
+until the database is back or the run was taken over, so an outage leaves no gap in the run's record.
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
 
 from steadyloop import Event, Message, Usage
 from steadyloop.context import BranchFiles, Entry
-from steadyloop.sessions import SessionInfo, SessionStore, SessionUsage
+from steadyloop.sessions import SessionInfo, SessionStore, SessionUsage, StoreUnavailable
 
 __all__ = ["RecordingStore"]
 
 Recorded = Callable[[str, int, Event], None]
+#: Awaited before each write of a session; raises to refuse it.
+Gate = Callable[[str], Awaitable[None]]
+#: Asked when a write of a session failed because the store is away: ``True`` (once it is time) to try
+#: the write again, through the gate; ``False`` to let the failure go to the writer.
+Outage = Callable[[str], Awaitable[bool]]
+
+T = TypeVar("T")
+
+
+async def _open(_: str) -> None:
+    return None
+
+
+async def _give_up(_: str) -> bool:
+    return False
 
 
 class RecordingStore:
@@ -25,9 +45,23 @@ class RecordingStore:
     def __init__(self, store: SessionStore, on_recorded: Recorded) -> None:
         self.inner = store
         self._on_recorded = on_recorded
+        self.gate: Gate = _open
+        self.outage: Outage = _give_up
+
+    async def _write(self, session_id: str, write: Callable[[], Awaitable[T]]) -> T:
+        """``write``, once the gate lets it go; again, while the store is away, as long as ``outage`` says."""
+        while True:
+            await self.gate(session_id)
+            try:
+                return await write()
+            except StoreUnavailable:
+                if not await self.outage(session_id):
+                    raise
 
     async def append_events(self, session_id: str, events: Sequence[Event], *, agent_id: str) -> int:
-        last = await self.inner.append_events(session_id, events, agent_id=agent_id)
+        last = await self._write(
+            session_id, lambda: self.inner.append_events(session_id, events, agent_id=agent_id)
+        )
         first = last - len(events) + 1
         for offset, event in enumerate(events):
             self._on_recorded(session_id, first + offset, event)
@@ -51,7 +85,9 @@ class RecordingStore:
         await self.inner.set_title(session_id, title, agent_id=agent_id)
 
     async def append_messages(self, session_id: str, messages: Sequence[Message], *, agent_id: str) -> None:
-        await self.inner.append_messages(session_id, messages, agent_id=agent_id)
+        await self._write(
+            session_id, lambda: self.inner.append_messages(session_id, messages, agent_id=agent_id)
+        )
 
     async def load_messages(
         self, session_id: str, *, agent_id: str, limit: int | None = None
@@ -66,10 +102,14 @@ class RecordingStore:
     async def record_usage(
         self, session_id: str, usage: Usage, *, agent_id: str, turns: int = 0
     ) -> SessionUsage:
-        return await self.inner.record_usage(session_id, usage, agent_id=agent_id, turns=turns)
+        return await self._write(
+            session_id, lambda: self.inner.record_usage(session_id, usage, agent_id=agent_id, turns=turns)
+        )
 
     async def save_state(self, session_id: str, name: str, value: str, *, agent_id: str) -> None:
-        await self.inner.save_state(session_id, name, value, agent_id=agent_id)
+        await self._write(
+            session_id, lambda: self.inner.save_state(session_id, name, value, agent_id=agent_id)
+        )
 
     async def load_state(self, session_id: str, name: str, *, agent_id: str) -> str | None:
         return await self.inner.load_state(session_id, name, agent_id=agent_id)
@@ -92,15 +132,18 @@ class RecordingStore:
         parent: str | None,
         files: BranchFiles | None = None,
     ) -> str:
-        return await self.inner.append_entry(
-            session_id, message, agent_id=agent_id, parent=parent, files=files
+        return await self._write(
+            session_id,
+            lambda: self.inner.append_entry(
+                session_id, message, agent_id=agent_id, parent=parent, files=files
+            ),
         )
 
     async def load_entries(self, session_id: str, *, agent_id: str) -> builtins.list[Entry]:
         return await self.inner.load_entries(session_id, agent_id=agent_id)
 
     async def set_leaf(self, session_id: str, entry_id: str | None, *, agent_id: str) -> None:
-        await self.inner.set_leaf(session_id, entry_id, agent_id=agent_id)
+        await self._write(session_id, lambda: self.inner.set_leaf(session_id, entry_id, agent_id=agent_id))
 
     async def close(self) -> None:
         await self.inner.close()

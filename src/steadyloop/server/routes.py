@@ -283,6 +283,13 @@ class Api:
         runtime = self.runtime
         images = runtime.images(body.images)
         response_format = runtime.response_format(body.output_schema)
+        if runtime.draining:
+            raise ApiError(
+                "unavailable",
+                f"node {runtime.node} is draining: it finishes the runs it has and starts no new one",
+                hint="post it to another node",
+                headers={"Retry-After": "1"},
+            )
         live = await runtime.live(principal, sid)
         await live.settled()
         runtime.check_can_run(live)
@@ -334,12 +341,11 @@ class Api:
         follow = request.query_params.get("follow", "run")
         if follow not in ("run", "session"):
             raise ApiError("invalid_request", "follow must be 'run' or 'session'")
-        info = await self.runtime.info(principal, sid)
-        elsewhere = await self.runtime.running_elsewhere(principal, sid)
+        runtime = self.runtime
+        info = await runtime.info(principal, sid)
+        elsewhere = await runtime.run_elsewhere(principal, sid)
         # No await from here to the watch: an idle hub without watchers may be let go meanwhile.
-        hub = self.runtime.hub(sid, info.last_event_seq, principal)
-        if elsewhere:
-            hub.running = True  # a run on another node: follow it to its end, as one here
+        hub = runtime.hub(sid, info.last_event_seq, principal)
         watcher = hub.watch()
         if after > max(info.last_event_seq, hub.last_seq):
             hub.unwatch(watcher)
@@ -348,12 +354,25 @@ class Api:
                 f"after={after} is past the session's last event ({info.last_event_seq})",
                 hint="attach with after=0 to replay the whole record",
             )
-        store = self.runtime.store
+        store = runtime.store
 
         async def replay(seq: int) -> list[Any]:
             return await store.load_events(sid, agent_id=principal, after_seq=seq)
 
-        until = watcher.base if watcher.running else None
+        # The run going when the watcher attached: here, the hub's; on another node, the one its claim
+        # names (its end is the first after the seq the claim was made at, even if the hub has it already).
+        until: int | None = None
+        if watcher.running:
+            until = watcher.base
+        elif elsewhere is not None:
+            until = elsewhere if elsewhere >= 0 else watcher.base  # a claim that did not say where
+
+        async def going() -> bool:
+            live = runtime.loaded(sid)
+            if live is not None and live.running:
+                return True
+            return await runtime.run_elsewhere(principal, sid) is not None
+
         items = attach(
             hub,
             watcher,
@@ -362,6 +381,7 @@ class Api:
             until_end_after=until,
             follow=follow == "session",
             heartbeat_s=_HEARTBEAT_S,
+            going=going,
         )
         return StreamingResponse(self._frames(items), media_type="text/event-stream", headers=_SSE_HEADERS)
 

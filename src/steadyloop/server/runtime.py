@@ -11,7 +11,9 @@ Several servers (nodes) may share one PostgreSQL store. Each names itself (``Ser
 run state it writes, closes at start-up only the runs it left going itself, and refuses a run on a session
 another node is running. A watcher on any node follows a run on any other: the store announces each
 append (``AppendFeed``), and the node reads the new events from the record, after the last seq its hub
-has, into the session's hub, where they join the replay exactly as local ones do.
+has, into the session's hub, where they join the replay exactly as local ones do. Every node on a
+PostgreSQL store beats (``nodes``: a live node's name is refused to a second one), and carries out the
+orders posted on other nodes for the runs it has going (``orders``).
 """
 
 from __future__ import annotations
@@ -44,28 +46,30 @@ from steadyloop import (
 from steadyloop import context_limit_for as window_of
 from steadyloop.agent_settings import mcp_server_spec
 from steadyloop.context import BranchMove, Entry
-from steadyloop.events import (
-    AgentEnd,
-    AgentStart,
-    ApprovalDecided,
-    ApprovalRequired,
-    MessageEnd,
+from steadyloop.events import AgentEnd, AgentStart, ApprovalDecided, ApprovalRequired
+from steadyloop.sessions import (
+    AppendFeed,
+    SessionInfo,
+    StateSwap,
+    is_shared_store,
+    open_store,
 )
-from steadyloop.sessions import AppendFeed, SessionInfo, StateSwap, is_shared_store, open_store
 
 from .agents import build_settings, check_floor, document_of, layer_of, session_layer
 from .approvals import RemoteApprovals
 from .control import Order, apply
-from .cut_off import cut_off_message
+from .cutoff import INTERRUPTED, closing, cut_off_message, last_open_run
 from .errors import ApiError, Scrubber
 from .hub import EventHub
 from .live import RUN_STATE, Job, LiveSession, RunOutcome
+from .nodes import Judge, NodeBeats
 from .recording import RecordingStore
 from .schemas import CreateSession, ImageIn, OutputSchema
 from .settings import ServerSettings
 
 if TYPE_CHECKING:
     from .durable import DurableRuns
+    from .orders import Orders
 
 __all__ = ["AGENT_STATE", "INTERRUPTED", "Runtime", "cut_off_message"]
 
@@ -73,8 +77,6 @@ log = logging.getLogger("steadyloop.server")
 
 #: The session state holding the session's agent document.
 AGENT_STATE = "server.agent"
-#: The error an interrupted run's closing ``agent_end`` carries.
-INTERRUPTED = "interrupted: the server stopped while this run was going"
 
 _IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 #: Sessions kept loaded; past this, the least recently used idle ones without watchers are let go.
@@ -101,17 +103,43 @@ class Runtime:
         self._reading: dict[str, bool] = {}  # session -> more was announced while its read was going
         self._readers: set[asyncio.Task[None]] = set()
         self._unsubscribe: Callable[[], None] | None = None
+        #: Asked to finish its runs and take no new one (``/drain``): readiness says no from then on.
+        self.draining = False
         self.durable: DurableRuns | None = None
         if settings.durable:
             self.durable = _durable_runs(self, target)
+        self.nodes: NodeBeats | None = None
+        self.orders: Orders | None = None
+        if is_shared_store(target):
+            assert target is not None
+            from .orders import Orders
+
+            durable = self.durable
+            self.nodes = NodeBeats(
+                target,
+                self.node,
+                judge=None if durable is None else self._judge(durable),
+                on_lost=None if durable is None else durable.lost,
+            )
+            self.orders = Orders(self, target)
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Close the runs a previous process of this node left going; hear other nodes' appends."""
+        """Close the runs a previous process of this node left going; hear other nodes' appends.
+
+        Raises:
+            NameInUse: another live node sharing the store has this node's name.
+        """
         if isinstance(self.store, AppendFeed):
             self._unsubscribe = await self.store.subscribe(self._appended)
+        if self.nodes is not None:
+            await self.nodes.start()  # before anything is recovered: the name must be this node's alone
+        if self.orders is not None:
+            self.orders.start()
         if self.durable is not None:
+            self.recording.gate = self.durable.gate
+            self.recording.outage = self.durable.outage
             await self.durable.start()  # DBOS resumes the runs this node left going: none to close
             return
         for principal in self.settings.principals:
@@ -130,9 +158,34 @@ class Runtime:
         self._live.clear()
         if self.durable is not None:
             await self.durable.close()
+        if self.orders is not None:
+            await self.orders.close()
+        if self.nodes is not None:
+            await self.nodes.close()
         for hub in self._hubs.values():
             hub.close()
         await self.store.close()
+
+    def _judge(self, durable: DurableRuns) -> Judge:
+        async def judge(conn: Any, silent: str) -> None:
+            if not self.draining:  # a node about to stop takes no runs over
+                await durable.take_over(conn, silent)
+
+        return judge
+
+    @property
+    def running(self) -> int:
+        """Runs going on this node."""
+        return sum(self._runs.values())
+
+    def ready(self) -> tuple[bool, str]:
+        """Whether a load balancer may send this node new work, and why not: ``draining``, or
+        ``unavailable`` while its beat has not reached the store for a while (the database is away)."""
+        if self.draining:
+            return False, "draining"
+        if self.nodes is not None and not self.nodes.lease.held(asyncio.get_running_loop().time()):
+            return False, "unavailable"
+        return True, "ready"
 
     async def _recover(self, principal: str, info: SessionInfo) -> None:
         state = await self.store.load_state(info.session_id, RUN_STATE, agent_id=principal)
@@ -142,24 +195,17 @@ class Runtime:
         if run.get("status") != "running" or run.get("node", self.node) != self.node:
             return  # not going, or going on another node sharing the store
         events = [e for _, e in await self.store.load_events(info.session_id, agent_id=principal)]
-        opened = next((i for i in range(len(events) - 1, -1, -1) if isinstance(events[i], AgentStart)), None)
-        start = events[opened] if opened is not None else None
-        if isinstance(start, AgentStart) and not any(isinstance(e, AgentEnd) for e in events[opened:]):
-            last = events[-1].seq
-            closing: list[Event] = []
-            cut = cut_off_message(events[opened:])
+        run = last_open_run(events)
+        if run is not None:
+            cut = cut_off_message(run)
+            message = None
             if cut is not None:
                 # The text the run streamed before the stop is kept, as an abort keeps it.
-                message, step = cut
+                message = cut[0]
                 await self.store.append_messages(info.session_id, [message], agent_id=principal)
-                last += 1
-                closing.append(MessageEnd(message=message, step=step, run_id=start.run_id, seq=last))
-            closing.append(
-                AgentEnd(
-                    outcome="cancelled", error=INTERRUPTED, run_id=start.run_id, seq=last + 1, at=time.time()
-                )
+            await self.store.append_events(
+                info.session_id, closing(run, error=INTERRUPTED, message=message), agent_id=principal
             )
-            await self.store.append_events(info.session_id, closing, agent_id=principal)
         status = json.dumps({"status": "interrupted"})
         await self.store.save_state(info.session_id, RUN_STATE, status, agent_id=principal)
         log.warning(
@@ -260,6 +306,16 @@ class Runtime:
     async def running_elsewhere(self, principal: str, session_id: str) -> bool:
         """Whether another node sharing the store says it is running this session."""
         return self._elsewhere(await self.store.load_state(session_id, RUN_STATE, agent_id=principal))
+
+    async def run_elsewhere(self, principal: str, session_id: str) -> int | None:
+        """The record's seq when another node sharing the store claimed the run it is running in this
+        session (the run's end is the first ``agent_end`` after it), -1 if its claim does not say; ``None``
+        when no other node runs it."""
+        state = await self.store.load_state(session_id, RUN_STATE, agent_id=principal)
+        if not self._elsewhere(state):
+            return None
+        assert state is not None
+        return int(json.loads(state).get("after", -1))
 
     def _appended(self, session_id: str | None, seq: int) -> None:
         """The store says events were appended (by any node); ``None``: anything may have been."""
@@ -400,7 +456,9 @@ class Runtime:
         if not isinstance(self.store, AppendFeed):
             return  # one process owns the store: ``check_can_run`` is the whole check
         principal, sid = live.principal, live.session_id
-        mark = json.dumps({"status": "running", "since": time.time(), "node": self.node})
+        mark = json.dumps(
+            {"status": "running", "since": time.time(), "node": self.node, "after": live.hub.last_seq}
+        )
         if isinstance(self.store, StateSwap):
             claimed, _ = await self.store.swap_state(
                 sid, RUN_STATE, mark, agent_id=principal, allow=lambda current: not self._elsewhere(current)
@@ -421,20 +479,20 @@ class Runtime:
             await self.store.save_state(live.session_id, RUN_STATE, idle, agent_id=live.principal)
 
     async def control(self, live: LiveSession, order: Order) -> None:
-        """Carry ``order`` out on the session's run: here, or, when another node runs it (durable runs),
-        there, through the store's database.
+        """Carry ``order`` out on the session's run: here, or, when another node sharing the store runs
+        it, there (``orders``).
 
         Raises:
             ApiError: what ``apply`` raises, here or on the node running the run; ``unavailable`` when
                 that node did not take the order in time.
         """
-        durable = self.durable
+        orders = self.orders
         if (
-            durable is not None
+            orders is not None
             and not live.busy
             and await self.running_elsewhere(live.principal, live.session_id)
         ):
-            await durable.forward(live, order)
+            await orders.forward(live, order)
             return
         await apply(live, order)
 
@@ -524,9 +582,13 @@ class Runtime:
         self.check_can_run(live, limited=not resumed)
         principal, sid = live.principal, live.session_id
         self._runs[principal] += 1
+        if self.durable is not None and not resumed:
+            self.durable.taking_up(sid)
+        after = live.hub.last_seq  # the run's end is the first agent_end after this (``run_elsewhere``)
 
         async def save(value: str) -> None:
-            state = {**json.loads(value), "node": self.node}
+            state = {**json.loads(value), "node": self.node, "after": after}
+            await self.recording.gate(sid)  # not for a run another node took over from this one
             await self.store.save_state(sid, RUN_STATE, json.dumps(state), agent_id=principal)
 
         def done() -> None:

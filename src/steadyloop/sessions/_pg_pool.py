@@ -7,10 +7,11 @@ revoked, the database dropped) cost each caller the whole timeout. Here every co
 goes through ``PoolWatch``, which reads each failure (``read_failure``); a caller waiting for a connection
 gets the refusal, with libpq's reason, as soon as the pool meets it.
 
-A caller that comes while the pool's last attempt was refused, and no connection is free, tries one
-connection of its own instead of waiting for the pool's next attempt (which may be seconds away): refused
-again, it fails at once with the fresh reason; let in (the password was put back, say), it runs on that
-connection, until an attempt of the pool's own is let in too.
+A caller that comes while the pool's last attempt failed (refused, or the server could not be reached),
+and no connection is free, tries one connection of its own instead of waiting for the pool's next attempt
+(which may be seconds away): failing again, it fails at once with the fresh reason (``InvalidInput`` for a
+refusal, ``StoreUnavailable`` for a server still away); let in (the password was put back, the server is
+up again), it runs on that connection, until an attempt of the pool's own is let in too.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ __all__ = ["PoolWatch", "watched_pool"]
 
 Conn = AsyncConnection[DictRow]
 _T = TypeVar("_T")
+#: Seconds one of the pool's attempts to connect may take (libpq's ``connect_timeout``).
+_ATTEMPT_S = 5
 
 
 class PoolWatch:
@@ -73,10 +76,11 @@ class PoolWatch:
             self._news = asyncio.Event()
         await self._news.wait()
 
-    async def unless_refused(self, work: Awaitable[_T]) -> _T:
+    async def unless_refused(self, work: Awaitable[_T], *, or_failed: bool = False) -> _T:
         """``work``'s result, unless an attempt the pool makes meanwhile is refused: then that refusal
-        (``InvalidInput``) at once, ``work`` cancelled. Its ``PoolTimeout`` is a ``StoreUnavailable``
-        with the last failure's reason."""
+        (``InvalidInput``) at once, ``work`` cancelled; with ``or_failed``, any failed attempt is a
+        ``StoreUnavailable`` at once too. Its ``PoolTimeout`` is a ``StoreUnavailable`` with the last
+        failure's reason."""
         task = asyncio.ensure_future(work)
         try:
             while True:
@@ -89,12 +93,17 @@ class PoolWatch:
                     return task.result()
                 if self.refused is not None:
                     raise refusal(self.url, self.refused)
+                if or_failed and self.failure is not None:
+                    raise self.away(self.failure.reason)
         except PoolTimeout:
             raise self.unavailable() from None
         finally:
             if not task.done():
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
+
+    def away(self, reason: str) -> StoreUnavailable:
+        return StoreUnavailable(f"the session database at {shown_url(self.url)} is unavailable: {reason}")
 
     def unavailable(self) -> StoreUnavailable:
         last = f": {self.failure.reason}" if self.failure is not None else " (no connection came free)"
@@ -105,8 +114,9 @@ class PoolWatch:
     @contextlib.asynccontextmanager
     async def connection(self, pool: AsyncConnectionPool[Conn]) -> AsyncIterator[Conn]:
         """A connection from ``pool`` for one transaction, or the refusal that keeps one from coming."""
-        if self.refused is not None and pool.get_stats().get("pool_available", 0) == 0:
+        if (self.refused or self.failure) is not None and pool.get_stats().get("pool_available", 0) == 0:
             # The pool's next attempt may be many seconds away: one attempt now says whether it still holds.
+            refused = self.refused is not None
             try:
                 own = await asyncio.wait_for(
                     AsyncConnection.connect(self.url, autocommit=True, row_factory=dict_row), self.timeout
@@ -117,13 +127,20 @@ class PoolWatch:
                 self.failed(exc)
                 if self.refused is not None:
                     raise refusal(self.url, self.refused) from None
+                # Still away: said at once, rather than after the whole wait for a connection that the
+                # pool's attempts keep failing to make.
+                raise self.away(self.failure.reason if self.failure is not None else str(exc)) from None
             else:
-                # Not taken for the pool's own news: its next attempt decides, and until it is let in each
-                # caller here tries one of its own, rather than waiting for that attempt.
+                if not refused:
+                    self.failure = None  # back: the pool is asked again, and connects on its next attempt
+                # A refusal is not taken back on this news: the pool's next attempt decides, and until it is
+                # let in each caller here tries one of its own, rather than waiting for that attempt.
                 async with own:
                     yield own
                 return
-        conn = await self.unless_refused(pool.getconn())
+        # A caller waits for a connection while the pool is busy, not while its attempts to make one fail
+        # (the database is away): that is answered at once.
+        conn = await self.unless_refused(pool.getconn(), or_failed=True)
         try:
             async with conn:
                 yield conn
@@ -156,7 +173,9 @@ def watched_pool(watch: PoolWatch, *, max_size: int) -> AsyncConnectionPool[Conn
         connection_class=Watched,
         min_size=1,
         max_size=max_size,
-        kwargs={"autocommit": True, "row_factory": dict_row},
+        # A database that takes no connection (a host down, packets dropped) fails an attempt within
+        # seconds, and a caller hears of it then rather than at its own timeout.
+        kwargs={"autocommit": True, "row_factory": dict_row, "connect_timeout": _ATTEMPT_S},
         open=False,
         timeout=watch.timeout,
         check=_check_if_told,

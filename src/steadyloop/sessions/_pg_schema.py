@@ -59,6 +59,23 @@ MIGRATIONS: list[LiteralString] = [
         PRIMARY KEY (session_id, name)
     );
     """,
+    # The server's nodes and the orders they pass each other (``server/nodes.py``, ``server/orders.py``).
+    # ``IF NOT EXISTS``: servers before this migration made the first two tables themselves, unlocked.
+    """
+    CREATE TABLE IF NOT EXISTS steadyloop.durable_nodes (
+        node TEXT PRIMARY KEY,
+        beat TIMESTAMPTZ NOT NULL DEFAULT now()
+    );
+    ALTER TABLE steadyloop.durable_nodes ADD COLUMN IF NOT EXISTS instance TEXT NOT NULL DEFAULT '';
+    CREATE TABLE IF NOT EXISTS steadyloop.durable_orders (
+        id BIGSERIAL PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        body TEXT NOT NULL,
+        answer TEXT,
+        made TIMESTAMPTZ NOT NULL DEFAULT now()
+    );
+    """,
 ]
 
 #: A session row with its message count, last event seq and leaf position; append a WHERE clause.

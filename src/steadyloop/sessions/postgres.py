@@ -63,6 +63,7 @@ from .store import (
 try:
     import psycopg
     from psycopg import AsyncConnection, errors
+    from psycopg.conninfo import conninfo_to_dict
     from psycopg.rows import DictRow
     from psycopg_pool import AsyncConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -202,6 +203,9 @@ class PostgresSessionStore:
         """The typed error for a failure talking to the database: a refusal no retry changes (by its
         SQLSTATE: the role may not use the store's schema, say) is ``InvalidInput``; the rest may pass."""
         failure = read_failure(exc, self.url)
+        if failure.refused and failure.sqlstate == "42501" and "database" in failure.reason:
+            # The store makes its schema (``steadyloop``) in the database on first use: say what to grant.
+            return refusal(self.url, failure, f"the store its schema ({_create_needed(self.url)})")
         if failure.refused:
             return refusal(self.url, failure, "the store its tables")
         return StoreUnavailable(
@@ -628,6 +632,16 @@ class PostgresSessionStore:
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
+
+
+def _create_needed(url: str) -> str:
+    """What a role that may not create the store's schema needs, with the names of ``url``."""
+    try:
+        given = conninfo_to_dict(url)
+    except (psycopg.Error, ValueError):
+        given = {}
+    database, role = given.get("dbname") or "DATABASE", given.get("user") or "ROLE"
+    return f"its role needs CREATE on the database: GRANT CREATE ON DATABASE {database} TO {role}"
 
 
 async def _scalar(conn: Conn, query: Any, *params: object) -> int:
