@@ -16,7 +16,8 @@
     │   ├── EndpointUnreadable       a success whose body is no event stream and no completion
     │   └── EndpointRefused          the endpoint refused the request as it stands
     │       ├── ContextOverflow      the request does not fit the model's window
-    │       └── ModelRefusal         the model declined to answer (kind "refusal", with a category)
+    │       ├── ModelRefusal         the model declined to answer (kind "refusal", with a category)
+    │       └── QuotaExhausted       a quota counted per day is used up (kind "rate_limited")
     ├── RunError                     a run stopped early; carries the transcript so far
     │   ├── RunCancelled             the caller cancelled it (reason "cancelled")
     │   │   └── RunTimedOut          it outlived its run_timeout (reason "timeout")
@@ -32,7 +33,9 @@
     │       │   └── RunRetryDelayTooLong also a RetryDelayTooLong
     │       ├── RunEndpointUnreadable    also an EndpointUnreadable
     │       └── RunEndpointRefused       also an EndpointRefused
-    │           └── RunContextOverflow   also a ContextOverflow (reason "overflow")
+    │           ├── RunContextOverflow   also a ContextOverflow (reason "overflow")
+    │           ├── RunModelRefusal      also a ModelRefusal (reason "refusal")
+    │           └── RunQuotaExhausted    also a QuotaExhausted (reason "quota")
     ├── MCPError                     an MCP server failed (steadyloop.tools.mcp)
     ├── StoreUnavailable             the session store's database could not be reached
                                      (steadyloop.sessions)
@@ -75,6 +78,7 @@ __all__ = [
     "ModelCallDenied",
     "ModelRefusal",
     "OutputInvalid",
+    "QuotaExhausted",
     "RetryDelayTooLong",
     "RunCancelled",
     "RunContextOverflow",
@@ -86,6 +90,8 @@ __all__ = [
     "RunError",
     "RunInterceptorFailed",
     "RunLimitReached",
+    "RunModelRefusal",
+    "RunQuotaExhausted",
     "RunRetryDelayTooLong",
     "RunTimedOut",
     "SteadyloopError",
@@ -261,6 +267,22 @@ class ModelRefusal(EndpointRefused):
         kw.setdefault("kind", "refusal")
         super().__init__(message, **kw)  # type: ignore[arg-type]
         self.category = category
+
+
+class QuotaExhausted(EndpointRefused):
+    """A quota counted per day is used up, and the server named no wait: the request cannot succeed again
+    until the quota resets (Gemini's free tier, Code Assist, OpenRouter's free models). It is not retried;
+    a failover chain hands the turn to its next candidate, as for any rate limit. ``kind`` is
+    ``"rate_limited"``.
+
+    Attributes:
+        period: what the quota is counted over (``"day"``).
+    """
+
+    def __init__(self, message: str, *, period: str = "day", **kw: object) -> None:
+        kw.setdefault("kind", "rate_limited")
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        self.period = period
 
 
 class ContextOverflow(EndpointRefused):
@@ -484,6 +506,18 @@ class RunContextOverflow(RunEndpointRefused, ContextOverflow):
     requested: int | None
 
 
+class RunModelRefusal(RunEndpointRefused, ModelRefusal):
+    """A run stopped because the model declined to answer; also a ``ModelRefusal`` (reason ``"refusal"``)."""
+
+    category: str | None
+
+
+class RunQuotaExhausted(RunEndpointRefused, QuotaExhausted):
+    """A run stopped because a daily quota is used up; also a ``QuotaExhausted`` (reason ``"quota"``)."""
+
+    period: str
+
+
 def run_error_for(
     cause: EndpointError, message: str, *, messages: Sequence[Message], usage: Usage | None, steps: int
 ) -> RunEndpointError:
@@ -492,6 +526,10 @@ def run_error_for(
     reason = "endpoint"
     if isinstance(cause, ContextOverflow):
         kind, reason = RunContextOverflow, "overflow"
+    elif isinstance(cause, ModelRefusal):
+        kind, reason = RunModelRefusal, "refusal"
+    elif isinstance(cause, QuotaExhausted):
+        kind, reason = RunQuotaExhausted, "quota"
     elif isinstance(cause, EndpointRefused):
         kind = RunEndpointRefused
     elif isinstance(cause, EndpointSilent):
