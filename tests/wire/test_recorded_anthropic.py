@@ -63,7 +63,10 @@ async def test_a_web_fetch_answer_carries_no_notice_of_skipped_events() -> None:
     async with ScriptedServer(framed(recorded_events(WEB_FETCH), api="anthropic")) as server:
         turn = await run_turn(
             endpoint(server),
-            {"model": "claude-sonnet-4-20250514", "messages": [{"role": "user", "content": "What is it about?"}]},
+            {
+                "model": "claude-sonnet-4-20250514",
+                "messages": [{"role": "user", "content": "What is it about?"}],
+            },
             on_event=lambda e: notices.append(e) if isinstance(e, Notice) else None,
         )
     assert turn.content.startswith("I'll fetch the content from that Wikipedia page")
@@ -94,7 +97,10 @@ async def test_a_paused_turn_is_continued_with_the_server_tools_exact_input() ->
     async with ScriptedServer(framed(paused, api="anthropic"), framed(rest, api="anthropic")) as server:
         turn = await run_turn(
             endpoint(server),
-            {"model": "claude-sonnet-4-20250514", "messages": [{"role": "user", "content": "What is it about?"}]},
+            {
+                "model": "claude-sonnet-4-20250514",
+                "messages": [{"role": "user", "content": "What is it about?"}],
+            },
         )
         requests = [r.json for r in server.chat_requests]
     assert len(requests) == 2

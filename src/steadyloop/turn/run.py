@@ -19,7 +19,7 @@ from typing import Any
 from ..context.calibration import body_chars, body_has_image, calibrate, chars_per_token_for
 from ..context.counting import measure_before_sending
 from ..context.tokens import request_tokens
-from ..errors import ContextOverflow, EndpointError, EndpointSilent, RetryDelayTooLong
+from ..errors import ContextOverflow, EndpointError, EndpointSilent, QuotaExhausted, RetryDelayTooLong
 from ..events import Downgrade, Event, Notice, Retry
 from ..messages import Turn
 from ..tools.schema_compat import relax_tools
@@ -141,6 +141,8 @@ def _is_transient(error: EndpointError) -> bool:
     # the same way again, and a 429 for an exhausted quota does not clear by waiting.
     if isinstance(error, EndpointSilent):
         return True
+    if isinstance(error, QuotaExhausted):
+        return False  # a quota counted per day: waiting seconds does not clear it
     if error.kind in ("transient", "rate_limited"):
         return True
     return error.kind is None and (error.status is None or error.status in TRANSIENT_STATUSES)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..errors import ContextOverflow, EndpointError, EndpointRefused, EndpointUnavailable
+from ..errors import ContextOverflow, EndpointError, EndpointRefused, EndpointUnavailable, QuotaExhausted
 from . import json_codec
 from .failures import Failure, classify_failure
 
@@ -220,6 +220,10 @@ def error_for_failure(
     }
     if failure.kind == "context_overflow":
         return ContextOverflow(message, limit=failure.limit, requested=failure.requested, **common)
+    if failure.daily_quota:
+        where = f"{model} at {endpoint}" if model else str(endpoint)
+        said = f"the daily quota of {where} is used up and the server named no wait: sending again today "
+        return QuotaExhausted(f"{prefix}{said}fails the same way ({words})", **common)
     if failure.transient or failure.kind == "model_loading":
         return EndpointUnavailable(message, **common)
     return EndpointRefused(message, **common)
