@@ -14,6 +14,7 @@ from functools import partial
 
 from ..context.calibration import chars_per_token_for
 from ..context.integrity import unique_call_ids
+from ..context.keeper import ContextKeeper
 from ..context.tokens import tool_schema_tokens
 from ..errors import ContextOverflow
 from ..events import Notice, UsageReport
@@ -22,6 +23,8 @@ from ..tools.recovery import recover_tool_calls
 from ..turn.continuation import can_continue, continue_turn
 from ..turn.harmony import mend_harmony
 from ..turn.routing import plain_turn, routed_turn
+from ..wire.windows import learn_window
+from .lifecycle import keeper_for
 from .prefix import admit
 from .prepare import Request, llm_view, rebuild
 from .state import RunState, cancellable
@@ -110,6 +113,8 @@ async def _send(run: RunState, request: Request) -> tuple[Turn, bool]:
             return routed.turn, routed.decided
         except ContextOverflow as overflow:
             keeper = run.keeper
+            if keeper is None and overflow.limit and not recovered and not events.opened:
+                keeper = _learn_window(run, request, overflow.limit)
             if keeper is None or recovered or events.opened:
                 raise
             recovered = True
@@ -122,6 +127,24 @@ async def _send(run: RunState, request: Request) -> tuple[Turn, bool]:
                 raise
             rebuild(run, request, await llm_view(run, run.transcript))
             admit(run, request.messages, sanctioned=True)
+
+
+def _learn_window(run: RunState, request: Request, limit: int) -> ContextKeeper | None:
+    """The window an overflow stated where nothing named it before: kept for later runs, and, with context
+    keeping on, a keeper for this run so the request is folded to fit and sent again."""
+    config = run.config
+    learn_window(request.endpoint, config.params.model, limit)
+    if config.policy.context is None:
+        return None
+    run.keeper = keeper_for(run, limit)
+    run.limit = limit
+    run.events.say(
+        Notice,
+        text=f"the endpoint says the window is {limit} tokens; folding the conversation to fit",
+        name="compaction",
+        step=run.events.step,
+    )
+    return run.keeper
 
 
 async def _continue(run: RunState, request: Request, turn: Turn) -> Turn:

@@ -16,6 +16,10 @@ in order, and takes the first number it gets:
 Ollama names no window on any of these routes (and truncates an over-long prompt rather than refusing
 it), so on Ollama the operator's number is the only guard there is.
 
+Where the server names none: a window an overflow refusal stated ("maximum context length is 128000
+tokens", ``learn_window``), else the window the model is documented with (``known_windows``, hosted models
+such as api.openai.com's, whose listing names no window).
+
 A model is found in a listing by its exact id or by one of its ``aliases``. A llama.cpp server serving a
 single model answers for any name, because it ignores the request's ``model`` field; ``/props`` is read
 the same way. Listings are kept per endpoint; one that does not name the model is fetched again, but at
@@ -39,11 +43,12 @@ from typing import TYPE_CHECKING, Any
 from ..errors import EndpointRefused, EndpointUnavailable
 from .clients import client_settings, lease_client
 from .endpoints import Endpoint, endpoint_key
+from .known_windows import known_window
 
 if TYPE_CHECKING:
     import httpx2
 
-__all__ = ["ModelInfo", "context_limit_for", "list_models", "reset_windows"]
+__all__ = ["ModelInfo", "context_limit_for", "learn_window", "list_models", "reset_windows"]
 
 #: What a listing request is bounded by when the endpoint waits forever for a reply.
 LISTING_TIMEOUT = 30.0
@@ -92,6 +97,7 @@ _clock: Callable[[], float] = time.monotonic
 _no_route: dict[str, set[str]] = {}
 _listings: dict[str, list[ModelInfo]] = {}
 _misses: dict[tuple[str, str], float] = {}
+_learned: dict[tuple[str, str], int] = {}
 
 
 def reset_windows() -> None:
@@ -101,7 +107,14 @@ def reset_windows() -> None:
     _no_route.clear()
     _listings.clear()
     _misses.clear()
+    _learned.clear()
     reset_native_windows()
+
+
+def learn_window(endpoint: Endpoint, model: str | None, tokens: int) -> None:
+    """Keep the window an endpoint stated for ``model`` in a refusal, for every later run to size to."""
+    if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
+        _learned[(endpoint_key(endpoint), model or "")] = tokens
 
 
 async def context_limit_for(endpoint: Endpoint, model: str, operator_value: int | None = None) -> int | None:
@@ -113,8 +126,8 @@ async def context_limit_for(endpoint: Endpoint, model: str, operator_value: int 
         operator_value: the operator's own number; above zero it is the answer and nothing is asked.
 
     Returns:
-        The window, or ``None`` when neither the operator nor the server says. Never raises for a server
-        that cannot or will not say.
+        The window, or ``None`` when neither the operator, the server nor the table of documented windows
+        says. Never raises for a server that cannot or will not say.
     """
     if (
         isinstance(operator_value, int | float)
@@ -122,15 +135,19 @@ async def context_limit_for(endpoint: Endpoint, model: str, operator_value: int 
         and operator_value > 0
     ):
         return int(operator_value)
+    learned = _learned.get((endpoint_key(endpoint), model or ""))
+    if learned is not None:
+        return learned
     if endpoint.api != "openai":
         from .native_models import native_window
 
-        return await native_window(endpoint, model)
+        return await native_window(endpoint, model) or known_window(model)
     window = await _served_window(endpoint, model)
     if window is not None:
         return window
     info = await _listed(endpoint, model)
-    return info.context_length if info is not None else None
+    listed = info.context_length if info is not None else None
+    return listed or known_window(model)
 
 
 async def list_models(endpoint: Endpoint) -> list[ModelInfo]:
