@@ -41,8 +41,8 @@ from steadyloop.loop import LoopPolicy, run_agent_loop
 from steadyloop.messages import UserMessage
 from steadyloop.request_body import ModelParams
 from steadyloop.testing.chunks import stream_of, usage_chunk
-from steadyloop.wire.clients import ClientSettings, aclose_clients, configure_clients, reset_clients
 from steadyloop.wire.endpoints import Endpoint
+from steadyloop.wire.transport.clients import ClientSettings, aclose_clients, configure_clients, reset_clients
 
 WORDS = [f"word{i} " for i in range(40)]
 

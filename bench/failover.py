@@ -17,9 +17,9 @@ import time
 from steadyloop.testing.chunks import text_chunks, usage_chunk
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
-from steadyloop.turn.run import run_turn
-from steadyloop.wire.clients import aclose_clients
+from steadyloop.turn import run_turn
 from steadyloop.wire.endpoints import Endpoint, Target
+from steadyloop.wire.transport.clients import aclose_clients
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 

@@ -22,9 +22,9 @@ import sys
 import time
 from pathlib import Path
 
-from steadyloop.turn.run import run_turn
-from steadyloop.wire.clients import aclose_clients
+from steadyloop.turn import run_turn
 from steadyloop.wire.endpoints import Endpoint
+from steadyloop.wire.transport.clients import aclose_clients
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "providers"
 WIRES = {

@@ -608,6 +608,13 @@ def policy_fields(routing: str, gate: str = "off") -> dict[str, Any]:
             raise SystemExit("this steadyloop has no tool routing: use --routing off")
         return {}
     out: dict[str, Any] = {"tool_routing": routing == "on"}
+    if routing == "on":
+        try:  # the command's own worked examples, with its file tools (from before them: built in)
+            from steadyloop.cli.steering import FILE_TOOL_ROUTING
+
+            out["tool_routing"] = FILE_TOOL_ROUTING
+        except ImportError:
+            pass
     if "tool_gate" in fields:
         out["tool_gate"] = gate == "on"
     elif gate == "on" and routing == "on":

@@ -16,11 +16,12 @@ import time
 from typing import Any
 
 import steadyloop as sl
+from steadyloop.spec import SPEC_VERSION
 
 
 def document(n: int) -> dict[str, Any]:
     return {
-        "spec": sl.SPEC_VERSION,
+        "spec": SPEC_VERSION,
         "prompt": [{"id": f"p{i}", "text": "You help. " * 5} for i in range(n)],
         "model": {"name": "m", "extra_body": {f"k{i}": [i, {"a": "b"}] for i in range(n)}},
         "tools": {"names": [f"t{i}" for i in range(n)]},

@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import steadyloop as sl
+from steadyloop.telemetry import Telemetry, set_telemetry
 from steadyloop.testing.chunks import stream_of
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
@@ -61,15 +62,15 @@ async def main(runs: int) -> None:
     async with ScriptedServer(*_script(2 * runs + 2)) as server:
         endpoint = sl.Endpoint(server.base_url)
         await _one(endpoint)  # warm the pool and the imports
-        sl.set_telemetry(sl.Telemetry(tracer_provider=provider))
+        set_telemetry(Telemetry(tracer_provider=provider))
         await _one(endpoint)
         for _ in range(runs):
-            sl.set_telemetry(None)
+            set_telemetry(None)
             off.append(await _one(endpoint))
-            sl.set_telemetry(sl.Telemetry(tracer_provider=provider))
+            set_telemetry(Telemetry(tracer_provider=provider))
             on.append(await _one(endpoint))
             exporter.clear()
-        sl.set_telemetry(None)
+        set_telemetry(None)
     await sl.aclose_clients()
     a, b = statistics.median(off), statistics.median(on)
     print(f"telemetry off: {a:.2f} ms/run  on: {b:.2f} ms/run  ratio on/off: {b / a:.3f}  ({runs} runs each)")

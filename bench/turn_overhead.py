@@ -20,9 +20,9 @@ from openai import AsyncOpenAI
 from steadyloop.testing.chunks import stream_of, usage_chunk
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
-from steadyloop.turn.stream import stream_turn
-from steadyloop.wire.clients import aclose_clients, get_client
+from steadyloop.turn import stream_turn
 from steadyloop.wire.endpoints import Endpoint
+from steadyloop.wire.transport.clients import aclose_clients, get_client
 
 CHUNKS = 2000
 # Two deliveries: every chunk in a few large writes (parsing cost dominates), and a tiny gap between

@@ -10,7 +10,7 @@ import asyncio
 import sys
 
 from steadyloop.local import LocalServerConfig, running_server
-from steadyloop.turn.run import run_turn
+from steadyloop.turn import run_turn
 from steadyloop.wire.endpoints import Endpoint
 
 

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 import steadyloop.reset as reset
-from steadyloop.wire.clients import aclose_clients, configure_clients
+from steadyloop.wire.transport.clients import aclose_clients, configure_clients
 
 _REAL = Path(__file__).parent / "real"
 

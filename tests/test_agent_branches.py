@@ -92,7 +92,8 @@ async def test_the_branch_left_behind_becomes_a_summary_entry_with_its_files(tmp
         summary_request = next(r for r in server.chat_requests if is_branch_summary(r))
         asked = summary_request.json["messages"][1]["content"]
         assert "Say which files were touched." in asked
-        assert "[called: write_file" in asked and "Edit b.py." in asked and "Set up." not in asked
+        assert 'Assistant called write_file(path="b.py", text="x = 1").' in asked
+        assert "User: Edit b.py." in asked and "Set up." not in asked
         # The conversation goes on from entry 2 with the summary in front of the next question.
         assert [m.content for m in agent.state.messages][:2] == ["Set up.", "Ready."]
         carried = agent.state.messages[2].content
@@ -197,7 +198,7 @@ async def test_the_token_reserve_limits_the_branch_to_its_newest_messages() -> N
         move = await agent.branch_to(None, reserve_tokens=2000)
         asked = next(r for r in server.chat_requests if is_branch_summary(r)).json["messages"][1]["content"]
     assert move.moved and move.target is None and move.left == 6
-    assert "Three." in asked and "third" in asked and "Two." not in asked and "first" not in asked
+    assert "Three." in asked and "User: third" in asked and "Two." not in asked and "User: first" not in asked
     assert len(agent.state.messages) == 1 and agent.state.messages[0].content.startswith(BRANCH_SUMMARY_LEAD)
 
 
@@ -215,3 +216,40 @@ async def test_branching_needs_a_session_and_a_real_entry() -> None:
                 await agent.branch_to(bad)
         move = await agent.branch_to(1, summarise=False)
         assert move.moved and move.leaf == "1" and move.left == 1
+
+
+async def test_the_summariser_reads_tool_exchanges_cut_off_answers_and_images_as_an_account() -> None:
+    # A branch holding a tool exchange, an image and an answer cut off by an abort: sent in their own shape,
+    # a transcript ending in an unfinished answer, the bundled model's summary came back empty.
+    replies = [
+        answer("Ready."),
+        call("read_file", "r1", path="c.txt"),
+        answer("c.txt says hello."),
+        Reply.stream(text_chunks(["The sea ", "is wide", " and deep"]), stall_after=2),
+        answer("Read c.txt; a poem was cut off."),
+    ]
+    store = InMemorySessionStore()
+    async with ScriptedServer(*replies) as server:
+        agent = agent_in(server, await store.session(agent_id=A))
+        await agent.prompt("Set up.")
+        shot = sl.ImagePart.from_bytes(b"\x89PNG", "image/png")
+        await agent.prompt(sl.UserMessage(content=(sl.TextPart(text="Read c.txt."), shot)))
+        stop = agent.subscribe(lambda e: agent.abort() if e.type == "message_update" else None)
+        with pytest.raises(sl.RunCancelled):
+            await agent.prompt("Write a poem about the sea.")
+        stop()
+        move = await agent.branch_to("2")
+        sent = next(r for r in server.chat_requests if is_branch_summary(r)).json["messages"]
+    assert move.moved and move.summary is not None and move.summary.summarised
+    assert [m["role"] for m in sent] == ["system", "user"]  # it ends with a question to answer
+    assert sent[1]["content"].splitlines()[3:] == [
+        "User: Read c.txt. [an image (image/png)]",
+        'Assistant called read_file(path="c.txt").',
+        "read_file returned: contents of c.txt",
+        "Assistant: c.txt says hello.",
+        "User: Write a poem about the sea.",
+        "Assistant (cut off before it finished): The sea",
+        "</branch>",
+        "",
+        "Write the account of this branch now: what was attempted, and what was found or decided.",
+    ]

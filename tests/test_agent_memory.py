@@ -12,6 +12,7 @@ import jinja2
 import pytest
 
 import steadyloop as sl
+from steadyloop.context import SUMMARY_LEAD
 from steadyloop.context.folding import SUMMARY_PROMPT
 from steadyloop.testing.chunks import stream_of
 from steadyloop.testing.replies import Reply
@@ -123,7 +124,7 @@ async def test_the_summary_placement_against_a_template_taking_one_leading_syste
     roles = [m["role"] for m in wire]
     if placement == "user":
         assert roles.count("system") == 1 and roles[:2] == ["system", "user"]
-        assert wire[1]["content"].startswith(sl.SUMMARY_LEAD) and "Logs 0-6 read." in wire[1]["content"]
+        assert wire[1]["content"].startswith(SUMMARY_LEAD) and "Logs 0-6 read." in wire[1]["content"]
         assert "<|im_start|>system\nBe brief." in _render(wire)
     else:
         assert roles[:2] == ["system", "system"]

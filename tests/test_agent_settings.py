@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 import steadyloop as sl
-from steadyloop.spec import parse_spec_text
+from steadyloop.agent_settings import mcp_server_spec
+from steadyloop.spec import MCPServer, ToolsSpec, parse_spec_text
 from steadyloop.testing.chunks import stream_of
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
@@ -101,15 +102,15 @@ def test_what_no_layer_says_is_the_librarys_default() -> None:
 
 
 def test_an_empty_tool_list_means_no_tools() -> None:
-    spec = sl.AgentSpec(tools=sl.ToolsSpec(names=(), servers=()))
+    spec = sl.AgentSpec(tools=ToolsSpec(names=(), servers=()))
     assert sl.agent_settings(spec, tools=REGISTRY, model="m").tools == ()
 
 
 def test_a_tool_or_server_the_host_lacks_is_an_error_naming_what_it_has() -> None:
     with pytest.raises(sl.InvalidInput, match=r"tools this host does not offer: grep \(offered: lookup"):
-        sl.agent_settings(sl.AgentSpec(tools=sl.ToolsSpec(names=("grep",))), tools=REGISTRY, model="m")
+        sl.agent_settings(sl.AgentSpec(tools=ToolsSpec(names=("grep",))), tools=REGISTRY, model="m")
     with pytest.raises(sl.InvalidInput, match="MCP servers this host does not offer: github"):
-        sl.agent_settings(sl.AgentSpec(tools=sl.ToolsSpec(servers=("github",))), model="m")
+        sl.agent_settings(sl.AgentSpec(tools=ToolsSpec(servers=("github",))), model="m")
 
 
 def test_no_model_anywhere_is_an_error() -> None:
@@ -118,16 +119,16 @@ def test_no_model_anywhere_is_an_error() -> None:
 
 
 def test_servers_come_from_the_host_and_the_bundle_and_the_host_wins_a_name() -> None:
-    host = sl.MCPServer(name="files", command="host-files")
+    host = MCPServer(name="files", command="host-files")
     spec = sl.AgentSpec(
         bundle=(
-            sl.MCPServer(name="files", command="doc-files"),
-            sl.MCPServer(name="web", url="https://w.example"),
+            MCPServer(name="files", command="doc-files"),
+            MCPServer(name="web", url="https://w.example"),
         )
     )
     every = sl.agent_settings(spec, servers=[host], model="m").servers
     assert {s.name: s.command or s.url for s in every} == {"files": "host-files", "web": "https://w.example"}
-    scoped = sl.resolve_agent_spec([spec, sl.AgentSpec(tools=sl.ToolsSpec(servers=("web",)))])
+    scoped = sl.resolve_agent_spec([spec, sl.AgentSpec(tools=ToolsSpec(servers=("web",)))])
     assert [s.name for s in sl.agent_settings(scoped, servers=[host], model="m").servers] == ["web"]
 
 
@@ -179,7 +180,7 @@ args = [{str(FIXTURE)!r}]
 """
     settings = settings_of(document)
     assert [s.name for s in settings.servers] == ["fixture"]
-    toolset = await mcp_tools(*(sl.mcp_server_spec(s) for s in settings.servers))
+    toolset = await mcp_tools(*(mcp_server_spec(s) for s in settings.servers))
     try:
         call = Reply.stream(
             stream_of(tool_calls=[{"id": "c1", "name": "echo", "arguments": {"text": "ping"}}])

@@ -1,4 +1,4 @@
-"""The event bus: seq, replay then live, leaving early, the backlog cap and its gap notice, sweep, fold."""
+"""The event bus: seq, replay then live, leaving early, the backlog cap and its gap notice, sweep, blocks_of."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from steadyloop.bus import (
     Block,
     EventSettings,
     Watcher,
+    blocks_of,
     configure_events,
     emit,
     end_run,
-    fold,
     history,
     reset_events,
     sweep,
@@ -463,7 +463,7 @@ async def test_a_thousand_waiting_watchers_leave_together_on_cancel() -> None:
     assert sum(watcher_count(f"run-{i}") for i in range(1000)) == 0
 
 
-# -- fold ------------------------------------------------------------------------------------------
+# -- blocks_of---------------------------------------------------------------------------------------
 
 
 def result(text: str, *, is_error: bool = False) -> ToolResultMessage:
@@ -475,7 +475,7 @@ def stamp(events: list[Event]) -> list[Event]:
 
 
 def test_fold_merges_deltas_of_one_kind_in_one_step() -> None:
-    blocks = fold(
+    blocks = blocks_of(
         stamp(
             [
                 AgentStart(),
@@ -495,7 +495,7 @@ def test_fold_merges_deltas_of_one_kind_in_one_step() -> None:
 
 
 def test_fold_never_merges_across_steps() -> None:
-    blocks = fold(stamp([token("a", step=1), token("b", step=2), token("c", step=2)]))
+    blocks = blocks_of(stamp([token("a", step=1), token("b", step=2), token("c", step=2)]))
     assert [(b.step, b.text) for b in blocks] == [(1, "a"), (2, "bc")]
 
 
@@ -515,7 +515,7 @@ def test_fold_merges_a_tool_call_and_keeps_calls_of_different_steps_apart() -> N
             ),
             token(" after", step=step),
         ]
-    blocks = fold(stamp(events))
+    blocks = blocks_of(stamp(events))
     tools = [b for b in blocks if b.kind == "tool"]
     assert [(b.step, b.call_id, b.text, b.status, b.is_error, b.arguments) for b in tools] == [
         (1, "call_0", "done", "completed", False, {"path": "a"}),
@@ -525,7 +525,7 @@ def test_fold_merges_a_tool_call_and_keeps_calls_of_different_steps_apart() -> N
 
 
 def test_fold_shows_a_running_tool_its_progress_and_an_end_without_start() -> None:
-    blocks = fold(
+    blocks = blocks_of(
         stamp(
             [
                 ToolExecutionStart(call_id="a", name="slow", arguments={}, step=1),
@@ -549,7 +549,7 @@ def test_fold_shows_a_running_tool_its_progress_and_an_end_without_start() -> No
 
 
 def test_fold_turns_notices_into_blocks_that_split_text() -> None:
-    blocks = fold(stamp([token("a"), Notice(text="gap", name="gap", step=1), token("b")]))
+    blocks = blocks_of(stamp([token("a"), Notice(text="gap", name="gap", step=1), token("b")]))
     assert [(b.kind, b.text, b.name) for b in blocks] == [
         ("text", "a", None),
         ("notice", "gap", "gap"),
@@ -564,7 +564,7 @@ def test_fold_turns_notices_into_blocks_that_split_text() -> None:
 )
 def test_fold_keeps_every_character_and_no_block_spans_steps(pieces: list[tuple[int, str, str]]) -> None:
     pieces.sort(key=lambda p: p[0])
-    blocks = fold([token(text, step=step, kind=kind) for step, kind, text in pieces])
+    blocks = blocks_of([token(text, step=step, kind=kind) for step, kind, text in pieces])
     assert "".join(b.text for b in blocks) == "".join(text for _, _, text in pieces)
     for a, b in itertools.pairwise(blocks):
         assert (a.kind, a.step) != (b.kind, b.step)

@@ -14,7 +14,7 @@ from steadyloop.loop import LoopPolicy
 from steadyloop.testing.chunks import stream_of
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
-from steadyloop.turn.run import RetryPolicy, run_turn
+from steadyloop.turn import RetryPolicy, run_turn
 from steadyloop.wire.endpoints import Endpoint
 
 KEY = "sk-live-0123456789abcdef"

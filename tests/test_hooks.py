@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 
 import pytest
 
-from steadyloop.context.tokens import estimate_tokens
 from steadyloop.errors import InvalidInput
 from steadyloop.hooks import (
     HOOK_CONTEXT_TOKENS,
@@ -38,6 +37,7 @@ from steadyloop.messages import (
     ToolResultMessage,
     UserMessage,
 )
+from steadyloop.sizing.tokens import estimate_tokens
 
 CONTEXT = HookContext(session_id="s1", host="test-host", prompt="hi", turn_index=0)
 

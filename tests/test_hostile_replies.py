@@ -13,7 +13,7 @@ from steadyloop.testing.chunks import stream_of
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.tools.definition import tool
-from steadyloop.turn.run import RetryPolicy
+from steadyloop.turn import RetryPolicy
 from steadyloop.wire.endpoints import Endpoint
 
 FAST = LoopPolicy(retry=RetryPolicy(base_delay_s=0.01, max_retries=1))

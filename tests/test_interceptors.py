@@ -10,10 +10,12 @@ from typing import Any
 import pytest
 
 import steadyloop as sl
+from steadyloop.errors import RunInterceptorFailed
 from steadyloop.events import AgentEnd, Event, MessageEnd, MessageStart, MessageUpdate
 from steadyloop.testing.chunks import stream_of
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
+from steadyloop.wire import DROP
 
 
 def answer(text: str, reasoning: str = "") -> Any:
@@ -55,7 +57,7 @@ async def test_the_assistant_interceptor_sees_every_assistant_event_first_and_re
         seen.append(event.type)
         if isinstance(event, MessageUpdate):
             if event.kind == "thinking":
-                return sl.DROP
+                return DROP
             return MessageUpdate(kind="text", delta=event.delta.replace("hunter2", "*******"))
         return None
 
@@ -103,7 +105,7 @@ async def test_a_failing_assistant_interceptor_stops_the_run_and_keeps_the_contr
                 interceptors=sl.Interceptors(on_assistant_event=broken),
             )
     error = caught.value
-    assert isinstance(error, sl.RunInterceptorFailed) and isinstance(error, sl.RunError)
+    assert isinstance(error, RunInterceptorFailed) and isinstance(error, sl.RunError)
     assert error.interceptor == "on_assistant_event" and error.reason == "interceptor"
     built = check_contract(events)
     assert built == error.messages and len(built) == 2
@@ -159,7 +161,7 @@ async def test_an_agent_run_stopped_by_an_interceptor_says_which() -> None:
 
     async with ScriptedServer(answer("never")) as server:
         agent = sl.Agent(sl.Endpoint(server.base_url), "m", interceptors=sl.Interceptors(on_payload=refuse))
-        with pytest.raises(sl.RunInterceptorFailed, match="on_payload") as caught:
+        with pytest.raises(RunInterceptorFailed, match="on_payload") as caught:
             await agent.prompt("hi")
         assert server.chat_requests == []
     assert isinstance(caught.value.__cause__, sl.InterceptorFailed)

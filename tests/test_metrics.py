@@ -28,7 +28,7 @@ from steadyloop.testing.chunks import stream_of, text_chunks
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.tools.definition import tool
-from steadyloop.turn.run import RetryPolicy
+from steadyloop.turn import RetryPolicy
 from steadyloop.usage import Usage
 from steadyloop.wire.endpoints import Endpoint
 

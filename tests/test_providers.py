@@ -10,11 +10,14 @@ from hypothesis import strategies as st
 
 import steadyloop as sl
 from steadyloop.events import Failover
+from steadyloop.providers import PROVIDERS, UnknownProvider
 from steadyloop.sessions import InMemorySessionStore
 from steadyloop.testing.chunks import stream_of, text_chunks
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
+from steadyloop.turn import export_capabilities
 from steadyloop.turn.capabilities import capabilities_for, model_capabilities_for, reset_capabilities
+from steadyloop.wire import endpoint_id
 
 NAMES = (
     "openai",
@@ -31,7 +34,7 @@ NAMES = (
 
 
 def test_every_named_provider_has_a_preset() -> None:
-    assert set(NAMES) == set(sl.PROVIDERS)
+    assert set(NAMES) == set(PROVIDERS)
     urls = {name: sl.provider(name, env={}).base_url for name in NAMES}
     assert urls["openai"] == "https://api.openai.com/v1"
     assert urls["grok"] == "https://api.x.ai/v1"
@@ -60,12 +63,12 @@ def test_the_environment_gives_each_provider_its_url_and_key() -> None:
 
 
 def test_an_unknown_name_fails_at_creation_listing_the_known_ones() -> None:
-    with pytest.raises(sl.UnknownProvider) as caught:
+    with pytest.raises(UnknownProvider) as caught:
         sl.provider("bedrock")
     assert caught.value.name == "bedrock" and "mistral" in caught.value.known
     assert "known: anthropic, gemini, grok" in str(caught.value)
     assert isinstance(caught.value, sl.InvalidInput)
-    with pytest.raises(sl.UnknownProvider):
+    with pytest.raises(UnknownProvider):
         sl.failover("openai:gpt-x,bedrock:claude")
 
 
@@ -73,8 +76,8 @@ def test_an_unknown_name_fails_at_creation_listing_the_known_ones() -> None:
 def test_any_name_is_a_provider_or_a_typed_error(name: str) -> None:
     try:
         endpoint = sl.provider(name, env={})
-    except sl.UnknownProvider as error:
-        assert error.known == tuple(sorted(sl.PROVIDERS))
+    except UnknownProvider as error:
+        assert error.known == tuple(sorted(PROVIDERS))
     else:
         assert isinstance(endpoint, sl.Endpoint)
 
@@ -109,7 +112,7 @@ def test_env_factory() -> None:
     openai, ollama = chained.endpoint.fallbacks
     assert (openai.endpoint.base_url, openai.model) == ("http://openai-proxy.test/v1", "gpt-y")
     assert (ollama.endpoint.base_url, ollama.model) == ("http://127.0.0.1:11434/v1", None)
-    with pytest.raises(sl.UnknownProvider):
+    with pytest.raises(UnknownProvider):
         sl.provider_from_env({"STEADYLOOP_PROVIDER": "nope"})
 
 
@@ -141,7 +144,7 @@ def test_priors_are_latches_a_reset_forgets() -> None:
     assert caps.usage_in_stream is False
     assert "prompt_cache_key" in caps.model("mistral-large-latest").refused_fields
     assert model_capabilities_for(sl.provider("openai", env={}), "gpt-x").legacy_token_limit is False
-    exported = sl.export_capabilities()["endpoints"][sl.endpoint_id(mistral)]
+    exported = export_capabilities()["endpoints"][endpoint_id(mistral)]
     assert exported["usage_in_stream"] is False  # kept like any latch
     reset_capabilities(mistral)
     assert capabilities_for(mistral).usage_in_stream is True  # and forgotten like one

@@ -16,8 +16,8 @@ from steadyloop.request_body import ModelParams, RequestMetadata, build_body
 from steadyloop.testing.chunks import stream_of
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
+from steadyloop.turn import RetryPolicy
 from steadyloop.turn.capabilities import EndpointCapabilities, model_capabilities_for
-from steadyloop.turn.run import RetryPolicy
 from steadyloop.turn.side_tasks import ask
 from steadyloop.turn.thinking_budgets import DEFAULT_THINKING_BUDGETS, budget_fields, budget_tokens
 from steadyloop.wire.endpoints import Endpoint

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import steadyloop as sl
+from steadyloop.context import StablePrefix
 from steadyloop.context.folding import SUMMARY_PROMPT
 from steadyloop.events import Event, MessageEnd, Notice, PrefixRewritten
 from steadyloop.hooks import HookContext, HookOutcome
@@ -240,7 +241,7 @@ async def test_a_strict_prefix_refuses_the_rewrite_and_sends_nothing() -> None:
             sl.Endpoint(server.base_url),
             "m",
             transform_context=transform,
-            prefix=sl.StablePrefix(on_rewrite="raise"),
+            prefix=StablePrefix(on_rewrite="raise"),
         )
         await agent.prompt("Original question")
         with pytest.raises(sl.TranscriptRewritten) as caught:
@@ -277,7 +278,7 @@ async def test_the_kept_fold_is_the_one_sanctioned_rewrite() -> None:
             messages=long_history(8, 2000),
             policy=sl.LoopPolicy(context_limit=4000, context=sl.ContextPolicy()),
             lifecycle=hooks_saying("Logs are in /var/log.", "Still in /var/log."),
-            prefix=sl.StablePrefix(on_rewrite="raise"),
+            prefix=StablePrefix(on_rewrite="raise"),
         )
         await agent.prompt("Read log 7")
         await agent.prompt("And now?")

@@ -25,7 +25,7 @@ from steadyloop.testing.chunks import stream_of, text_chunks, usage_chunk
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.tools.definition import ToolContext, tool
-from steadyloop.turn.run import RetryPolicy
+from steadyloop.turn import RetryPolicy
 from steadyloop.wire.endpoints import Endpoint
 
 FAST = LoopPolicy(retry=RetryPolicy(base_delay_s=0.01, max_retries=2))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib
+import importlib.util
 import inspect
 import re
 import sys
@@ -32,10 +33,23 @@ _HEADER = f"""\
 > An agent runtime that behaves the same against every LLM endpoint, hosted or local: stream a turn, run
 > the tools it asked for, repeat, and survive what real servers send.
 
-Everything below is importable from the package root (`import steadyloop as sl`). Optional parts live in
-their own modules: `steadyloop.tools.mcp` (the `mcp` extra), `steadyloop.testing`, `steadyloop.local` and
-`steadyloop.sessions`. Generated from the code by `{REGENERATE}`; do not edit by hand.
+The sections named after a module without a note are importable from the package root (`import steadyloop
+as sl`); those marked "not at the root" are the building blocks, imported from the public submodule they
+name. Optional parts live in their own modules: `steadyloop.tools.mcp` (the `mcp` extra),
+`steadyloop.testing`, `steadyloop.local` and `steadyloop.sessions`. Generated from the code by
+`{REGENERATE}`; do not edit by hand.
 """
+
+#: The public submodules whose names the index lists besides the root's.
+FACES = (
+    "steadyloop.context",
+    "steadyloop.sizing",
+    "steadyloop.spec",
+    "steadyloop.steering",
+    "steadyloop.tools",
+    "steadyloop.turn",
+    "steadyloop.wire",
+)
 
 
 class _Raw:
@@ -147,7 +161,20 @@ def generate(package: str = "steadyloop") -> str:
     parts = [_HEADER]
     for module in sorted(groups):
         parts.append(f"## {module}\n\n" + "\n".join(groups[module]) + "\n")
+    if package == "steadyloop":
+        parts += [_face(face, set(root.__all__)) for face in FACES if importlib.util.find_spec(face)]
     return "\n".join(parts)
+
+
+def _face(face: str, at_root: set[str]) -> str:
+    """The section of a public submodule: its names that the root does not carry."""
+    loaded = importlib.import_module(face)
+    entries = [
+        _entry(name, getattr(loaded, name), face)
+        for name in sorted(loaded.__all__, key=str.lower)
+        if name not in at_root
+    ]
+    return f"## {face} (not at the root)\n\n" + "\n".join(entries) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

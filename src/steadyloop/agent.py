@@ -1,4 +1,4 @@
-"""``Agent``: a stateful agent around the loop, with queues, listeners, abort, and a memory of its own.
+"""``Agent``: a stateful agent around the loop, with queues, listeners, abort, and a memory of its own (public).
 
 State lives on the agent (system prompt, model, tools, transcript, what is streaming, what is pending,
 the last error, the fold that keeps a long conversation inside its window) and each ``prompt()`` is one
@@ -24,7 +24,6 @@ from types import TracebackType
 from typing import Any, Literal
 
 from .context.branches import DEFAULT_RESERVE_TOKENS, BranchMove, branch_budget, branch_summariser
-from .context.calibration import chars_per_token_for
 from .context.keeper import ContextState
 from .context.prefix import StablePrefix
 from .errors import InvalidInput, RunCancelled, RunError, SteadyloopError
@@ -62,6 +61,7 @@ from .messages import (
 from .request_body import ModelParams
 from .run.config import StopAfterTurn
 from .sessions.bound import AgentSession
+from .sizing.calibration import chars_per_token_for
 from .tools.approvals import ApprovalBroker, ApprovalPolicy
 from .tools.definition import Tool
 from .tools.execution import ToolHooks

@@ -1,4 +1,4 @@
-"""From a resolved agent spec to a running ``Agent``: the prompt, the model, the tools, the policies.
+"""From a resolved agent spec to a running ``Agent``: the prompt, the model, the tools, the policies (public).
 
 ``agent_settings`` picks the agent's tools out of what the host offers (``tools.names``: absent is every
 tool, ``[]`` none, a list exactly those) and its MCP servers the same way (``tools.servers``, over the

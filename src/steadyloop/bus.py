@@ -1,4 +1,4 @@
-"""The in-process event bus: each run's events in order, for whoever watches while it happens.
+"""The in-process event bus: each run's events in order, for whoever watches while it happens (public).
 
 ``emit`` stamps an event with its run and ``seq``, a per-run counter from 1 that clients order and
 de-duplicate on, keeps it in the run's history and hands it to every watcher. ``watch`` replays that history,
@@ -14,7 +14,7 @@ carries it, so a client de-duplicating on seq keeps the notice and the event bot
 There is one bus per process. A run is kept after it ends so a late watcher can still replay it; ``sweep``
 reaps ended runs after ``retain_ended_s`` and abandoned ones (no event for ``retain_unended_s``), never one a
 watcher is on. ``emit`` and ``watch`` run it themselves at most every few seconds, so no background task is
-needed. The bus belongs to the event loop's thread: emit from it, never from a worker thread. ``fold`` turns
+needed. The bus belongs to the event loop's thread: emit from it, never from a worker thread. ``blocks_of`` turns
 a token stream into blocks for display.
 """
 
@@ -45,10 +45,10 @@ __all__ = [
     "BlockKind",
     "EventSettings",
     "Watcher",
+    "blocks_of",
     "configure_events",
     "emit",
     "end_run",
-    "fold",
     "history",
     "reset_events",
     "sweep",
@@ -420,7 +420,7 @@ class Block:
     is_error: bool = False
 
 
-def fold(events: Iterable[Event]) -> list[Block]:
+def blocks_of(events: Iterable[Event]) -> list[Block]:
     """Collapse a run's events into blocks for display, in the order they began.
 
     Consecutive text (or thinking) deltas of one step become one block; any other block between them starts

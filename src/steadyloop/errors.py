@@ -1,4 +1,4 @@
-"""The one exception tree every steadyloop error belongs to.
+"""The one exception tree every steadyloop error belongs to (public).
 
 ::
 
@@ -12,12 +12,14 @@
     ├── EndpointError                a request to an endpoint failed (endpoint, model, status, words)
     │   ├── EndpointSilent           the stream went quiet past the watchdog's allowance
     │   ├── EndpointUnavailable      transport failure or a transient status, retries spent
+    │   │   ├── EndpointUnreachable  no answer came: refused, DNS, TLS, timeout or a drop (``connection``)
     │   │   └── RetryDelayTooLong    the server asked to wait longer than the retry policy allows
     │   ├── EndpointUnreadable       a success whose body is no event stream and no completion
     │   └── EndpointRefused          the endpoint refused the request as it stands
     │       ├── ContextOverflow      the request does not fit the model's window
     │       ├── ModelRefusal         the model declined to answer (kind "refusal", with a category)
-    │       └── QuotaExhausted       a quota counted per day is used up (kind "rate_limited")
+    │       ├── QuotaExhausted       a quota counted per day is used up (kind "rate_limited")
+    │       └── MissingApiKey        the endpoint needs a key and has none; nothing was sent
     ├── RunError                     a run stopped early; carries the transcript so far
     │   ├── RunCancelled             the caller cancelled it (reason "cancelled")
     │   │   └── RunTimedOut          it outlived its run_timeout (reason "timeout")
@@ -30,16 +32,18 @@
     │   └── RunEndpointError         a request failed; also an EndpointError (reason "endpoint")
     │       ├── RunEndpointSilent        also an EndpointSilent
     │       ├── RunEndpointUnavailable   also an EndpointUnavailable
+    │       │   ├── RunEndpointUnreachable also an EndpointUnreachable
     │       │   └── RunRetryDelayTooLong also a RetryDelayTooLong
     │       ├── RunEndpointUnreadable    also an EndpointUnreadable
     │       └── RunEndpointRefused       also an EndpointRefused
     │           ├── RunContextOverflow   also a ContextOverflow (reason "overflow")
     │           ├── RunModelRefusal      also a ModelRefusal (reason "refusal")
-    │           └── RunQuotaExhausted    also a QuotaExhausted (reason "quota")
+    │           ├── RunQuotaExhausted    also a QuotaExhausted (reason "quota")
+    │           └── RunMissingApiKey     also a MissingApiKey
     ├── MCPError                     an MCP server failed (steadyloop.tools.mcp)
     ├── StoreUnavailable             the session store's database could not be reached
                                      (steadyloop.sessions)
-    ├── TokenizerUnavailable         a token counter cannot count (steadyloop.context.counting)
+    ├── TokenizerUnavailable         a token counter cannot count (its extra, its data, its endpoint)
     └── LocalServerError             the bundled local server could not be installed or started
                                      (steadyloop.local)
 
@@ -60,7 +64,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 if TYPE_CHECKING:
     from .messages import Message
@@ -72,9 +76,11 @@ __all__ = [
     "EndpointRefused",
     "EndpointSilent",
     "EndpointUnavailable",
+    "EndpointUnreachable",
     "EndpointUnreadable",
     "InterceptorFailed",
     "InvalidInput",
+    "MissingApiKey",
     "ModelCallDenied",
     "ModelRefusal",
     "OutputInvalid",
@@ -86,15 +92,18 @@ __all__ = [
     "RunEndpointRefused",
     "RunEndpointSilent",
     "RunEndpointUnavailable",
+    "RunEndpointUnreachable",
     "RunEndpointUnreadable",
     "RunError",
     "RunInterceptorFailed",
     "RunLimitReached",
+    "RunMissingApiKey",
     "RunModelRefusal",
     "RunQuotaExhausted",
     "RunRetryDelayTooLong",
     "RunTimedOut",
     "SteadyloopError",
+    "TokenizerUnavailable",
     "ToolArgumentsError",
     "ToolLoopDetected",
     "TranscriptError",
@@ -169,7 +178,10 @@ class EndpointError(SteadyloopError):
         status: the HTTP status, ``None`` for a transport failure or a silent stream.
         body: the server's own words (its error message, or the raw body).
         retry_after: seconds the server asked us to wait, when it said.
-        kind: the classification of the failure (see ``classify_failure``), when one was made.
+        kind: the classification of the failure (see ``classify_failure``), when one was made; besides
+            its kinds, ``"unreachable"`` for a connection that cannot succeed as things stand (nothing
+            listening, a host name that does not resolve, a certificate not trusted), ``"silent"`` and
+            ``"unreadable"``.
         field: the request field the server refused, where it named one.
         supported: values the server said it would take instead, where it listed them.
     """
@@ -215,6 +227,48 @@ class EndpointSilent(EndpointError):
 
 class EndpointUnavailable(EndpointError):
     """The endpoint could not be reached, or kept answering with a transient failure."""
+
+
+#: How a connection failed before any answer came (``EndpointUnreachable.connection``).
+Connection: TypeAlias = Literal["refused", "dns", "tls", "timeout", "dropped", "other"]
+
+
+class EndpointUnreachable(EndpointUnavailable):
+    """No answer came: the connection could not be made, or broke before the server said anything.
+
+    ``connection`` says how, in a word a caller can act on; the message says it in words, with the fix.
+    Nothing listening (``"refused"``), a host name that does not resolve (``"dns"``) and a certificate
+    not trusted (``"tls"``) meet the same wall when sent again at once, so they are not retried and
+    ``kind`` is ``"unreachable"``; the rest are ``"transient"`` and retried like a 503.
+
+    Attributes:
+        connection: ``"refused"`` (nothing listens on the port), ``"dns"`` (the host name did not
+            resolve), ``"tls"`` (the TLS handshake failed: a certificate not trusted, or no TLS on that
+            port), ``"timeout"`` (no connection, or no answer, within the allowance), ``"dropped"`` (the
+            connection closed before an answer), ``"other"``.
+        host: the host the connection was for, when known.
+        port: its port, when known.
+        problem: what happened, in a few words, without the fix ("nothing listens on 127.0.0.1:9").
+        timeout_s: for a timeout, the allowance that ran out, when known.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        connection: Connection,
+        host: str | None = None,
+        port: int | None = None,
+        problem: str = "",
+        timeout_s: float | None = None,
+        **kw: object,
+    ) -> None:
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        self.connection: Connection = connection
+        self.host = host
+        self.port = port
+        self.problem = redact_url(problem)
+        self.timeout_s = timeout_s
 
 
 class RetryDelayTooLong(EndpointUnavailable):
@@ -285,6 +339,24 @@ class QuotaExhausted(EndpointRefused):
         self.period = period
 
 
+class MissingApiKey(EndpointRefused):
+    """The endpoint needs an API key and none was given; raised before anything is sent (``kind``
+    ``"auth"``, no status).
+
+    A hosted provider's endpoint made by ``sl.provider`` or ``Endpoint.from_env`` at the provider's own
+    URL needs a key; a local server, or a URL of the caller's own (a proxy may add the key), does not.
+
+    Attributes:
+        variables: the environment variables the key is read from, in the order they are tried
+            (``("GEMINI_API_KEY", "GOOGLE_API_KEY")``).
+    """
+
+    def __init__(self, message: str, *, variables: tuple[str, ...] = (), **kw: object) -> None:
+        kw.setdefault("kind", "auth")
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        self.variables = variables
+
+
 class ContextOverflow(EndpointRefused):
     """The request does not fit the model's context window.
 
@@ -301,6 +373,11 @@ class ContextOverflow(EndpointRefused):
         super().__init__(message, **kw)  # type: ignore[arg-type]
         self.limit = limit
         self.requested = requested
+
+
+class TokenizerUnavailable(SteadyloopError):
+    """A token counter cannot count: its extra is not installed, its data cannot be loaded, or the
+    provider's count endpoint failed. The message says which and how to fix it."""
 
 
 class InterceptorFailed(SteadyloopError):
@@ -483,6 +560,16 @@ class RunEndpointUnavailable(RunEndpointError, EndpointUnavailable):
     """A run stopped because the endpoint could not be reached; also an ``EndpointUnavailable``."""
 
 
+class RunEndpointUnreachable(RunEndpointUnavailable, EndpointUnreachable):
+    """A run stopped because no answer came from the endpoint; also an ``EndpointUnreachable``."""
+
+    connection: Connection
+    host: str | None
+    port: int | None
+    problem: str
+    timeout_s: float | None
+
+
 class RunRetryDelayTooLong(RunEndpointUnavailable, RetryDelayTooLong):
     """A run stopped because the server asked to wait longer than the retry policy allows; also a
     ``RetryDelayTooLong``."""
@@ -518,6 +605,12 @@ class RunQuotaExhausted(RunEndpointRefused, QuotaExhausted):
     period: str
 
 
+class RunMissingApiKey(RunEndpointRefused, MissingApiKey):
+    """A run stopped because its endpoint needs a key it was not given; also a ``MissingApiKey``."""
+
+    variables: tuple[str, ...]
+
+
 def run_error_for(
     cause: EndpointError, message: str, *, messages: Sequence[Message], usage: Usage | None, steps: int
 ) -> RunEndpointError:
@@ -530,12 +623,16 @@ def run_error_for(
         kind, reason = RunModelRefusal, "refusal"
     elif isinstance(cause, QuotaExhausted):
         kind, reason = RunQuotaExhausted, "quota"
+    elif isinstance(cause, MissingApiKey):
+        kind = RunMissingApiKey
     elif isinstance(cause, EndpointRefused):
         kind = RunEndpointRefused
     elif isinstance(cause, EndpointSilent):
         kind = RunEndpointSilent
     elif isinstance(cause, RetryDelayTooLong):
         kind = RunRetryDelayTooLong
+    elif isinstance(cause, EndpointUnreachable):
+        kind = RunEndpointUnreachable
     elif isinstance(cause, EndpointUnavailable):
         kind = RunEndpointUnavailable
     elif isinstance(cause, EndpointUnreadable):

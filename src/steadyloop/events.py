@@ -1,4 +1,4 @@
-"""The event vocabulary: one small frozen type per thing that happens in a run.
+"""The event vocabulary: one small frozen type per thing that happens in a run (public).
 
 Names (the ``type`` strings) are permanent API: hosts store them, route on them and replay them.
 
@@ -49,6 +49,7 @@ __all__ = [
     "Outcome",
     "PrefixRewritten",
     "QueuedMessage",
+    "RequestSent",
     "Retry",
     "SideTask",
     "ToolExecutionEnd",
@@ -302,6 +303,28 @@ class UsageReport:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RequestSent:
+    """A request went out on a connection to its endpoint: from here the model is reading the prompt.
+
+    Before it nothing was connected: a port where nothing listens, a host that does not resolve or a
+    certificate not trusted fail without one. Told once per attempt (a retry's, a fallback's and a side
+    task's too), as soon as the transport has sent the request's headers; over a transport that cannot
+    tell (a caller's own provider), when the endpoint's answer began.
+
+    Attributes:
+        endpoint: the base URL (credentials written ``***``).
+        model: the model asked for, ``""`` when the request named none.
+    """
+
+    endpoint: str
+    model: str = ""
+    step: int = 0
+    run_id: str = ""
+    seq: int = 0
+    type: Literal["request_sent"] = "request_sent"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Retry:
     """A request is being sent again after a failure that produced nothing."""
 
@@ -492,6 +515,7 @@ Event: TypeAlias = Annotated[
     | LateSettlement
     | Notice
     | UsageReport
+    | RequestSent
     | Retry
     | Failover
     | Downgrade

@@ -1,4 +1,4 @@
-"""The host's side of lifecycle hooks: gather context before a request, notify after, within a budget.
+"""The host's side of lifecycle hooks: gather context before a request, notify after, within a budget (public).
 
 ``session_start`` and ``before_turn`` hooks can add context to the request; ``after_turn``,
 ``before_compact`` (which may veto), ``session_end`` and ``session_delete`` only read. What runs is the
@@ -18,9 +18,9 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Literal, Protocol, TypeAlias
 
-from .context.tokens import CHARS_PER_TOKEN, estimate_tokens
 from .errors import InvalidInput
 from .messages import ContentPart, Message, TextPart, UserMessage, text_of
+from .sizing.tokens import CHARS_PER_TOKEN, estimate_tokens
 
 __all__ = [
     "HOOK_CONTEXT_TOKENS",

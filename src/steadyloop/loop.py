@@ -1,4 +1,4 @@
-"""The agent loop: a turn, the tools it asked for, repeat, until the model stops asking.
+"""The agent loop: a turn, the tools it asked for, repeat, until the model stops asking (public).
 
 ``run_loop`` is the order of a run's phases and nothing else; each phase is a module of
 ``steadyloop.run`` named after it. Everything that makes one request survive a real endpoint is in
@@ -43,12 +43,12 @@ from .run.config import (
     TransformContext,
 )
 from .run.decide import go_on
-from .run.ending import end_run, stop_for
+from .run.ending import announce_end, stop_for
 from .run.lifecycle import open_run, tell_after_turn
 from .run.prefix import hold_prefix
 from .run.prepare import prepare_request
+from .run.reply import step_reply
 from .run.state import Cancelled, RunEvents, RunState, check_start
-from .run.turn import stream_turn
 from .telemetry import trace_run
 from .tools.approvals import ApprovalBroker, ApprovalPolicy
 from .tools.definition import Tool
@@ -159,8 +159,8 @@ async def run_loop(
         await open_run(run)
         while True:
             request = await prepare_request(run)
-            turn = await stream_turn(run, request)
-            batch = await run_calls(run, turn)
+            turn = await step_reply(run, request)
+            batch = await run_calls(run, turn, request)
             events.end_turn(turn.finish_reason)
             if run.stopping:
                 raise Cancelled
@@ -179,7 +179,7 @@ async def run_loop(
             raise
         raise error from (None if isinstance(exc, Cancelled) else exc)
     finally:
-        end_run(run)
+        announce_end(run)
     return LoopResult(
         turn=run.last_turn,
         messages=run.transcript,

@@ -1,4 +1,4 @@
-"""The transcript as values: messages, content parts, tool calls and the answered turn.
+"""The transcript as values: messages, content parts, tool calls and the answered turn (public).
 
 Every value is a frozen dataclass with a discriminating ``role`` (messages) or ``type`` (content parts),
 round-trips through JSON (``message_to_json`` / ``message_from_json``), and converts to and from the
@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 from pydantic import Field, TypeAdapter, ValidationError
 from pydantic_core import from_json
 
+from .arguments import parse_tool_arguments
 from .errors import InvalidInput
 from .usage import Usage
 
@@ -406,8 +407,6 @@ def from_openai(raw: Mapping[str, Any]) -> Message:
     Raises:
         InvalidInput: the mapping is not a message this shape allows; the text says what is wrong.
     """
-    from .tools.arguments import parse_tool_arguments  # arguments live with the tools; imported late
-
     if not isinstance(raw, Mapping):
         raise InvalidInput(f"a message must be an object, got {type(raw).__name__}")
     role = raw.get("role")

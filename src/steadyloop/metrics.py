@@ -1,6 +1,6 @@
-"""``run_metrics``: what a run cost and how it went, added up from its events.
+"""``run_metrics``: what a run cost and how it went, added up from its events (public).
 
-A sibling of ``bus.fold`` rather than part of it: blocks are for display, a summary is not one. Counts are
+A sibling of ``bus.blocks_of`` rather than part of it: blocks are for display, a summary is not one. Counts are
 always present. Every other field is ``None`` where no event reported what it is made of, so "no cache hits"
 and "no cache report" read differently. What the events cannot say, this cannot either: whether the host
 compacted, or why a run with no ``AgentEnd`` stopped.

@@ -1,4 +1,4 @@
-"""Named providers: their endpoints by name, from the environment, and chained for failover.
+"""Named providers: their endpoints by name, from the environment, and chained for failover (public).
 
 ``provider("mistral")`` is an ``Endpoint`` at Mistral's documented base URL with ``MISTRAL_API_KEY``;
 ``<NAME>_BASE_URL`` and ``<NAME>_API_KEY`` override the URL and key of each provider, so every candidate
@@ -158,7 +158,9 @@ def provider(
 
     The URL is ``base_url``, else ``<NAME>_BASE_URL``, else the provider's documented default; the key is
     ``api_key``, else ``<NAME>_API_KEY`` (then the provider's own variable, e.g. ``XAI_API_KEY``). The
-    provider's known refusals are set as latch priors for the endpoint.
+    provider's known refusals are set as latch priors for the endpoint. A hosted provider at its own URL
+    needs a key: without one, its first request fails before anything is sent (``MissingApiKey``, naming
+    the variables), unless a run resolves one first (``api_key=`` on the run or the Agent).
 
     Args:
         name: one of ``PROVIDERS`` (``openai``, ``anthropic``, ``gemini``, ``grok``, ``mistral``,
@@ -175,12 +177,17 @@ def provider(
     env = os.environ if env is None else env
     url = base_url or env.get(f"{preset.env_prefix}_BASE_URL") or preset.base_url
     key = api_key
+    variables = (f"{preset.env_prefix}_API_KEY", *preset.key_env)
     if key is None:
-        for variable in (f"{preset.env_prefix}_API_KEY", *preset.key_env):
+        for variable in variables:
             if env.get(variable):
                 key = env[variable]
                 break
-    endpoint = Endpoint(url, api_key=key, api=preset.api)
+    # The hosted service takes no request without a key, so one without it fails before anything is
+    # sent, naming the variables; a local server needs none, and a URL of the caller's own (a proxy
+    # that adds the key) may not.
+    hosted = not preset.local and url.strip().rstrip("/") == preset.base_url.rstrip("/")
+    endpoint = Endpoint(url, api_key=key, api=preset.api, key_env=variables if hosted else ())
     if options:
         endpoint = replace(endpoint, **options)
     if preset.priors is not None:

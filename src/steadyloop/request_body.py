@@ -1,4 +1,4 @@
-"""``build_body``: the chat-completions request one step of the loop sends.
+"""``build_body``: the chat-completions request one step of the loop sends (public).
 
 Two rules here exist for the prompt cache. Tools are declared in name order, because a chat template
 renders the tool block at the head of the prompt and an order that changes between boots (a dict, database
@@ -19,10 +19,10 @@ from .errors import InvalidInput
 from .messages import AssistantMessage, Message, UserMessage, to_openai
 from .structured import response_schema
 from .tools.definition import Tool
-from .tools.schema_compat import relax_tools, sanitize_tools
 from .turn.body import apply_latches
 from .turn.capabilities import EndpointCapabilities, ModelCapabilities
 from .turn.thinking_budgets import BudgetStyle, budget_fields, budget_tokens, check_budgets
+from .wire.schema_compat import relax_tools, sanitize_tools
 
 __all__ = [
     "NEGOTIABLE_FIELDS",

@@ -1,4 +1,4 @@
-"""Holding a final answer to a response schema: read it as JSON and check it (sans-I/O).
+"""Holding a final answer to a response schema: read it as JSON and check it (sans-I/O) (public).
 
 A server that constrains its decoding to the schema answers in shape; one that cannot (or a model that
 ignores the instruction) may not. The loop reads every final answer with ``read_structured`` and, when it

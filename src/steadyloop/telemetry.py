@@ -1,4 +1,4 @@
-"""OpenTelemetry spans for runs, following the GenAI semantic conventions (``pip install 'steadyloop[otel]'``).
+"""OpenTelemetry spans for runs, following the GenAI semantic conventions (``pip install 'steadyloop[otel]'``) (public).
 
 Off until ``set_telemetry`` is called; nothing here imports OpenTelemetry before then, so the core install
 stays small. Once on, every run that starts afterwards is traced (a run in flight keeps what it started

@@ -1,4 +1,4 @@
-"""A visible fence around text nobody vouched for: a fetched page, an email, a tool's output.
+"""A visible fence around text nobody vouched for: a fetched page, an email, a tool's output (public).
 
 Put ``UNTRUSTED_PREFACE`` in the system prompt once (it never changes, so it costs the prompt cache
 nothing) and wrap each outside piece with ``untrusted`` where it is pasted in. Any untrusted tag inside the

@@ -1,4 +1,4 @@
-"""Token counts and timings of one request, or of several added together."""
+"""Token counts and timings of one request, or of several added together (public)."""
 
 from __future__ import annotations
 

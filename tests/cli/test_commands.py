@@ -30,6 +30,22 @@ def test_sessions_list_show_export_delete(scripted: Callable[[Any], str], piped:
     assert missing.returncode == 1 and missing.stderr.startswith("steadyloop: error: no session")
 
 
+def test_a_run_that_ended_without_an_answer_is_marked_in_the_listing(
+    scripted: Callable[[Any], str], piped: Callable[..., Any]
+) -> None:
+    refused = {"type": "json", "status": 401, "body": {"error": {"message": "bad key"}}}
+    url = scripted([refused, {"type": "stream", "text": "Noted."}])
+    assert piped("run", "--base-url", url, "-m", "m", "what is here?").returncode == 1
+    assert piped("run", "--base-url", url, "-m", "m", "remember the milk").returncode == 0
+    rows = piped("sessions", "list").stdout.splitlines()
+    failed = next(row for row in rows if "what is here?" in row)
+    answered = next(row for row in rows if "remember the milk" in row)
+    assert "1 msgs  [failed] what is here?" in failed
+    assert "[" not in answered
+    shown = piped("sessions", "show", failed.split()[0]).stdout
+    assert "the last run ended without an answer (error): " in shown and "bad key" in shown
+
+
 def test_models_lists_what_the_endpoint_serves(
     scripted: Callable[[Any], str], piped: Callable[..., Any]
 ) -> None:

@@ -90,7 +90,7 @@ async def test_a_path_the_model_quoted_is_read_as_the_path_it_quotes(tmp_path: P
         listing = await tools["list_dir"].execute({"path": quoted}, ToolContext("c1", "list_dir"))
         assert (
             listing
-            == "- docs/ (folder)\n- notes.txt\n(hidden entries, named with a leading dot, are not shown)"
+            == "- docs/ (folder)\n- notes.txt (3 bytes, 1 line)\n(hidden entries, named with a leading dot, are not shown)"
         ), quoted
     for written in ('"notes.txt"', "/notes.txt"):
         read = await tools["read_file"].execute({"path": written}, ToolContext("c2", "read_file"))
@@ -196,8 +196,8 @@ async def test_a_small_models_read_file_reads_from_the_start_whole(tmp_path: Pat
     assert got == "1. Buy milk\n2. Call Alice\n3. Fix the bike"  # as it is: no line numbers to misread
     # past the first 400 lines it says what is left, and not an offset it cannot take
     long = await reading.execute({"path": "long.txt"}, ToolContext("c2", "read_file"))
-    assert long.endswith("line 400\n[50 more lines: search_text finds lines in it]")
+    assert long.endswith("line 400\n[lines 1-400 of 450; search_text finds lines in the rest]")
     paged = {t.name: t for t in default_tools(tmp_path)}["read_file"]
     assert {"offset", "limit"} <= set(paged.parameters["properties"])
     tail = await paged.execute({"path": "long.txt", "offset": 449}, ToolContext("c3", "read_file"))
-    assert tail == "   449  line 449\n   450  line 450"
+    assert tail == "   449  line 449\n   450  line 450\n[lines 449-450 of 450]"

@@ -8,7 +8,8 @@ import re
 from steadyloop.cli.render import TextRenderer
 from steadyloop.events import MessageEnd, MessageStart, MessageUpdate, Notice, TurnStart
 from steadyloop.messages import AssistantMessage
-from steadyloop.turn.routing import ANSWER_HELD
+from steadyloop.run.state import CALL_HELD
+from steadyloop.steering import ANSWER_HELD
 
 
 class Tty(io.StringIO):
@@ -78,3 +79,17 @@ def test_quiet_shows_no_wait_at_all() -> None:
     held_answer(renderer, 100.0)
     shown(renderer)
     assert aux.getvalue() == ""
+
+
+def test_text_held_as_a_possible_call_turns_the_wait_into_writing() -> None:
+    out, aux = io.StringIO(), io.StringIO()
+    renderer = TextRenderer(out, aux, show_thinking=False)
+    renderer(TurnStart(step=1))
+    renderer._waiting_since = 100.0
+    renderer.tick(103.0)
+    renderer(Notice(text=CALL_HELD, name="call_held"))
+    assert aux.getvalue().splitlines() == [
+        "· the model is reading the prompt…",
+        "· the model is writing, shown once it is clear this is no tool call…",
+    ]
+    assert CALL_HELD not in aux.getvalue() and out.getvalue() == ""

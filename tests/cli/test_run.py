@@ -131,7 +131,7 @@ def test_missing_endpoint_is_one_helpful_line(piped: Callable[..., Any]) -> None
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith("steadyloop: error: ") and "127.0.0.1:9" in lines[0]
-    assert "is a server running" in lines[0]
+    assert "nothing listens on 127.0.0.1:9 — start the server or check --base-url" in lines[0]
 
 
 def test_output_schema_prints_the_object(

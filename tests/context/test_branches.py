@@ -135,6 +135,20 @@ def test_prepare_stops_at_the_first_message_that_does_not_fit() -> None:
     assert prepared.messages == (entries[2].message,)
 
 
+def test_answers_cut_off_are_found_among_the_messages_kept() -> None:
+    entries = [
+        Entry("0", None, AssistantMessage(content="cut early " + "x" * 4_000)),
+        Entry("1", "0", UserMessage(content="again")),
+        Entry("2", "1", AssistantMessage(content="whole")),
+        Entry("3", "2", UserMessage(content="more")),
+        Entry("4", "3", AssistantMessage(content="cut late")),
+    ]
+    assert prepare_branch(entries, cut_off={"0", "4"}).cut_off == (0, 4)
+    # The first entry does not fit: the indexes are of what was kept.
+    assert prepare_branch(entries, token_budget=100, cut_off={"0", "4"}).cut_off == (3,)
+    assert prepare_branch(entries).cut_off == ()
+
+
 def test_file_operations_cover_the_whole_branch_not_only_what_fits() -> None:
     entries = [
         Entry("0", None, _call("write_file", path="early.py")),
@@ -158,7 +172,7 @@ async def test_the_summary_lists_the_files_after_it() -> None:
     assert summary.summary == "tried approach A\n\nFiles modified: src/a.py"
     assert summary.modified_files == ("src/a.py",) and summary.read_files == ()
     assert summary.summarised
-    assert "[called: edit_file" in sent[0]
+    assert 'Assistant called edit_file(path="src/a.py").' in sent[0]
 
 
 async def test_a_failed_branch_summary_still_records_the_branch() -> None:

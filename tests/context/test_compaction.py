@@ -23,7 +23,6 @@ from steadyloop.context.compaction import (
     transcript_tokens,
 )
 from steadyloop.context.integrity import check_transcript
-from steadyloop.context.tokens import MESSAGE_OVERHEAD_CHARS
 from steadyloop.errors import InvalidInput
 from steadyloop.messages import (
     AssistantMessage,
@@ -35,6 +34,7 @@ from steadyloop.messages import (
     ToolResultMessage,
     UserMessage,
 )
+from steadyloop.sizing.tokens import MESSAGE_OVERHEAD_CHARS
 
 # A message of this many characters weighs exactly 50 tokens at four characters a token, framing included.
 FIFTY = 200 - MESSAGE_OVERHEAD_CHARS

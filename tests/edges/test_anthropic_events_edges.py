@@ -16,8 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from steadyloop.errors import EndpointError, EndpointUnreadable
-from steadyloop.wire.anthropic_events import AnthropicEvents
-from steadyloop.wire.openai_chat import DONE, SSEDecoder
+from steadyloop.wire.anthropic.events import AnthropicEvents
+from steadyloop.wire.sse import DONE, SSEDecoder
 
 from ._edges import LINEAR_BOUND, ODD_VALUES, growth, json_like, mutated, mutated_text, nested
 

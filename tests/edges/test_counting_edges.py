@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import steadyloop as sl
-from steadyloop.context.counting import EstimateCounter, TiktokenCounter, count_tokens, forget_measurements
-from steadyloop.context.tokens import request_tokens
 from steadyloop.errors import InvalidInput
+from steadyloop.sizing.counting import EstimateCounter, TiktokenCounter, count_tokens, forget_measurements
+from steadyloop.sizing.tokens import request_tokens
 
 from ._edges import LINEAR_BOUND, ODD_TEXTS, growth, json_like, nested
 

@@ -15,8 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from steadyloop.errors import EndpointError, EndpointUnreadable
-from steadyloop.wire.gemini_shape import GeminiChunks
-from steadyloop.wire.openai_chat import SSEDecoder
+from steadyloop.wire.gemini.shape import GeminiChunks
+from steadyloop.wire.sse import SSEDecoder
 
 from ._edges import LINEAR_BOUND, ODD_VALUES, growth, json_like, mutated, mutated_text, nested
 

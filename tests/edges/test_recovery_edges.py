@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from steadyloop.arguments import parse_tool_arguments
 from steadyloop.errors import ToolArgumentsError
-from steadyloop.tools.arguments import parse_tool_arguments
 from steadyloop.tools.recovery import recover_tool_calls
 
 from ._edges import LINEAR_BOUND, ODD_TEXTS, any_text, growth, mutated_text, odd_texts

@@ -12,9 +12,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steadyloop.turn.routing import read_decision
+from steadyloop.steering.routing import read_decision
+from steadyloop.steering.tool_gate import gate_messages, read_gate
 from steadyloop.turn.side_tasks import read_json
-from steadyloop.turn.tool_gate import gate_messages, read_gate
 
 from ._edges import LINEAR_BOUND, ODD_TEXTS, any_text, growth, json_like, mutated, mutated_text, odd_texts
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steadyloop.wire.openai_chat import DONE, SSEDecoder
+from steadyloop.wire.sse import DONE, SSEDecoder
 
 from ._edges import LINEAR_BOUND, ODD_TEXTS, growth, mutated_text
 

@@ -21,7 +21,7 @@ from steadyloop.sessions.store import StoreUnavailable
 from steadyloop.testing.chunks import text_chunks
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
-from steadyloop.turn.run import RetryPolicy, run_turn
+from steadyloop.turn import RetryPolicy, run_turn
 from steadyloop.wire.endpoints import Endpoint
 
 from ._edges import LINEAR_BOUND, ODD_TEXTS, any_text, growth, mutated_text

@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 
 import steadyloop as sl
 from steadyloop.events import MessageEnd, MessageUpdate, Notice, TurnEnd
+from steadyloop.messages import message_from_json, message_to_json, messages_from_json, messages_to_json
+from steadyloop.spec import SpecError, parse_spec_text
 
 from ._edges import LINEAR_BOUND, ODD_TEXTS, any_text, growth, json_like, mutated, mutated_text
 
@@ -39,7 +41,7 @@ EVENTS: list[sl.Event] = [
     TurnEnd(step=1, message=MESSAGES[4], tool_results=(MESSAGES[3],)),  # type: ignore[arg-type]
     Notice(text="the endpoint was slow"),
 ]
-MESSAGE_SEEDS = [json.loads(sl.message_to_json(m)) for m in MESSAGES]
+MESSAGE_SEEDS = [json.loads(message_to_json(m)) for m in MESSAGES]
 EVENT_SEEDS = [json.loads(sl.event_to_json(e)) for e in EVENTS]
 SPEC_TOML = """\
 spec = "steadyloop.agent/1"
@@ -81,8 +83,8 @@ HOSTILE_TEXTS = [
 
 def _readers() -> list[tuple[str, Callable[[str], object], Callable[[Any], str]]]:
     return [
-        ("message", sl.message_from_json, sl.message_to_json),
-        ("messages", sl.messages_from_json, sl.messages_to_json),
+        ("message", message_from_json, message_to_json),
+        ("messages", messages_from_json, messages_to_json),
         ("event", sl.event_from_json, sl.event_to_json),
     ]
 
@@ -114,8 +116,8 @@ def test_any_text_is_a_value_or_invalid_input(reader: Any, text: str | bytes) ->
 @given(st.sampled_from(MESSAGE_SEEDS).flatmap(mutated))
 def test_a_mutated_message_is_a_message_or_invalid_input(value: Any) -> None:
     text = json.dumps(value, allow_nan=True)
-    _read_or_refuse(sl.message_from_json, sl.message_to_json, text)
-    _read_or_refuse(sl.messages_from_json, sl.messages_to_json, f"[{text}]")
+    _read_or_refuse(message_from_json, message_to_json, text)
+    _read_or_refuse(messages_from_json, messages_to_json, f"[{text}]")
 
 
 @given(st.sampled_from(EVENT_SEEDS).flatmap(mutated))
@@ -125,31 +127,31 @@ def test_a_mutated_event_is_an_event_or_invalid_input(value: Any) -> None:
 
 @given(st.lists(st.sampled_from(MESSAGE_SEEDS) | json_like, max_size=6))
 def test_a_transcript_of_wrong_kinds_is_messages_or_invalid_input(items: list[Any]) -> None:
-    _read_or_refuse(sl.messages_from_json, sl.messages_to_json, json.dumps(items, allow_nan=True))
+    _read_or_refuse(messages_from_json, messages_to_json, json.dumps(items, allow_nan=True))
 
 
 def test_what_was_written_is_still_read() -> None:
-    assert sl.messages_from_json(sl.messages_to_json(MESSAGES)) == MESSAGES
+    assert messages_from_json(messages_to_json(MESSAGES)) == MESSAGES
     assert [sl.event_from_json(sl.event_to_json(e)) for e in EVENTS] == EVENTS
     with pytest.raises(sl.InvalidInput, match="not a steadyloop event"):
         sl.event_from_json('{"type": "a_type_from_the_future"}')
 
 
 def test_reading_a_transcript_takes_linear_time() -> None:
-    one = sl.messages_to_json(MESSAGES)[1:-1]
+    one = messages_to_json(MESSAGES)[1:-1]
 
     def read(n: int) -> None:
-        sl.messages_from_json("[" + ",".join([one] * n) + "]")
+        messages_from_json("[" + ",".join([one] * n) + "]")
 
     assert growth(read, 200) < LINEAR_BOUND
 
 
 def test_refusing_a_long_broken_transcript_takes_linear_time() -> None:
-    one = sl.messages_to_json(MESSAGES)[1:-1]
+    one = messages_to_json(MESSAGES)[1:-1]
 
     def refuse(n: int) -> None:
         with pytest.raises(sl.InvalidInput):
-            sl.messages_from_json("[" + ",".join([one] * n) + ',{"role": "nobody"}]')
+            messages_from_json("[" + ",".join([one] * n) + ',{"role": "nobody"}]')
 
     assert growth(refuse, 200) < LINEAR_BOUND
 
@@ -158,12 +160,12 @@ def test_refusing_a_long_broken_transcript_takes_linear_time() -> None:
 
 
 def _spec_or_refused(text: str, format: str) -> None:
-    with contextlib.suppress(sl.SpecError):
-        sl.parse_spec_text(text, format=format)  # type: ignore[arg-type]
+    with contextlib.suppress(SpecError):
+        parse_spec_text(text, format=format)  # type: ignore[arg-type]
 
 
 def test_the_seed_document_is_read() -> None:
-    assert sl.parse_spec_text(SPEC_TOML).spec.name == "reader"
+    assert parse_spec_text(SPEC_TOML).spec.name == "reader"
 
 
 @given(mutated_text(SPEC_TOML))
@@ -202,7 +204,7 @@ def test_reading_an_agent_file_takes_linear_time() -> None:
     def read(n: int) -> None:
         notes = "".join(f"# note {i}\n" for i in range(n))
         prompts = "".join(f'[[prompt]]\nid = "p{i}"\ntext = "{"y" * 20}"\n' for i in range(n))
-        assert sl.parse_spec_text(notes + SPEC_TOML + prompts).spec.name == "reader"
+        assert parse_spec_text(notes + SPEC_TOML + prompts).spec.name == "reader"
 
     assert growth(read, 2_000) < LINEAR_BOUND
 
@@ -214,12 +216,12 @@ def test_a_number_json_has_no_words_for_is_refused_not_written_back_as_null(numb
     message = '{"role": "assistant", "content": "checking", "tool_calls": [' + call + "]}"
     event = '{"type": "message_end", "message": ' + message + "}"
     for read, text in [
-        (sl.message_from_json, message),
-        (sl.messages_from_json, "[" + message + "]"),
+        (message_from_json, message),
+        (messages_from_json, "[" + message + "]"),
         (sl.event_from_json, event),
     ]:
         with pytest.raises(sl.InvalidInput):
             read(text)
     # The words inside a string are text like any other.
-    said = sl.message_from_json('{"role": "user", "content": "' + number + ' is a word here"}')
-    assert sl.message_from_json(sl.message_to_json(said)) == said
+    said = message_from_json('{"role": "user", "content": "' + number + ' is a word here"}')
+    assert message_from_json(message_to_json(said)) == said

@@ -28,9 +28,9 @@ from steadyloop.testing.fault_proxy import ALL_FAULTS, FaultProxy
 from steadyloop.testing.replies import Reply, ScriptedReply
 from steadyloop.testing.server import RecordedRequest, ScriptedServer
 from steadyloop.tools.definition import Tool, ToolContext
-from steadyloop.turn.run import RetryPolicy
-from steadyloop.wire.clients import client_settings, configure_clients, open_entries, pool_size
+from steadyloop.turn import RetryPolicy
 from steadyloop.wire.endpoints import Endpoint
+from steadyloop.wire.transport.clients import client_settings, configure_clients, open_entries, pool_size
 
 Transport = Literal["httpx2", "aiohttp"]
 RUNS = 200

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import steadyloop as sl
+from steadyloop.errors import RunEndpointError
 from steadyloop.local import running_server
 
 from ._model import real_config
@@ -67,6 +68,6 @@ async def test_the_summary_on_the_first_kept_user_message_is_accepted(strict_tem
 
 
 async def test_a_second_system_message_is_refused_by_the_template(strict_template_url: str) -> None:
-    with pytest.raises(sl.RunEndpointError) as caught:
+    with pytest.raises(RunEndpointError) as caught:
         await _prompt(strict_template_url, "system")
     assert "System message must be at the beginning" in str(caught.value.body or caught.value)

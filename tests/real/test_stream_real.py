@@ -5,10 +5,9 @@ from __future__ import annotations
 import pytest
 
 from steadyloop.errors import EndpointSilent
-from steadyloop.turn.run import RetryPolicy, run_turn
-from steadyloop.turn.stream import stream_turn
-from steadyloop.wire.clients import get_client
+from steadyloop.turn import RetryPolicy, run_turn, stream_turn
 from steadyloop.wire.endpoints import Endpoint
+from steadyloop.wire.transport.clients import get_client
 
 WEATHER = {
     "type": "function",

@@ -14,9 +14,9 @@ from steadyloop.events import Event, Notice
 from steadyloop.local import ensure_binary, ensure_model
 from steadyloop.local._process import spawn, terminate
 from steadyloop.local.server import _free_port, server_command
+from steadyloop.turn import RetryPolicy, run_turn
 from steadyloop.turn.capabilities import model_capabilities_for
 from steadyloop.turn.continuation import continue_turn
-from steadyloop.turn.run import RetryPolicy, run_turn
 from steadyloop.turn.side_tasks import ask_json
 from steadyloop.wire.endpoints import Endpoint
 from steadyloop.wire.windows import context_limit_for

@@ -209,7 +209,7 @@ async def test_a_session_picks_an_mcp_server_the_server_offers_by_name(
     import sys
     from pathlib import Path
 
-    from steadyloop import MCPServer
+    from steadyloop.spec import MCPServer
 
     fixture = Path(__file__).parent.parent / "tools" / "mcp_server_fixture.py"
     offered = [MCPServer(name="fx", command=sys.executable, args=(str(fixture),))]

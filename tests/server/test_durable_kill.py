@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx2 as httpx
 import pytest
 
-from steadyloop import messages_from_json
+from steadyloop.messages import messages_from_json
 from steadyloop.sessions import is_balanced
 from steadyloop.testing.chunks import text_chunks, usage_chunk
 from steadyloop.testing.replies import Reply, ScriptedReply

@@ -16,7 +16,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from steadyloop import Message, ToolResultMessage, messages_from_json
+from steadyloop import Message, ToolResultMessage
+from steadyloop.messages import messages_from_json
 from steadyloop.sessions import is_balanced
 from steadyloop.testing.chunks import text_chunks, tool_call_chunks, usage_chunk
 from steadyloop.testing.replies import Reply, ScriptedReply

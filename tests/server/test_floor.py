@@ -5,8 +5,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steadyloop import ApprovalPolicy, ApprovalsSpec, Tool, tool
+from steadyloop import ApprovalPolicy, Tool, tool
 from steadyloop.server.floor import below_floor, held_to_floor
+from steadyloop.spec import ApprovalsSpec
 from steadyloop.tools.definition import EFFECT_CLASSES
 
 

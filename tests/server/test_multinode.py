@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx2 as httpx
 
-from steadyloop import messages_from_json
+from steadyloop.messages import messages_from_json
 from steadyloop.server import ServerSettings
 from steadyloop.sessions import is_balanced
 from steadyloop.testing import stream_of

@@ -16,7 +16,9 @@ import httpx2 as httpx
 import pytest
 
 import steadyloop as sl
+from steadyloop.providers import UnknownProvider
 from steadyloop.server import ServerSettings
+from steadyloop.spec import SPEC_VERSION
 from steadyloop.testing import Reply, ScriptedServer, stream_of
 
 from .conftest import LiveServer, free_port, read_sse, until_started
@@ -24,7 +26,7 @@ from .conftest import LiveServer, free_port, read_sse, until_started
 pytestmark = pytest.mark.timeout(180)
 
 CHAIN = {
-    "spec": sl.SPEC_VERSION,
+    "spec": SPEC_VERSION,
     "endpoint": {"provider": "ollama", "failover": ["vllm"]},
     "model": {"name": "scripted"},
 }
@@ -65,14 +67,14 @@ async def test_a_served_session_hops_down_the_documents_chain(tmp_path: Path) ->
     assert answer == "From the second."
     assert "failover" in kinds
     assert hop["from_endpoint"] == dead and hop["to_endpoint"] == model.base_url
-    assert hop["kind"] == "transient"  # a refused connection
+    assert hop["kind"] == "network"  # a refused connection: nothing listens there
     assert len(model.chat_requests) == 1
 
 
 def test_the_document_names_the_native_wire_and_the_timeouts() -> None:
     doc = _doc(
         {
-            "spec": sl.SPEC_VERSION,
+            "spec": SPEC_VERSION,
             "endpoint": {
                 "provider": "anthropic",
                 "failover": ["gemini:gemini-2.5-flash"],
@@ -96,7 +98,7 @@ def test_without_a_provider_the_environment_decides() -> None:
     settings = ServerSettings.from_agent(None, env=env)
     assert settings.endpoint.base_url == sl.provider("mistral", env={}).base_url
     assert settings.model == "mistral-small"
-    with pytest.raises(sl.UnknownProvider):
+    with pytest.raises(UnknownProvider):
         ServerSettings.from_agent(None, env={"STEADYLOOP_PROVIDER": "nobody"})
 
 
@@ -104,14 +106,14 @@ def test_a_document_naming_a_provider_is_not_quietly_overruled() -> None:
     with pytest.raises(sl.InvalidInput, match="from_agent"):
         ServerSettings(endpoint=sl.Endpoint("http://127.0.0.1:1/v1"), agent=_doc(CHAIN))
     with pytest.raises(sl.InvalidInput, match="base_url without a provider"):
-        ServerSettings.from_agent(_doc({"spec": sl.SPEC_VERSION, "endpoint": {"base_url": "http://h/v1"}}))
+        ServerSettings.from_agent(_doc({"spec": SPEC_VERSION, "endpoint": {"base_url": "http://h/v1"}}))
 
 
 async def test_steadyloop_serve_takes_the_chain_from_its_agent_document(tmp_path: Path) -> None:
     dead = f"http://127.0.0.1:{free_port()}/v1"
     document = tmp_path / "agent.toml"
     document.write_text(
-        f'spec = "{sl.SPEC_VERSION}"\n'
+        f'spec = "{SPEC_VERSION}"\n'
         '[endpoint]\nprovider = "ollama"\nfailover = ["vllm"]\n'
         '[model]\nname = "scripted"\n'
     )

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx2 as httpx
 
-from steadyloop import messages_from_json
+from steadyloop.messages import messages_from_json
 from steadyloop.sessions import SQLiteSessionStore, is_balanced
 from steadyloop.testing import Reply, ScriptedServer, stream_of
 

@@ -6,11 +6,12 @@ import json
 from typing import Any
 
 import steadyloop as sl
-from steadyloop.spec import parse_spec
+from steadyloop.spec import SPEC_VERSION, MCPServer, export_spec, parse_spec, resolve_api_key
+from steadyloop.wire import NO_KEY
 
 
 def spec(**document: Any) -> sl.AgentSpec:
-    return parse_spec({"spec": sl.SPEC_VERSION, **document}, bundle=True).spec
+    return parse_spec({"spec": SPEC_VERSION, **document}, bundle=True).spec
 
 
 def test_absent_inherits_and_nothing_else_does() -> None:
@@ -94,7 +95,7 @@ def test_export_strips_what_could_carry_a_secret_and_stays_valid() -> None:
             }
         }
     )
-    exported = sl.export_spec(original)
+    exported = export_spec(original)
     assert exported["bundle"] == {
         "mcp_servers": {
             "gh": {"command": "gh-mcp", "args": ["stdio"]},
@@ -104,16 +105,16 @@ def test_export_strips_what_could_carry_a_secret_and_stays_valid() -> None:
     again = parse_spec(json.loads(json.dumps(exported)), bundle=True)
     assert again.warnings == ()
     assert again.spec.bundle == (
-        sl.MCPServer(name="gh", command="gh-mcp", args=("stdio",)),
-        sl.MCPServer(name="web", url="https://mcp.example/x"),
+        MCPServer(name="gh", command="gh-mcp", args=("stdio",)),
+        MCPServer(name="web", url="https://mcp.example/x"),
     )
 
 
 def test_export_writes_only_what_was_given() -> None:
-    assert sl.export_spec(sl.AgentSpec()) == {"spec": sl.SPEC_VERSION}
+    assert export_spec(sl.AgentSpec()) == {"spec": SPEC_VERSION}
     given = spec(tools={"servers": []}, prompt=[], model={"temperature": 0})
-    assert sl.export_spec(given) == {
-        "spec": sl.SPEC_VERSION,
+    assert export_spec(given) == {
+        "spec": SPEC_VERSION,
         "model": {"temperature": 0.0},
         "prompt": [],
         "tools": {"servers": []},
@@ -126,19 +127,19 @@ OPERATOR = {"inherited_base_url": "https://api.example.com/v1", "inherited_api_k
 
 
 def test_an_endpoints_own_key_wins() -> None:
-    assert sl.resolve_api_key("https://other.example/v1", "own", **OPERATOR) == "own"
+    assert resolve_api_key("https://other.example/v1", "own", **OPERATOR) == "own"
 
 
 def test_a_url_of_its_own_gets_no_key_rather_than_the_operators() -> None:
-    assert sl.resolve_api_key("https://other.example/v1", None, **OPERATOR) == sl.NO_KEY
-    assert sl.resolve_api_key("https://other.example/v1", "", **OPERATOR) == sl.NO_KEY
+    assert resolve_api_key("https://other.example/v1", None, **OPERATOR) == NO_KEY
+    assert resolve_api_key("https://other.example/v1", "", **OPERATOR) == NO_KEY
     assert (
-        sl.resolve_api_key("https://other.example/v1", None, inherited_base_url=None, inherited_api_key="k")
-        == sl.NO_KEY
+        resolve_api_key("https://other.example/v1", None, inherited_base_url=None, inherited_api_key="k")
+        == NO_KEY
     )
 
 
 def test_the_same_url_or_none_inherits() -> None:
-    assert sl.resolve_api_key("https://api.example.com/v1/", None, **OPERATOR) == "operator-key"
-    assert sl.resolve_api_key(None, None, **OPERATOR) == "operator-key"
-    assert sl.resolve_api_key(None, None, inherited_base_url=None, inherited_api_key=None) == sl.NO_KEY
+    assert resolve_api_key("https://api.example.com/v1/", None, **OPERATOR) == "operator-key"
+    assert resolve_api_key(None, None, **OPERATOR) == "operator-key"
+    assert resolve_api_key(None, None, inherited_base_url=None, inherited_api_key=None) == NO_KEY

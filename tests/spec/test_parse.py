@@ -11,7 +11,20 @@ import pytest
 
 import steadyloop as sl
 import steadyloop.spec as spec_package
-from steadyloop.spec import FEATURES, SpecError, parse_spec, parse_spec_text
+from steadyloop.spec import (
+    FEATURES,
+    SPEC_VERSION,
+    EndpointSpec,
+    LoopSpec,
+    MCPServer,
+    ModelSpec,
+    PromptSection,
+    SpecError,
+    SpecProblem,
+    ToolsSpec,
+    parse_spec,
+    parse_spec_text,
+)
 
 FULL = """
 spec = "steadyloop.agent/1"
@@ -112,14 +125,14 @@ def test_the_same_document_as_json_reads_the_same() -> None:
         ({"spec": "steadyloop.agent/2"}, ("spec",), "version 2 is not 1"),
         ({"spec": "other/1"}, ("spec",), "not a spec token"),
         ({"spec": 1}, ("spec",), "not a spec token"),
-        ({"spec": sl.SPEC_VERSION, "requires": ["teleport"]}, ("requires", 0), "does not honour"),
-        ({"spec": sl.SPEC_VERSION, "requires": "mcp"}, ("requires",), "should be a list"),
-        ({"spec": sl.SPEC_VERSION, "model": "gpt"}, ("model",), "should be a table"),
-        ({"spec": sl.SPEC_VERSION, "prompt": {"id": "a"}}, ("prompt",), "should be a list"),
-        ({"spec": sl.SPEC_VERSION, "prompt": ["text"]}, ("prompt", 0), "should be a table"),
-        ({"spec": sl.SPEC_VERSION, "tools": {"names": "read_file"}}, ("tools", "names"), "should be a list"),
+        ({"spec": SPEC_VERSION, "requires": ["teleport"]}, ("requires", 0), "does not honour"),
+        ({"spec": SPEC_VERSION, "requires": "mcp"}, ("requires",), "should be a list"),
+        ({"spec": SPEC_VERSION, "model": "gpt"}, ("model",), "should be a table"),
+        ({"spec": SPEC_VERSION, "prompt": {"id": "a"}}, ("prompt",), "should be a list"),
+        ({"spec": SPEC_VERSION, "prompt": ["text"]}, ("prompt", 0), "should be a table"),
+        ({"spec": SPEC_VERSION, "tools": {"names": "read_file"}}, ("tools", "names"), "should be a list"),
         (
-            {"spec": sl.SPEC_VERSION, "model": {"extra_body": []}},
+            {"spec": SPEC_VERSION, "model": {"extra_body": []}},
             ("model", "extra_body"),
             "should be a table",
         ),
@@ -158,12 +171,12 @@ def test_every_refusal_is_reported_at_once_with_its_path() -> None:
 
 
 def test_a_required_bundle_is_honoured_only_where_bundles_are_allowed() -> None:
-    document = {"spec": sl.SPEC_VERSION, "requires": ["bundle"]}
+    document = {"spec": SPEC_VERSION, "requires": ["bundle"]}
     with pytest.raises(SpecError):
         parse_spec(document)
     assert parse_spec(document, bundle=True).spec.requires == ("bundle",)
     with pytest.raises(SpecError):
-        parse_spec({"spec": sl.SPEC_VERSION, "requires": ["mcp"]}, features=FEATURES - {"mcp"})
+        parse_spec({"spec": SPEC_VERSION, "requires": ["mcp"]}, features=FEATURES - {"mcp"})
 
 
 def test_a_minor_version_is_read() -> None:
@@ -173,7 +186,7 @@ def test_a_minor_version_is_read() -> None:
 def test_values_out_of_range_are_dropped_not_clamped() -> None:
     parsed = parse_spec(
         {
-            "spec": sl.SPEC_VERSION,
+            "spec": SPEC_VERSION,
             "model": {"temperature": 2.5, "max_tokens": 0, "reasoning_effort": "extreme"},
             "tools": {"max_concurrency": -1, "timeout": 0},
             "endpoint": {"context_length": float("nan"), "request_timeout": float("inf")},
@@ -181,8 +194,8 @@ def test_values_out_of_range_are_dropped_not_clamped() -> None:
         }
     )
     spec = parsed.spec
-    assert spec.model == sl.ModelSpec() and spec.tools == sl.ToolsSpec()
-    assert spec.endpoint == sl.EndpointSpec() and spec.loop == sl.LoopSpec()
+    assert spec.model == ModelSpec() and spec.tools == ToolsSpec()
+    assert spec.endpoint == EndpointSpec() and spec.loop == LoopSpec()
     assert {w.where for w in parsed.warnings} == {
         "model.temperature",
         "model.max_tokens",
@@ -198,7 +211,7 @@ def test_values_out_of_range_are_dropped_not_clamped() -> None:
 
 
 def test_null_reads_as_absent_and_unknown_fields_are_named() -> None:
-    parsed = parse_spec({"spec": sl.SPEC_VERSION, "model": {"name": None, "colour": "blue"}, "extra": 1})
+    parsed = parse_spec({"spec": SPEC_VERSION, "model": {"name": None, "colour": "blue"}, "extra": 1})
     assert parsed.spec.model.name is None
     assert [w.where for w in parsed.warnings] == ["extra", "model.colour"]
 
@@ -206,18 +219,18 @@ def test_null_reads_as_absent_and_unknown_fields_are_named() -> None:
 def test_a_repeated_id_keeps_its_first_place_and_its_last_text() -> None:
     parsed = parse_spec(
         {
-            "spec": sl.SPEC_VERSION,
+            "spec": SPEC_VERSION,
             "prompt": [{"id": "a", "text": "one"}, {"id": "b", "text": "two"}, {"id": "a", "text": "three"}],
         }
     )
-    assert parsed.spec.prompt == (sl.PromptSection("a", "three"), sl.PromptSection("b", "two"))
+    assert parsed.spec.prompt == (PromptSection("a", "three"), PromptSection("b", "two"))
     assert [w.where for w in parsed.warnings] == ["prompt[2].id"]
 
 
 def test_entries_missing_what_they_need_are_dropped() -> None:
     parsed = parse_spec(
         {
-            "spec": sl.SPEC_VERSION,
+            "spec": SPEC_VERSION,
             "prompt": [{"text": "no id"}],
             "hooks": [{"id": "h", "event": "whenever", "tool": "t"}],
         }
@@ -232,7 +245,7 @@ def test_entries_missing_what_they_need_are_dropped() -> None:
 def test_no_credential_rides_in_a_document() -> None:
     parsed = parse_spec(
         {
-            "spec": sl.SPEC_VERSION,
+            "spec": SPEC_VERSION,
             "api_key": "whatever",
             "endpoint": {"base_url": "https://user:pw@llm.example.com/v1", "apiKey": "x"},
             "model": {
@@ -260,7 +273,7 @@ def test_no_credential_rides_in_a_document() -> None:
 
 
 def test_a_key_in_the_query_is_a_credential_too() -> None:
-    parsed = parse_spec({"spec": sl.SPEC_VERSION, "endpoint": {"base_url": "https://x.example/v1?api_key=1"}})
+    parsed = parse_spec({"spec": SPEC_VERSION, "endpoint": {"base_url": "https://x.example/v1?api_key=1"}})
     assert parsed.spec.endpoint.base_url is None
 
 
@@ -268,7 +281,7 @@ def test_variable_references_are_literals_never_expanded(monkeypatch: pytest.Mon
     monkeypatch.setenv("HOME_KEY", "expanded-secret")
     parsed = parse_spec(
         {
-            "spec": sl.SPEC_VERSION,
+            "spec": SPEC_VERSION,
             "model": {"name": "${HOME_KEY}"},
             "bundle": {
                 "mcp_servers": {
@@ -293,7 +306,7 @@ def test_variable_references_are_literals_never_expanded(monkeypatch: pytest.Mon
 # -- bundles -------------------------------------------------------------------------------------------
 
 BUNDLED = {
-    "spec": sl.SPEC_VERSION,
+    "spec": SPEC_VERSION,
     "bundle": {
         "mcp_servers": {"files": {"command": "files-mcp", "args": ["--root", "."], "env": {"A": "1"}}}
     },
@@ -307,14 +320,14 @@ def test_a_bundle_is_read_only_when_the_host_allows_it() -> None:
     taken = parse_spec(BUNDLED, bundle=True)
     assert taken.warnings == ()
     assert taken.spec.bundle == (
-        sl.MCPServer(name="files", command="files-mcp", args=("--root", "."), env={"A": "1"}),
+        MCPServer(name="files", command="files-mcp", args=("--root", "."), env={"A": "1"}),
     )
 
 
 def test_a_bundled_server_needs_a_command_or_a_url() -> None:
     parsed = parse_spec(
         {
-            "spec": sl.SPEC_VERSION,
+            "spec": SPEC_VERSION,
             "bundle": {"mcp_servers": {"both": {"command": "x", "url": "https://a.example"}, "none": {}}},
         },
         bundle=True,
@@ -339,7 +352,7 @@ def test_deep_free_form_json_is_cut_with_a_warning() -> None:
     deep: Any = 1
     for _ in range(10_000):
         deep = {"a": deep}
-    parsed = parse_spec({"spec": sl.SPEC_VERSION, "model": {"extra_body": {"deep": deep, "top_k": 3}}})
+    parsed = parse_spec({"spec": SPEC_VERSION, "model": {"extra_body": {"deep": deep, "top_k": 3}}})
     assert dict(parsed.spec.model.extra_body or {})["top_k"] == 3
     assert any("nested deeper" in w.message for w in parsed.warnings)
 
@@ -348,21 +361,21 @@ def test_a_cycle_is_refused_rather_than_walked() -> None:
     loop: dict[str, Any] = {"x": 1}
     loop["self"] = loop
     with pytest.raises(SpecError, match="appears twice"):
-        parse_spec({"spec": sl.SPEC_VERSION, "model": {"extra_body": loop}})
+        parse_spec({"spec": SPEC_VERSION, "model": {"extra_body": loop}})
 
 
 def test_a_huge_integer_is_out_of_range_and_never_printed_whole() -> None:
-    parsed = parse_spec({"spec": sl.SPEC_VERSION, "model": {"max_tokens": 10**5000}})
+    parsed = parse_spec({"spec": SPEC_VERSION, "model": {"max_tokens": 10**5000}})
     assert parsed.spec.model.max_tokens is None
     assert len(parsed.warnings[0].message) < 200
 
 
 def test_problem_paths_read_as_text() -> None:
-    assert sl.SpecProblem((), "x").where == "(document)"
-    assert sl.SpecProblem(("bundle", "mcp_servers", "my server", "env"), "x").where == (
+    assert SpecProblem((), "x").where == "(document)"
+    assert SpecProblem(("bundle", "mcp_servers", "my server", "env"), "x").where == (
         'bundle.mcp_servers."my server".env'
     )
-    assert str(sl.SpecProblem(("prompt", 2, "text"), "bad")) == "prompt[2].text: bad"
+    assert str(SpecProblem(("prompt", 2, "text"), "bad")) == "prompt[2].text: bad"
 
 
 def test_the_spec_package_imports_nothing_that_does_io() -> None:

@@ -17,7 +17,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import steadyloop as sl
-from steadyloop.spec import FEATURES, HOOK_EVENTS, SpecError, parse_spec
+from steadyloop.providers import PROVIDERS
+from steadyloop.spec import (
+    FEATURES,
+    HOOK_EVENTS,
+    SPEC_VERSION,
+    ParsedSpec,
+    SpecError,
+    SpecProblem,
+    export_spec,
+    parse_spec,
+)
 
 from ..edges._edges import mutated
 
@@ -84,7 +94,7 @@ candidates = st.sampled_from(
 )
 
 documents = st.fixed_dictionaries(
-    {"spec": st.sampled_from([sl.SPEC_VERSION, sl.SPEC_VERSION + ".3"])},
+    {"spec": st.sampled_from([SPEC_VERSION, SPEC_VERSION + ".3"])},
     optional={
         "requires": st.lists(st.sampled_from(sorted(FEATURES)), max_size=3),
         "name": plain_text,
@@ -92,7 +102,7 @@ documents = st.fixed_dictionaries(
         "endpoint": st.tuples(
             _table(
                 base_url=st.sampled_from(["http://127.0.0.1:8080/v1", "https://llm.example/v1", "ftp://x"]),
-                provider=st.sampled_from([*sorted(sl.PROVIDERS), "Google", "xai"]),
+                provider=st.sampled_from([*sorted(PROVIDERS), "Google", "xai"]),
                 context_length=numbers,
                 request_timeout=numbers,
                 first_token_timeout=numbers,
@@ -146,12 +156,12 @@ documents = st.fixed_dictionaries(
 )
 
 
-def _parse(document: Any) -> sl.ParsedSpec | None:
+def _parse(document: Any) -> ParsedSpec | None:
     try:
         return parse_spec(document, bundle=True)
     except SpecError as exc:
         assert exc.problems, "a refusal always says why"
-        assert all(isinstance(p, sl.SpecProblem) for p in exc.problems)
+        assert all(isinstance(p, SpecProblem) for p in exc.problems)
         return None
 
 
@@ -160,8 +170,8 @@ def _parse(document: Any) -> sl.ParsedSpec | None:
 def test_any_json_like_value_is_read_or_refused(value: Any) -> None:
     _parse(value)
     places = ("model", "tools", "prompt", "hooks", "endpoint", "requires")
-    _parse({"spec": sl.SPEC_VERSION, **{place: copy.deepcopy(value) for place in places}})
-    _parse({"spec": sl.SPEC_VERSION, "model": {"extra_body": {"x": value}}, "bundle": copy.deepcopy(value)})
+    _parse({"spec": SPEC_VERSION, **{place: copy.deepcopy(value) for place in places}})
+    _parse({"spec": SPEC_VERSION, "model": {"extra_body": {"x": value}}, "bundle": copy.deepcopy(value)})
 
 
 @_SETTINGS
@@ -173,7 +183,7 @@ def test_any_mutation_of_a_valid_document_is_read_or_refused(
     for _ in range(3):
         parsed = _parse(data.draw(mutated(document)))
         if parsed is not None:
-            json.dumps(sl.export_spec(parsed.spec), allow_nan=False)  # what was kept is JSON to the bone
+            json.dumps(export_spec(parsed.spec), allow_nan=False)  # what was kept is JSON to the bone
 
 
 def _redacted(spec: sl.AgentSpec) -> sl.AgentSpec:
@@ -187,7 +197,7 @@ def _redacted(spec: sl.AgentSpec) -> sl.AgentSpec:
 def test_export_then_parse_gives_the_spec_back(document: dict[str, Any]) -> None:
     parsed = _parse(document)
     assert parsed is not None
-    exported = sl.export_spec(parsed.spec)
+    exported = export_spec(parsed.spec)
     again = parse_spec(json.loads(json.dumps(exported, allow_nan=False)), bundle=True)
     assert again.warnings == ()
     assert again.spec == _redacted(parsed.spec)
@@ -205,13 +215,13 @@ def test_layering_is_associative(a: dict[str, Any], b: dict[str, Any], c: dict[s
 
 @_SETTINGS
 @given(
-    st.one_of(st.sampled_from([*sorted(sl.PROVIDERS), "XAI", " Google ", "lm-studio"]), st.text(max_size=20)),
+    st.one_of(st.sampled_from([*sorted(PROVIDERS), "XAI", " Google ", "lm-studio"]), st.text(max_size=20)),
     st.lists(
         st.one_of(candidates, st.sampled_from(["gemini:", "nope:x", ""]), st.text(max_size=20)), max_size=4
     ),
 )
 def test_a_provider_and_its_failover_are_presets_or_a_refusal(name: str, failover: list[str]) -> None:
-    document = {"spec": sl.SPEC_VERSION, "endpoint": {"provider": name, "failover": failover}}
+    document = {"spec": SPEC_VERSION, "endpoint": {"provider": name, "failover": failover}}
     parsed = _parse(document)
     if parsed is None:
         with_problems = parse_spec_problems(document)
@@ -221,8 +231,8 @@ def test_a_provider_and_its_failover_are_presets_or_a_refusal(name: str, failove
     if endpoint.provider is None:  # empty, or credential-like text: warned and ignored, so no failover
         assert not endpoint.failover
         return
-    assert endpoint.provider in sl.PROVIDERS
-    assert all(c.partition(":")[0] in sl.PROVIDERS for c in endpoint.failover or ())
+    assert endpoint.provider in PROVIDERS
+    assert all(c.partition(":")[0] in PROVIDERS for c in endpoint.failover or ())
     chain = endpoint.chain("some-model")
     assert chain is not None
     target = sl.failover(chain, env={})
@@ -230,7 +240,7 @@ def test_a_provider_and_its_failover_are_presets_or_a_refusal(name: str, failove
     assert len(target.endpoint.fallbacks) == len(endpoint.failover or ())
 
 
-def parse_spec_problems(document: Any) -> tuple[sl.SpecProblem, ...]:
+def parse_spec_problems(document: Any) -> tuple[SpecProblem, ...]:
     try:
         parse_spec(document, bundle=True)
     except SpecError as exc:

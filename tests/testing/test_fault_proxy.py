@@ -14,7 +14,7 @@ from steadyloop.testing.chunks import text_chunks
 from steadyloop.testing.fault_proxy import ALL_FAULTS, Fault, FaultProxy
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
-from steadyloop.turn.run import RetryPolicy, run_turn
+from steadyloop.turn import RetryPolicy, run_turn
 from steadyloop.wire.endpoints import Endpoint
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}

@@ -38,6 +38,10 @@ CALL_REPLIES = [
     f"[{json.dumps(CALL)}]",
     f"<|python_tag|>{json.dumps(CALL)}",
     f"```\n{json.dumps(CALL)}\n```",
+    f"Sure. <json>{json.dumps(CALL)}</json>",
+    f"Sure. <|message_sep|>function call<|role_sep|>\n{json.dumps(CALL)}",
+    'Sure. <|start|>assistant to=functions.list_dir<|channel|>commentary <|constrain|>json<|message|>{"path": "."}'
+    "<|call|>",
 ]
 
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from steadyloop.arguments import REPAIR_OVERHEAD
 from steadyloop.tools._call_text import MAX_BLOCKS, REPAIR_BUDGET
-from steadyloop.tools.arguments import REPAIR_OVERHEAD
 from steadyloop.tools.recovery import RecoveredCalls, recover_tool_calls
 
 _SAMPLES: list[dict[str, Any]] = json.loads(
@@ -375,7 +375,7 @@ def test_deep_nesting_anywhere_never_raises(deep: str, wrapper: str) -> None:
 def test_the_repairer_reads_a_bounded_amount_of_any_reply(monkeypatch: pytest.MonkeyPatch) -> None:
     # The repairer is the one reader that costs a microsecond a character; whatever the reply, recovery
     # hands it a bounded amount, so hostile replies cost a bounded time on the event loop.
-    from steadyloop.tools import arguments
+    from steadyloop import arguments
 
     read: list[int] = []
     real = arguments.repair_json

@@ -18,9 +18,9 @@ from steadyloop.events import Event, Failover, Retry, event_from_json, event_to_
 from steadyloop.testing.chunks import text_chunks, usage_chunk
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
+from steadyloop.turn import RetryPolicy, run_turn
 from steadyloop.turn.capabilities import model_capabilities_for
 from steadyloop.turn.failover import hops
-from steadyloop.turn.run import RetryPolicy, run_turn
 from steadyloop.wire.endpoints import Endpoint, Target
 
 FAST = RetryPolicy(base_delay_s=0.01, max_delay_s=0.05, loading_poll_s=0.05, loading_timeout_s=5.0)

@@ -7,13 +7,14 @@ from typing import Any, Literal
 import pytest
 
 import steadyloop as sl
+from steadyloop.errors import RunRetryDelayTooLong
 from steadyloop.events import Event, Retry
 from steadyloop.testing.chunks import text_chunks
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
-from steadyloop.turn.run import RetryPolicy, backoff_delay, run_turn
-from steadyloop.wire.clients import configure_clients
+from steadyloop.turn import RetryPolicy, backoff_delay, run_turn
 from steadyloop.wire.endpoints import Endpoint
+from steadyloop.wire.transport.clients import configure_clients
 
 Transport = Literal["httpx2", "aiohttp"]
 TRANSPORTS: tuple[Transport, ...] = ("httpx2", "aiohttp")
@@ -108,6 +109,6 @@ async def test_a_run_stopped_by_a_long_wait_is_both_the_run_error_and_the_wait()
                 policy=sl.LoopPolicy(retry=RetryPolicy(max_retry_delay_s=60)),
             )
     error = caught.value
-    assert isinstance(error, sl.RunRetryDelayTooLong) and isinstance(error, sl.RunError)
+    assert isinstance(error, RunRetryDelayTooLong) and isinstance(error, sl.RunError)
     assert error.retry_after == 3600 and error.max_delay_s == 60 and error.reason == "endpoint"
     assert [m.role for m in error.messages] == ["user"]

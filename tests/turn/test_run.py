@@ -12,8 +12,8 @@ from steadyloop.events import Downgrade, Event, Notice, Retry
 from steadyloop.testing.chunks import text_chunks, tool_call_chunks, usage_chunk
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
+from steadyloop.turn import RetryPolicy, backoff_delay, run_turn
 from steadyloop.turn.capabilities import capabilities_for, model_capabilities_for
-from steadyloop.turn.run import RetryPolicy, backoff_delay, run_turn
 from steadyloop.wire.endpoints import Endpoint
 
 FAST = RetryPolicy(base_delay_s=0.01, max_delay_s=0.05, loading_poll_s=0.05, loading_timeout_s=5.0)
@@ -292,7 +292,7 @@ async def test_a_rate_limit_that_borrows_overflow_words_is_waited_through() -> N
 
 
 async def test_calibration_learns_from_the_prompt_count() -> None:
-    from steadyloop.context.calibration import chars_per_token_for
+    from steadyloop.sizing.calibration import chars_per_token_for
 
     reply = Reply.stream([*text_chunks("ok"), usage_chunk(100, 1)])
     async with ScriptedServer(reply) as server:

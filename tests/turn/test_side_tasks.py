@@ -7,8 +7,8 @@ from steadyloop.messages import ImagePart, TextPart
 from steadyloop.testing.chunks import text_chunks
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
+from steadyloop.turn import RetryPolicy
 from steadyloop.turn.capabilities import capabilities_for, model_capabilities_for
-from steadyloop.turn.run import RetryPolicy
 from steadyloop.turn.side_tasks import ask, ask_json, read_json
 from steadyloop.wire.endpoints import Endpoint
 

@@ -17,7 +17,7 @@ from steadyloop.events import Event, Retry
 from steadyloop.testing.chunks import text_chunks
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
-from steadyloop.turn.run import RetryPolicy, run_turn
+from steadyloop.turn import RetryPolicy, run_turn
 from steadyloop.wire.endpoints import Endpoint
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}

@@ -11,10 +11,10 @@ from steadyloop.errors import ContextOverflow, EndpointRefused, EndpointSilent, 
 from steadyloop.testing.chunks import stream_of, text_chunks, tool_call_chunks, usage_chunk
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
+from steadyloop.turn import stream_turn
 from steadyloop.turn.assembly import Produced
-from steadyloop.turn.stream import stream_turn
-from steadyloop.wire.clients import get_chat_client
 from steadyloop.wire.endpoints import Endpoint
+from steadyloop.wire.transport.clients import get_chat_client
 
 CAPTURES = Path(__file__).resolve().parents[1] / "data" / "captures"
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}

@@ -15,8 +15,8 @@ from steadyloop.testing.chunks import stream_of
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.tools.definition import tool
+from steadyloop.turn import RetryPolicy
 from steadyloop.turn.capabilities import model_capabilities_for
-from steadyloop.turn.run import RetryPolicy
 from steadyloop.turn.text_tools import describe_tools, tools_as_text
 from steadyloop.wire.endpoints import Endpoint
 from steadyloop.wire.failures import classify_failure

@@ -14,8 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import steadyloop as sl
+from steadyloop.spec import SPEC_VERSION
 from steadyloop.testing.server import ScriptedServer
-from steadyloop.wire.anthropic_shape import anthropic_betas, anthropic_request
+from steadyloop.wire.anthropic.shape import anthropic_betas, anthropic_request
 
 from .provider_doubles import DOUBLES
 
@@ -27,7 +28,7 @@ async def test_the_named_betas_go_in_the_header_of_the_turn_and_of_its_count() -
     double = DOUBLES["anthropic"]()
     spec = sl.parse_spec(
         {
-            "spec": sl.SPEC_VERSION,
+            "spec": SPEC_VERSION,
             "model": {"name": double.model, "extra_body": {"anthropic_beta": [*BETAS, BETAS[0]]}},
         },
         bundle=False,

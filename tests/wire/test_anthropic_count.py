@@ -8,14 +8,15 @@ import json
 import pytest
 
 import steadyloop as sl
-from steadyloop.context.calibration import chars_per_token_for
-from steadyloop.context.counting import (
+from steadyloop.sizing import TokenCount
+from steadyloop.sizing.calibration import chars_per_token_for
+from steadyloop.sizing.counting import (
     AnthropicCounter,
     TokenizerUnavailable,
     count_tokens,
     token_counter_for,
 )
-from steadyloop.context.tokens import request_tokens
+from steadyloop.sizing.tokens import request_tokens
 from steadyloop.testing.server import ScriptedServer
 
 from .provider_doubles import DATA, DOUBLES
@@ -44,7 +45,7 @@ async def test_the_count_asks_what_the_request_would_send_and_reads_input_tokens
         assert isinstance(counter, AnthropicCounter) and counter.name == "anthropic:count_tokens"
         counted = await count_tokens(endpoint, MODEL, body())
         (asked,) = [r for r in server.requests if r.path == "/v1/messages/count_tokens"]
-    assert counted == sl.TokenCount(RECORDED_COUNT["input_tokens"], "anthropic:count_tokens")
+    assert counted == TokenCount(RECORDED_COUNT["input_tokens"], "anthropic:count_tokens")
     sent = asked.json
     assert sent["model"] == MODEL and sent["system"][0]["text"] == "Be brief."
     assert sent["messages"][0]["role"] == "user" and sent["tools"][0]["name"] == "look"

@@ -15,9 +15,9 @@ from steadyloop.errors import ModelRefusal
 from steadyloop.events import UsageReport
 from steadyloop.testing.provider_streams import anthropic_events, anthropic_stream, sse_reply
 from steadyloop.testing.server import ScriptedServer
-from steadyloop.turn.run import run_turn
-from steadyloop.wire.anthropic_events import AnthropicEvents
-from steadyloop.wire.anthropic_shape import anthropic_request, claude_generation
+from steadyloop.turn import run_turn
+from steadyloop.wire.anthropic.events import AnthropicEvents
+from steadyloop.wire.anthropic.shape import anthropic_request, claude_generation
 from steadyloop.wire.endpoints import Endpoint
 
 from ._properties import chat_bodies, json_values, read_through

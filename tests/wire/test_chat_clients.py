@@ -16,17 +16,18 @@ from steadyloop.errors import (
     EndpointError,
     EndpointRefused,
     EndpointUnavailable,
+    EndpointUnreachable,
     InvalidInput,
 )
 from steadyloop.testing.chunks import text_chunks
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
-from steadyloop.wire import clients
-from steadyloop.wire.aiohttp_chat import AiohttpChatClient
-from steadyloop.wire.chat_client import ChatClient
-from steadyloop.wire.clients import aclose_clients, configure_clients, get_chat_client, pool_size
 from steadyloop.wire.endpoints import Endpoint
-from steadyloop.wire.sdk_chat import SdkChatClient
+from steadyloop.wire.transport import clients
+from steadyloop.wire.transport.aiohttp_chat import AiohttpChatClient
+from steadyloop.wire.transport.chat_client import ChatClient
+from steadyloop.wire.transport.clients import aclose_clients, configure_clients, get_chat_client, pool_size
+from steadyloop.wire.transport.sdk_chat import SdkChatClient
 
 Transport = Literal["httpx2", "aiohttp"]
 TRANSPORTS: tuple[Transport, ...] = ("httpx2", "aiohttp")
@@ -124,15 +125,16 @@ async def test_both_transports_raise_the_same_errors_for_the_same_refusals() -> 
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-async def test_a_closed_port_is_unavailable_and_transient(transport: Transport) -> None:
+async def test_a_closed_port_is_unreachable_and_says_nothing_listens(transport: Transport) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     configure_clients(transport=transport)
     client = get_chat_client(Endpoint(f"http://127.0.0.1:{port}/v1"))
     error = await failure_of(client)
-    assert isinstance(error, EndpointUnavailable) and error.kind == "transient"
-    assert str(error).startswith(f"could not talk to http://127.0.0.1:{port}/v1")
+    assert isinstance(error, EndpointUnreachable) and error.kind == "unreachable"
+    assert (error.connection, error.host, error.port) == ("refused", "127.0.0.1", port)
+    assert str(error).startswith(f"nothing listens on 127.0.0.1:{port}: start the server")
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -196,13 +198,13 @@ async def test_a_body_that_is_not_json_is_invalid_input() -> None:
 
 
 def test_bodies_are_compact_json_either_way() -> None:
-    from steadyloop.wire import json_codec
+    from steadyloop.wire.transport import json_codec
 
     assert json.loads(json_codec.dumps(BODY)) == BODY
 
 
 def test_proxies_come_from_the_environment_with_their_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
-    from steadyloop.wire.aiohttp_chat import _env_proxy
+    from steadyloop.wire.transport.aiohttp_chat import _env_proxy
 
     for name in (
         "http_proxy",

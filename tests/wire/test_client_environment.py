@@ -10,8 +10,8 @@ from typing import Literal
 import pytest
 
 from steadyloop.errors import EndpointUnavailable, InvalidInput
-from steadyloop.wire.clients import aclose_clients, configure_clients, get_chat_client, lease_client
 from steadyloop.wire.endpoints import Endpoint
+from steadyloop.wire.transport.clients import aclose_clients, configure_clients, get_chat_client, lease_client
 
 Transport = Literal["httpx2", "aiohttp"]
 TRANSPORTS: tuple[Transport, ...] = ("httpx2", "aiohttp")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from steadyloop.errors import InvalidInput
-from steadyloop.wire.clients import configure_clients, get_client, pool_size, reset_clients
 from steadyloop.wire.endpoints import NO_KEY, Endpoint, endpoint_id, endpoint_key
+from steadyloop.wire.transport.clients import configure_clients, get_client, pool_size, reset_clients
 
 
 def test_an_absent_and_an_empty_key_are_the_same_endpoint() -> None:

@@ -15,8 +15,8 @@ from steadyloop.testing.chunks import text_chunks
 from steadyloop.testing.provider_streams import anthropic_events, anthropic_stream, gemini_stream
 from steadyloop.testing.replies import BodyReply, Reply
 from steadyloop.testing.server import ScriptedServer
+from steadyloop.turn import RetryPolicy, run_turn
 from steadyloop.turn.capabilities import capabilities_for
-from steadyloop.turn.run import RetryPolicy, run_turn
 from steadyloop.wire.endpoints import Endpoint, Target
 
 from .provider_doubles import DOUBLES, Double, error_reply

@@ -16,8 +16,8 @@ import pytest
 
 from steadyloop.request_body import ModelParams, build_body
 from steadyloop.testing.server import RecordedRequest, ScriptedServer
+from steadyloop.turn import RetryPolicy, run_turn
 from steadyloop.turn.capabilities import capabilities_for
-from steadyloop.turn.run import RetryPolicy, run_turn
 from steadyloop.wire.endpoints import Target
 
 from .provider_doubles import DOUBLES

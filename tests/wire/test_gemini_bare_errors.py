@@ -23,11 +23,11 @@ from hypothesis import strategies as st
 
 from steadyloop.errors import EndpointError, EndpointUnreadable
 from steadyloop.testing.server import ScriptedServer
-from steadyloop.turn.run import RetryPolicy, run_turn
+from steadyloop.turn import RetryPolicy, run_turn
 from steadyloop.wire.endpoints import Endpoint
-from steadyloop.wire.gemini_shape import GeminiChunks
-from steadyloop.wire.openai_chat import SSEDecoder
-from steadyloop.wire.rest import transport_error
+from steadyloop.wire.gemini.shape import GeminiChunks
+from steadyloop.wire.sse import SSEDecoder
+from steadyloop.wire.transport.rest import transport_error
 
 from .provider_doubles import DATA, error_reply
 from .test_gemini_wire import endpoint

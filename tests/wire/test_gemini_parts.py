@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steadyloop.wire.gemini_parts import ReplyParts, StreamedArguments, recorded_parts
+from steadyloop.wire.gemini.parts import ReplyParts, StreamedArguments, recorded_parts
 
 _KEYS = st.text(alphabet="abcdefghij_", min_size=1, max_size=6)
 _LEAVES = st.one_of(st.text(max_size=12), st.integers(-1000, 1000), st.booleans(), st.none())

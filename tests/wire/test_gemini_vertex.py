@@ -16,11 +16,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import steadyloop as sl
+from steadyloop.sizing import TokenCount, count_tokens
 from steadyloop.testing.provider_streams import sse_reply
 from steadyloop.testing.replies import Reply, ScriptedReply
 from steadyloop.testing.server import RecordedRequest, ScriptedServer
 from steadyloop.wire.endpoints import Endpoint
-from steadyloop.wire.gemini_content import gemini_auth, gemini_url, is_vertex
+from steadyloop.wire.gemini.provider import gemini_auth, gemini_url, is_vertex
 
 from .provider_doubles import DATA
 
@@ -124,9 +125,9 @@ async def test_count_tokens_sends_the_body_each_api_documents(vertex: bool) -> N
         server.count_tokens = count_double(VERTEX_COUNT if vertex else GEMINI_API_COUNT, 57)
         base = server.base_url.removesuffix("/v1") + (VERTEX if vertex else "/v1beta")
         endpoint = Endpoint(base, "ya29.token" if vertex else "AIza-key", api="gemini")
-        counted = await sl.count_tokens(endpoint, MODEL, COUNTED_BODY)
+        counted = await count_tokens(endpoint, MODEL, COUNTED_BODY)
         (request,) = [r for r in server.requests if r.path.endswith(":countTokens")]
-    assert counted == sl.TokenCount(57, "gemini:countTokens")
+    assert counted == TokenCount(57, "gemini:countTokens")
     assert request.path.endswith(f"/models/{MODEL}:countTokens")
     sent = request.json if vertex else request.json["generateContentRequest"]
     # System instruction and tools are counted on both APIs.

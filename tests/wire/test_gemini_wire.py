@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from steadyloop.errors import EndpointError, InvalidInput, ModelRefusal
 from steadyloop.testing.provider_streams import gemini_chunks, gemini_stream
 from steadyloop.testing.server import ScriptedServer
-from steadyloop.turn.run import run_turn
+from steadyloop.turn import run_turn
 from steadyloop.wire.endpoints import Endpoint
-from steadyloop.wire.gemini_content import gemini_body
-from steadyloop.wire.gemini_shape import (
+from steadyloop.wire.gemini.provider import gemini_body
+from steadyloop.wire.gemini.shape import (
     GEMINI_SETTINGS,
     GENERATED_ID,
     GeminiChunks,
@@ -296,8 +296,8 @@ def test_an_in_stream_error_and_a_cancellation_leave_nothing_to_the_collector() 
     # closed when its loop ends, together with the others, out of order ("aclose(): asynchronous generator
     # is already running"): so the scenario runs on a loop of its own, ended here, which reports it.
     from steadyloop.errors import EndpointUnavailable
-    from steadyloop.turn.run import RetryPolicy
-    from steadyloop.wire.clients import aclose_clients
+    from steadyloop.turn import RetryPolicy
+    from steadyloop.wire.transport.clients import aclose_clients
 
     rows = [json.loads(line) for line in (G / "errors.jsonl").read_text().splitlines() if line.strip()]
     overloaded = json.loads(rows[4]["body"])

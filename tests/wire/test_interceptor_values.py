@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 
 import steadyloop as sl
 from steadyloop.events import MessageEnd, MessageStart, MessageUpdate
+from steadyloop.wire import DROP
 from steadyloop.wire.endpoints import Endpoint, with_resolved_key
 from steadyloop.wire.interceptors import intercept_assistant_event, intercept_payload, wire_only
-from steadyloop.wire.openai_chat import DONE, SSEDecoder
+from steadyloop.wire.sse import DONE, SSEDecoder
 
 # Data lines as servers write them: JSON, junk, the end marker; never a newline inside one line.
 _DATA = st.one_of(
@@ -75,7 +76,7 @@ def test_an_assistant_interceptor_keeps_replaces_or_drops_updates_only() -> None
     update = MessageUpdate(kind="text", delta="hi", step=2)
     assert intercept_assistant_event(lambda e: None, update) is update
     assert intercept_assistant_event(lambda e: e, update) is update
-    assert intercept_assistant_event(lambda e: sl.DROP, update) is None
+    assert intercept_assistant_event(lambda e: DROP, update) is None
     other = MessageUpdate(kind="text", delta="HI")
     assert intercept_assistant_event(lambda e: other, update) is other
     with pytest.raises(sl.InterceptorFailed, match="must return None, a MessageUpdate or DROP"):
@@ -85,12 +86,12 @@ def test_an_assistant_interceptor_keeps_replaces_or_drops_updates_only() -> None
     for event in (start, end):
         assert intercept_assistant_event(lambda e: None, event) is event
         with pytest.raises(sl.InterceptorFailed, match="only message_update"):
-            intercept_assistant_event(lambda e: sl.DROP, event)
+            intercept_assistant_event(lambda e: DROP, event)
     with pytest.raises(sl.InterceptorFailed) as caught:
         intercept_assistant_event(lambda e: 1 / 0, update)  # type: ignore[arg-type,return-value]
     assert caught.value.interceptor == "on_assistant_event"
     assert isinstance(caught.value.__cause__, ZeroDivisionError)
-    assert repr(sl.DROP) == "DROP"
+    assert repr(DROP) == "DROP"
 
 
 async def test_a_payload_replacement_is_a_new_body_and_none_keeps_it() -> None:

@@ -13,9 +13,10 @@ from steadyloop.events import Event, MessageUpdate
 from steadyloop.testing.chunks import stream_of, text_chunks
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
-from steadyloop.turn.run import RetryPolicy, run_turn
-from steadyloop.wire.clients import configure_clients
+from steadyloop.turn import RetryPolicy, run_turn
+from steadyloop.wire import DROP, ResponseInfo, SseEvent
 from steadyloop.wire.endpoints import Endpoint
+from steadyloop.wire.transport.clients import configure_clients
 
 Transport = Literal["httpx2", "aiohttp"]
 TRANSPORTS: tuple[Transport, ...] = ("httpx2", "aiohttp")
@@ -65,7 +66,7 @@ async def test_on_payload_returning_none_sends_the_body_as_it_is(transport: Tran
 
 
 async def test_on_response_is_told_every_status_and_its_headers(transport: Transport) -> None:
-    told: list[sl.ResponseInfo] = []
+    told: list[ResponseInfo] = []
     async with ScriptedServer(bad_gateway(), ok()) as server:
         await run_turn(
             Endpoint(server.base_url),
@@ -91,9 +92,9 @@ async def test_response_headers_are_read_without_regard_to_case(transport: Trans
 
 
 async def test_on_sse_event_sees_every_raw_event_before_it_is_read(transport: Transport) -> None:
-    told: list[sl.SseEvent] = []
+    told: list[SseEvent] = []
 
-    async def raw(event: sl.SseEvent) -> None:
+    async def raw(event: SseEvent) -> None:
         told.append(event)
 
     stream = "data: not json at all\n\n" + "".join(f"data: {c}\n\n" for c in _json_chunks("héllo"))
@@ -101,9 +102,9 @@ async def test_on_sse_event_sees_every_raw_event_before_it_is_read(transport: Tr
     async with ScriptedServer(reply) as server:
         turn = await run_turn(Endpoint(server.base_url), BODY, interceptors=sl.Interceptors(on_sse_event=raw))
     assert turn.content == "héllo"
-    assert told[0] == sl.SseEvent("not json at all")  # unreadable, still told
-    assert sl.SseEvent("{}", "ping") in told
-    assert told[-1] == sl.SseEvent("[DONE]")
+    assert told[0] == SseEvent("not json at all")  # unreadable, still told
+    assert SseEvent("{}", "ping") in told
+    assert told[-1] == SseEvent("[DONE]")
     assert sum('"content":' in e.data for e in told) >= 1
     assert "".join(e.data for e in told).count("héllo") == 1
 
@@ -115,7 +116,7 @@ async def test_on_assistant_event_rewrites_what_on_output_hears_not_the_turn(tra
     def shout(event: Event) -> Any:
         assert isinstance(event, MessageUpdate)
         if event.kind == "thinking":
-            return sl.DROP
+            return DROP
         return MessageUpdate(kind="text", delta=event.delta.upper())
 
     reply = Reply.stream(stream_of(["a ", "secret", " b"], reasoning="hmm"))

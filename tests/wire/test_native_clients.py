@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from steadyloop.testing.server import ScriptedServer
-from steadyloop.turn.run import RetryPolicy, run_turn
-from steadyloop.wire import clients
-from steadyloop.wire.clients import aclose_clients, configure_clients
+from steadyloop.turn import RetryPolicy, run_turn
 from steadyloop.wire.endpoints import Endpoint
+from steadyloop.wire.transport import clients
+from steadyloop.wire.transport.clients import aclose_clients, configure_clients
 
 from .provider_doubles import DOUBLES, Double
 

@@ -20,9 +20,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import steadyloop as sl
-from steadyloop.context.calibration import chars_per_token_for
-from steadyloop.context.counting import GeminiCounter, TokenizerUnavailable, token_counter_for
 from steadyloop.errors import EndpointError, EndpointRefused
+from steadyloop.sizing import TokenCount, count_tokens
+from steadyloop.sizing.calibration import chars_per_token_for
+from steadyloop.sizing.counting import GeminiCounter, TokenizerUnavailable, token_counter_for
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.wire.endpoints import Endpoint
@@ -156,9 +157,9 @@ async def test_gemini_counts_the_request_as_the_wire_would_send_it() -> None:
         endpoint = gemini(server)
         counter = token_counter_for(endpoint, "gemini-2.5-flash")
         assert isinstance(counter, GeminiCounter) and counter.name == "gemini:countTokens"
-        counted = await sl.count_tokens(endpoint, "gemini-2.5-flash", body)
+        counted = await count_tokens(endpoint, "gemini-2.5-flash", body)
         (request,) = server.requests
-    assert counted == sl.TokenCount(31, "gemini:countTokens")
+    assert counted == TokenCount(31, "gemini:countTokens")
     assert request.path == "/v1beta/models/gemini-2.5-flash:countTokens"
     assert request.header("x-goog-api-key") == "test-key"
     sent = request.json["generateContentRequest"]
@@ -173,7 +174,7 @@ async def test_without_a_gemini_count_the_estimate_stands_in() -> None:
         endpoint = gemini(server)
         with pytest.raises(TokenizerUnavailable, match="did not count"):
             await GeminiCounter(endpoint, "gemini-2.5-flash").count({"messages": []})
-        counted = await sl.count_tokens(endpoint, "gemini-2.5-flash", {"messages": []})
+        counted = await count_tokens(endpoint, "gemini-2.5-flash", {"messages": []})
     assert counted.counter == "estimate" and counted.fallback is not None
 
 

@@ -11,16 +11,16 @@ from steadyloop.testing.chunks import text_chunks
 from steadyloop.testing.fault_proxy import FaultProxy
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
-from steadyloop.turn.run import run_turn
-from steadyloop.wire import clients
-from steadyloop.wire.clients import (
+from steadyloop.turn import run_turn
+from steadyloop.wire.endpoints import Endpoint
+from steadyloop.wire.transport import clients
+from steadyloop.wire.transport.clients import (
     configure_clients,
     get_chat_client,
     lease_client,
     open_entries,
     pool_size,
 )
-from steadyloop.wire.endpoints import Endpoint
 
 Transport = Literal["httpx2", "aiohttp"]
 TRANSPORTS: tuple[Transport, ...] = ("httpx2", "aiohttp")

@@ -21,7 +21,7 @@ from steadyloop.errors import (
 )
 from steadyloop.events import MessageUpdate, Retry
 from steadyloop.testing.server import ScriptedServer
-from steadyloop.turn.run import RetryPolicy, run_turn
+from steadyloop.turn import RetryPolicy, run_turn
 from steadyloop.wire.endpoints import Endpoint
 from steadyloop.wire.interceptors import Interceptors, ResponseInfo, SseEvent
 

@@ -10,10 +10,11 @@ import pytest
 import steadyloop as sl
 from steadyloop.errors import EndpointUnavailable, InvalidInput
 from steadyloop.testing.chunks import text_chunks, tool_call_chunks
-from steadyloop.turn.run import RetryPolicy, run_turn
+from steadyloop.turn import RetryPolicy, run_turn
 from steadyloop.wire.endpoints import Endpoint, endpoint_key
-from steadyloop.wire.openai_chat import DONE
-from steadyloop.wire.provider import OpenAIChatProvider, provider_for
+from steadyloop.wire.openai_chat.provider import OpenAIChatProvider
+from steadyloop.wire.registry import provider_for
+from steadyloop.wire.sse import DONE
 
 
 class _Replayed:

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 import steadyloop as sl
+from steadyloop.errors import RunModelRefusal
 from steadyloop.events import Notice
 from steadyloop.testing.server import ScriptedServer
-from steadyloop.turn.run import run_turn
-from steadyloop.wire.anthropic_events import AnthropicEvents
+from steadyloop.turn import run_turn
+from steadyloop.wire.anthropic.events import AnthropicEvents
 from steadyloop.wire.endpoints import Endpoint
 
 from .provider_doubles import DATA, framed, recorded_events
@@ -36,7 +37,7 @@ async def test_a_refusal_that_ends_an_agent_run_is_caught_as_a_model_refusal() -
             await agent.prompt("something the model declines")
     error = caught.value
     assert isinstance(error, sl.RunError)  # the run's stop, with its transcript
-    assert isinstance(error, sl.RunModelRefusal)
+    assert isinstance(error, RunModelRefusal)
     assert error.reason == "refusal"
     assert error.category == "cyber"
     assert "violative cyber content" in str(error)

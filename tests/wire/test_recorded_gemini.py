@@ -11,12 +11,13 @@ from typing import Any
 import pytest
 
 import steadyloop as sl
+from steadyloop.errors import RunModelRefusal, RunQuotaExhausted
 from steadyloop.testing.provider_streams import gemini_chunks, gemini_stream
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
-from steadyloop.turn.run import RetryPolicy, run_turn
+from steadyloop.turn import RetryPolicy, run_turn
 from steadyloop.wire.endpoints import Endpoint
-from steadyloop.wire.gemini_shape import GeminiChunks
+from steadyloop.wire.gemini.shape import GeminiChunks
 
 from .provider_doubles import DATA, error_reply, framed, recorded_events
 
@@ -53,7 +54,7 @@ async def test_a_blocked_prompt_keeps_the_providers_words_and_ends_a_run_as_a_re
         with pytest.raises(sl.ModelRefusal) as caught:
             await agent.prompt("q")
     error = caught.value
-    assert isinstance(error, sl.RunModelRefusal)
+    assert isinstance(error, RunModelRefusal)
     assert error.category == "PROHIBITED_CONTENT"
     assert "The prompt is blocked due to prohibited contents" in str(error)
     assert error.body == "The prompt is blocked due to prohibited contents"
@@ -120,7 +121,7 @@ async def test_a_used_up_daily_quota_ends_a_run_as_the_quota_error() -> None:
         agent = sl.Agent(endpoint(server), "gemini-2.5-pro")
         with pytest.raises(sl.QuotaExhausted) as caught:
             await agent.prompt("q")
-    assert isinstance(caught.value, sl.RunQuotaExhausted)
+    assert isinstance(caught.value, RunQuotaExhausted)
     assert caught.value.reason == "quota"
 
 

@@ -8,8 +8,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steadyloop.wire import json_codec
-from steadyloop.wire.openai_chat import DONE, SSEDecoder
+from steadyloop.wire.sse import DONE, SSEDecoder
+from steadyloop.wire.transport import json_codec
 
 
 def reference(stream: bytes) -> tuple[list[Any], int, int]:

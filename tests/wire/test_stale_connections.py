@@ -17,10 +17,10 @@ import pytest
 
 from steadyloop.errors import EndpointUnavailable
 from steadyloop.events import Event, Retry
-from steadyloop.turn.run import RetryPolicy, run_turn
-from steadyloop.wire.chat_client import ChatClient
-from steadyloop.wire.clients import configure_clients, get_chat_client
+from steadyloop.turn import RetryPolicy, run_turn
 from steadyloop.wire.endpoints import Endpoint
+from steadyloop.wire.transport.chat_client import ChatClient
+from steadyloop.wire.transport.clients import configure_clients, get_chat_client
 
 pytestmark = pytest.mark.timeout(30)
 

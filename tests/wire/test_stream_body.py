@@ -21,10 +21,10 @@ from steadyloop.testing.chunks import stream_of, text_chunks
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.tools.definition import Tool, ToolContext
-from steadyloop.turn.run import RetryPolicy, run_turn
-from steadyloop.wire.clients import configure_clients
+from steadyloop.turn import RetryPolicy, run_turn
 from steadyloop.wire.endpoints import Endpoint
-from steadyloop.wire.stream_body import completion_chunks, mask_credentials, sniff
+from steadyloop.wire.transport.clients import configure_clients
+from steadyloop.wire.transport.stream_body import completion_chunks, mask_credentials, sniff
 
 Transport = Literal["httpx2", "aiohttp"]
 TRANSPORTS: tuple[Transport, ...] = ("httpx2", "aiohttp")
@@ -101,7 +101,8 @@ async def test_an_html_page_is_unreadable_sent_once_and_quoted_without_the_key(t
     assert isinstance(error, EndpointUnreadable) and error.kind == "unreadable"
     assert len(server.chat_requests) == 1
     assert error.status == 200 and error.content_type == "text/html"
-    assert "<!DOCTYPE html> <html><head><title>502 Bad Gateway" in str(error)
+    assert str(error).startswith('HTTP 200: the URL served a web page, not an API ("502 Bad Gateway")')
+    assert "<!DOCTYPE html> <html><head><title>502 Bad Gateway" in (error.body or "")
     assert KEY not in str(error) and KEY not in (error.body or "")
     assert len(str(error)) < 400
 

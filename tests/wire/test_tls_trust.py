@@ -16,11 +16,11 @@ from typing import Literal
 import pytest
 import trustme
 
-from steadyloop.errors import EndpointUnavailable
+from steadyloop.errors import EndpointUnreachable
 from steadyloop.testing.chunks import text_chunks
 from steadyloop.testing.replies import sse_frame
-from steadyloop.wire.clients import configure_clients, get_chat_client
 from steadyloop.wire.endpoints import Endpoint
+from steadyloop.wire.transport.clients import configure_clients, get_chat_client
 
 Transport = Literal["httpx2", "aiohttp"]
 TRANSPORTS: tuple[Transport, ...] = ("httpx2", "aiohttp")
@@ -93,13 +93,15 @@ async def test_an_endpoint_signed_by_the_named_authority_is_trusted(
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-async def test_an_endpoint_signed_by_anyone_else_is_unavailable(
+async def test_an_endpoint_signed_by_anyone_else_is_unreachable_and_not_retried(
     tls_endpoint: Endpoint, transport: Transport, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     stranger = tmp_path / "stranger.pem"
     trustme.CA().cert_pem.write_to_path(str(stranger))
     monkeypatch.setenv("SSL_CERT_FILE", str(stranger))
     configure_clients(transport=transport)
-    with pytest.raises(EndpointUnavailable) as caught:
+    with pytest.raises(EndpointUnreachable) as caught:
         await read_all(tls_endpoint)
-    assert caught.value.kind == "transient" and "certificate" in str(caught.value).lower(), str(caught.value)
+    # Not retried: the same certificate fails the same check however often it is sent.
+    assert (caught.value.connection, caught.value.kind) == ("tls", "unreachable")
+    assert str(caught.value).startswith("TLS: certificate verify failed for 127.0.0.1:"), str(caught.value)

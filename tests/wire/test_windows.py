@@ -19,9 +19,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from steadyloop.errors import EndpointRefused, EndpointUnavailable
-from steadyloop.wire import windows
-from steadyloop.wire.clients import configure_clients, get_client
 from steadyloop.wire.endpoints import Endpoint
+from steadyloop.wire.openai_chat import models as windows
+from steadyloop.wire.transport.clients import configure_clients, get_client
 from steadyloop.wire.windows import ModelInfo, context_limit_for, list_models, reset_windows
 
 CAPTURES = Path(__file__).resolve().parents[1] / "data" / "captures"

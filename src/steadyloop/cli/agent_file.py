@@ -19,23 +19,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from .. import (
-    AgentSettings,
-    AgentSpec,
+from .. import AgentSettings, AgentSpec, Endpoint, InvalidInput, Tool, agent_settings, resolve_agent_spec
+from ..spec import (
     ApprovalsSpec,
     ContextSpec,
-    Endpoint,
     EndpointSpec,
-    InvalidInput,
     LoopSpec,
     MCPServer,
     ModelSpec,
     SpecError,
-    Tool,
     ToolsSpec,
-    agent_settings,
     parse_spec_text,
-    resolve_agent_spec,
     resolve_api_key,
 )
 from .config import EndpointChoice, Resolved, resolve

@@ -14,9 +14,17 @@ import sys
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
-from .. import PROVIDERS, AgentSpec, __version__
-from ..errors import EndpointUnavailable, RunCancelled, SteadyloopError
-from ..tools.definition import EFFECT_CLASSES
+from .. import AgentSpec, __version__
+from ..errors import (
+    EndpointUnavailable,
+    EndpointUnreachable,
+    MissingApiKey,
+    RunCancelled,
+    RunError,
+    SteadyloopError,
+)
+from ..providers import PROVIDERS
+from ..tools import EFFECT_CLASSES
 from . import flag_values as flags
 from .config import BUNDLED, PRESETS, EndpointChoice, Resolved, config_path, load_config, resolve, with_model
 from .kit import AgentOptions
@@ -157,7 +165,10 @@ def build_parser() -> argparse.ArgumentParser:
     chat = sub.add_parser("chat", parents=[endpoint, agent], help="talk interactively")
     chat.add_argument("--hide-thinking", action="store_true", help="do not show the model's thinking")
 
-    sessions = sub.add_parser("sessions", help="list, show, export or delete saved sessions")
+    sessions = sub.add_parser(
+        "sessions",
+        help="list, show, export or delete saved sessions (one whose last run gave no answer is marked [failed])",
+    )
     sessions.add_argument("action", choices=["list", "show", "export", "delete"], nargs="?", default="list")
     sessions.add_argument("session_id", nargs="?", metavar="ID")
     sessions.add_argument(
@@ -196,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["jsonblock", "think", "stock"],
         help="up: the chat template (default jsonblock, under which tool calls parse)",
     )
-    from ..local.models import MODELS
+    from ..local import MODELS
 
     local.add_argument(
         "--model",
@@ -369,7 +380,7 @@ def _agent_options_of(
     routing = {"on": True, "off": False}.get(args.tool_routing, resolved.label == BUNDLED)
     temperature = args.temperature
     if temperature is None and resolved.label == BUNDLED:
-        from ..local.models import temperature_for
+        from ..local import temperature_for
 
         temperature = temperature_for(resolved.model)
     return AgentOptions(
@@ -397,7 +408,7 @@ def _store_of(args: argparse.Namespace) -> str | None:
 
 def _run_async(job: Coroutine[Any, Any, int]) -> int:
     async def closing() -> int:
-        from ..wire.clients import aclose_clients
+        from .. import aclose_clients
 
         try:
             return await job
@@ -477,6 +488,14 @@ def _error(text: str) -> None:
 
 
 def _hint(exc: SteadyloopError) -> str:
+    if isinstance(exc, MissingApiKey):
+        return f"no API key for {exc.endpoint}: set {' or '.join(exc.variables)} (or pass --api-key)"
+    if isinstance(exc, EndpointUnreachable) and exc.problem and exc.connection in _FIXES:
+        stopped = "the run stopped: " if isinstance(exc, RunError) else ""
+        fix = _FIXES[exc.connection]
+        if exc.connection == "refused" and exc.host in ("127.0.0.1", "localhost", "::1"):
+            fix += " (or start the bundled model: steadyloop local up)"
+        return f"{stopped}{exc.problem} — {fix}"
     text = one_line(exc)
     # A run that stopped carries the endpoint's failure as its cause; the hint is about that failure.
     cause: BaseException | None = exc
@@ -488,6 +507,15 @@ def _hint(exc: SteadyloopError) -> str:
             "or start the bundled model: steadyloop local up)"
         )
     return text
+
+
+# What the command's user can do about a connection that cannot succeed as things stand, in its own flags.
+_FIXES = {
+    "refused": "start the server or check --base-url",
+    "dns": "check the host in --base-url",
+    "tls": "if its certificate comes from your own authority, set SSL_CERT_FILE to that authority's "
+    "certificate; else check --base-url",
+}
 
 
 def _own_words(exc: BaseException) -> None:

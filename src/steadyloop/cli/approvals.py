@@ -13,7 +13,8 @@ import os
 import sys
 from typing import Literal
 
-from ..tools.approvals import ApprovalDecision, ApprovalRequest, InMemoryApprovalBroker
+from .. import ApprovalDecision, ApprovalRequest
+from ..tools import InMemoryApprovalBroker
 from .render import Style, call_text
 
 __all__ = ["Terminal", "TerminalApprovals", "open_terminal"]

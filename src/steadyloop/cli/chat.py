@@ -17,31 +17,34 @@ import contextlib
 import signal
 import sys
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, TextIO
 
-from ..context.calibration import chars_per_token_for
-from ..context.tokens import context_tokens
+from .. import context_limit_for, list_models
 from ..errors import RunCancelled, SteadyloopError
+from ..events import AgentEnd
 from ..request_body import build_body, order_tools
-from ..sessions import SessionInfo
-from ..turn.capabilities import capabilities_for
-from ..wire.windows import context_limit_for, list_models
+from ..sessions import SessionInfo, SessionStore, last_run
+from ..sizing import chars_per_token_for, context_tokens
+from ..turn import capabilities_for
 from .approvals import TerminalApprovals, open_terminal
 from .config import Resolved, with_model
 from .kit import AGENT_ID, AgentOptions, Conversation, open_conversation
 from .render import Style, TextRenderer, one_line
 from .tree import tree_lines
 
-__all__ = ["chat", "session_rows"]
+__all__ = ["chat", "session_listing", "session_rows"]
 
 PROMPT = "› "
 _DOUBLE_PRESS_S = 2.0
 _TICK_S = 0.1
 _MAIN_ONLY = {signal.SIGINT, signal.SIGALRM} if hasattr(signal, "SIGALRM") else {signal.SIGINT}
+
+# How a listing names a run that ended without an answer, by its outcome.
+_ENDED = {"error": "failed", "timeout": "timed out", "cancelled": "cancelled"}
 
 _HELP = """\
 /sessions      list saved sessions (* marks this one)
@@ -56,16 +59,33 @@ _HELP = """\
 /exit          leave (also Ctrl-C at the prompt, or Ctrl-D)"""
 
 
-def session_rows(sessions: list[SessionInfo], current: str | None = None) -> list[str]:
-    """Sessions as listing lines: id, last activity, messages, title."""
+def session_rows(
+    sessions: list[SessionInfo], current: str | None = None, ends: Mapping[str, AgentEnd] | None = None
+) -> list[str]:
+    """Sessions as listing lines: id, last activity, messages, how the last run ended when it did not
+    answer (``ends``, by session id), title."""
     rows = []
     for info in sessions:
         when = datetime.fromtimestamp(info.updated_at).strftime("%Y-%m-%d %H:%M")
         mark = "*" if info.session_id == current else " "
+        end = (ends or {}).get(info.session_id)
+        status = f"[{_ENDED.get(end.outcome, end.outcome)}] " if end is not None else ""
+        title = info.title or ""
         rows.append(
-            f"{mark} {info.session_id}  {when}  {info.message_count:4} msgs  {info.title or ''}".rstrip()
+            f"{mark} {info.session_id}  {when}  {info.message_count:4} msgs  {status}{title}".rstrip()
         )
     return rows
+
+
+async def session_listing(store: SessionStore, current: str | None = None) -> str:
+    """The CLI's sessions, one a line (``session_rows``), each whose last run gave no answer marked so."""
+    found = await store.list(AGENT_ID)
+    ends: dict[str, AgentEnd] = {}
+    for info in found:
+        end = await last_run(store, info)
+        if end is not None and end.outcome != "completed":
+            ends[info.session_id] = end
+    return "\n".join(session_rows(found, current, ends)) or "no sessions yet"
 
 
 class _Chat:
@@ -140,8 +160,7 @@ class _Chat:
 
     async def sessions(self, _: str) -> None:
         assert self.conversation is not None
-        found = await self.conversation.store.list(AGENT_ID)
-        self.say("\n".join(session_rows(found, self.conversation.session_id)) or "no sessions yet")
+        self.say(await session_listing(self.conversation.store, self.conversation.session_id))
 
     async def context(self, _: str) -> None:
         assert self.conversation is not None
@@ -373,6 +392,6 @@ def _sigint_blocked() -> Iterator[None]:
 
 
 async def _close_clients() -> None:
-    from ..wire.clients import aclose_clients
+    from .. import aclose_clients
 
     await aclose_clients()

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import list_models
 from ..errors import InvalidInput
 from ..messages import AssistantMessage, Message, SystemMessage, ToolResultMessage, UserMessage, text_of
-from ..sessions import SessionNotFound, SessionStore, open_store
-from ..wire.windows import list_models
-from .chat import session_rows
+from ..sessions import SessionNotFound, SessionStore, last_run, open_store
+from .chat import session_listing
 from .config import Resolved, local_idle, local_model
 from .kit import AGENT_ID
 from .render import TerminalProgress, call_text
@@ -56,8 +56,7 @@ async def sessions(action: str, session_id: str | None, *, store: str | None = N
 
 async def _sessions(store: SessionStore, action: str, session_id: str | None) -> int:
     if action == "list":
-        found = await store.list(AGENT_ID)
-        print("\n".join(session_rows(found)) if found else "no sessions yet", flush=True)
+        print(await session_listing(store), flush=True)
         return 0
     if session_id is None:
         raise InvalidInput(f"sessions {action} needs a session id (see: steadyloop sessions list)")
@@ -71,6 +70,11 @@ async def _sessions(store: SessionStore, action: str, session_id: str | None) ->
             f"{info.message_count} messages, {usage.prompt_tokens:,} prompt + "
             f"{usage.completion_tokens:,} completion tokens"
         )
+        end = await last_run(store, info)
+        if end is not None and end.outcome != "completed":
+            print(
+                f"the last run ended without an answer ({end.outcome}): {end.error or 'no reason recorded'}"
+            )
         for message in await store.load_messages(session_id, agent_id=AGENT_ID):
             print(_show(message))
         return 0
@@ -132,8 +136,7 @@ def _config(choice: LocalChoice) -> LocalServerConfig:
 
 def _reusable(choice: LocalChoice, cfg: LocalServerConfig) -> LocalServer | None:
     """A healthy server the steadyloop command started, running what was asked; never someone else's."""
-    from ..local import CLI_STARTED_BY, status
-    from ..local.server import health, matches
+    from ..local import CLI_STARTED_BY, health, matches, status
 
     for server in status(cfg.home):
         if server.started_by != CLI_STARTED_BY or (choice.port is not None and server.port != choice.port):
@@ -154,8 +157,7 @@ def bundled_server(choice: LocalChoice | None = None, *, quiet: bool = False) ->
     without a request (default: :func:`~.config.local_idle`). The first start installs the server and the
     model, showing download bytes and build steps on stderr.
     """
-    from ..local import CLI_STARTED_BY, no_progress, start
-    from ..local.heartbeat import Heartbeat
+    from ..local import CLI_STARTED_BY, Heartbeat, no_progress, start
 
     choice = choice or LocalChoice()
     cfg = _config(choice)
@@ -180,9 +182,7 @@ def bundled_server(choice: LocalChoice | None = None, *, quiet: bool = False) ->
 
 def build_native(*, quiet: bool = False) -> int:
     """``local build``: compile the native ``llama-server`` for this CPU, once; print where it is."""
-    from ..local import LocalServerConfig, ensure_binary, no_progress
-    from ..local.build import BUILT_NOTE
-    from ..local.heartbeat import Heartbeat
+    from ..local import BUILT_NOTE, Heartbeat, LocalServerConfig, ensure_binary, no_progress
 
     with Heartbeat(no_progress if quiet else TerminalProgress()) as progress:
         binary = ensure_binary(LocalServerConfig(engine="llama-server"), progress)
@@ -193,7 +193,7 @@ def build_native(*, quiet: bool = False) -> int:
 
 def _announce_use(home: Path, port: int) -> None:
     # The reaper counts a touched sidecar as use: a server chosen now is not stopped before it is asked.
-    from ..local.config import Cache
+    from ..local import Cache
 
     with contextlib.suppress(OSError):
         os.utime(Cache(home).sidecar(port))
@@ -223,8 +223,7 @@ def local_command(
     Raises:
         InvalidInput: an option that does not go with ``action``.
     """
-    from ..local import start_reaper, status, stop
-    from ..local.server import ports_to_stop
+    from ..local import ports_to_stop, start_reaper, status, stop
 
     if action == "build" and (port is not None or every):
         raise InvalidInput("--port and --all do not go with `steadyloop local build`")

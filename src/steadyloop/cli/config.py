@@ -40,10 +40,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .. import Endpoint, InvalidInput, failover, provider_from_env
-from ..local.config import DEFAULT_MODEL, default_model
-from ..wire.endpoints import API
-from ..wire.windows import list_models
+from .. import Endpoint, InvalidInput, failover, list_models, provider_from_env
+from ..local import DEFAULT_MODEL, default_model
+from ..wire import API, require_key
 from .files import read_text_if_any
 
 __all__ = [
@@ -239,6 +238,8 @@ def resolve(
 
     Raises:
         InvalidInput: an unknown endpoint name or a bad config file.
+        MissingApiKey: a hosted provider's endpoint, with no fallback, has no key; the message names the
+            variable to set.
     """
     env = os.environ if env is None else env
     config = load_config(config_path(env)) if config is None else config
@@ -259,7 +260,8 @@ def resolve(
         chain = failover(choice.provider, env=env)
         endpoint, label = chain.endpoint, choice.provider
         if choice.base_url:
-            endpoint = replace(endpoint, base_url=choice.base_url)
+            # A URL of the user's own: the provider's key may be added on the way (a proxy), or not needed.
+            endpoint = replace(endpoint, base_url=choice.base_url, key_env=())
         if choice.api_key:
             endpoint = replace(endpoint, api_key=choice.api_key)
         model = choice.model or chain.model or model
@@ -271,7 +273,9 @@ def resolve(
     ):
         # A native wire with no URL: the provider's own service.
         url, key_name = NATIVE_DEFAULTS[choice.api]
-        endpoint = Endpoint(url, api_key=choice.api_key or env.get(key_name), api=choice.api)
+        endpoint = Endpoint(
+            url, api_key=choice.api_key or env.get(key_name), api=choice.api, key_env=(key_name,)
+        )
         label = str(choice.api)
     elif choice.base_url:
         native = NATIVE_DEFAULTS.get(choice.api or "openai")
@@ -302,6 +306,9 @@ def resolve(
             raise InvalidInput("no endpoint configured: pass --base-url URL -m MODEL or set OPENAI_BASE_URL")
         url, alias = start_local()
         endpoint, label, configured = Endpoint(url, request_timeout=None), BUNDLED, alias
+    if not endpoint.fallbacks:
+        # Said now, in one line, rather than by the first request (a chain hands a keyless one on).
+        require_key(endpoint)
     return Resolved(endpoint=endpoint, model=model or configured, label=label, context_length=window)
 
 

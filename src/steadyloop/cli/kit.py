@@ -16,18 +16,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .. import ApprovalPolicy, ContextPolicy, Tool, context_limit_for
 from ..agent import Agent
-from ..context.keeper import ContextPolicy
 from ..errors import InvalidInput
 from ..loop import LoopPolicy
 from ..messages import ImagePart, Turn
 from ..request_body import ModelParams
 from ..sessions import AgentSession, SessionNotFound, SessionStore, SessionUsage, open_store
 from ..spec import AgentSpec, MCPServer
-from ..tools.approvals import ApprovalBroker, ApprovalPolicy
-from ..tools.definition import Tool
-from ..wire.windows import context_limit_for
+from ..tools import ApprovalBroker
 from .config import Resolved
+from .steering import FILE_TOOL_ROUTING
 from .tools import COMPACT_WINDOW, default_tools, system_prompt
 
 __all__ = ["AGENT_ID", "APPROVAL_POLICY", "AgentOptions", "Conversation", "open_conversation"]
@@ -198,7 +197,7 @@ async def open_conversation(
         policy = LoopPolicy(
             context_limit=window,
             context=ContextPolicy() if window else None,
-            tool_routing=options.tool_routing,
+            tool_routing=FILE_TOOL_ROUTING if options.tool_routing else False,
             tool_gate=options.tool_gate,
         )
         system = options.system

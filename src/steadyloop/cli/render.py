@@ -1,10 +1,10 @@
 """Showing a run in a terminal: the answer as it streams, thinking in a dim gutter, tool calls on one line.
 
-Answer text that may be a tool call the model wrote as text is held (``CallHoldback``) until the message is
+The run holds back answer text that may be a tool call the model wrote as text until the message is
 decided, so a call recovered from the text is never printed as the answer, in a terminal or a pipe. While
-a request waits for its first token, ``tick`` shows that the model is reading the prompt, with the time
-spent. Colour is plain ANSI, used only when the stream is a terminal and ``NO_COLOR`` is unset
-(no-color.org).
+a request that went out (``RequestSent``) waits for its first token, ``tick`` shows that the model is
+reading the prompt, with the time spent, and then that it is writing while its text is held. Colour is
+plain ANSI, used only when the stream is a terminal and ``NO_COLOR`` is unset (no-color.org).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from ..events import (
     Event,
     Failover,
     MessageEnd,
-    MessageStart,
     MessageUpdate,
     Notice,
+    RequestSent,
     Retry,
     ToolExecutionEnd,
     ToolExecutionStart,
@@ -34,7 +34,6 @@ from ..events import (
     event_to_json,
 )
 from ..messages import AssistantMessage, text_of
-from ..tools.holdback import CallHoldback
 from .markdown import MarkdownStream
 
 __all__ = [
@@ -54,14 +53,18 @@ _SUMMARY_CHARS = 80
 _LISTED = 24  # the most names a result shown as a list may hold
 _LISTED_CHARS = 240
 _SPACE = re.compile(r"\s")
+_ENTRY_NOTE = re.compile(r"\s+\([^()]*\)$")  # what a listing says after an entry's name
 _QUIET_WAIT_S = 2.0  # a wait shorter than this is not worth a line
 # Piped, the wait is said again this often with its seconds: a log (or a person watching one) never goes ten
 # seconds without a sign of life while a CPU reads a long prompt.
 _PIPED_REPEAT_S = 7.0
 _READING = "the model is reading the prompt"
-# An answer written from tool results is held until it is checked (turn/routing.py): its tokens arrive but
+# An answer written from tool results is held until it is checked (steering/routing.py): its tokens arrive but
 # are not shown, and "reading the prompt" would then be untrue for the seconds it takes.
 _WRITING = "the model is writing the answer, shown once checked against the tool results"
+# Text that may be a tool call written as text is held by the run until the reply is complete.
+_WRITING_HELD = "the model is writing, shown once it is clear this is no tool call"
+_HELD = {"answer_held": _WRITING, "call_held": _WRITING_HELD}
 _DENIALS = {
     "refused": "not run: you said no",
     "interrupted": "not run: you said no (Ctrl-C)",
@@ -146,11 +149,10 @@ def result_summary(text: str) -> str:
 
 
 def _bullet_name(line: str) -> str:
-    """``- docs/ (folder)`` as ``docs/``: a listing's entry as a person reads it."""
+    """``- docs/ (folder)`` as ``docs/``, ``- a.txt (3 bytes, 1 line)`` as ``a.txt``: a listing's entry as a
+    person reads it."""
     if line.startswith("- "):
-        line = line[2:]
-        if line.endswith("/ (folder)"):
-            line = line[: -len(" (folder)")]
+        line = _ENTRY_NOTE.sub("", line[2:])
     return line
 
 
@@ -190,8 +192,8 @@ class TextRenderer:
         self._arguments: dict[str, dict[str, Any]] = {}  # by call id, for calls denied before they start
         self._denials: dict[str, str] = {}  # by call id: why the approval said no
         self._answer: MarkdownStream | None = None  # while an answer streams with markdown on
-        self._hold = CallHoldback()  # the current message's answer text, held while it may be a call
         self._waiting_since: float | None = None  # a request awaits its first token since then
+        self._step_open = False  # a step began and showed nothing yet: a request sent now is waited on
         self._wait_shown = False  # the wait is on screen (a live line in a terminal, one line elsewhere)
         self._wait_said = 0.0  # piped: the seconds waited when the wait was last said
         self._waiting_for = _READING  # what the wait is: the prompt read, or a held answer written
@@ -215,29 +217,29 @@ class TextRenderer:
     def __call__(self, event: Event) -> None:
         """Show one event."""
         if isinstance(event, TurnStart):
-            # A step's request is on its way: its assistant message opens only with its first piece.
-            self._hold = CallHoldback()
-            self._waiting_since = time.monotonic()
+            # A step began: its assistant message opens only with its first piece, and the wait for it
+            # only once a request is out (connecting to nothing is no model reading anything).
+            self._waiting_since = None
+            self._step_open = True
             self._waiting_for = _READING
             return
-        if isinstance(event, Notice) and event.name == "answer_held":
-            self._answer_held()
+        if isinstance(event, RequestSent):
+            if self._step_open and self._waiting_since is None:
+                self._waiting_since = time.monotonic()
             return
-        if isinstance(event, MessageStart) and isinstance(event.message, AssistantMessage):
-            self._hold = CallHoldback()
+        if isinstance(event, Notice) and event.name in _HELD:
+            self._answer_held(_HELD[event.name])
             return
         output = isinstance(event, MessageEnd) and isinstance(event.message, AssistantMessage)
         if output or isinstance(
             event, MessageUpdate | ToolExecutionStart | Notice | Retry | Failover | AgentEnd
         ):
-            self._stop_waiting(keep=isinstance(event, Notice | Retry | Failover))
-        if isinstance(event, ToolExecutionStart | AgentEnd):
-            self._text(self._hold.finish())  # whatever is still held was no call: nothing is lost
+            # A notice leaves the wait going; a retry or a hop waits again once its request is out.
+            self._stop_waiting(keep=isinstance(event, Notice))
+            if not isinstance(event, Notice | Retry | Failover):
+                self._step_open = False
         if isinstance(event, MessageUpdate):
             self._delta(event)
-        elif isinstance(event, MessageEnd) and isinstance(event.message, AssistantMessage):
-            message = event.message
-            self._text(self._hold.finish(message.content, called=bool(message.tool_calls)))
         elif isinstance(event, ApprovalRequired):
             self._arguments[event.call_id] = event.arguments
         elif isinstance(event, ApprovalDecided):
@@ -278,10 +280,10 @@ class TextRenderer:
                     gutter = "" if self._line_open.get(id(stream)) else style.dim(_GUTTER)
                     self._write(stream, gutter + style.dim(piece))
             return
-        self._text(self._hold.feed(event.delta))
+        self._text(event.delta)
 
     def _text(self, delta: str) -> None:
-        """Show answer text that the hold let through."""
+        """Show answer text."""
         if not self.show_answer or not delta:
             return
         if self._mode != "text":
@@ -355,13 +357,14 @@ class TextRenderer:
             self._write(self.aux, f"· {self._waiting_for}… {waited:.0f} s\n")
             self._wait_said = waited
 
-    def _answer_held(self) -> None:
-        """The answer is being written but held until checked: the wait goes on, said as what it now is."""
+    def _answer_held(self, writing: str) -> None:
+        """The answer is being written but held (until checked, or until it is clear it is no call): the
+        wait goes on, said as what it now is."""
         if self._waiting_since is None or not self.notices:
             return
-        self._waiting_for = _WRITING
+        self._waiting_for = writing
         if self._wait_shown and not _isatty(self.aux):
-            self._write(self.aux, f"· {_WRITING}…\n")  # the line said the prompt; one more says this
+            self._write(self.aux, f"· {writing}…\n")  # the line said the prompt; one more says this
 
     def _stop_waiting(self, *, keep: bool = False) -> None:
         """Output started (or something else must be said): the wait is over, or ``keep`` it going after."""

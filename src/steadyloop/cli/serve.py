@@ -29,10 +29,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from .. import ApprovalPolicy, configure_clients
+from .. import ApprovalPolicy, EffectClass, configure_clients
 from ..errors import InvalidInput
 from ..spec import AgentSpec
-from ..tools.definition import EFFECT_CLASSES, EffectClass
+from ..tools import EFFECT_CLASSES
 from .config import Resolved
 from .kit import APPROVAL_POLICY
 from .tools import file_tools, shell_tool

@@ -1,9 +1,9 @@
 """The CLI's own tools: read, list, search and glob files under the working directory, and, behind an
 approval, write and edit files and run shell commands there.
 
-Every path is resolved (symlinks followed) before use and refused when it lands outside the root, so a
-link pointing out of the working directory is as out of reach as ``../``. A tool fails by raising: the
-message is what the model reads.
+What the reading tools answer, within the room the window has left for it, is in ``file_reads``; here
+are the tools as the model sees them, and the sets ``run``, ``chat`` and ``serve`` give it. A tool fails
+by raising: the message is what the model reads.
 """
 
 from __future__ import annotations
@@ -11,21 +11,30 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import signal
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Literal
 
-from ..tools.definition import ResourceClaim, Tool, ToolContext, tool
+from .. import ResourceClaim, Tool, ToolContext, tool
+from ..context import cut_middle
+from .file_reads import (
+    SKIPPED_DIRS,
+    Root,
+    file_text,
+    glob_paths,
+    list_folder,
+    read_lines,
+    room_for,
+    search_lines,
+)
 
 __all__ = ["COMPACT_WINDOW", "default_tools", "file_tools", "shell_tool", "system_prompt"]
 
 _READ_LIMIT = 400  # lines one read returns unless asked otherwise
-_MAX_READ_BYTES = 256_000
-_MAX_LISTED = 500
-_MAX_MATCHES = 100
-_MAX_LINE = 240
+_MAX_READ_CHARS = 256_000
+_MAX_LISTING_CHARS = 64_000
+_MAX_SEARCH_CHARS = 32_000
 _MAX_SHELL_OUTPUT = 16_000
 # No absolute path: a small model copies it into every path argument, and the tools need none. No "answer
 # briefly": with it, the 1.5B model answered "Translate 'good morning' into Spanish." with "Good morning!"
@@ -42,102 +51,35 @@ _SYSTEM = (
 COMPACT_WINDOW = 8192
 _LISTED_FOLDERS = 40  # the most folders list_dir's schema names; past this the path is free text
 _LISTED_FILES = 60
-_QUOTES = "\"'`"
-_SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", ".mypy_cache"})
 
 # Reads share the file system; a write has it alone, so a read never sees a file half written.
 _READ = (ResourceClaim("fs", "read"),)
 _WRITE = (ResourceClaim("fs", "write"),)
 
 
-class _Root:
-    """The directory the tools may reach, and the check every path goes through."""
-
-    def __init__(self, root: Path) -> None:
-        self.path = root.resolve()
-
-    def inside(self, given: str) -> Path:
-        target = (self.path / given).resolve()
-        if not target.exists():
-            # A small model quotes the path it means ('"."', '".".', "'notes.txt'") or writes it from a root
-            # ('/notes.txt'); what it meant is read only when what it wrote names nothing.
-            unquoted = _unquoted(given)
-            if unquoted != given and (self.path / unquoted).resolve().exists():
-                target = (self.path / unquoted).resolve()
-        if target != self.path and self.path not in target.parents:
-            raise PermissionError(
-                f"{given!r} is outside the working directory {self.path}; only paths inside it"
-            )
-        return target
-
-    def show(self, path: Path) -> str:
-        return "." if path == self.path else str(path.relative_to(self.path))
-
-
-def _unquoted(given: str) -> str:
-    """A path as a small model meant it: without the quotes around it (and a sentence's full stop after
-    them: '".".' is '.'), and from the working directory when written from a root ('/notes.txt')."""
-    text = given.strip()
-    if text.endswith(".") and text[:-1].endswith(tuple(_QUOTES)):
-        text = text[:-1]
-    return text.strip(_QUOTES).lstrip("/") or "."
-
-
-def _text(path: Path, shown: str) -> str:
-    if not path.is_file():
-        raise FileNotFoundError(f"{shown}: no such file" + (" (it is a directory)" if path.is_dir() else ""))
-    data = path.read_bytes()
-    if b"\0" in data[:8192]:
-        raise ValueError(f"{shown} is a binary file")
-    return data.decode("utf-8", errors="replace")
-
-
-def _files(root: _Root, start: Path) -> Iterator[Path]:
-    if start.is_file():
-        yield start
-        return
-    for folder, dirs, names in os.walk(start):
-        dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS)
-        for name in sorted(names):
-            path = Path(folder) / name
-            # A link may point anywhere; only what resolves inside the root is read.
-            try:
-                resolved = root.inside(str(path.relative_to(root.path)))
-            except PermissionError:
-                continue
-            yield resolved
-
-
-def file_tools(root: Path, *, writable: bool = True, paged: bool = True) -> list[Tool]:
+def file_tools(root: Path, *, writable: bool = True, paged: bool = True, glob: bool = True) -> list[Tool]:
     """The file tools over ``root``: reads always, ``write_file`` and ``edit_file`` when ``writable``.
+
+    Each answers within the room the window has left for it (``ToolContext.budget_chars``) and says what
+    it left out and how to get it (``file_reads``).
 
     Args:
         paged: ``read_file`` takes the first line and the number of lines to read, and numbers the lines;
             without, it reads a file from its start, as it is (a small model's tool: see
             :func:`default_tools`).
+        glob: offer ``glob``; without it, nothing points the model at it.
     """
-    where = _Root(root)
+    where = Root(root)
+    globbing = glob  # ``search_text`` has an argument of that name
+    finders = "list_dir and glob find files by name" if globbing else "list_dir shows the files of a folder"
 
-    def read(path: str, offset: int, limit: int) -> str:
-        target = where.inside(path)
-        lines = _text(target, path).splitlines()
-        start = max(offset, 1) - 1
-        chosen = lines[start : start + max(limit, 1)]
-        if paged:
-            out = [f"{start + i + 1:6}  {line[:2000]}" for i, line in enumerate(chosen)]
-        else:  # the 1.5B model read "     1  Lisbon" as 1 degree in Lisbon; nothing here edits by line
-            out = [line[:2000] for line in chosen]
-        text = "\n".join(out)
-        if len(text) > _MAX_READ_BYTES:
-            text = text[:_MAX_READ_BYTES] + "\n[cut: read fewer lines]"
-        if start + len(chosen) < len(lines):
-            after = start + len(chosen)
-            more = f"read again with offset={after + 1}" if paged else "search_text finds lines in it"
-            text += f"\n[{len(lines) - after} more lines: {more}]"
-        return text or "(empty file)"
+    def read(path: str, offset: int, limit: int, context: ToolContext) -> str:
+        text = file_text(where.inside(path), path)
+        room = room_for(context, _MAX_READ_CHARS)
+        return read_lines(text, path, offset=offset, limit=limit, numbered=paged, room=room)
 
     @tool(effect="read", claims=_READ)
-    def read_file(path: str, offset: int = 1, limit: int = _READ_LIMIT) -> str:
+    def read_file(path: str, context: ToolContext, offset: int = 1, limit: int = _READ_LIMIT) -> str:
         """Read a text file, with line numbers.
 
         Args:
@@ -145,97 +87,66 @@ def file_tools(root: Path, *, writable: bool = True, paged: bool = True) -> list
             offset: the first line to read.
             limit: the most lines to read.
         """
-        return read(path, offset, limit)
+        return read(path, offset, limit, context)
 
     if not paged:
         # Asked for "the second item in todo.txt", the 1.5B model read line 2 alone (offset 2, limit 1)
         # and answered from the call's arguments; a small file read whole holds the item and its
         # neighbours, and the schema is shorter.
         @tool(name="read_file", effect="read", claims=_READ)
-        def read_whole(path: str) -> str:
+        def read_whole(path: str, context: ToolContext) -> str:
             """Read a text file.
 
             Args:
                 path: the file's path.
             """
-            return read(path, 1, _READ_LIMIT)
+            return read(path, 1, _READ_LIMIT, context)
 
         read_file = read_whole
 
     @tool(effect="read", claims=_READ)
-    def list_dir(path: str = ".") -> str:
+    def list_dir(context: ToolContext, path: str = ".", sort: Literal["name", "size"] = "name") -> str:
         """List the files and folders in a folder; folders end in /.
+
+        Each file is listed with its size in bytes, and its lines when it is text.
 
         Args:
             path: the folder's path; leave it out for the working directory.
+            sort: name, or size for the largest files first.
         """
         target = where.inside(path)
         if not target.is_dir():
             raise NotADirectoryError(f"{path}: not a folder")
-        every = sorted(target.iterdir(), key=lambda p: (not p.is_dir(), p.name))
-        # Hidden entries (.git, .venv, caches) last and by count only, as ls leaves them out: a small
-        # model describing the folder described .ci/ and .mypy_cache/ first.
-        entries = [p for p in every if not p.name.startswith(".")]
-        # A bulleted list with each folder named as one: given bare lines, the 0.5B model read the first
-        # line ("bench/") as the folder's name and answered about it (0 of 6 right at temperature 0; 6 of 6
-        # with the bullets).
-        shown = [f"- {p.name}/ (folder)" if p.is_dir() else f"- {p.name}" for p in entries[:_MAX_LISTED]]
-        if len(entries) > _MAX_LISTED:
-            shown.append(f"(and {len(entries) - _MAX_LISTED} more)")
-        if len(every) > len(entries):
-            # Said without a count: after "(and 7 hidden, ...)" the 1.5B model answered "What is in this
-            # folder?" with a count of files, 3 times in 8 at temperature 0.2 (0 in 8 without the count).
-            shown.append("(hidden entries, named with a leading dot, are not shown)")
-        return "\n".join(shown) or "(empty folder)"
+        room = room_for(context, _MAX_LISTING_CHARS)
+        return list_folder(target, sort=sort, room=room, finder="glob" if globbing else None)
 
     @tool(effect="read", claims=_READ)
-    def search_text(pattern: str, path: str = ".", glob: str | None = None) -> str:
+    def search_text(context: ToolContext, pattern: str, path: str = ".", glob: str | None = None) -> str:
         """Find which files contain a word or regular expression; answers file:line: text for each match.
+
+        It looks inside files, not at their names.
 
         Args:
             pattern: the word or Python regular expression to look for.
             path: the file or folder to search.
             glob: only files whose names match this pattern, e.g. *.py.
         """
-        try:
-            regex = re.compile(pattern)
-        except re.error as exc:
-            raise ValueError(f"not a valid regular expression: {exc}") from exc
-        found: list[str] = []
-        for file in _files(where, where.inside(path)):
-            if glob and not file.match(glob):
-                continue
-            try:
-                text = _text(file, where.show(file))
-            except (ValueError, OSError):
-                continue
-            for number, line in enumerate(text.splitlines(), 1):
-                if regex.search(line):
-                    found.append(f"{where.show(file)}:{number}: {line.strip()[:_MAX_LINE]}")
-                    if len(found) >= _MAX_MATCHES:
-                        return "\n".join([*found, f"[stopped at {_MAX_MATCHES} matches: narrow the search]"])
-        return "\n".join(found) or "no matches"
+        room = room_for(context, _MAX_SEARCH_CHARS)
+        return search_lines(where, pattern, path, glob, room=room, finders=finders)
 
     @tool(name="glob", effect="read", claims=_READ)
-    def glob_files(pattern: str) -> str:
+    def glob_files(pattern: str, context: ToolContext) -> str:
         """Find files by a name pattern, e.g. src/**/*.py.
 
         Args:
             pattern: the glob pattern.
         """
-        if Path(pattern).is_absolute():
-            raise PermissionError("give a pattern relative to the working directory")
-        matches: list[str] = []
-        for path in sorted(where.path.glob(pattern)):
-            with contextlib.suppress(PermissionError):
-                matches.append(where.show(where.inside(str(path.relative_to(where.path)))))
-            if len(matches) >= _MAX_LISTED:
-                matches.append("[more not shown: narrow the pattern]")
-                break
-        return "\n".join(matches) or "no files match"
+        return glob_paths(where, pattern, room=room_for(context, _MAX_LISTING_CHARS))
 
     # No default in the schema: a small model shown 'Default: "."' copies the quotes into the path.
-    tools = [read_file, _no_default(list_dir, "path"), search_text, glob_files]
+    tools = [read_file, _no_default(list_dir, "path"), search_text]
+    if globbing:
+        tools.append(glob_files)
     if not writable:
         return tools
 
@@ -262,7 +173,7 @@ def file_tools(root: Path, *, writable: bool = True, paged: bool = True) -> list
             new: what to put in its place.
         """
         target = where.inside(path)
-        text = _text(target, path)
+        text = file_text(target, path)
         count = text.count(old) if old else 0
         if count != 1:
             where_ = "does not occur" if count == 0 else f"occurs {count} times"
@@ -307,10 +218,12 @@ def shell_tool(root: Path, *, timeout: float = 120.0) -> Tool:
             why = "it was cancelled" if context.cancelled.is_set() else f"it ran past {timeout:.0f}s"
             raise TimeoutError(f"the command was killed: {why}")
         output = reading.result()[0].decode("utf-8", errors="replace")
-        if len(output) > _MAX_SHELL_OUTPUT:
-            output = (
-                output[:_MAX_SHELL_OUTPUT] + f"\n[cut: {len(output) - _MAX_SHELL_OUTPUT} more characters]"
-            )
+        # The head and the tail: a command's last lines (its summary, its error) matter as much as its first.
+        output = cut_middle(
+            output,
+            room_for(context, _MAX_SHELL_OUTPUT),
+            why="; send the output to a file to read it in parts",
+        )
         return f"exit code {process.returncode}\n{output}".rstrip()
 
     return run_shell
@@ -352,12 +265,12 @@ def _choices(tool: Tool, name: str, values: list[str], description: str | None =
 
 def _paths_here(root: Path, *, folders: bool, depth: int, cap: int) -> list[str] | None:
     """The folders (or files) within ``depth`` levels of ``root``, sorted; ``None`` past ``cap`` of them."""
-    where = _Root(root)
+    where = Root(root)
     found: list[str] = ["."] if folders else []
     for folder, dirs, names in os.walk(where.path):
         here = Path(folder)
         level = len(here.relative_to(where.path).parts)
-        dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith("."))
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.startswith("."))
         if level >= depth:
             dirs[:] = []
         for name in dirs if folders else sorted(n for n in names if not n.startswith(".")):
@@ -378,7 +291,7 @@ def default_tools(root: Path, *, compact: bool = False) -> list[Tool]:
             ``search_text`` searches all of it. A grammar server then holds the model to a real path: asked about "this folder", the 0.5B model otherwise writes
             '/path/to/folder', '".".' or an example it saw. The lists are taken when the tools are made.
     """
-    tools = file_tools(root, paged=not compact)
+    tools = file_tools(root, paged=not compact, glob=not compact)
     if not compact:
         return [*tools, shell_tool(root)]
     kept = [t for t in tools if t.name in ("read_file", "list_dir", "search_text", "write_file")]

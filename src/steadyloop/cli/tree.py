@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..context.branches import BRANCH_SUMMARY_LEAD, Entry
+from ..context import BRANCH_SUMMARY_LEAD, Entry
 from ..messages import AssistantMessage, ToolResultMessage, UserMessage, text_of
 
 __all__ = ["HERE", "entry_label", "tree_lines"]

@@ -6,26 +6,29 @@ would be lost with it. ``collect_branch`` finds the entries being left, ``prepar
 of them under a token budget (``branch_budget``: the window less a reserve for the prompt and the reply)
 and records the files their tool calls touched, carrying forward the files of summaries already in the
 branch, and ``summarise_branch`` writes the summary the new position starts from, with the host's own
-instructions if it has any. A summary that was aborted or failed says so (``aborted``, ``error``), and
-the move is then the host's to call off. ``branch_summary_message`` is the message the summary travels in.
+instructions if it has any, from the branch written as an account (``branch_text.py``: calls and results
+as lines, answers that were cut off marked, images named). A summary that was aborted or failed says so
+(``aborted``, ``error``), and the move is then the host's to call off. ``branch_summary_message`` is the
+message the summary travels in.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from .._cancel import CANCELLED, unless_cancelled
 from ..errors import InvalidInput, SteadyloopError
 from ..events import Event, SideTask
 from ..messages import AssistantMessage, Message, UserMessage
+from ..sizing.tokens import CHARS_PER_TOKEN
 from ..turn.side_tasks import ask
 from ..wire.endpoints import ApiKeyResolver, Endpoint, with_resolved_key
 from ..wire.interceptors import Interceptors
-from .compaction import serialize_for_summary, transcript_tokens
+from .branch_text import branch_request
+from .compaction import transcript_tokens
 from .folding import Summarise
-from .tokens import CHARS_PER_TOKEN
 
 __all__ = [
     "BRANCH_SUMMARY_LEAD",
@@ -122,12 +125,15 @@ class BranchPreparation:
         read_files: paths the whole branch read and did not change, sorted.
         modified_files: paths the whole branch changed, sorted.
         total_tokens: the estimate of ``messages``.
+        cut_off: indexes into ``messages`` of answers that were cut off before they finished (a run
+            aborted, timed out or failed while they streamed).
     """
 
     messages: tuple[Message, ...]
     read_files: tuple[str, ...]
     modified_files: tuple[str, ...]
     total_tokens: int
+    cut_off: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,7 +251,11 @@ def file_operations(messages: Sequence[Message]) -> tuple[tuple[str, ...], tuple
 
 
 def prepare_branch(
-    entries: Sequence[Entry], token_budget: int = 0, chars_per_token: float = CHARS_PER_TOKEN
+    entries: Sequence[Entry],
+    token_budget: int = 0,
+    chars_per_token: float = CHARS_PER_TOKEN,
+    *,
+    cut_off: Collection[str] = (),
 ) -> BranchPreparation:
     """The newest of the branch's messages that fit ``token_budget``, and the files the whole branch touched.
 
@@ -257,16 +267,18 @@ def prepare_branch(
         entries: the branch, in chronological order (``collect_branch``'s ``entries``).
         token_budget: the most tokens the messages may weigh; ``0`` means no limit.
         chars_per_token: the ratio they are weighed at.
+        cut_off: ids of the entries holding answers that were cut off before they finished.
     """
     messages = [entry.message for entry in entries]
-    kept: list[Message] = []
+    kept: list[Entry] = []
     total = 0
-    for message in reversed(messages):
-        tokens = transcript_tokens([message], chars_per_token)
+    for entry in reversed(entries):
+        tokens = transcript_tokens([entry.message], chars_per_token)
         if token_budget > 0 and total + tokens > token_budget:
             break
-        kept.append(message)
+        kept.append(entry)
         total += tokens
+    kept.reverse()
     read, modified = file_operations(messages)
     carried = [entry.files for entry in entries if entry.files is not None]
     if carried:
@@ -274,7 +286,11 @@ def prepare_branch(
         seen = set(read).union(*(f.read_files for f in carried))
         read, modified = tuple(sorted(seen - changed)), tuple(sorted(changed))
     return BranchPreparation(
-        messages=tuple(reversed(kept)), read_files=read, modified_files=modified, total_tokens=total
+        messages=tuple(entry.message for entry in kept),
+        read_files=read,
+        modified_files=modified,
+        total_tokens=total,
+        cut_off=tuple(i for i, entry in enumerate(kept) if entry.id in cut_off),
     )
 
 
@@ -353,14 +369,6 @@ def branch_summariser(
     return summarise
 
 
-def _request(preparation: BranchPreparation, instructions: str | None) -> str:
-    parts = ["This branch of the conversation is being left for another; summarise what it did and found."]
-    if instructions and instructions.strip():
-        parts.append(f"The user asks you to focus on this: {instructions.strip()}")
-    parts.append(serialize_for_summary(preparation.messages))
-    return "\n\n".join(parts)
-
-
 async def _race(work: Summarise, text: str, cancel: asyncio.Event | None) -> tuple[str | None, bool]:
     """The summariser's reply, or ``(None, True)`` when ``cancel`` was set first (the request is closed)."""
     if cancel is None:
@@ -395,7 +403,10 @@ async def summarise_branch(
     error: str | None = None
     if preparation.messages:
         try:
-            reply, aborted = await _race(summarise, _request(preparation, instructions), cancel)
+            asked = branch_request(
+                preparation.messages, cut_off=preparation.cut_off, instructions=instructions
+            )
+            reply, aborted = await _race(summarise, asked, cancel)
         except Exception as exc:
             reply, aborted = None, False
             error = f"the summariser failed: {type(exc).__name__}: {exc}"

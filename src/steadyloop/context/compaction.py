@@ -39,7 +39,7 @@ from ..messages import (
     text_of,
     to_openai,
 )
-from .tokens import CHARS_PER_TOKEN, IMAGE_TOKENS, context_chars
+from ..sizing.tokens import CHARS_PER_TOKEN, IMAGE_TOKENS, context_chars
 
 __all__ = [
     "SERIALIZED_MAX_CHARS",

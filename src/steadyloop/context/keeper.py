@@ -16,12 +16,21 @@ so a long conversation pays one summary request per fold, however many prompts i
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..events import ContextCompacted, ContextPruned, Event, Notice
-from ..messages import Message, ToolResultMessage, UserMessage, message_from_json, message_to_json
+from ..messages import (
+    ImagePart,
+    Message,
+    ToolResultMessage,
+    UserMessage,
+    message_from_json,
+    message_to_json,
+    text_of,
+)
 from ..tools.definition import Tool
 from .compaction import (
     CompactionPlan,
@@ -35,7 +44,8 @@ from .compaction import (
     transcript_tokens,
 )
 from .folding import CompactionHooks, Summarise, run_compaction
-from .pruning import prune_stats, prune_tool_results, pruned_stub
+from .pruning import IMAGE_CHARS, prune_stats, prune_tool_results, pruned_stub
+from .room import CUT_FLOOR, cut_middle, fit_sizes
 
 __all__ = ["ContextKeeper", "ContextPolicy", "ContextState"]
 
@@ -73,22 +83,27 @@ class ContextState:
         fold: the fold in force, ``None`` before the first.
         anchor: the first message kept after the summary, found in the transcript by identity.
         pruned: call ids whose results are sent as stubs.
+        cut: call ids whose results are sent cut to so many characters, head and tail kept
+            (``ContextKeeper.fit``).
         limit: the window an endpoint's refusal named, when smaller than the one configured.
         reported: the last request's prompt tokens, its reply's, and the transcript's length after it.
         version: increases whenever something a store should keep changes.
     """
 
-    __slots__ = ("_at", "_stubs", "anchor", "fold", "limit", "pruned", "reported", "version")
+    __slots__ = ("_at", "_cuts", "_stubs", "anchor", "cut", "fold", "limit", "pruned", "reported", "version")
 
     def __init__(self) -> None:
         self.fold: Fold | None = None
         self.anchor: Message | None = None
         self.pruned: frozenset[str] = frozenset()
+        self.cut: Mapping[str, int] = {}
         self.limit: int | None = None
         self.reported: tuple[int, int, int] | None = None
         self.version = 0
         self._at = 0  # where the anchor was last found: usually where it is now
         self._stubs: dict[str, ToolResultMessage] = {}
+        # A cut result, with the message it was cut from and to what length: the same list every request.
+        self._cuts: dict[str, tuple[ToolResultMessage, int, ToolResultMessage]] = {}
 
     def clear(self) -> None:
         """Forget everything (a new conversation)."""
@@ -115,17 +130,30 @@ class ContextState:
         return None
 
     def stubbed(self, messages: list[Message]) -> list[Message]:
-        """``messages`` with the pruned results as their stubs (the same list when none are)."""
-        if not self.pruned:
+        """``messages`` with the pruned results as their stubs and the cut ones cut (the same list when
+        none are)."""
+        if not self.pruned and not self.cut:
             return messages
         out = list(messages)
         for index, message in enumerate(out):
-            if isinstance(message, ToolResultMessage) and message.call_id in self.pruned:
+            if not isinstance(message, ToolResultMessage):
+                continue
+            if message.call_id in self.pruned:
                 stub = self._stubs.get(message.call_id)
                 if stub is None or stub.content == message.content:
                     stub = self._stubs[message.call_id] = _stub_of(message)
                 out[index] = stub
+            elif message.call_id in self.cut:
+                out[index] = self._cut_of(message, self.cut[message.call_id])
         return out
+
+    def _cut_of(self, message: ToolResultMessage, chars: int) -> ToolResultMessage:
+        kept = self._cuts.get(message.call_id)
+        if kept is not None and kept[0] is message and kept[1] == chars:
+            return kept[2]
+        shortened = _cut_result(message, chars)
+        self._cuts[message.call_id] = (message, chars, shortened)
+        return shortened
 
     def folded(
         self, messages: list[Message], index: int | None, placement: SummaryPlacement
@@ -156,6 +184,7 @@ class ContextState:
             "anchor": json.loads(message_to_json(self.anchor)) if self.anchor is not None else None,
             "kept": len(messages) - index if index is not None else None,
             "pruned": sorted(self.pruned),
+            "cut": dict(sorted(self.cut.items())),
             "limit": self.limit,
         }
         return json.dumps(data, separators=(",", ":"))
@@ -179,12 +208,20 @@ class ContextState:
             fold = fold_from_json(json.dumps(data["fold"])) if data.get("fold") is not None else None
             anchor = message_from_json(json.dumps(data["anchor"])) if data.get("anchor") is not None else None
             pruned = data.get("pruned") or []
+            cut = data.get("cut") or {}
+            if not isinstance(cut, Mapping):
+                raise ValueError("cut is not an object")
             limit = data.get("limit")
             kept = data.get("kept")
         except (ValueError, KeyError, TypeError, RecursionError) as exc:
             raise InvalidInput(f"not a stored context state: {exc}") from None
         self.clear()
         self.pruned = frozenset(str(p) for p in pruned if isinstance(p, str))
+        self.cut = {
+            key: value
+            for key, value in cut.items()
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        }
         if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
             self.limit = limit
         if fold is None or anchor is None:
@@ -214,6 +251,31 @@ def _find(messages: Sequence[Message], anchor: Message, kept: int | None) -> int
         if messages[index] == anchor:
             return index
     return None
+
+
+def _weight(message: ToolResultMessage) -> int:
+    """A result's characters, an image weighed as ``IMAGE_CHARS``: what cutting it to text can free."""
+    content = message.content
+    if isinstance(content, str):
+        return len(content)
+    return len(text_of(content)) + IMAGE_CHARS * sum(isinstance(p, ImagePart) for p in content)
+
+
+def _cut_result(message: ToolResultMessage, chars: int) -> ToolResultMessage:
+    """The result cut to ``chars`` characters of text, head and tail kept; images go with the cut."""
+    content = message.content
+    text = text_of(content)
+    images = 0 if isinstance(content, str) else sum(isinstance(p, ImagePart) for p in content)
+    if images:
+        gone = f"[{images} image{'s' if images != 1 else ''} cut to fit the context window]"
+        text = f"{text}\n{gone}" if text else gone
+    return ToolResultMessage(
+        call_id=message.call_id,
+        content=cut_middle(text, chars, why=" to fit the context window"),
+        is_error=message.is_error,
+        name=message.name,
+        disposition=message.disposition,
+    )
 
 
 def _stub_of(message: ToolResultMessage) -> ToolResultMessage:
@@ -351,6 +413,54 @@ class ContextKeeper:
         return await self._shrink(
             messages, index, plan, forced=True, chars_per_token=chars_per_token, step=step
         )
+
+    def fit(
+        self,
+        messages: list[Message],
+        index: int | None,
+        *,
+        over: int,
+        chars_per_token: float,
+        step: int,
+    ) -> bool:
+        """Cut tool results, the largest first, head and tail kept, to free ``over`` tokens; whether any
+        was cut.
+
+        What pruning and folding leave too big is most often one result the model has not read yet: a
+        long file under a single question, which no fold can reach. Each cut result keeps a line saying
+        how much went. A result is never cut below ``CUT_FLOOR`` characters, so a request of many small
+        results may still not fit.
+
+        Args:
+            messages: the view (stubs and earlier cuts in place, no fold applied).
+            index: where the kept fold's tail starts in it; results before it are folded away.
+            over: the tokens to free.
+        """
+        state = self.state
+        start = index if state.fold is not None and index is not None else 0
+        found = [
+            m for m in messages[start:] if isinstance(m, ToolResultMessage) and m.call_id not in state.pruned
+        ]
+        sizes = [_weight(m) for m in found]
+        shed = math.ceil(max(over, 0) * chars_per_token)
+        kept = fit_sizes(sizes, shed, floor=CUT_FLOOR)
+        cut = {m.call_id: new for m, old, new in zip(found, sizes, kept, strict=True) if new < old}
+        if not cut:
+            return False
+        state.cut = {**state.cut, **cut}
+        state.reported = None  # what the server counted was for a request with the whole results
+        state.changed()
+        freed = sum(sizes) - sum(kept)
+        names = sorted({m.name or "a tool" for m in found if m.call_id in cut})
+        self._emit(
+            Notice(
+                text=f"cut {len(cut)} tool result{'s' if len(cut) != 1 else ''} ({', '.join(names)}) by "
+                f"{freed:,} characters to fit the window; the head and tail of each are kept",
+                name="compaction",
+                step=step,
+            )
+        )
+        return True
 
     async def _shrink(
         self,

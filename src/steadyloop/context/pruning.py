@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ..errors import InvalidInput
 from ..messages import ImagePart, Message, ToolResultMessage, text_of
-from .tokens import CHARS_PER_TOKEN, IMAGE_TOKENS
+from ..sizing.tokens import CHARS_PER_TOKEN, IMAGE_TOKENS
 
 __all__ = ["IMAGE_CHARS", "PruneStats", "prune_stats", "prune_tool_results", "pruned_stub"]
 

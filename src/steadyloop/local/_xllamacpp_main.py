@@ -20,7 +20,7 @@ def main() -> None:
     """Parse the arguments, start the server on 127.0.0.1, and run until SIGTERM or SIGINT."""
     # Imported here: this file ships inside steadyloop, where xllamacpp is not installed, and only the
     # xllamacpp venv ever runs it.
-    import xllamacpp as xlc  # type: ignore[import-not-found]
+    import xllamacpp as xlc
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)

@@ -8,13 +8,19 @@ produced it, and a ``before_tool_call`` hook reading the host's state finds the 
 from __future__ import annotations
 
 import contextlib
+import math
 
+from ..context.compaction import transcript_tokens
+from ..context.room import result_room
 from ..errors import ToolLoopDetected
 from ..events import LoopDetected
-from ..messages import Turn
+from ..messages import AssistantMessage, Turn
+from ..sizing.calibration import chars_per_token_for
+from ..sizing.tokens import MESSAGE_OVERHEAD_CHARS, reply_ceiling, request_tokens
 from ..tools.approvals import ApprovalPolicy
 from ..tools.batch import BatchOutcome
 from ..tools.execution import run_tool_calls
+from .prepare import Request
 from .state import Cancelled, RunState, cancellable
 
 __all__ = ["run_calls", "stop_if_looping"]
@@ -22,8 +28,10 @@ __all__ = ["run_calls", "stop_if_looping"]
 _NO_GATES = ApprovalPolicy()
 
 
-async def run_calls(run: RunState, turn: Turn) -> BatchOutcome | None:
+async def run_calls(run: RunState, turn: Turn, request: Request) -> BatchOutcome | None:
     """Run the turn's calls and add their results to the transcript, in call order; ``None`` without calls.
+
+    Each call is told its share of the room the window has left for the results (``ToolContext``).
 
     Raises:
         ToolLoopDetected: the model keeps repeating the same calls (after the step is closed).
@@ -31,6 +39,8 @@ async def run_calls(run: RunState, turn: Turn) -> BatchOutcome | None:
     if not turn.tool_calls:
         return None
     config, events = run.config, run.events
+    ratio = chars_per_token_for(request.endpoint, config.params.model)
+    room = _room(run, request, ratio)
     run.tool_steps += 1
     if run.barrier is not None:
         # An abort while waiting still runs the batch below: every call is answered there as not run.
@@ -50,12 +60,30 @@ async def run_calls(run: RunState, turn: Turn) -> BatchOutcome | None:
         interrupt=config.queues.interrupt,
         loop_detector=run.detector,
         recorder=config.hooks.recorder,
+        room=room,
+        chars_per_token=ratio,
     )
     for result in batch.results:
         run.transcript.append(result)
         events.turn_results.append(result)
         events.announce(result)
     return batch
+
+
+def _room(run: RunState, request: Request, ratio: float) -> int | None:
+    """The tokens the window has left for the step's results: what the request sent (as the server
+    counted it, or as estimated, whichever is more), the message that made the calls and a result's
+    framing each taken off; ``None`` when the run knows no window."""
+    limit = run.keeper.limit if run.keeper is not None else run.limit
+    message = run.transcript[-1]
+    if not limit or not isinstance(message, AssistantMessage):
+        return None
+    body = request.last
+    ceiling = reply_ceiling(body)
+    sent = max(run.last_turn.usage.prompt_tokens, request_tokens(body, chars_per_token=ratio) - ceiling)
+    framing = len(message.tool_calls) * MESSAGE_OVERHEAD_CHARS
+    used = sent + transcript_tokens([message], ratio) + math.ceil(framing / ratio)
+    return result_room(limit=limit, used=used, ceiling=ceiling)
 
 
 def stop_if_looping(run: RunState, batch: BatchOutcome | None) -> None:

@@ -17,6 +17,7 @@ from ..errors import InvalidInput
 from ..hooks import HookContext, HookRunner
 from ..messages import Message, Turn
 from ..request_body import ModelParams
+from ..steering.routing import ToolRouting
 from ..tools.approvals import ApprovalBroker, ApprovalPolicy
 from ..tools.batch import HookDecision, ToolHooks, ToolPolicy
 from ..tools.definition import Tool
@@ -25,7 +26,7 @@ from ..tools.loop_detection import LoopDetectorConfig
 from ..tools.recorder import StepRecorder
 from ..turn.fences import DEFAULT_FENCES, Fence
 from ..turn.harmony import HarmonyLeakCallback
-from ..turn.run import RetryPolicy
+from ..turn.request import RetryPolicy
 from ..wire.endpoints import ApiKeyResolver, Endpoint
 from ..wire.interceptors import Interceptors, wire_only
 
@@ -84,12 +85,13 @@ class LoopPolicy:
         on_harmony_leak: told when gpt-oss channel markers reach an answer (they are taken out of it and
             a ``Notice`` says so either way); may be async.
         tool_routing: ask each step that declares tools as a decision the server holds the model to (one
-            tool's call, or an answer), for small models that choose badly (see ``turn/routing.py``);
+            tool's call, or an answer), for small models that choose badly (``steadyloop.steering``);
             latched off per (endpoint, model) where the server does not hold it. An answer written from
             tool results is then asked at temperature 0 and held to them before it is shown (entries of a
-            listing left out, paths no result holds: asked again once; ``turn/grounding.py``).
+            listing left out, paths no result holds: asked again once). ``True`` routes with the generic
+            worked examples; a ``ToolRouting`` carries a host's own (its tools' names in them).
         tool_gate: with ``tool_routing``, ask each routed step "tool or answer?" first, as a short question
-            of its own at temperature 0 (``turn/tool_gate.py``); latched off per (endpoint, model) where
+            of its own at temperature 0 (``steering/tool_gate.py``); latched off per (endpoint, model) where
             the reply holds no choice.
         output_retries: when ``params.response_format`` asks for a schema, how many times a final answer
             that does not meet it is sent back with the problem before the run stops (``OutputInvalid``).
@@ -110,7 +112,7 @@ class LoopPolicy:
     start_in_reasoning: bool = False
     context: ContextPolicy | None = None
     on_harmony_leak: HarmonyLeakCallback | None = None
-    tool_routing: bool = False
+    tool_routing: bool | ToolRouting = False
     tool_gate: bool = True
     output_retries: int = 2
     run_timeout: float | None = None

@@ -23,7 +23,7 @@ from ..events import AgentEnd, Outcome
 from ..tools._call import describe
 from .state import Cancelled, RunState
 
-__all__ = ["close_open", "end_run", "stop_for"]
+__all__ = ["announce_end", "close_open", "stop_for"]
 
 _OUTCOMES: dict[str, Outcome] = {
     "cancelled": "cancelled",
@@ -78,7 +78,7 @@ def stop_for(run: RunState, exc: BaseException) -> RunError:
     return error
 
 
-def end_run(run: RunState) -> None:
+def announce_end(run: RunState) -> None:
     """The run's one ``AgentEnd``, after closing anything still open (an outer cancellation)."""
     run.cancel_timer()
     if run.events.opened or run.events.turn_open:

@@ -20,7 +20,8 @@ from ..request_body import ToolBlock, build_body, order_tools
 from ..tools.definition import Tool
 from ..tools.execution import run_tool_calls
 from ..turn.capabilities import EndpointCapabilities, ModelCapabilities
-from ..turn.run import run_turn
+from ..turn.request import TurnRequest
+from ..turn.send import send_turn
 from ..wire.endpoints import with_resolved_key
 from ..wire.windows import context_limit_for
 from .config import RunConfig
@@ -149,14 +150,15 @@ async def _silent_turn(config: RunConfig, wire: list[Message], offered: Sequence
     def build(c: EndpointCapabilities, m: ModelCapabilities) -> dict[str, Any]:
         return build_body(params, system, wire, tools, c, m, block=block)
 
-    turn = await run_turn(
-        await with_resolved_key(config.endpoint, config.api_key),
-        build,
+    request = TurnRequest(
+        endpoint=await with_resolved_key(config.endpoint, config.api_key),
+        body=build,
         model=params.model,
         policy=policy.retry,
         fences=policy.fences,
         interceptors=config.wire_interceptors,
     )
+    turn = await send_turn(request)
     message = AssistantMessage(
         content=turn.content, tool_calls=tuple(turn.tool_calls), thinking=turn.thinking
     )

@@ -3,10 +3,12 @@
 In order: ``before_step`` may replace the transcript; the system prompt and tools in force are taken;
 the API key is resolved; ``transform_context`` and ``convert_to_llm`` turn the transcript into what is
 sent (every request, so a short-lived token or a pruning hook applies to every step of a long run);
-pruned results become their stubs and the kept fold is applied; the lifecycle blocks ride on the question; the transcript is checked; and when the request would
-fill three quarters of the window, the keeper prunes and folds and the request is built again. A
-``StablePrefix`` then admits it (it must start with what the previous request sent, unless the keeper just
-folded). Last, the ``before_llm_call`` hook sees it and may refuse it.
+pruned results become their stubs and the kept fold is applied; the lifecycle blocks ride on the
+question; the transcript is checked; and when the request would fill three quarters of the window, the
+keeper prunes and folds and the request is built again; when it would still leave the reply no room
+(``context/room.py``), the keeper cuts the largest tool results, head and tail kept. A ``StablePrefix``
+then admits it (it must start with what the previous request sent, unless the keeper just folded or
+cut). Last, the ``before_llm_call`` hook sees it and may refuse it.
 """
 
 from __future__ import annotations
@@ -15,15 +17,16 @@ import inspect
 from dataclasses import replace
 from typing import Any
 
-from ..context.calibration import chars_per_token_for
 from ..context.compaction import transcript_tokens
-from ..context.counting import measure_before_sending, measured
 from ..context.integrity import check_transcript
-from ..context.tokens import reply_ceiling, request_tokens
+from ..context.room import reply_room
 from ..errors import ModelCallDenied
 from ..events import HookDenied, Notice
 from ..messages import Message
 from ..request_body import ModelParams, ToolBlock, build_body, order_tools
+from ..sizing.calibration import chars_per_token_for
+from ..sizing.counting import measure_before_sending, measured
+from ..sizing.tokens import reply_ceiling, request_tokens
 from ..tools.batch import HookDecision
 from ..tools.definition import Tool
 from ..turn.capabilities import EndpointCapabilities, ModelCapabilities, capabilities_for
@@ -32,7 +35,7 @@ from .config import BeforeLlmCall, ModelCall, ToolChoiceFn
 from .prefix import admit, dress
 from .state import LLM_TYPES, Cancelled, RunState, cancellable
 
-__all__ = ["Request", "llm_view", "prepare_request", "rebuild"]
+__all__ = ["Request", "fit_window", "llm_view", "overage", "prepare_request", "rebuild"]
 
 
 class Request:
@@ -161,6 +164,9 @@ async def prepare_request(run: RunState) -> Request:
         )
         if folded:
             rebuild(run, request, wire)
+        if fit_window(run, request, ratio):
+            rebuild(run, request, wire)
+            folded = True
     admit(run, request.messages, sanctioned=folded)
     hook = config.hooks.before_llm_call
     if hook is not None:
@@ -194,6 +200,32 @@ def _used(run: RunState, request: Request, ratio: float) -> int:
         since = transcript_tokens(added, ratio)
         used = max(used, reported[0] + reported[1] + since + reply_ceiling(planned))
     return used
+
+
+def overage(run: RunState, request: Request, ratio: float) -> int:
+    """The tokens by which the request leaves its reply less than the room it needs (``reply_room``);
+    zero or less when it fits. Zero without a keeper (no window to plan against)."""
+    keeper = run.keeper
+    if keeper is None:
+        return 0
+    caps = capabilities_for(request.endpoint)
+    ceiling = reply_ceiling(request(caps, caps.model(run.config.params.model)))
+    prompt = _used(run, request, ratio) - ceiling
+    return prompt - (keeper.limit - reply_room(keeper.limit, ceiling))
+
+
+def fit_window(run: RunState, request: Request, ratio: float, *, over: int | None = None) -> bool:
+    """Cut tool results (``ContextKeeper.fit``) until the request leaves the reply its room; whether any was.
+
+    Args:
+        over: the tokens to free, when the caller knows better than the estimate (a server's count).
+    """
+    keeper = run.keeper
+    if over is None:
+        over = overage(run, request, ratio)
+    if keeper is None or over <= 0:
+        return False
+    return keeper.fit(request.view, request.index, over=over, chars_per_token=ratio, step=run.events.step)
 
 
 async def _ask_before_llm_call(run: RunState, request: Request, hook: BeforeLlmCall) -> None:

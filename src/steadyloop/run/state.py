@@ -4,7 +4,10 @@ Per-run state lives in slotted objects rather than closures: with a thousand run
 run holds is something the cyclic collector scans on each of its passes.
 
 ``RunEvents`` numbers the run's events (``seq``, from 1, one more each) and keeps the run's open message
-and open turn, so whichever way a run ends, what it opened is closed (see ``steadyloop.events``).
+and open turn, so whichever way a run ends, what it opened is closed (see ``steadyloop.events``). In a step
+that declares tools it also holds back answer text that may be a tool call written as text
+(``tools/holdback.py``) until the message is decided, so no listener is shown a call as answer text: text
+deltas add up to the message's content, and a recovered call's text is never among them.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from ..hooks import ContextBlock
 from ..messages import AssistantMessage, Message, SystemMessage, ToolResultMessage, Turn, UserMessage
 from ..request_body import droppable_fields
 from ..tools.definition import Tool
+from ..tools.holdback import CallHoldback
 from ..tools.loading import ToolLoader
 from ..tools.loop_detection import ToolLoopDetector
 from ..usage import Usage
@@ -30,6 +34,7 @@ from ..wire.interceptors import AssistantEventInterceptor, intercept_assistant_e
 from .config import RunConfig
 
 __all__ = [
+    "CALL_HELD",
     "LLM_TYPES",
     "Cancelled",
     "RunEvents",
@@ -42,6 +47,9 @@ __all__ = [
 
 #: The messages a model reads; anything else in a transcript is the host's own, for ``convert_to_llm``.
 LLM_TYPES = (SystemMessage, UserMessage, AssistantMessage, ToolResultMessage)
+
+#: The ``Notice`` (named ``"call_held"``) said once a step's answer text starts being held.
+CALL_HELD = "the model may be writing a tool call as text: its text is shown once the reply is complete"
 
 T = TypeVar("T")
 E = TypeVar("E")
@@ -103,6 +111,8 @@ class RunEvents:
 
     __slots__ = (
         "events",
+        "hold",
+        "hold_calls",
         "intercept",
         "on_event",
         "opened",
@@ -124,6 +134,10 @@ class RunEvents:
         self.step = 0
         self.opened = False  # an assistant message is open: MessageStart without its MessageEnd yet
         self.partial: list[str] = []  # the answer shown so far in this step
+        # The step declares tools and reads calls written as text: its answer text is held while it may be
+        # one (``hold``, made with the step's first text) and released as the message is closed.
+        self.hold_calls = False
+        self.hold: CallHoldback | None = None
         self.reasoning: list[str] = []  # the thinking shown so far in this step
         self.turn_open = False
         self.turn_message: AssistantMessage | None = None
@@ -151,6 +165,9 @@ class RunEvents:
     # Made here, stamped at birth: these are most of a run's events, and copying a frozen event to add
     # the run costs more than the rest of its handling.
     def on_output(self, text: str) -> None:
+        self._show_text(self._held(text) if self.hold_calls and text else text)
+
+    def _show_text(self, text: str) -> None:
         if not text:
             return
         if not self.opened:
@@ -162,6 +179,24 @@ class RunEvents:
             return
         self.seq += 1
         self._deliver(update)
+
+    def _held(self, text: str) -> str:
+        """What of the answer text can be shown now; the rest waits for the message to be decided."""
+        hold = self.hold
+        if hold is None:
+            hold = self.hold = CallHoldback()
+        was_holding = hold.holding
+        shown = hold.feed(text)
+        if hold.holding and not was_holding:
+            # Said once, so a watcher knows the model is writing while nothing new is shown.
+            self.say(Notice, text=CALL_HELD, name="call_held", step=self.step)
+        return shown
+
+    def _release_held(self, message: AssistantMessage) -> None:
+        """Show what the hold kept back that is not a call: the rest of the decided message's content."""
+        hold, self.hold = self.hold, None
+        if hold is not None:
+            self._show_text(hold.finish(message.content, called=bool(message.tool_calls)))
 
     def on_thinking(self, text: str) -> None:
         if not text:
@@ -207,6 +242,7 @@ class RunEvents:
 
     def close_message(self, message: AssistantMessage) -> None:
         """The step's assistant message as it entered the transcript."""
+        self._release_held(message)
         if not self.opened:
             self.open_message()
         self.opened = False
@@ -232,16 +268,20 @@ class RunEvents:
             raise failure
 
     def shown(self) -> AssistantMessage | None:
-        """What an open message showed before it was cut off, as the message it leaves; ``None`` if none."""
-        if not self.opened:
+        """What a message cut off before it was decided leaves: what it showed and what was held (a
+        call is made only from a whole reply, so held text is answer text now); ``None`` if nothing came."""
+        held = self.hold.held if self.hold is not None else ""
+        if not self.opened and not held:
             return None
-        return AssistantMessage(content="".join(self.partial), reasoning="".join(self.reasoning))
+        return AssistantMessage(content="".join(self.partial) + held, reasoning="".join(self.reasoning))
 
     def start_turn(self, step: int) -> None:
         self.step = step
         self.turn_open = True
         self.turn_message = None
         self.turn_results = []
+        self.hold_calls = False
+        self.hold = None
         self.say(TurnStart, step=step)
 
     def end_turn(self, finish_reason: str = "", error: str | None = None) -> None:

@@ -1,4 +1,4 @@
-"""``steadyloop serve``: sessions over HTTP, their runs streamed as SSE, attach from any seq, remote approvals.
+"""``steadyloop serve``: sessions over HTTP, their runs streamed as SSE, attach from any seq, remote approvals (public).
 
 Needs the ``server`` extra (``pip install 'steadyloop[server]'``). The server is a shell over the public
 API: an ``Agent`` per session, living in the SQLite session store, its events fanned out to every watcher.

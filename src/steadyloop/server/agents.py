@@ -14,22 +14,17 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from steadyloop import (
-    AgentSettings,
-    AgentSpec,
+from steadyloop import AgentSettings, AgentSpec, InvalidInput, agent_settings, parse_spec, resolve_agent_spec
+from steadyloop.spec import (
     ApprovalsSpec,
     ContextSpec,
     EndpointSpec,
-    InvalidInput,
     LoopSpec,
     ModelSpec,
     PromptSection,
     SpecError,
     ToolsSpec,
-    agent_settings,
     export_spec,
-    parse_spec,
-    resolve_agent_spec,
 )
 
 from .errors import ApiError

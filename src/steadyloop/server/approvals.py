@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Literal
 
-from steadyloop import ApprovalDecision, ApprovalRequest, InMemoryApprovalBroker
+from steadyloop import ApprovalDecision, ApprovalRequest
+from steadyloop.tools import InMemoryApprovalBroker
 
 __all__ = ["RemoteApprovals"]
 

@@ -70,7 +70,6 @@ from steadyloop import (
     ToolCall,
     ToolResultMessage,
     Turn,
-    run_tool_calls,
 )
 from steadyloop.events import (
     AgentEnd,
@@ -85,8 +84,10 @@ from steadyloop.events import (
 )
 from steadyloop.sessions import Reconnects, StateChange
 from steadyloop.sessions.postgres import read_failure
+from steadyloop.tools import run_tool_calls
 
 from .control import Order, apply
+from .cut_off import cut_off_message
 from .durable_steps import (
     Adopted,
     Checkpoints,
@@ -99,7 +100,6 @@ from .durable_steps import (
 )
 from .errors import ApiError
 from .live import RUN_STATE, Job
-from .runtime import cut_off_message
 
 if TYPE_CHECKING:
     from .live import LiveSession

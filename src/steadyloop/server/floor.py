@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from steadyloop import ApprovalsSpec, Tool
+from steadyloop import Tool
+from steadyloop.spec import ApprovalsSpec
 
 __all__ = ["below_floor", "held_to_floor"]
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Sequence
 
-from steadyloop import BranchFiles, Entry, Event, Message, Usage
+from steadyloop import Event, Message, Usage
+from steadyloop.context import BranchFiles, Entry
 from steadyloop.sessions import SessionInfo, SessionStore, SessionUsage
 
 __all__ = ["RecordingStore"]

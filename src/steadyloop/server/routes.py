@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from steadyloop import message_to_json
+from steadyloop.messages import message_to_json
 from steadyloop.sessions import SessionInfo, reconstruct
 
 from .control import Order

@@ -25,7 +25,7 @@ import logging
 import socket
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from steadyloop import (
@@ -33,33 +33,30 @@ from steadyloop import (
     AgentBusy,
     AgentSession,
     ApprovalRequest,
-    AssistantMessage,
-    BranchMove,
     EffectClass,
-    Entry,
     Event,
     ImagePart,
     InvalidInput,
     Tool,
     Turn,
     list_models,
-    mcp_server_spec,
 )
 from steadyloop import context_limit_for as window_of
+from steadyloop.agent_settings import mcp_server_spec
+from steadyloop.context import BranchMove, Entry
 from steadyloop.events import (
     AgentEnd,
     AgentStart,
     ApprovalDecided,
     ApprovalRequired,
     MessageEnd,
-    MessageStart,
-    MessageUpdate,
 )
 from steadyloop.sessions import AppendFeed, SessionInfo, StateSwap, is_shared_store, open_store
 
 from .agents import build_settings, check_floor, document_of, layer_of, session_layer
 from .approvals import RemoteApprovals
 from .control import Order, apply
+from .cut_off import cut_off_message
 from .errors import ApiError, Scrubber
 from .hub import EventHub
 from .live import RUN_STATE, Job, LiveSession, RunOutcome
@@ -82,27 +79,6 @@ INTERRUPTED = "interrupted: the server stopped while this run was going"
 _IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 #: Sessions kept loaded; past this, the least recently used idle ones without watchers are let go.
 MAX_LOADED = 512
-
-
-def cut_off_message(run: Sequence[Event]) -> tuple[AssistantMessage, int] | None:
-    """The assistant message a run's record left open, as far as it streamed, with its step.
-
-    ``run`` is a run's recorded events from its ``agent_start``. ``None`` when no assistant message was
-    open at the end, or the open one had recorded nothing.
-    """
-    text: list[str] = []
-    thinking: list[str] = []
-    step: int | None = None
-    for event in run:
-        if isinstance(event, MessageStart) and isinstance(event.message, AssistantMessage):
-            text, thinking, step = [], [], event.step
-        elif isinstance(event, MessageEnd) and isinstance(event.message, AssistantMessage):
-            step = None
-        elif isinstance(event, MessageUpdate) and step is not None:
-            (text if event.kind == "text" else thinking).append(event.delta)
-    if step is None or not (text or thinking):
-        return None
-    return AssistantMessage(content="".join(text), reasoning="".join(thinking)), step
 
 
 class Runtime:

@@ -20,7 +20,6 @@ from steadyloop import (
     ApprovalPolicy,
     Endpoint,
     InvalidInput,
-    MCPServer,
     Target,
     Tool,
     failover,
@@ -28,6 +27,7 @@ from steadyloop import (
     provider_from_env,
 )
 from steadyloop.sessions import check_id
+from steadyloop.spec import MCPServer
 
 from .guard import allowed_host_entry, forwarded_by
 

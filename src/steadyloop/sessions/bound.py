@@ -33,10 +33,10 @@ from ..context.branches import (
 )
 from ..context.folding import Summarise
 from ..context.keeper import ContextState
-from ..context.tokens import CHARS_PER_TOKEN
-from ..errors import InvalidInput
-from ..events import AgentEnd, ContextCompacted, Event, MessageEnd
+from ..errors import InvalidInput, SteadyloopError
+from ..events import AgentEnd, ContextCompacted, Event, MessageEnd, TurnEnd
 from ..messages import AssistantMessage, Message, SystemMessage, ToolResultMessage, UserMessage, text_of
+from ..sizing.tokens import CHARS_PER_TOKEN
 from ..turn.capabilities import export_capabilities, import_capabilities
 from ..wire.endpoints import Endpoint, endpoint_id
 from .history import reconstruct
@@ -279,7 +279,8 @@ class AgentSession:
         left = _left_behind(tree, old, target_id)
         summary: BranchSummary | None = None
         if summarise is not None and left:
-            prepared = prepare_branch(left, budget, chars_per_token)
+            cut_off = await self._cut_off(left)
+            prepared = prepare_branch(left, budget, chars_per_token, cut_off=cut_off)
             summary = await summarise_branch(prepared, summarise, instructions=instructions, cancel=cancel)
             if summary.aborted or summary.error is not None:
                 return BranchMove(moved=False, target=target_id, leaf=old, left=len(left), summary=summary)
@@ -298,6 +299,24 @@ class AgentSession:
             leaf = target_id
         await self._take_up_leaf()
         return BranchMove(moved=True, target=target_id, leaf=leaf, left=len(left), summary=summary)
+
+    async def _cut_off(self, left: Sequence[Entry]) -> set[str]:
+        """Ids of the entries left behind that hold an answer a stop cut off, as the session's record says
+        (a step that ended with an error closed the answer it was streaming, with no calls in it)."""
+        answers = [e for e in left if isinstance(e.message, AssistantMessage) and not e.message.tool_calls]
+        if not answers:
+            return set()
+        try:
+            recorded = await self.store.load_events(self.session_id, agent_id=self.agent_id)
+        except SteadyloopError as exc:  # the marks only help the summary: without them it is still written
+            self._failed(f"the session's record could not be read: {exc}")
+            return set()
+        cut = [
+            event.message
+            for _, event in recorded
+            if isinstance(event, TurnEnd) and event.error is not None and event.message is not None
+        ]
+        return {entry.id for entry in answers if entry.message in cut}
 
     async def _take_up_leaf(self) -> None:
         raw = await self.store.load_messages(

@@ -1,4 +1,4 @@
-"""A ``SessionStore`` on PostgreSQL, shared by every node that points at the same database.
+"""A ``SessionStore`` on PostgreSQL, shared by every node that points at the same database (public).
 
 Install with ``pip install 'steadyloop[postgres]'`` (psycopg 3 and its pool). The store behaves as the
 SQLite one does, call for call; what it adds is that many processes on many machines can write the same

@@ -27,9 +27,9 @@ from collections.abc import AsyncGenerator
 from typing import Literal
 
 from ..events import AgentEnd, Event, MessageUpdate
-from .store import AppendFeed, SessionStore, check_id
+from .store import AppendFeed, SessionInfo, SessionStore, check_id
 
-__all__ = ["DEFAULT_FLUSH_AFTER_S", "EventRecorder", "follow", "notify_followers"]
+__all__ = ["DEFAULT_FLUSH_AFTER_S", "EventRecorder", "follow", "last_run", "notify_followers"]
 
 log = logging.getLogger("steadyloop.sessions")
 
@@ -49,6 +49,23 @@ class _Feed:
 
 # Keyed weakly by store so a closed, dropped store takes its followers' bookkeeping with it.
 _FEEDS: weakref.WeakKeyDictionary[object, dict[str, _Feed]] = weakref.WeakKeyDictionary()
+
+
+# How far back from a session's last event the end of its last run is looked for.
+_LOOK_BACK = 32
+
+
+async def last_run(store: SessionStore, info: SessionInfo) -> AgentEnd | None:
+    """How the session's last recorded run ended (its ``AgentEnd``: ``outcome`` and ``error``), or ``None``
+    when the record holds no run end near its end."""
+    if info.last_event_seq <= 0:
+        return None
+    after = max(info.last_event_seq - _LOOK_BACK, 0)
+    recorded = await store.load_events(info.session_id, agent_id=info.agent_id, after_seq=after)
+    for _, event in reversed(recorded):
+        if isinstance(event, AgentEnd):
+            return event
+    return None
 
 
 def notify_followers(store: SessionStore, session_id: str | None) -> None:

@@ -1,4 +1,4 @@
-"""An agent as a document: read one, layer several, write one back out.
+"""An agent as a document: read one, layer several, write one back out (public).
 
 A versioned TOML or JSON document says what an agent is (its model, prompt, tools, approvals, context
 keeping, hooks), so any host on steadyloop can store one, layer it over its own settings and run it. This

@@ -1,6 +1,6 @@
 """Test doubles for steadyloop's users and its own tests: a scripted HTTP server that speaks chat completions,
 Anthropic Messages and Gemini's streamed calls, and a fault-injecting proxy to put in front of it (or of any
-server).
+server) (public).
 
 Names are loaded on first use, so ``python -m steadyloop.testing.server`` does not import the server twice.
 """

@@ -19,6 +19,7 @@ from typing import Any, Literal, TypeVar
 
 from ..events import Disposition, Event, HookDenied, LateSettlement, Notice, ToolExecutionUpdate
 from ..messages import ToolCall, text_of
+from ..sizing.tokens import CHARS_PER_TOKEN
 from .approvals import NO_SURFACE, ApprovalBroker, ApprovalDecision, ApprovalPolicy, seek_approval
 from .batch import HookDecision, ToolHooks, ToolPolicy
 from .definition import Tool, ToolContext, ToolResult
@@ -72,6 +73,8 @@ class CallSteps:
 
     Args:
         cancel: the run's abort; every wait below ends when it is set.
+        budget_tokens: each call's share of the room the window has for the batch's results.
+        chars_per_token: the model's measured ratio, handed to each call with its budget.
     """
 
     def __init__(
@@ -84,7 +87,11 @@ class CallSteps:
         emit: Callable[[Event], object],
         step: int,
         cancel: asyncio.Event | None,
+        budget_tokens: int | None = None,
+        chars_per_token: float = CHARS_PER_TOKEN,
     ) -> None:
+        self._budget = budget_tokens
+        self._ratio = chars_per_token
         self._policy = policy
         self._hooks = hooks
         self._broker = broker
@@ -172,6 +179,8 @@ class CallSteps:
             name=call.name,
             raw_arguments=call.raw_arguments,
             progress=self._progress(call, is_open),
+            budget_tokens=self._budget,
+            chars_per_token=self._ratio,
         )
         task = asyncio.create_task(_invoke(tool, copy.deepcopy(arguments), context))
         self.tool_tasks.add(task)

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .._nesting import too_deep
-from .arguments import REPAIR_OVERHEAD, read_arguments, repair_value, without_strings
+from ..arguments import REPAIR_OVERHEAD, read_arguments, repair_value, without_strings
 
 __all__ = ["MAX_BLOCKS", "REPAIR_BUDGET", "Found", "Reader", "Span"]
 

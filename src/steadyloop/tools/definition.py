@@ -21,8 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from ..errors import InvalidInput
 from ..messages import ContentPart, ImagePart, TextPart
+from ..sizing.tokens import CHARS_PER_TOKEN
 
 __all__ = [
+    "EFFECT_CLASSES",
     "EffectClass",
     "ResourceClaim",
     "Tool",
@@ -61,6 +63,14 @@ class ToolContext:
         progress: report streamed progress (becomes a ``ToolExecutionUpdate`` event).
         worker: for a sync tool, the result of its worker thread, set when it starts; it outlives a
             timeout or an abort (a thread cannot be stopped from outside), and its late result is reported.
+        budget_tokens: the tokens the context window has left for this call's result, ``None`` when the
+            run knows no window. The loop works it out from the window, what the next request already
+            holds and the room kept for the reply, shared evenly by the step's calls
+            (``steadyloop.context.room``). A tool that can answer in less (fewer lines, the first
+            matches) should, and say how to get the rest; a result that does not fit is cut by the
+            context keeper, head and tail kept, where the run keeps its context.
+        chars_per_token: the ratio measured for the model (four before the first measurement), to turn
+            ``budget_tokens`` into characters; ``budget_chars`` does.
     """
 
     call_id: str
@@ -69,6 +79,15 @@ class ToolContext:
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
     progress: Callable[[str], object] = lambda _text: None
     worker: asyncio.Future[Any] | None = field(default=None, repr=False)
+    budget_tokens: int | None = None
+    chars_per_token: float = CHARS_PER_TOKEN
+
+    @property
+    def budget_chars(self) -> int | None:
+        """``budget_tokens`` in characters at ``chars_per_token``; ``None`` when there is no budget."""
+        if self.budget_tokens is None:
+            return None
+        return max(int(self.budget_tokens * self.chars_per_token), 0)
 
 
 @dataclass(frozen=True, slots=True)

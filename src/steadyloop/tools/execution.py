@@ -42,12 +42,13 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Literal
 
+from ..arguments import canonical_arguments, parse_tool_arguments
 from ..errors import ToolArgumentsError
 from ..events import Event, ToolExecutionEnd, ToolExecutionStart
 from ..messages import ContentPart, TextPart, ToolCall, ToolResultMessage, text_of
+from ..sizing.tokens import CHARS_PER_TOKEN
 from ._call import LOOP_SKIPPED, NOT_RUN, SKIPPED, Answer, CallSteps, closed, describe
 from .approvals import ApprovalBroker, ApprovalPolicy
-from .arguments import canonical_arguments, parse_tool_arguments
 from .batch import BatchOutcome, CallOutcome, HookDecision, LoopGuard, ToolHooks, ToolPolicy
 from .definition import Tool
 from .recorder import StepRecorder
@@ -84,6 +85,8 @@ async def run_tool_calls(
     interrupt: Callable[[], bool] | None = None,
     loop_detector: LoopGuard | None = None,
     recorder: StepRecorder | None = None,
+    room: int | None = None,
+    chars_per_token: float = CHARS_PER_TOKEN,
 ) -> BatchOutcome:
     """Run one step's tool calls and answer every one of them.
 
@@ -102,6 +105,9 @@ async def run_tool_calls(
         loop_detector: records calls and results, adds its notes to results, can stop the batch.
         recorder: told the calls before any starts, and runs each execution (a durable host keeps what
             they returned; see ``StepRecorder``).
+        room: the tokens the context window has left for the batch's results (``None``: unknown); each
+            call's ``ToolContext.budget_tokens`` is an even share of it.
+        chars_per_token: the model's measured ratio, for ``ToolContext.budget_chars``.
 
     Returns:
         The outcomes in call order. Cancelling the task cancels every call still running and waits for them.
@@ -115,6 +121,8 @@ async def run_tool_calls(
         emit=emit,
         step=step,
         cancel=cancel,
+        budget_tokens=None if room is None else room // max(len(calls), 1),
+        chars_per_token=chars_per_token,
     )
     if recorder is not None:
         recorder.tool_batch(calls)

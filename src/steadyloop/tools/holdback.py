@@ -23,11 +23,16 @@ import re
 
 __all__ = ["CALL_MARKERS", "CallHoldback"]
 
-#: Markers that start a call in a spelling some open-weight model uses, wherever they appear.
+#: Markers that start a call in a spelling some open-weight model uses, wherever they appear: each place
+#: where text-call recovery (``tools/recovery.py``) may begin taking a call out, so none of it is shown.
 CALL_MARKERS: tuple[str, ...] = (
     "<tool_call>",
     "<function=",
     "<function_call>",
+    "<json>",
+    "<JSON>",
+    "<|start|>",
+    "<|message_sep|>",
     "<|function_call|>",
     "<|content_invoke_tool_json|>",
     "<|python_tag|>",

@@ -20,9 +20,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from ..arguments import canonical_arguments
 from ..errors import InvalidInput
 from ..messages import ToolCall
-from .arguments import canonical_arguments
 
 __all__ = ["LoopDetectorConfig", "LoopKind", "LoopVerdict", "ToolLoopDetector"]
 

@@ -1,4 +1,4 @@
-"""MCP servers as steadyloop tools: connect over stdio or streamable HTTP, list their tools, call them.
+"""MCP servers as steadyloop tools: connect over stdio or streamable HTTP, list their tools, call them (public).
 
 How an MCP tool becomes a ``Tool``:
 

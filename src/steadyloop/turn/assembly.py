@@ -18,9 +18,9 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..arguments import parse_tool_arguments
 from ..errors import ToolArgumentsError
 from ..messages import SignedThinking, ToolCall, Turn
-from ..tools.arguments import parse_tool_arguments
 from ..usage import Usage
 from .fences import DEFAULT_FENCES, Fence, FenceSplitter
 

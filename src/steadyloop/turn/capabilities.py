@@ -71,9 +71,9 @@ class ModelCapabilities:
             their closing tag.
         native_tools: the server takes ``tools`` in the request; ``False`` describes them in the prompt
             and reads calls back from the text.
-        tool_routing: a step may be asked as a decision held to a schema (``turn/routing.py``); off once
+        tool_routing: a step may be asked as a decision held to a schema (``steering/routing.py``); off once
             the endpoint showed it does not hold the model to one.
-        tool_gate: a routed step may first ask the tool gate (``turn/tool_gate.py``); off once a gate reply
+        tool_gate: a routed step may first ask the tool gate (``steering/tool_gate.py``); off once a gate reply
             held no choice.
     """
 

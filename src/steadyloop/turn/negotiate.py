@@ -18,7 +18,7 @@ from ..errors import EndpointError
 from .assembly import Produced
 from .capabilities import EFFORT_LADDER, EndpointCapabilities, ModelCapabilities, effort_for
 
-__all__ = ["Downgraded", "answer_refusal", "negotiate"]
+__all__ = ["Downgraded", "Refused", "answer_refusal", "negotiate"]
 
 T = TypeVar("T")
 
@@ -49,14 +49,23 @@ class Downgraded:
         return f"dropped {self.field}{shown}: {self.reason}"
 
 
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """What a refused request carried, and what its caller said it may do without.
+
+    Attributes:
+        sent: the top-level fields the refused request carried.
+        effort: the effort the caller asked for (before the latches moved it).
+        droppable: extra-body fields the caller said may be dropped.
+    """
+
+    sent: Collection[str]
+    effort: str | None = None
+    droppable: Collection[str] = ()
+
+
 def answer_refusal(
-    error: EndpointError,
-    caps: EndpointCapabilities,
-    model: ModelCapabilities,
-    *,
-    sent: Collection[str],
-    effort: str | None = None,
-    droppable: Collection[str] = (),
+    error: EndpointError, caps: EndpointCapabilities, model: ModelCapabilities, refused: Refused
 ) -> Downgraded | None:
     """Latch what a refusal says the request can do without; ``None`` when it cannot be answered.
 
@@ -64,10 +73,9 @@ def answer_refusal(
         error: the endpoint's refusal, classified.
         caps: the endpoint's latches.
         model: the model's latches.
-        sent: the top-level fields the refused request carried.
-        effort: the effort the caller asked for (before the latches moved it).
-        droppable: extra-body fields the caller said may be dropped.
+        refused: what the request carried and may do without.
     """
+    sent, effort, droppable = refused.sent, refused.effort, refused.droppable
     if error.kind not in _REFUSALS:
         return None
     words = error.body or str(error)
@@ -179,7 +187,7 @@ async def negotiate(
             if box.value:
                 raise
             fields = sent_fields() if sent_fields is not None else ()
-            change = answer_refusal(error, caps, latches, sent=fields, effort=effort, droppable=droppable)
+            change = answer_refusal(error, caps, latches, Refused(fields, effort, droppable))
             if change is None:
                 raise
             if on_downgrade is not None:

@@ -15,18 +15,19 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._nesting import too_deep
+from ..arguments import repair_value
 from ..errors import EndpointError
 from ..events import Event, Notice, Retry, SideTask
 from ..messages import ContentPart, Turn, UserMessage, to_openai
-from ..tools.arguments import repair_value
-from ..tools.schema_compat import relax_tools, sanitize_tools
 from ..usage import Usage
 from ..wire.endpoints import Endpoint
 from ..wire.interceptors import Interceptors
+from ..wire.schema_compat import relax_tools, sanitize_tools
 from .body import apply_latches
 from .capabilities import EndpointCapabilities, ModelCapabilities, capabilities_for
 from .fences import ALL_FENCES, strip_thinking
-from .run import RetryPolicy, run_turn
+from .request import RetryPolicy, TurnRequest, TurnSink
+from .send import send_turn
 
 __all__ = ["ask", "ask_json"]
 
@@ -40,26 +41,23 @@ def _user(content: SideTaskInput) -> dict[str, Any]:
     return to_openai(UserMessage(content=content if isinstance(content, str) else tuple(content)))
 
 
-def _body(
-    model: str,
-    system: str,
-    user: SideTaskInput,
-    max_tokens: int | None,
-    temperature: float | None,
-    reasoning_effort: str | None,
+def _body(model: str, system: str, user: SideTaskInput, limits: Mapping[str, Any]) -> dict[str, Any]:
+    """A side task's request: the instructions, the question, and the limits set (see ``_limits``)."""
+    return {"model": model, "messages": [{"role": "system", "content": system}, _user(user)], **limits}
+
+
+def _limits(
+    max_tokens: int | None, temperature: float | None, reasoning_effort: str | None
 ) -> dict[str, Any]:
-    """A side task's request: the instructions, the question, and the limits set (unset ones left out)."""
-    body: dict[str, Any] = {
-        "model": model,
-        "messages": [{"role": "system", "content": system}, _user(user)],
-    }
+    """The limits a side task sets, unset ones left out."""
+    limits: dict[str, Any] = {}
     if max_tokens:
-        body["max_tokens"] = max_tokens
+        limits["max_tokens"] = max_tokens
     if temperature is not None:
-        body["temperature"] = temperature
+        limits["temperature"] = temperature
     if reasoning_effort:
-        body["reasoning_effort"] = reasoning_effort
-    return body
+        limits["reasoning_effort"] = reasoning_effort
+    return limits
 
 
 def _notify(on_event: Callable[[Event], object] | None, text: str) -> None:
@@ -129,18 +127,18 @@ async def ask(
         kind: what the task is for, named on its ``SideTask`` event (``summary``, ``branch_summary``, ...).
         interceptors: the host's interceptors, for this request as for any other.
     """
-    body = _body(model, system, user, max_tokens, temperature, reasoning_effort)
+    body = _body(model, system, user, _limits(max_tokens, temperature, reasoning_effort))
     watch = _Watch(kind, model, on_event)
+    request = TurnRequest(
+        endpoint=endpoint,
+        body=body,
+        model=model,
+        policy=policy or RetryPolicy(),
+        fences=ALL_FENCES,
+        interceptors=interceptors,
+    )
     try:
-        turn = await run_turn(
-            endpoint,
-            body,
-            model=model,
-            policy=policy,
-            on_event=watch.relay,
-            fences=ALL_FENCES,
-            interceptors=interceptors,
-        )
+        turn = await send_turn(request, TurnSink(on_event=watch.relay))
     except EndpointError as error:
         watch.failed(error)
         _notify(on_event, f"side task failed: {error}")
@@ -216,58 +214,36 @@ async def ask_json(
     instructions = (
         f"{system}\n\nAnswer with one JSON value matching this JSON Schema, and nothing else:\n{stated}"
     )
-    base = _body(model, instructions, user, max_tokens, temperature, reasoning_effort)
-
-    def build(caps: EndpointCapabilities, latches: ModelCapabilities) -> Mapping[str, Any]:
-        body = apply_latches(base, caps, latches)
-        if latches.structured_output:
-            # The same converter reads tool schemas and response_format on grammar servers, so a server
-            # that could not build a grammar from one is sent the relaxed form of the other.
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {
-                    "name": name,
-                    "strict": strict and caps.strict_schemas,
-                    "schema": sanitized if caps.strict_schemas else relaxed,
-                },
-            }
-        return body
-
+    base = _body(model, instructions, user, _limits(max_tokens, temperature, reasoning_effort))
     capabilities_for(endpoint)
     watch = _Watch(kind, model, on_event)
+    request = TurnRequest(
+        endpoint=endpoint,
+        body=_HeldToSchema(base, name, strict, (sanitized, relaxed)),
+        model=model,
+        policy=policy or RetryPolicy(),
+        droppable=("response_format",),
+        fences=ALL_FENCES,
+    )
     try:
-        turn = await run_turn(
-            endpoint,
-            build,
-            model=model,
-            policy=policy,
-            droppable=("response_format",),
-            on_event=watch.relay,
-            fences=ALL_FENCES,
-        )
+        turn = await send_turn(request, TurnSink(on_event=watch.relay))
     except EndpointError as error:
-        if error.kind == "grammar":
-            caps = capabilities_for(endpoint)
-            if caps.strict_schemas:
-                caps.strict_schemas = False
-                _notify(
-                    on_event, f"the endpoint could not build a grammar from the schema; relaxing it: {error}"
-                )
-                return await ask_json(
-                    endpoint,
-                    model,
-                    system,
-                    user,
-                    schema,
-                    name=name,
-                    strict=strict,
-                    max_tokens=max_tokens,
-                    temperature=temperature,
-                    reasoning_effort=reasoning_effort,
-                    policy=policy,
-                    on_event=on_event,
-                    kind=kind,
-                )
+        if error.kind == "grammar" and _relax(endpoint, error, on_event):
+            return await ask_json(
+                endpoint,
+                model,
+                system,
+                user,
+                schema,
+                name=name,
+                strict=strict,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                reasoning_effort=reasoning_effort,
+                policy=policy,
+                on_event=on_event,
+                kind=kind,
+            )
         watch.failed(error)
         _notify(on_event, f"side task failed: {error}")
         return None
@@ -276,3 +252,42 @@ async def ask_json(
     if value is None:
         _notify(on_event, "side task returned no JSON")
     return value
+
+
+class _HeldToSchema:
+    """A side task's body held to a JSON schema where the model takes one, rebuilt from the latches."""
+
+    __slots__ = ("base", "name", "relaxed", "sanitized", "strict")
+
+    def __init__(
+        self, base: Mapping[str, Any], name: str, strict: bool, schemas: tuple[dict[str, Any], dict[str, Any]]
+    ) -> None:
+        self.base = base
+        self.name = name
+        self.strict = strict
+        self.sanitized, self.relaxed = schemas
+
+    def __call__(self, caps: EndpointCapabilities, latches: ModelCapabilities) -> Mapping[str, Any]:
+        body = apply_latches(self.base, caps, latches)
+        if latches.structured_output:
+            # The same converter reads tool schemas and response_format on grammar servers, so a server
+            # that could not build a grammar from one is sent the relaxed form of the other.
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": self.name,
+                    "strict": self.strict and caps.strict_schemas,
+                    "schema": self.sanitized if caps.strict_schemas else self.relaxed,
+                },
+            }
+        return body
+
+
+def _relax(endpoint: Endpoint, error: EndpointError, on_event: Callable[[Event], object] | None) -> bool:
+    """Latch strict schemas off where a server could not build a grammar; whether that is new."""
+    caps = capabilities_for(endpoint)
+    if not caps.strict_schemas:
+        return False
+    caps.strict_schemas = False
+    _notify(on_event, f"the endpoint could not build a grammar from the schema; relaxing it: {error}")
+    return True

@@ -58,7 +58,7 @@ class Rule:
 
 # Wordings of servers that could not build a grammar from a tool schema or response_format, each quoted from
 # the server's source or a report of it (their origins are listed in tests/tools/test_schema_compat.py).
-# One list, read both by classify_failure and by tools.schema_compat.is_grammar_error.
+# One list, read both by classify_failure and by schema_compat.is_grammar_error.
 GRAMMAR_WORDINGS = (
     r"failed to parse grammar",  # llama.cpp sampler init, LM Studio and Ollama relay it
     r"error parsing grammar",  # llama.cpp GBNF parser

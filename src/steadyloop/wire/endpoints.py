@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal, TypeAlias, get_args
 from urllib.parse import urlsplit
 
-from ..errors import InvalidInput, redact_url
+from ..errors import InvalidInput, MissingApiKey, redact_url
 
 if TYPE_CHECKING:
     from .provider import Provider
@@ -35,6 +35,8 @@ __all__ = [
     "Target",
     "endpoint_id",
     "endpoint_key",
+    "missing_key",
+    "require_key",
     "with_resolved_key",
 ]
 
@@ -78,6 +80,10 @@ class Endpoint:
         fallbacks: where a turn goes, in order, when this endpoint fails before its first event (see
             ``steadyloop.failover``); a fallback without a model asks for the run's model. Empty by
             default.
+        key_env: the environment variables its key is read from, when it needs one: a request to it
+            without a key fails before anything is sent (``MissingApiKey``, naming them). ``sl.provider``
+            and ``Endpoint.from_env`` set it for a hosted provider at its own URL; empty (no key needed)
+            by default. Not part of the endpoint's identity or repr.
     """
 
     base_url: str
@@ -87,6 +93,7 @@ class Endpoint:
     api: API = "openai"
     transport: Provider | None = field(default=None, compare=False)
     fallbacks: tuple[Target, ...] = ()
+    key_env: tuple[str, ...] = field(default=(), compare=False)
     # endpoint_key, worked out once: every request looks its endpoint's state up by it several times.
     _key: str = field(init=False, repr=False, compare=False)
 
@@ -127,6 +134,10 @@ class Endpoint:
                 "a fallback cannot have fallbacks of its own: list every candidate in one chain"
             )
         object.__setattr__(self, "fallbacks", fallbacks)
+        names = tuple(self.key_env) if isinstance(self.key_env, Iterable) else None
+        if names is None or isinstance(self.key_env, str) or not all(isinstance(n, str) and n for n in names):
+            raise InvalidInput("key_env must be a sequence of environment variable names")
+        object.__setattr__(self, "key_env", names)
         object.__setattr__(self, "_key", _key_of(url, self.api_key or NO_KEY, self.api))
 
     def __repr__(self) -> str:
@@ -168,9 +179,39 @@ class Endpoint:
     @classmethod
     def from_env(cls, base_url: str | None = None, api_key: str | None = None) -> Endpoint:
         """An endpoint from ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` where the arguments leave gaps."""
-        url = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        url = base_url or os.environ.get("OPENAI_BASE_URL") or _OPENAI_URL
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        return cls(base_url=url, api_key=key)
+        # OpenAI's own service takes no request without a key; a server of the caller's own may.
+        needs = ("OPENAI_API_KEY",) if url.rstrip("/") == _OPENAI_URL else ()
+        return cls(base_url=url, api_key=key, key_env=needs)
+
+
+_OPENAI_URL = "https://api.openai.com/v1"
+
+
+def missing_key(endpoint: Endpoint) -> MissingApiKey | None:
+    """The error for a request to ``endpoint`` without the key it needs, or ``None`` when it has one or
+    needs none (see ``Endpoint.key_env``). A caller's own ``transport`` brings its own auth."""
+    if not endpoint.key_env or endpoint.api_key or endpoint.transport is not None:
+        return None
+    names = endpoint.key_env
+    variables = names[0] + (f" (or {', '.join(names[1:])})" if len(names) > 1 else "")
+    return MissingApiKey(
+        f"no API key for {endpoint.shown_url}: set {variables}, or pass the key (api_key=...)",
+        variables=names,
+        endpoint=endpoint.base_url,
+    )
+
+
+def require_key(endpoint: Endpoint) -> None:
+    """Refuse, before anything is sent, an endpoint that needs a key and has none.
+
+    Raises:
+        MissingApiKey: it has no key and needs one; the message names the variables to set.
+    """
+    error = missing_key(endpoint)
+    if error is not None:
+        raise error
 
 
 @dataclass(frozen=True, slots=True)

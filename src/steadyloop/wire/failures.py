@@ -39,6 +39,7 @@ from ._failure_patterns import (
     UNIT_SECONDS,
     FailureKind,
 )
+from .web_pages import is_web_page, page_words
 
 __all__ = ["Failure", "FailureKind", "classify_failure", "parse_retry_after", "prompt_truncated"]
 
@@ -90,6 +91,8 @@ class Failure:
         requested: for an overflow, the tokens the request needed as the server counted, when it said.
         daily_quota: a rate limit for a quota counted per day, with no wait named: sending again today
             fails the same way, so it is not transient.
+        web_page: the body was an HTML page, not an API's answer (a proxy's error page, a login wall, a
+            site at a wrong base URL); ``message`` is then what the page says (its title or heading).
     """
 
     kind: FailureKind
@@ -103,6 +106,7 @@ class Failure:
     limit: int | None = None
     requested: int | None = None
     daily_quota: bool = False
+    web_page: bool = False
 
     @property
     def transient(self) -> bool:
@@ -128,6 +132,7 @@ class Failure:
             "limit": self.limit,
             "requested": self.requested,
             "daily_quota": self.daily_quota,
+            "web_page": self.web_page,
         }
 
     @classmethod
@@ -149,6 +154,9 @@ class Failure:
         ):
             raise InvalidInput(f"failure retry_after must be a number or null, got {retry_after!r}")
         limit, requested = _optional_int(data, "limit"), _optional_int(data, "requested")
+        web_page = data.get("web_page", False)  # absent from what older versions wrote
+        if not isinstance(web_page, bool):
+            raise InvalidInput(f"failure web_page must be a boolean, got {web_page!r}")
         if not isinstance(supported, list) or not all(isinstance(v, str) for v in supported):
             raise InvalidInput(f"failure supported must be a list of strings, got {supported!r}")
         return cls(
@@ -163,6 +171,7 @@ class Failure:
             limit=limit,
             requested=requested,
             daily_quota=data.get("daily_quota") is True,
+            web_page=web_page,
         )
 
 
@@ -181,13 +190,20 @@ def classify_failure(
 
     Returns:
         The failure. The server's words decide the kind where they say something; the status decides
-        it where they do not. A 429 is never an overflow, whatever its words borrow. Nothing a server can
-        send makes this raise: a status that is not a number reads as none, header values of any type
-        are read where they can be, and a body nested past what any error shape needs is read as text.
+        it where they do not. A 429 is never an overflow, whatever its words borrow. An HTML page (a
+        proxy's, a login wall's, a site's at a wrong URL) is read for its title or heading only, and
+        marked ``web_page``. Nothing a server can send makes this raise: a status that is not a number
+        reads as none, header values of any type are read where they can be, and a body nested past
+        what any error shape needs is read as text.
     """
     status = _status(status)
     words = _Words()
-    _read(body, words, 0)
+    page = body if isinstance(body, str) and is_web_page(body) else None
+    if page is not None:
+        # A page's markup and scripts are no server's words: its title or heading is what it says.
+        words.say(page_words(page))
+    else:
+        _read(body, words, 0)
     said = "\n".join([*words.texts, words.code or "", words.type or ""])[:_MAX_TEXT]
     kind, field = _match(status, said)
     if kind is None:
@@ -220,6 +236,7 @@ def classify_failure(
         limit=limit,
         requested=requested,
         daily_quota=daily,
+        web_page=page is not None,
     )
 
 

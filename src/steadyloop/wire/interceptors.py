@@ -38,11 +38,13 @@ __all__ = [
     "PayloadInterceptor",
     "ResponseInfo",
     "ResponseInterceptor",
+    "ResponseTap",
     "SseEvent",
     "SseEventInterceptor",
     "intercept_assistant_event",
     "intercept_payload",
     "observe",
+    "tell_sse_event",
     "wire_only",
 ]
 
@@ -226,3 +228,56 @@ def intercept_assistant_event(hook: AssistantEventInterceptor, event: Event) -> 
             interceptor=name,
         )
     return outcome
+
+
+class ResponseTap:
+    """Notes the status and headers of responses an SDK's HTTP client receives (an ``httpx2`` response
+    event hook), so ``on_response`` can be told of them once the SDK call returns or fails.
+
+    The host's hook is not called from inside the SDK: an exception raised there would come back wrapped
+    as a connection error and be retried, where an interceptor that fails must end the turn.
+    """
+
+    __slots__ = ("_endpoint", "_model", "_seen")
+
+    def __init__(self, endpoint: str, model: str | None) -> None:
+        self._endpoint = endpoint
+        self._model = model
+        self._seen: list[ResponseInfo] = []
+
+    async def __call__(self, response: Any) -> None:
+        self._seen.append(
+            ResponseInfo(
+                status=int(response.status_code),
+                headers={str(k): str(v) for k, v in response.headers.items()},
+                endpoint=self._endpoint,
+                model=self._model,
+            )
+        )
+
+    async def tell(self, interceptors: Interceptors | None) -> None:
+        """Tell ``on_response`` of every response noted since the last call.
+
+        Raises:
+            InterceptorFailed: it raised.
+        """
+        seen = self._seen
+        if not seen:
+            return
+        taken = list(seen)
+        seen.clear()
+        hook = interceptors.on_response if interceptors is not None else None
+        if hook is None:
+            return
+        for info in taken:
+            await observe("on_response", hook, info)
+
+
+async def tell_sse_event(interceptors: Interceptors | None, event: str, data: str) -> None:
+    """Tell ``on_sse_event`` of one event a native SDK read (its type and its data as JSON text).
+
+    Raises:
+        InterceptorFailed: it raised.
+    """
+    if interceptors is not None and interceptors.on_sse_event is not None:
+        await observe("on_sse_event", interceptors.on_sse_event, SseEvent(data, event))

@@ -1,0 +1,161 @@
+"""The answer of a routed step, asked once the model chose to answer, and held to its tool results.
+
+An answer is asked for as usual, streamed, with ``tool_choice: "none"`` and a grammar that keeps it from
+opening like a call; it costs the server only the reply (the prompt is already cached). Before any tool
+ran, the tools are left out of its prompt (:func:`answering_bare`): they only invite a small model to write
+about them, or to write a call's JSON as its answer. An answer written from tool results is asked at
+temperature 0 and not streamed while it is written (:func:`grounded_answer`): one that leaves out entries
+a listing returned, or names paths none returned (``grounding.py``), is sent back once with a correction,
+and the one with fewer gaps is passed on whole; one still short of a listing gives way to the listing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from ..events import Notice
+from ..messages import Turn
+from ..turn.capabilities import EndpointCapabilities, ModelCapabilities
+from ..turn.request import BodyBuilder, TurnRequest, TurnSink
+from ..turn.send import send_turn
+from .decision import ANSWER_GRAMMAR, one_read
+from .grounding import AnswerGaps, answer_gaps, correction, request_and_results
+
+__all__ = ["ANSWER_HELD", "answering", "answering_bare", "ask_answer", "grounded_answer"]
+
+#: The notice a held answer (see :func:`grounded_answer`) gives as its first text arrives.
+ANSWER_HELD = "the answer is being written; it is checked against the tool results before it is shown"
+
+
+def answering(build: BodyBuilder) -> BodyBuilder:
+    """``build``'s body asked for an answer: no call, and a grammar against opening like one."""
+
+    def answer(c: EndpointCapabilities, m: ModelCapabilities) -> Mapping[str, Any]:
+        body = dict(build(c, m))
+        body["tool_choice"] = "none"
+        if "grammar" not in m.refused_fields:
+            body["grammar"] = ANSWER_GRAMMAR
+        return body
+
+    return answer
+
+
+def answering_bare(build: BodyBuilder) -> BodyBuilder:
+    """:func:`answering`, with the tools left out of the prompt."""
+    answer = answering(build)
+
+    def bare(c: EndpointCapabilities, m: ModelCapabilities) -> Mapping[str, Any]:
+        body = dict(answer(c, m))
+        body.pop("tools", None)
+        body.pop("tool_choice", None)
+        body.pop("parallel_tool_calls", None)
+        return body
+
+    return bare
+
+
+async def ask_answer(request: TurnRequest, sink: TurnSink, grounded: bool, bare: bool) -> Turn:
+    """The answer to ``request`` (whose body is a builder): held to its tool results when ``grounded``,
+    else streamed, without the tools when ``bare``."""
+    assert callable(request.body), "a routed step's body is a builder"
+    asked = replace(request, droppable=(*request.droppable, "grammar"))
+    if grounded:
+        return await grounded_answer(replace(asked, body=answering(request.body)), sink)
+    build = answering_bare(request.body) if bare else answering(request.body)
+    return await send_turn(replace(asked, body=build), sink)
+
+
+async def grounded_answer(request: TurnRequest, sink: TurnSink) -> Turn:
+    """An answer written from tool results, held to them (``grounding.py``) before it is shown.
+
+    It is asked at temperature 0 and not streamed while it is written: an answer that leaves out entries a
+    listing returned, or names paths none returned, is sent back once with a correction, and the one with
+    fewer gaps is passed on to ``on_output`` whole; one still short of a listing gives way to the listing.
+    """
+    held = _Held(request, sink)
+    quiet = replace(sink, on_output=held.writing)
+    answer = await send_turn(replace(request, body=held.first), quiet)
+    asked, results = request_and_results(held.sent.get("messages", []))
+    gaps = answer_gaps(answer.content, results, asked) if not answer.tool_calls else AnswerGaps()
+    if gaps:
+        answer = await held.corrected(answer, gaps, (asked, results))
+    if sink.on_output is not None and answer.content:
+        sink.on_output(answer.content)
+    return answer
+
+
+class _Held:
+    """One held answer: the body it was last sent with, and the notice given as its text starts."""
+
+    __slots__ = ("build", "request", "sent", "sink", "started")
+
+    def __init__(self, request: TurnRequest, sink: TurnSink) -> None:
+        assert callable(request.body), "a routed step's body is a builder"
+        self.request = request
+        self.sink = sink
+        self.build: BodyBuilder = request.body
+        self.sent: dict[str, Any] = {}
+        self.started = False
+
+    def first(self, c: EndpointCapabilities, m: ModelCapabilities) -> Mapping[str, Any]:
+        body = dict(self.build(c, m))
+        if m.chosen_temperature:  # the runtime's own reading of results, as with its decisions
+            body["temperature"] = 0
+        self.sent.clear()
+        self.sent.update(body)
+        return body
+
+    def writing(self, _text: str) -> None:
+        # Once, as the held answer's first text arrives: a watcher would otherwise see nothing while it is
+        # written (on a CPU, seconds), and the terminal would go on saying the model reads the prompt.
+        if self.started or self.sink.on_event is None or self.sink.on_output is None:
+            return
+        self.started = True
+        self.sink.emit(Notice(text=ANSWER_HELD, name="answer_held", step=self.request.step))
+
+    async def corrected(self, answer: Turn, gaps: AnswerGaps, read: tuple[str, list[str]]) -> Turn:
+        """The answer sent back once with what it missed; the better of the two, or the listing itself."""
+        asked, results = read
+        self.sink.emit(
+            Notice(
+                text=f"the answer missed its tool results ({_said(gaps)}); asked again",
+                name="grounding",
+                step=self.request.step,
+            )
+        )
+        told = correction(gaps)
+
+        def again(c: EndpointCapabilities, m: ModelCapabilities) -> Mapping[str, Any]:
+            body = dict(self.first(c, m))
+            body["messages"] = [
+                *body.get("messages", []),
+                {"role": "assistant", "content": answer.content},
+                {"role": "user", "content": told},
+            ]
+            return body
+
+        quiet = replace(self.sink, on_output=self.writing)
+        second = await send_turn(replace(self.request, body=again), quiet)
+        usage = one_read(answer.usage, second.usage)
+        better = answer_gaps(second.content, results, asked)
+        if not second.tool_calls and len(better.missing) + len(better.invented) < len(gaps.missing) + len(
+            gaps.invented
+        ):
+            answer, gaps = second, better
+        content = answer.content
+        if gaps.missing:
+            # Still short of the listing after the correction: the listing itself is the answer, as the
+            # tool gave it (docs/steering.md).
+            content = "\n".join(r.strip() for r in results)
+        return Turn(content, answer.reasoning, answer.tool_calls, usage, answer.finish_reason)
+
+
+def _said(gaps: AnswerGaps) -> str:
+    said = []
+    if gaps.missing:
+        said.append(f"{len(gaps.missing)} entries left out")
+    if gaps.invented:
+        said.append(f"{len(gaps.invented)} paths no tool returned")
+    return ", ".join(said)

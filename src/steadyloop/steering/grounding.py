@@ -1,0 +1,183 @@
+"""Whether an answer written from tool results says what they said: every entry of a listing, and no path
+that none of them named.
+
+A small model that read a listing often answers with most of it, with a count and no names, or with every
+entry and a folder that does not exist (``docs/steering.md`` has the measurements). The answer to a
+routed step after tool results is checked here before it is shown (``routing.py``): the entries a listing
+result holds that the answer leaves out, and the path-like words of the answer (``tests/cli/``,
+``setup.py``) that no tool result and not the request itself holds. A gap is sent back once, as a short
+correction, and the answer asked again; one still short of a listing after that gives way to the listing
+itself.
+
+A listing is a result whose lines are bulleted names (one word each, a note in parentheses after it
+allowed), with notes in parentheses between them: a file's own bulleted prose is no listing. The entries
+are checked only when every result of the request is a listing, so an answer that read a file after
+listing a folder is not held to the listing.
+
+All of it is sans I/O: :func:`answer_gaps` reads, :func:`correction` writes the message.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "AnswerGaps",
+    "answer_gaps",
+    "chat_text",
+    "correction",
+    "last_request",
+    "listed_entries",
+    "path_words",
+    "request_and_results",
+]
+
+_BULLET = re.compile(r"[-*•]\s+(\S+)(?:\s+\([^()\n]*\))?")
+_NOTE = re.compile(r"\([^\n]*\)")
+# A path-like word: one or more "name/" parts (with a name after the last or not), or a name ending in a
+# file extension (a dot, then a letter and up to seven letters or digits).
+_PATH_WORD = re.compile(
+    r"(?<![\w./@:-])(?:[\w.-]+/)+[\w.-]*|(?<![\w./@:-])[\w-][\w.-]*\.[A-Za-z][A-Za-z0-9]{0,7}(?![\w/@])"
+)
+_NOT_PATHS = frozenset({"e.g", "i.e", "etc", "vs", "a.m", "p.m"})
+_QUOTES = "`'\"*"
+_SHOWN_IN_CORRECTION = 12  # entries named in a correction, at most
+# A request for a count is answered by a number, not by the names: held to the listing, a count asked for
+# was sent back for leaving the names out and came back with them and no count.
+_COUNT_ASKED = re.compile(r"\bhow many\b|\bnumber of\b|\bcount\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerGaps:
+    """What an answer misses of its tool results.
+
+    Attributes:
+        missing: entries of the listing results the answer does not name.
+        invented: path-like words of the answer that no tool result (and not the request) holds.
+    """
+
+    missing: tuple[str, ...] = ()
+    invented: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.missing or self.invented)
+
+
+def listed_entries(result: str) -> list[str] | None:
+    """The entries of a listing result, as it names them (``docs/``, ``README.md``); ``None`` when the
+    result is no listing (see the module docstring)."""
+    entries: list[str] = []
+    for raw in result.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        bullet = _BULLET.fullmatch(line)
+        if bullet is not None:
+            entries.append(bullet.group(1).strip(_QUOTES))
+        elif not _NOTE.fullmatch(line):
+            return None
+    return entries or None
+
+
+def path_words(text: str) -> list[str]:
+    """The path-like words of ``text``, in order, without quotes, a leading ``./`` or a sentence's full stop."""
+    found: list[str] = []
+    for match in _PATH_WORD.finditer(text):
+        word = match.group(0).strip(_QUOTES).removeprefix("./").rstrip(".,;:")
+        if word.rstrip("/") and word.rstrip("/").lower() not in _NOT_PATHS and "://" not in word:
+            found.append(word)
+    return found
+
+
+def _names(answer: str, entry: str) -> bool:
+    name = entry.rstrip("/")
+    if not name:
+        return True
+    pattern = rf"(?<![\w.-]){re.escape(name)}(?![\w-]|\.[A-Za-z0-9])"
+    return re.search(pattern, answer, re.IGNORECASE) is not None
+
+
+def _grounded(word: str, sources: Sequence[str]) -> bool:
+    """Whether ``word`` is in one of ``sources`` (lower-cased, as the caller gives them)."""
+    bare = word.rstrip("/").lower()
+    if any(bare in source for source in sources):
+        return True
+    # "src/steadyloop/" after a listing that showed "src/" and one of "src" that showed "steadyloop/":
+    # each part was named by some result.
+    parts = [p for p in bare.split("/") if p]
+    return len(parts) > 1 and all(any(p in source for source in sources) for p in parts)
+
+
+def answer_gaps(answer: str, results: Sequence[str], request: str = "") -> AnswerGaps:
+    """What ``answer`` misses of the tool ``results`` it was written from (``request``: what the user asked,
+    whose own words are no invention).
+
+    Returns:
+        The gaps; empty (false) when there are none, or no results to hold the answer to.
+    """
+    if not results or not answer.strip():
+        return AnswerGaps()
+    listings = [listed_entries(r) for r in results]
+    missing: list[str] = []
+    if all(entries is not None for entries in listings) and not _COUNT_ASKED.search(request):
+        for entries in listings:
+            missing += [e for e in entries or () if not _names(answer, e) and e not in missing]
+    sources = [s.lower() for s in (*results, request)]
+    invented = list(dict.fromkeys(w for w in path_words(answer) if not _grounded(w, sources)))
+    return AnswerGaps(tuple(missing), tuple(invented))
+
+
+def _some(names: Sequence[str]) -> str:
+    shown = ", ".join(names[:_SHOWN_IN_CORRECTION])
+    return shown + (
+        f" and {len(names) - _SHOWN_IN_CORRECTION} more" if len(names) > _SHOWN_IN_CORRECTION else ""
+    )
+
+
+def correction(gaps: AnswerGaps) -> str:
+    """The message that sends an answer with ``gaps`` back: what it missed, and what to do."""
+    said: list[str] = []
+    if gaps.missing:
+        said.append(f"Your answer leaves out entries the tool returned: {_some(gaps.missing)}.")
+    if gaps.invented:
+        said.append(f"Your answer names {_some(gaps.invented)}, which no tool returned.")
+    # "and nothing else" costs a count asked for, and without it a small model left the same entry out
+    # again (docs/steering.md); a listing named in full wins over a count.
+    wanted = "name every entry the tool returned" if gaps.missing else "name only what the tools returned"
+    return " ".join([*said, f"Answer the question again from the tool results: {wanted}, and nothing else."])
+
+
+def chat_text(content: Any) -> str:
+    """The text parts of a chat message's ``content`` (a string, or a list of parts), one per line."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, Mapping) and part.get("type") == "text"
+        )
+    return ""
+
+
+def last_request(messages: Sequence[Any]) -> tuple[Mapping[str, Any] | None, list[Mapping[str, Any]]]:
+    """The last user message of a chat body's ``messages`` (None if there is none), and the messages after
+    it in order (every message, if there is none); what is no mapping is not a message and is passed over."""
+    after: list[Mapping[str, Any]] = []
+    for message in reversed(messages):
+        if not isinstance(message, Mapping):
+            continue
+        if message.get("role") == "user":
+            return message, after[::-1]
+        after.append(message)
+    return None, after[::-1]
+
+
+def request_and_results(messages: Sequence[Any]) -> tuple[str, list[str]]:
+    """The last user message of a chat body's ``messages``, and the tool results after it, as text."""
+    user, after = last_request(messages)
+    request = "" if user is None else chat_text(user.get("content"))
+    return request, [chat_text(message.get("content")) for message in after if message.get("role") == "tool"]

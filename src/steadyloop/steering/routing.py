@@ -1,0 +1,319 @@
+"""Tool routing: one step asked as a decision the server holds the model to, for models too small to choose.
+
+A small model given tools calls one when it should answer, describes a tool instead of calling it, or
+answers from nothing when a tool would have told it. Routing asks the step differently
+(``LoopPolicy.tool_routing``). The tool gate may ask first, as a question of its own, whether the request
+needs a tool (``tool_gate.py``). Then the same request goes out held to a decision (``decision.py``): a
+call of one declared tool, or the choice to answer. A call is the step's turn as it is, unless it is the
+very call the step before made (its result is in the prompt; a small model at temperature 0 would repeat
+it until the loop guard stops the run), which reads as the choice to answer. An answer is then asked for
+(``answers.py``), held to the tool results when there are any.
+
+A server that refuses the schema, or answers outside it, latches routing off for that (endpoint, model)
+with a notice, and the step is sent as usual; a gate whose reply holds no choice latches the gate off.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from ..errors import EndpointError
+from ..events import Event, Notice, Retry, SideTask
+from ..messages import ToolCall, Turn
+from ..turn.body import apply_latches
+from ..turn.capabilities import EndpointCapabilities, ModelCapabilities, capabilities_for
+from ..turn.fences import ALL_FENCES
+from ..turn.request import BodyBuilder, TurnRequest, TurnSink
+from ..turn.send import send_turn
+from ..usage import Usage
+from .answers import ask_answer
+from .decision import (
+    Decision,
+    already_made,
+    calls_for_request,
+    decision_body,
+    gate_body,
+    one_read,
+    ran_tools,
+    read_decision,
+    tool_names,
+    which_tool_body,
+)
+from .examples import GENERIC_EXAMPLES, GateChoice, GateExamples
+from .tool_gate import read_gate, tools_on_named_paths
+from .which_tool import GENERIC_WHICH_TOOL_EXAMPLES, WhichToolExample, read_which_tool
+
+__all__ = ["RoutedTurn", "ToolRouting", "plain_turn", "routed_turn"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRouting:
+    """How routed steps are asked (``LoopPolicy.tool_routing``).
+
+    Attributes:
+        gate: ask a gate first, where the model has not latched it off: an answer it chooses is asked for
+            without a decision.
+        question: the gate's question. ``"which_tool"`` (the default) reads the request against the
+            declared tools and names the one that does what it asks, or none (``which_tool.py``); the
+            decision after it may still answer. ``"kind"`` files the request under kinds a host tunes
+            with its own ``examples`` (``tool_gate.py``), and a "tool" makes the decision a call.
+        examples: the kinds gate's worked examples: a host's own, naming its tools, or the generic set.
+        which_tool_examples: the which-tool gate's worked examples (each with tools of its own).
+        several: a decision may hold several calls (a request that names several items gets a call
+            each in one step), up to ``MAX_CALLS``.
+    """
+
+    gate: bool = True
+    question: Literal["which_tool", "kind"] = "which_tool"
+    examples: GateExamples = GENERIC_EXAMPLES
+    which_tool_examples: tuple[WhichToolExample, ...] = GENERIC_WHICH_TOOL_EXAMPLES
+    several: bool = True
+
+
+_ROUTING = ToolRouting()
+
+
+@dataclass(frozen=True, slots=True)
+class RoutedTurn:
+    """One step's turn, and whether a decision stood behind it.
+
+    Attributes:
+        turn: the step's turn.
+        decided: a routing decision made it (a call with arguments held to its schema, or an answer asked
+            for after the model chose to answer); text in such a turn is an answer, never a call.
+    """
+
+    turn: Turn
+    decided: bool = False
+
+
+async def plain_turn(request: TurnRequest, sink: TurnSink) -> RoutedTurn:
+    """One step sent as usual (``send_turn``), in the shape :func:`routed_turn` answers with."""
+    return RoutedTurn(await send_turn(request, sink))
+
+
+async def routed_turn(request: TurnRequest, sink: TurnSink, routing: ToolRouting = _ROUTING) -> RoutedTurn:
+    """One step, routed where the endpoint and model allow it, else sent as usual (see the module docstring).
+
+    ``request.body`` is the step's body builder.
+    """
+    return await _Routed(request, sink, routing).step()
+
+
+def _routable(_c: EndpointCapabilities, m: ModelCapabilities) -> bool:
+    return m.tool_routing and m.structured_output
+
+
+class _Routed:
+    """One routed step: its request, its plan, and what the gate and the decision said."""
+
+    __slots__ = ("build", "choice", "latches", "planned", "request", "routing", "sink")
+
+    def __init__(self, request: TurnRequest, sink: TurnSink, routing: ToolRouting) -> None:
+        assert callable(request.body), "a routed step's body is a builder"
+        self.request = request
+        self.sink = sink
+        self.routing = routing
+        self.build: BodyBuilder = request.body
+        caps = capabilities_for(request.endpoint)
+        self.latches = caps.model(request.model)
+        self.planned = self.build(caps, self.latches)
+        self.choice: GateChoice | None = None
+
+    async def step(self) -> RoutedTurn:
+        request, sink, planned = self.request, self.sink, self.planned
+        if not _routable(capabilities_for(request.endpoint), self.latches) or (
+            decision_body(planned, self.latches) is None
+        ):
+            return RoutedTurn(await send_turn(request, sink))
+        on_named = await self._gate()
+        if self.choice == "answer":
+            # Before any tool ran, the tools are left out of the answer's prompt: they only invite a small
+            # model to write about them. After results they stay: the prompt then matches the steps before
+            # it, which the server has cached, and an answer from the results needs no second read of them.
+            answer = await ask_answer(request, sink, ran_tools(planned), not ran_tools(planned))
+            return RoutedTurn(answer, decided=True)
+        tools: list[Mapping[str, Any]] = list(planned["tools"])
+        decided = await self._decide(on_named)
+        if decided.tool_calls:  # a server that answered with a native call: that is a decision too
+            return RoutedTurn(decided, decided=True)
+        decision = read_decision(decided.content, tools) if self.latches.structured_output else None
+        if decision is None:
+            self._latch_off(decided)
+            return RoutedTurn(await send_turn(request, sink))
+        decided, decision = await self._not_again(decided, decision, tools)
+        # A call made already, its result in the prompt: a small model at temperature 0 repeats it (or two
+        # in turn) until the loop guard stops the run. What it has is what it answers from.
+        made = calls_for_request(planned)
+        fresh = [call for call in decision.calls if call not in made]
+        if fresh:
+            calls = [
+                ToolCall(f"call_routed_{request.step}" + (f"_{i}" if i else ""), name, arguments)
+                for i, (name, arguments) in enumerate(fresh)
+            ]
+            return RoutedTurn(Turn("", decided.reasoning, calls, decided.usage, "tool_calls"), decided=True)
+        return _after(decided, await ask_answer(request, sink, ran_tools(planned), False))
+
+    def _gate_body(self) -> dict[str, Any] | None:
+        """The gate's request, where the gate is on and there is something to ask."""
+        routing, latches = self.routing, self.latches
+        if not routing.gate or not latches.tool_gate:
+            return None
+        if routing.question == "kind":
+            return gate_body(self.planned, latches, routing.examples)
+        return which_tool_body(self.planned, latches, routing.which_tool_examples)
+
+    def _read_gate(self, text: str) -> GateChoice | None:
+        if self.routing.question == "kind":
+            return read_gate(text)
+        said = read_which_tool(text, self.planned.get("tools") or [])
+        return None if said is None else ("tool" if said.needs_tool else "answer")
+
+    async def _gate(self) -> list[dict[str, Any]] | None:
+        """Ask the tool gate where it is on (setting ``choice``); the tools on paths the request names."""
+        latches, request = self.latches, self.request
+        asked = self._gate_body()
+        on_named = tools_on_named_paths(self.planned) if asked is not None else None
+        if on_named is not None:
+            self.choice = (
+                "tool"  # the request names one of the user's files: nothing to ask, and a call on it
+            )
+            return on_named
+        if asked is None:
+            return None
+        self.choice, said = await ask_gate(request, self.sink, asked, self._read_gate)
+        if self.choice is None and said is not None:
+            latches.tool_gate = False
+            shown = " ".join(said.split())[:120]
+            self.sink.emit(
+                Notice(
+                    text=f"the tool gate is off for {request.model or 'this model'}: its reply held no choice "
+                    f"({shown!r}); steps are routed without it",
+                    name="tool_gate",
+                    step=request.step,
+                )
+            )
+        return None
+
+    def _deciding(self, among: Sequence[Mapping[str, Any]] | None) -> BodyBuilder:
+        """The step's builder held to a decision among ``among`` (default: every declared tool)."""
+        # After the kinds gate said "tool", a call it must be; the which-tool gate's decision may decline.
+        build, several = self.build, self.routing.several
+        call = self.choice == "tool" and self.routing.question == "kind"
+
+        def deciding(c: EndpointCapabilities, m: ModelCapabilities) -> Mapping[str, Any]:
+            body = build(c, m)
+            asked = (
+                decision_body(body, m, call=call, among=among, several=several) if _routable(c, m) else None
+            )
+            return asked if asked is not None else body
+
+        return deciding
+
+    async def _decide(self, among: Sequence[Mapping[str, Any]] | None) -> Turn:
+        """The decision asked: JSON, not the answer, so it is not streamed to the caller as output."""
+        request = self.request
+        deciding = replace(
+            request, body=self._deciding(among), droppable=(*request.droppable, "response_format")
+        )
+        return await send_turn(deciding, replace(self.sink, on_output=None))
+
+    async def _not_again(
+        self, decided: Turn, decision: Decision, tools: list[Mapping[str, Any]]
+    ) -> tuple[Turn, Decision]:
+        """After the gate said a tool is still needed, the first call made again is asked once more
+        without that tool (the prompt is cached: only the reply costs); once only, since where the gate
+        is wrong a small model then calls tool after tool (docs/steering.md)."""
+        planned = self.planned
+        if decision.answers or self.choice != "tool" or len(calls_for_request(planned)) != 1:
+            return decided, decision
+        if not already_made(planned, decision):
+            return decided, decision
+        others = [t for t in tools if tool_names([t]) and tool_names([t])[0][0] != decision.name]
+        if not others:
+            return decided, decision
+        again = await self._decide(others)
+        second = read_decision(again.content, others) if not again.tool_calls else None
+        if second is None:
+            return decided, decision
+        return Turn(again.content, again.reasoning, [], one_read(decided.usage, again.usage)), second
+
+    def _latch_off(self, decided: Turn) -> None:
+        self.latches.tool_routing = False
+        shown = " ".join(decided.content.split())[:120]
+        self.sink.emit(
+            Notice(
+                text=f"tool routing is off for {self.request.model or 'this model'}: the endpoint did not "
+                f"hold the step to its schema ({shown!r}); steps are sent as usual",
+                name="tool_routing",
+                step=self.request.step,
+            )
+        )
+
+
+def _after(decided: Turn, answer: Turn) -> RoutedTurn:
+    """The answer asked after a decision to answer, read as the step's one turn."""
+    usage = one_read(decided.usage, answer.usage)
+    return RoutedTurn(
+        Turn(
+            answer.content,
+            answer.reasoning or decided.reasoning,
+            answer.tool_calls,
+            usage,
+            answer.finish_reason,
+        ),
+        decided=True,
+    )
+
+
+async def ask_gate(
+    request: TurnRequest,
+    sink: TurnSink,
+    asked: Mapping[str, Any],
+    read: Callable[[str], GateChoice | None] = read_gate,
+) -> tuple[GateChoice | None, str | None]:
+    """The gate's choice (``read`` from its reply) and the reply text; ``(None, None)`` when the request
+    failed (the step goes on)."""
+    watch = _GateWatch(sink)
+
+    def build(c: EndpointCapabilities, m: ModelCapabilities) -> Mapping[str, Any]:
+        return apply_latches(asked, c, m)
+
+    gate = TurnRequest(
+        endpoint=request.endpoint,
+        body=build,
+        model=request.model,
+        policy=request.policy,
+        fences=ALL_FENCES,
+        interceptors=request.interceptors,
+    )
+    model, step = request.model or "", request.step
+    try:
+        turn = await send_turn(gate, TurnSink(on_event=watch.relay))
+    except EndpointError as error:
+        usage = Usage(wall_ms=(time.perf_counter() - watch.started) * 1000, retries=watch.retries)
+        sink.emit(SideTask(kind="tool_gate", model=model, usage=usage, error=str(error), step=step))
+        return None, None
+    sink.emit(
+        SideTask(kind="tool_gate", model=model, usage=turn.usage, finish_reason=turn.finish_reason, step=step)
+    )
+    return read(turn.content), turn.content
+
+
+class _GateWatch:
+    """The gate request's clock and retry count, for the ``SideTask`` event that closes it."""
+
+    __slots__ = ("retries", "sink", "started")
+
+    def __init__(self, sink: TurnSink) -> None:
+        self.sink = sink
+        self.retries = 0
+        self.started = time.perf_counter()
+
+    def relay(self, event: Event) -> None:
+        if isinstance(event, Retry):
+            self.retries += 1
+        self.sink.emit(event)

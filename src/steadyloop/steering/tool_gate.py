@@ -1,0 +1,296 @@
+"""The tool gate: tool or answer, asked as a question of its own before a routed step picks a call.
+
+Asked with the tools in its prompt, a small model calls one for nearly every question; asked to pick
+between the tools and an answer under a schema, it still picks a tool. The same model sorts requests well
+when the question is a different one: a short prompt of its own that names the tools in a line each, says
+what needs a tool and what does not, and shows worked examples as earlier turns (``GateExamples``: the
+host's, or ``GENERIC_EXAMPLES``), then the user's request; the reply is held to
+``{"about": kind}`` (before any tool ran) or ``{"choice": "tool"|"answer"}`` (after) and sampled at
+temperature 0. After tool results the question changes to "does the request still need a tool?", with
+the calls made so far (``get_weather(city="Oslo")``) and what they returned, so a two-step task takes its
+second step and a one-step task answers.
+
+Some requests need no question: one that names a path a tool's schema lists (``config.ini``,
+``docs/faq.md``: a small-model tool set may name the folder's files in its schemas) is about the user's
+files, and a small model's gate still answers such a request from its own knowledge.
+:func:`names_a_listed_path` sees that before anything is asked. What was measured on which model is in
+``docs/steering.md``.
+
+All of it is sans I/O: :func:`gate_messages` builds the question, :func:`read_gate` reads the reply;
+``routing.py`` sends it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..turn.side_tasks import read_json
+from .examples import GENERIC_EXAMPLES, KINDS, GateChoice, GateExamples
+from .grounding import chat_text, last_request
+
+__all__ = [
+    "GATE_SCHEMA",
+    "KINDS",
+    "KIND_SCHEMA",
+    "GateChoice",
+    "gate_messages",
+    "gate_schema",
+    "names_a_listed_path",
+    "read_gate",
+    "tools_on_named_paths",
+]
+
+#: The gate's reply: one of two words, which a grammar server holds the model to.
+GATE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"choice": {"enum": ["tool", "answer"]}},
+    "required": ["choice"],
+}
+
+_LATER_RULES = (
+    "Say tool when the request still needs information or an action only a tool gives (the user's files, "
+    "live data, doing something). Say answer for general knowledge, maths, writing, translation and "
+    "programming help, even when they mention files or lists, and when what was done so far is enough to "
+    "answer."
+)
+
+#: The first question's reply: one of :data:`KINDS`, which a grammar server holds the model to.
+KIND_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"about": {"enum": list(KINDS)}},
+    "required": ["about"],
+}
+
+_DESCRIPTION_CHARS = 120  # a tool's line: the first line of its description, cut here
+_RESULT_CHARS = 300  # of each tool result the gate sees
+_RESULTS_CHARS = 1200  # of all of them
+_ARGUMENTS_CHARS = 2000  # a call's arguments longer than this are not shown to the gate
+_ARGUMENT_CHARS = 60  # of each argument's JSON
+
+
+def tool_lines(tools: Sequence[Mapping[str, Any]]) -> str:
+    lines = []
+    for tool in tools:
+        function = tool.get("function") if isinstance(tool, Mapping) else None
+        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+            continue
+        description = function.get("description")
+        first = description.strip().split("\n", 1)[0] if isinstance(description, str) else ""
+        first = first[:_DESCRIPTION_CHARS]
+        lines.append(f"- {function['name']}: {first}" if first else f"- {function['name']}")
+    return "\n".join(lines)
+
+
+def _call_shown(name: str, arguments: Any) -> str:
+    """A call as the gate sees it: ``list_dir(path="docs")``; the name alone when the arguments are not a
+    JSON object of a readable size."""
+    if not isinstance(arguments, str) or len(arguments) > _ARGUMENTS_CHARS:
+        return name
+    try:
+        value = json.loads(arguments)
+    except (ValueError, RecursionError):
+        return name
+    if not isinstance(value, dict):
+        return name
+    shown: list[str] = []
+    for key, argument in value.items():
+        try:
+            text = json.dumps(argument, ensure_ascii=False)
+        except (ValueError, RecursionError):  # nesting json.loads took but json.dumps does not
+            return name
+        cut = text if len(text) <= _ARGUMENT_CHARS else text[: _ARGUMENT_CHARS - 3] + "..."
+        shown.append(f"{key}={cut}")
+    return f"{name}({', '.join(shown)})"
+
+
+def request_and_results(messages: Sequence[Any]) -> tuple[str, list[str]] | None:
+    """The last user request, and what tools did after it (``name(arguments) returned: text``)."""
+    user, after = last_request(messages)
+    request = "" if user is None else " ".join(chat_text(user.get("content")).split())
+    if not request:
+        return None
+    calls_by_id: dict[str, str] = {}
+    results: list[str] = []
+    for message in after:
+        calls = message.get("tool_calls")
+        for call in calls if isinstance(calls, list) else ():
+            function = call.get("function") if isinstance(call, Mapping) else None
+            if isinstance(function, Mapping) and isinstance(call.get("id"), str):
+                name = str(function.get("name", "a tool"))
+                calls_by_id[call["id"]] = _call_shown(name, function.get("arguments"))
+        if message.get("role") == "tool":
+            call = calls_by_id.get(str(message.get("tool_call_id")), "a tool")
+            shown = " ".join(chat_text(message.get("content")).split())[:_RESULT_CHARS]
+            results.append(f"{call} returned: {shown}")
+    return request, results
+
+
+# A path-like word of a request: letters, digits and the characters file names are made of. Read once,
+# left to right, so the check is linear in the request whatever the schemas list.
+_WORD = re.compile(r"[\w./\\-]+")
+_WORD_EDGES = ".,:;!?'\"()"
+_LISTED_CAP = 2000  # enum values looked at, over all tools
+
+
+def _path_properties(tool: Any) -> list[tuple[str, list[Any]]]:
+    """A tool's arguments whose schema lists values (``(argument, enum values)``), in schema order."""
+    function = tool.get("function") if isinstance(tool, Mapping) else None
+    parameters = function.get("parameters") if isinstance(function, Mapping) else None
+    properties = parameters.get("properties") if isinstance(parameters, Mapping) else None
+    if not isinstance(properties, Mapping):
+        return []
+    out: list[tuple[str, list[Any]]] = []
+    for name, schema in properties.items():
+        values = schema.get("enum") if isinstance(schema, Mapping) else None
+        if isinstance(name, str) and isinstance(values, list):
+            out.append((name, values[:_LISTED_CAP]))
+    return out
+
+
+def _is_path(value: Any) -> bool:
+    return isinstance(value, str) and len(value) >= 3 and ("." in value.strip(".") or "/" in value)
+
+
+def _listed_paths(tools: Sequence[Any]) -> set[str]:
+    """String enum values of the tools' arguments that look like paths: a dot or a slash inside a name."""
+    found: set[str] = set()
+    for tool in tools:
+        for _name, values in _path_properties(tool):
+            for value in values:
+                if _is_path(value):
+                    found.add(value)
+                if len(found) >= _LISTED_CAP:
+                    return found
+    return found
+
+
+def _named_paths(body: Mapping[str, Any]) -> set[str]:
+    """The listed paths a step's request names as words of their own, before any tool ran for it."""
+    tools = body.get("tools")
+    messages = body.get("messages")
+    if not isinstance(tools, list) or not isinstance(messages, list):
+        return set()
+    found = request_and_results(messages)
+    if found is None or found[1]:
+        return set()
+    listed = _listed_paths(tools)
+    if not listed:
+        return set()
+    return {w for w in (word.strip(_WORD_EDGES) for word in _WORD.findall(found[0])) if w in listed}
+
+
+def names_a_listed_path(body: Mapping[str, Any]) -> bool:
+    """Whether a step's request names, as a word of its own, a path one of its tools lists in its schema.
+
+    Only before any tool ran for the request: after results, whether more is needed is the gate's question.
+    """
+    return bool(_named_paths(body))
+
+
+def tools_on_named_paths(body: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The step's tools that list a path its request names, each held to the named paths; ``None``: none named.
+
+    A request that names one of the user's files depends on what the file holds: "the weather in the city
+    named in city.txt" is not answered by a call of ``get_weather`` with a city the model picks, and a small
+    model picks one rather than read the file. The first step is then a call on that file: of a tool whose
+    schema lists it, with the path held to the files named; of those, the ones that need nothing else where
+    there are any (given a search as well, a small model searches the file for a word of the request
+    rather than read it). Only before any tool ran for the request, as :func:`names_a_listed_path`.
+    """
+    named = _named_paths(body)
+    tools = body.get("tools")
+    if not named or not isinstance(tools, list):
+        return None
+    out: list[dict[str, Any]] = []
+    whole: list[dict[str, Any]] = []  # the tools that need nothing but the named path
+    for tool in tools:
+        held = {
+            name: [v for v in values if v in named]
+            for name, values in _path_properties(tool)
+            if any(v in named for v in values)
+        }
+        if not held:
+            continue
+        function = dict(tool["function"])
+        parameters = dict(function["parameters"])
+        properties = dict(parameters["properties"])
+        for name, values in held.items():
+            properties[name] = {**properties[name], "enum": values}
+        parameters["properties"] = properties
+        function["parameters"] = parameters
+        out.append({**tool, "function": function})
+        required = parameters.get("required")
+        if isinstance(required, list) and all(name in held for name in required):
+            whole.append(out[-1])
+    return whole or out or None
+
+
+def _choice(choice: GateChoice) -> str:
+    return json.dumps({"choice": choice})
+
+
+def gate_messages(
+    body: Mapping[str, Any], examples: GateExamples = GENERIC_EXAMPLES
+) -> list[dict[str, Any]] | None:
+    """The gate's question for a step's request ``body``; ``None`` when there is nothing to ask.
+
+    Nothing to ask: no tools declared, ``tool_choice`` other than ``"auto"`` (the caller already said),
+    or no user request to read.
+
+    Args:
+        body: the step's request, as it would be sent.
+        examples: the worked examples shown before the request.
+    """
+    tools = body.get("tools")
+    if not isinstance(tools, list) or not tools or body.get("tool_choice") not in (None, "auto"):
+        return None
+    messages = body.get("messages")
+    found = request_and_results(messages) if isinstance(messages, list) else None
+    lines = tool_lines(tools)
+    if found is None or not lines:
+        return None
+    request, results = found
+    head = f"You are a router. An assistant can answer from its own knowledge, or use these tools:\n{lines}\n"
+    out: list[dict[str, Any]] = []
+    if not results:
+        kinds = ", ".join(KINDS)
+        sort = f"You sort requests to an assistant that can answer from its own knowledge, or use these tools:\n{lines}\n"
+        out.append({"role": "system", "content": f"{sort}Say what the request is about: {kinds}."})
+        for text, kind in examples.first:
+            reply = json.dumps({"about": kind})
+            out += [{"role": "user", "content": text}, {"role": "assistant", "content": reply}]
+        out.append({"role": "user", "content": request})
+        return out
+    out.append({"role": "system", "content": head + _LATER_RULES})
+    for text, done, choice in examples.later:
+        shown = f"Request: {text}" + (f"\nDone so far: {done}" if done else "")
+        out += [{"role": "user", "content": shown}, {"role": "assistant", "content": _choice(choice)}]
+    done = "; ".join(results)[:_RESULTS_CHARS]
+    out.append({"role": "user", "content": f"Request: {request}\nDone so far: {done}"})
+    return out
+
+
+def gate_schema(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The schema of the gate's reply to :func:`gate_messages` of ``body``: a kind first, a choice later."""
+    messages = body.get("messages")
+    found = request_and_results(messages) if isinstance(messages, list) else None
+    return GATE_SCHEMA if found is not None and found[1] else KIND_SCHEMA
+
+
+def read_gate(text: str) -> GateChoice | None:
+    """The gate's choice in a reply (a choice, or a kind of :data:`KINDS`); ``None`` when it holds neither."""
+    value = read_json(text)
+    if not isinstance(value, dict):
+        return None
+    kind = value.get("about")
+    if isinstance(kind, str) and kind in KINDS:
+        return KINDS[kind]
+    choice = value.get("choice")
+    if choice == "tool":
+        return "tool"
+    if choice == "answer":
+        return "answer"
+    return None

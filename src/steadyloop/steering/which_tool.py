@@ -1,0 +1,190 @@
+"""The which-tool gate: the request read against the tools declared, and answered with one of their names.
+
+The kinds gate (``tool_gate.py``) files a request under kinds a host tunes (files, maths, chat, ...) and
+each kind means "tool" or "answer" whatever tools are declared: with a ``solve_quadratic`` tool, maths is
+still "answer". This gate asks the question the tools make: does one of *these* tools do what the request
+asks? Its prompt names each declared tool with the first line of its description, shows a few worked
+examples as earlier turns (each with tools of its own, none of any host's), then the request; the reply is
+held to ``{"tool": name}`` where ``name`` is one of the declared tools or ``"none"``. After tool results
+the question is whether the request still needs one of them, with the calls made so far and what they
+returned.
+
+The reply says more than tool or answer: the tool it names is the one the decision is asked about first
+(``routing.py``), and ``"none"`` is the right to decline that a request no tool serves needs. Sans I/O:
+:func:`which_tool_messages` builds the question, :func:`which_tool_schema` its reply's schema and
+:func:`read_which_tool` reads the reply.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..turn.side_tasks import read_json
+from .tool_gate import request_and_results, tool_lines
+
+__all__ = [
+    "GENERIC_WHICH_TOOL_EXAMPLES",
+    "NONE",
+    "WhichTool",
+    "WhichToolExample",
+    "read_which_tool",
+    "which_tool_messages",
+    "which_tool_schema",
+]
+
+#: The reply that no declared tool does what the request asks: the assistant answers.
+NONE = "none"
+
+_RESULTS_CHARS = 1200  # of all the results the gate is shown
+
+_FIRST_RULES = (
+    "You decide whether one of the tools below does what the user asks. Reply with the name of the tool "
+    "that does it, or finds what the answer needs. Reply none when no tool does what is asked: the "
+    "assistant then answers from its own knowledge. A tool that is only about a similar subject does not "
+    "do it."
+)
+_LATER_RULES = (
+    "You decide whether the user's request still needs one of the tools below, given what was done so far. "
+    "Reply with the name of the tool the request still needs, or none when what was done is enough to "
+    "answer or no tool does what is left."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class WhichToolExample:
+    """One worked example: the tools it declares (``name: what it does`` lines), the request, what was done
+    so far (``None`` before any call) and the right reply (a tool's name or ``"none"``)."""
+
+    tools: tuple[str, ...]
+    request: str
+    done: str | None
+    reply: str
+
+
+@dataclass(frozen=True, slots=True)
+class WhichTool:
+    """What the gate said: ``tool`` is a declared tool's name, or ``None`` for none."""
+
+    tool: str | None
+
+    @property
+    def needs_tool(self) -> bool:
+        return self.tool is not None
+
+
+_WEATHER = "get_weather: the current weather in a city"
+_EMAIL = "send_email: send an email to an address"
+_CONTACT = "find_contact: look up a person's email address by name"
+_BMI = "body_mass_index: compute the body mass index from a height and a weight"
+_SONG = "play_song: play a song by its title on the speaker"
+_FLIGHTS = "search_flights: find flights between two airports on a date"
+_NOTES = "search_notes: find the user's notes that mention some words"
+_RATE = "exchange_rate: today's rate between two currencies"
+
+#: Examples for any host: each kind of request shown both ways, with tools of their own.
+GENERIC_WHICH_TOOL_EXAMPLES: tuple[WhichToolExample, ...] = (
+    WhichToolExample((_WEATHER, _EMAIL), "What's the weather like in Oslo today?", None, "get_weather"),
+    WhichToolExample((_WEATHER, _EMAIL), "Name four fruits.", None, NONE),
+    WhichToolExample(
+        (_BMI,), "What is the BMI of someone 1.80 m tall who weighs 81 kg?", None, "body_mass_index"
+    ),
+    WhichToolExample((_BMI,), "What is 17 times 3?", None, NONE),
+    WhichToolExample((_SONG, _WEATHER), "Play Clair de Lune.", None, "play_song"),
+    WhichToolExample((_SONG, _WEATHER), "Find an Italian restaurant near the station.", None, NONE),
+    WhichToolExample((_FLIGHTS, _RATE), "How many dollars is 200 euros?", None, "exchange_rate"),
+    WhichToolExample((_FLIGHTS, _RATE), "Write a haiku about airports.", None, NONE),
+    WhichToolExample((_NOTES, _EMAIL), "Which of my notes mention the dentist?", None, "search_notes"),
+    WhichToolExample(
+        (_WEATHER, _EMAIL),
+        "What's the weather like in Oslo today?",
+        'get_weather(city="Oslo") returned: 4°C, light rain',
+        NONE,
+    ),
+    WhichToolExample(
+        (_CONTACT, _EMAIL),
+        "Look up Dana's email address, then send her the report.",
+        'find_contact(name="Dana") returned: dana@example.com',
+        "send_email",
+    ),
+    WhichToolExample(
+        (_CONTACT, _EMAIL),
+        "Look up Dana's email address, then send her the report.",
+        'find_contact(name="Dana") returned: dana@example.com; '
+        'send_email(to="dana@example.com", subject="Report") returned: sent',
+        NONE,
+    ),
+)
+
+
+def _names(tools: Sequence[Any]) -> list[str]:
+    names: list[str] = []
+    for tool in tools:
+        function = tool.get("function") if isinstance(tool, Mapping) else None
+        name = function.get("name") if isinstance(function, Mapping) else None
+        if isinstance(name, str) and name != NONE and name not in names:
+            names.append(name)
+    return names
+
+
+def _shown(tools: str, request: str, done: str | None) -> str:
+    text = f"Tools:\n{tools}\nRequest: {request}"
+    return text if done is None else f"{text}\nDone so far: {done}"
+
+
+def _reply(name: str) -> str:
+    return json.dumps({"tool": name})
+
+
+def which_tool_messages(
+    body: Mapping[str, Any], examples: Sequence[WhichToolExample] = GENERIC_WHICH_TOOL_EXAMPLES
+) -> list[dict[str, Any]] | None:
+    """The gate's question for a step's request ``body``; ``None`` when there is nothing to ask.
+
+    Nothing to ask: no tools declared, a ``tool_choice`` other than ``"auto"`` (the caller already said),
+    or no user request to read. Examples of the other phase (before or after tool results) are left out.
+    """
+    tools = body.get("tools")
+    messages = body.get("messages")
+    if not isinstance(tools, list) or not tools or body.get("tool_choice") not in (None, "auto"):
+        return None
+    found = request_and_results(messages) if isinstance(messages, list) else None
+    lines = tool_lines(tools)
+    if found is None or not lines:
+        return None
+    request, results = found
+    later = bool(results)
+    out: list[dict[str, Any]] = [{"role": "system", "content": _LATER_RULES if later else _FIRST_RULES}]
+    for example in examples:
+        if (example.done is not None) != later:
+            continue
+        tools_shown = "\n".join(f"- {line}" for line in example.tools)
+        out.append({"role": "user", "content": _shown(tools_shown, example.request, example.done)})
+        out.append({"role": "assistant", "content": _reply(example.reply)})
+    done = "; ".join(results)[:_RESULTS_CHARS] if later else None
+    out.append({"role": "user", "content": _shown(lines, request, done)})
+    return out
+
+
+def which_tool_schema(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The reply's schema: ``{"tool": one of the declared tools' names, or "none"}``."""
+    tools = body.get("tools")
+    names = _names(tools) if isinstance(tools, list) else []
+    return {
+        "type": "object",
+        "properties": {"tool": {"enum": [*names, NONE]}},
+        "required": ["tool"],
+    }
+
+
+def read_which_tool(text: str, tools: Sequence[Any]) -> WhichTool | None:
+    """What a reply says: a declared tool, or none; ``None`` when it says neither (the gate is then off)."""
+    value = read_json(text)
+    said = value.get("tool") if isinstance(value, dict) else None
+    if not isinstance(said, str):
+        return None
+    if said.strip().lower() == NONE:
+        return WhichTool(None)
+    return WhichTool(said) if said in _names(tools) else None

@@ -1,0 +1,209 @@
+"""What the command's file tools answer to what people ask: a long file within the window's room, sizes and
+lines in listings, a search that finds nothing saying what it searched, counts that are never a cap."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from steadyloop.cli.render import result_summary
+from steadyloop.cli.tools import default_tools, file_tools, shell_tool
+from steadyloop.steering.grounding import listed_entries
+from steadyloop.tools.definition import Tool, ToolContext
+
+README = "".join(f"Line {n} of the readme says something about the project.\n" for n in range(1, 328))
+
+
+def _tools(root: Path, *, compact: bool = False) -> dict[str, Tool]:
+    return {t.name: t for t in default_tools(root, compact=compact)}
+
+
+def _context(name: str, budget: int | None = None) -> ToolContext:
+    if budget is None:
+        return ToolContext("c1", name)
+    return ToolContext("c1", name, budget_tokens=budget, chars_per_token=4.0)
+
+
+async def _call(tool: Tool, budget: int | None = None, **arguments: Any) -> str:
+    result = await tool.execute(arguments, _context(tool.name, budget))
+    assert isinstance(result, str), result
+    return result
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "README.md").write_text(README)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "big.py").write_text("x = 1\n" * 500)
+    (tmp_path / "src" / "small.py").write_text("y = 2\n")
+    (tmp_path / "src" / "middle.py").write_text("z = 3\n" * 40)
+    (tmp_path / "logo.png").write_bytes(b"\x89PNG\x00\x00" + bytes(100))
+    (tmp_path / ".git").mkdir()
+    return tmp_path
+
+
+# -- reading within the room ----------------------------------------------------------------------------
+
+
+async def test_a_long_file_is_read_within_the_room_and_says_where_to_read_on(project: Path) -> None:
+    read = _tools(project)["read_file"]
+    got = await _call(read, budget=500, path="README.md")  # 2,000 characters of room
+    assert len(got) <= 2000
+    last = int(re.findall(r"^\s*(\d+)  ", got, re.MULTILINE)[-1])
+    assert 10 < last < 327
+    assert got.endswith(f"\n[lines 1-{last} of 327; read again with offset={last + 1} for more]")
+    following = await _call(read, budget=500, path="README.md", offset=last + 1)
+    assert following.startswith(f"{last + 1:6}  Line {last + 1} of the readme")
+
+
+async def test_a_small_models_read_says_how_much_of_the_file_it_holds(project: Path) -> None:
+    got = await _call(_tools(project, compact=True)["read_file"], budget=400, path="README.md")
+    assert got.startswith("Line 1 of the readme") and len(got) <= 1600
+    assert re.search(r"\n\[lines 1-\d+ of 327; search_text finds lines in the rest\]$", got)
+
+
+async def test_without_a_budget_a_read_keeps_its_own_caps(project: Path) -> None:
+    got = await _call(_tools(project)["read_file"], path="README.md")
+    assert got.splitlines()[-1].startswith("   327  Line 327")  # all of it, and no note
+
+
+async def test_the_room_never_falls_below_a_floor(project: Path) -> None:
+    from steadyloop.cli import file_reads
+
+    got = await _call(_tools(project)["read_file"], budget=0, path="README.md")
+    assert 0 < len(got) <= file_reads.FLOOR_CHARS and "offset=" in got
+
+
+async def test_a_line_past_the_end_is_said_to_be(project: Path) -> None:
+    got = await _call(_tools(project)["read_file"], path="README.md", offset=400)
+    assert got == "(README.md has 327 lines; line 400 is past its end)"
+
+
+# -- listings ---------------------------------------------------------------------------------------------
+
+
+async def test_a_listing_gives_sizes_and_lines_and_grounding_still_reads_it(project: Path) -> None:
+    got = await _call(_tools(project)["list_dir"], path=".")
+    assert got.splitlines() == [
+        "- src/ (folder)",
+        f"- README.md ({len(README):,} bytes, 327 lines)",
+        "- logo.png (106 bytes)",  # binary: no lines
+        "(hidden entries, named with a leading dot, are not shown)",
+    ]
+    assert listed_entries(got) == ["src/", "README.md", "logo.png"]
+    assert (
+        result_summary(got)
+        == "src/, README.md, logo.png (hidden entries, named with a leading dot, are not shown)"
+    )
+
+
+async def test_a_listing_sorted_by_size_puts_the_largest_file_first(project: Path) -> None:
+    got = await _call(_tools(project)["list_dir"], path="src", sort="size")
+    assert got.splitlines() == [
+        "- big.py (3,000 bytes, 500 lines)",
+        "- middle.py (240 bytes, 40 lines)",
+        "- small.py (6 bytes, 1 line)",
+    ]
+    assert listed_entries(got) == ["big.py", "middle.py", "small.py"]
+    assert _tools(project, compact=True)["list_dir"].parameters["properties"]["sort"]["enum"] == [
+        "name",
+        "size",
+    ]
+
+
+async def test_a_listing_cut_short_says_how_many_of_how_many(tmp_path: Path) -> None:
+    for n in range(300):
+        (tmp_path / f"file{n:03}.txt").write_text("x\n")
+    got = await _call(_tools(tmp_path)["list_dir"], budget=250, path=".")
+    assert len(got) <= 1000
+    shown = [line for line in got.splitlines() if line.startswith("- ")]
+    assert got.endswith(f"(the first {len(shown)} of 300 entries; glob finds the others by name)")
+    assert listed_entries(got) == [line.split()[1] for line in shown]
+    compact = await _call(_tools(tmp_path, compact=True)["list_dir"], budget=250, path=".")
+    assert compact.endswith(" of 300 entries)")  # no glob to point at
+
+
+# -- searching ----------------------------------------------------------------------------------------------
+
+
+async def test_a_search_that_finds_nothing_says_what_it_searched_and_where_names_are(project: Path) -> None:
+    got = await _call(_tools(project)["search_text"], pattern=r".*\.py$", path="src")
+    assert got == (
+        r"no matches: no line of the 3 files in src matches '.*\\.py$'. search_text looks inside files, "
+        "not at their names: list_dir and glob find files by name."
+    )
+    compact = await _call(_tools(project, compact=True)["search_text"], pattern="nowhere-to-be-found")
+    assert (
+        "3 files" not in compact
+        and "glob" not in compact
+        and "list_dir shows the files of a folder" in compact
+    )
+
+
+async def test_a_capped_search_says_the_first_hundred_of_how_many(project: Path) -> None:
+    got = await _call(_tools(project)["search_text"], pattern=".*")
+    lines = got.splitlines()
+    total = 327 + 500 + 1 + 40
+    assert len(lines) == 101
+    assert (
+        lines[-1]
+        == f"[the first 100 of {total} matching lines in 4 files; narrow the pattern or the path to see others]"
+    )
+
+
+async def test_a_search_counted_past_its_limit_says_at_least(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from steadyloop.cli import file_reads
+
+    monkeypatch.setattr(file_reads, "_COUNT_MATCHES", 400)
+    got = await _call(_tools(project)["search_text"], pattern=".*")
+    assert got.splitlines()[-1].startswith(
+        "[the first 100 of at least 827 matching lines in at least 2 files;"
+    )
+
+
+async def test_a_worktrees_git_file_is_not_searched(tmp_path: Path) -> None:
+    (tmp_path / ".git").write_text("gitdir: /elsewhere/.git/worktrees/x\n")
+    (tmp_path / "notes.txt").write_text("see the gitdir\n")
+    got = await _call(_tools(tmp_path)["search_text"], pattern="gitdir")
+    assert got == "notes.txt:1: see the gitdir"
+
+
+async def test_a_search_within_a_small_room_shows_fewer_and_says_so(project: Path) -> None:
+    got = await _call(_tools(project)["search_text"], budget=200, pattern="readme")
+    assert len(got) <= 800
+    assert re.search(r"\n\[the first \d+ of 327 matching lines in 1 file; ", got)
+
+
+# -- glob and the shell -------------------------------------------------------------------------------
+
+
+async def test_glob_says_how_many_of_how_many_and_how_to_match_any_depth(project: Path) -> None:
+    for n in range(200):
+        (project / "src" / f"m{n:03}.py").write_text("")
+    glob = _tools(project)["glob"]
+    got = await _call(glob, budget=200, pattern="src/*.py")
+    assert re.search(r"\n\[the first \d+ of 203 paths; narrow the pattern to see others\]$", got)
+    missing = await _call(glob, pattern="*.py")
+    assert missing == (
+        "no files match '*.py' (a pattern is matched from the working directory; **/ matches any depth of "
+        "folders, as in **/*.py)"
+    )
+
+
+async def test_shell_output_keeps_its_head_and_tail_within_the_room(tmp_path: Path) -> None:
+    run = shell_tool(tmp_path)
+    got = await _call(run, budget=200, command="seq 1 5000")
+    assert len(got) <= 800 + len("exit code 0\n")
+    assert got.startswith("exit code 0\n1\n2\n3\n") and got.endswith("\n4999\n5000")
+    assert "characters cut here; send the output to a file to read it in parts" in got
+
+
+async def test_the_server_file_tools_answer_within_the_room_too(project: Path) -> None:
+    tools = {t.name: t for t in file_tools(project, writable=False)}
+    got = await _call(tools["read_file"], budget=300, path="README.md")
+    assert len(got) <= 1200 and "offset=" in got

@@ -1,0 +1,150 @@
+"""Holding an answer to the tool results it was written from: the entries of a listing, and no made-up paths."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from steadyloop.steering.grounding import (
+    AnswerGaps,
+    answer_gaps,
+    correction,
+    last_request,
+    listed_entries,
+    path_words,
+    request_and_results,
+)
+
+LISTING = "- docs/ (folder)\n- src/ (folder)\n- README.md\n- pyproject.toml\n(hidden entries are not shown)"
+
+
+def test_a_bulleted_list_of_names_is_a_listing_and_its_notes_are_not_entries() -> None:
+    assert listed_entries(LISTING) == ["docs/", "src/", "README.md", "pyproject.toml"]
+    assert listed_entries("* `a.py`\n\n• b/\n(and 3 more)") == ["a.py", "b/"]
+
+
+def test_a_listing_with_sizes_and_lines_is_read_as_its_names() -> None:
+    # the command's list_dir: a file's size and lines after its name, and a note on a list cut short
+    sized = (
+        "- src/ (folder)\n- README.md (21,786 bytes, 327 lines)\n- logo.png (5,120 bytes)\n"
+        "(the first 3 of 40 entries; glob finds the others by name)"
+    )
+    assert listed_entries(sized) == ["src/", "README.md", "logo.png"]
+    answer = "The largest file is README.md (21,786 bytes); there is also logo.png and the src/ folder."
+    assert not answer_gaps(answer, [sized], "Which files are the largest?")
+
+
+@pytest.mark.parametrize(
+    "result",
+    ["", "(empty folder)", "notes.txt\ndocs/", "- Buy milk\n- Call Alice", "- a.py\nsome prose", "1. a.py"],
+)
+def test_what_is_not_a_listing(result: str) -> None:
+    assert listed_entries(result) is None
+
+
+def test_an_answer_that_leaves_out_an_entry() -> None:
+    answer = "There are several folders here, including docs/, src/, and README.md."
+    assert answer_gaps(answer, [LISTING], "What is in this folder?") == AnswerGaps(
+        missing=("pyproject.toml",)
+    )
+
+
+def test_an_answer_naming_every_entry_has_no_gaps_whatever_its_shape() -> None:
+    for answer in (
+        "- docs/\n- src/\n- README.md\n- pyproject.toml",
+        "Folders docs and src; files `README.md` and PYPROJECT.TOML.",
+    ):
+        gaps = answer_gaps(answer, [LISTING])
+        assert not gaps and gaps == AnswerGaps()
+
+
+def test_a_count_instead_of_the_entries_leaves_them_all_out() -> None:
+    assert answer_gaps("There are 2 folders and 2 files.", [LISTING]).missing == (
+        "docs/",
+        "src/",
+        "README.md",
+        "pyproject.toml",
+    )
+
+
+@pytest.mark.parametrize(
+    "request_text",
+    ["How many files are in the docs folder?", "What is the number of entries here?", "Count the files."],
+)
+def test_a_count_asked_for_is_not_held_to_the_names(request_text: str) -> None:
+    assert not answer_gaps("There are 2 folders and 2 files.", [LISTING], request_text)
+    # Still held to what the results say: a path none of them named is made up.
+    assert answer_gaps("2 files: README.md and setup.py", [LISTING], request_text).invented == ("setup.py",)
+
+
+def test_a_path_no_result_named_is_invented() -> None:
+    answer = "docs/, src/, tests/cli/, README.md, pyproject.toml and setup.py"
+    assert answer_gaps(answer, [LISTING]).invented == ("tests/cli/", "setup.py")
+
+
+def test_paths_from_the_results_or_the_request_are_not_invented() -> None:
+    results = [LISTING, "- steadyloop/ (folder)"]
+    answer = "src/steadyloop/ holds the code; see ./README.md and notes/today.md."
+    assert answer_gaps(answer, results, "Is notes/today.md there?").invented == ()
+
+
+def test_a_listing_is_not_held_against_an_answer_that_also_read_a_file() -> None:
+    gaps = answer_gaps("It uses a banana.", [LISTING, "Blend one banana."])
+    assert gaps == AnswerGaps()
+
+
+def test_no_results_or_no_answer_no_gaps() -> None:
+    assert answer_gaps("It has setup.py.", []) == AnswerGaps()
+    assert answer_gaps("  ", [LISTING]) == AnswerGaps()
+
+
+def test_path_words_leave_out_abbreviations_urls_and_sentence_stops() -> None:
+    text = "See e.g. docs/guide.md. Or https://example.com/x.html, i.e. `a.py`; v1.2 and 3.5 are numbers."
+    assert path_words(text) == ["docs/guide.md", "a.py"]
+
+
+def test_the_correction_names_the_gaps_and_what_to_do() -> None:
+    told = correction(AnswerGaps(missing=("pyproject.toml",), invented=("tests/cli/",)))
+    assert "pyproject.toml" in told and "tests/cli/" in told and "every entry" in told
+    only_invented = correction(AnswerGaps(invented=("setup.py",)))
+    assert "setup.py" in only_invented and "only what the tools returned" in only_invented
+    many = correction(AnswerGaps(missing=tuple(f"f{i}.txt" for i in range(30))))
+    assert "f11.txt" in many and "f12.txt" not in many and "18 more" in many
+
+
+def test_the_request_and_results_of_a_chat_body() -> None:
+    messages = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "earlier"},
+        {"role": "tool", "tool_call_id": "0", "content": "old"},
+        {"role": "user", "content": [{"type": "text", "text": "What is here?"}]},
+        {"role": "assistant", "content": "", "tool_calls": []},
+        {"role": "tool", "tool_call_id": "1", "content": LISTING},
+        {"role": "tool", "tool_call_id": "2", "content": [{"type": "text", "text": "x"}]},
+        "not a message",
+    ]
+    assert request_and_results(messages) == ("What is here?", [LISTING, "x"])
+    assert request_and_results([]) == ("", [])
+
+
+def test_the_last_request_and_the_messages_after_it() -> None:
+    user = {"role": "user", "content": "now"}
+    after = [{"role": "assistant", "content": ""}, {"role": "tool", "content": "x"}]
+    assert last_request([{"role": "user", "content": "before"}, user, after[0], 7, after[1]]) == (user, after)
+    assert last_request([after[0], "not a message", after[1]]) == (None, after), "no request: all of them"
+    assert last_request([]) == (None, [])
+
+
+@given(st.text(), st.lists(st.text(), max_size=4), st.text())
+def test_reading_any_answer_and_results_is_total(answer: str, results: list[str], request: str) -> None:
+    gaps = answer_gaps(answer, results, request)
+    assert isinstance(gaps, AnswerGaps)
+    assert isinstance(correction(gaps), str)
+
+
+def test_huge_adversarial_text_is_read_in_one_pass() -> None:
+    for text in ("a/" * 50_000, "a." * 50_000, "a" * 100_000 + ".py", "- x\n" * 20_000):
+        answer_gaps(text, [text[:2_000]], text[:100])
+        path_words(text)
+        listed_entries(text)

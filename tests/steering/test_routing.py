@@ -1,0 +1,316 @@
+"""Tool routing: a step asked as a decision held to a schema, then a call or a streamed answer."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from steadyloop.events import Event, Notice, UsageReport
+from steadyloop.loop import LoopPolicy, run_agent_loop
+from steadyloop.messages import UserMessage
+from steadyloop.request_body import ModelParams
+from steadyloop.steering.decision import ANSWER, ANSWER_GRAMMAR, decision_body, decision_schema, read_decision
+from steadyloop.steering.routing import ToolRouting
+from steadyloop.testing.chunks import stream_of, usage_chunk
+from steadyloop.testing.replies import Reply
+from steadyloop.testing.server import ScriptedServer
+from steadyloop.tools.definition import tool
+from steadyloop.turn import RetryPolicy
+from steadyloop.turn.capabilities import ModelCapabilities, model_capabilities_for
+from steadyloop.wire.endpoints import Endpoint
+
+from ._routed import run_routed, text
+
+ROUTED = LoopPolicy(
+    tool_routing=ToolRouting(several=False),
+    tool_gate=False,
+    retry=RetryPolicy(base_delay_s=0.01, max_retries=1),
+)
+
+
+@tool
+def list_dir(path: str = ".") -> str:
+    """List a folder."""
+    return "notes.txt\ndocs/"
+
+
+@tool
+def get_weather(city: str) -> str:
+    """Current weather for a city."""
+    return f"{city}: 18C"
+
+
+TOOLS = [get_weather.definition(), list_dir.definition()]
+
+
+async def run(server: ScriptedServer, question: str) -> tuple[Any, list[Event]]:
+    return await run_routed(server, question, [get_weather, list_dir], ROUTED)
+
+
+def test_the_schema_allows_each_tool_with_its_arguments_or_an_answer() -> None:
+    schema = decision_schema(TOOLS)
+    names = [b["properties"]["name"]["const"] for b in schema["anyOf"]]
+    assert names == ["get_weather", "list_dir", ANSWER]
+    weather = schema["anyOf"][0]
+    assert weather["properties"]["arguments"] == get_weather.parameters
+    assert weather["required"] == ["name", "arguments"]
+
+
+def test_the_decision_keeps_the_prompt_and_asks_at_temperature_zero() -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": TOOLS, "temperature": 0.8}
+    asked = decision_body(body, ModelCapabilities())
+    assert asked is not None
+    assert asked["messages"] == body["messages"] and asked["tools"] == body["tools"]
+    assert asked["tool_choice"] == "none" and asked["temperature"] == 0
+    assert asked["response_format"]["json_schema"]["schema"] == decision_schema(TOOLS)
+    no_temperature = ModelCapabilities(chosen_temperature=False)
+    assert decision_body(body, no_temperature)["temperature"] == 0.8  # type: ignore[index]
+    assert decision_body({"model": "m", "messages": []}, ModelCapabilities()) is None
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ('{"name": "list_dir", "arguments": {"path": "docs"}}', ("list_dir", {"path": "docs"})),
+        (
+            '```json\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n```',
+            ("get_weather", {"city": "Oslo"}),
+        ),
+        ('{"name": "answer"}', (ANSWER, {})),
+        ('{"name": "list_dir", "arguments": "{\\"path\\": \\".\\"}"}', ("list_dir", {"path": "."})),
+        ('{"name": "rm_rf", "arguments": {}}', None),
+        ("The folder has two files.", None),
+        ('{"name": "list_dir", "arguments": [1]}', None),
+        ("", None),
+    ],
+)
+def test_reading_a_decision(reply: str, expected: tuple[str, dict[str, Any]] | None) -> None:
+    decision = read_decision(reply, TOOLS)
+    assert (None if decision is None else (decision.name, decision.arguments)) == expected
+
+
+@given(st.text(max_size=400))
+def test_reading_any_reply_is_total(reply: str) -> None:
+    decision = read_decision(reply, TOOLS)
+    assert decision is None or decision.name in ("get_weather", "list_dir", ANSWER)
+
+
+async def test_a_decided_call_runs_and_the_answer_streams_after_it() -> None:
+    async with ScriptedServer(
+        text('{"name": "list_dir", "arguments": {"path": "."}}'),
+        text('{"name": "answer"}'),
+        text("The folder holds notes.txt and docs/."),
+    ) as server:
+        result, events = await run(server, "What is in this folder?")
+        bodies = [r.json for r in server.chat_requests]
+    assert [c.name for c in result.messages[1].tool_calls] == ["list_dir"]
+    assert result.turn.content == "The folder holds notes.txt and docs/."
+    first, second, third = bodies
+    assert first["response_format"]["type"] == "json_schema" and first["temperature"] == 0
+    assert first["tool_choice"] == "none"
+    assert second["messages"] == third["messages"]  # the answer reuses the decision's prompt
+    assert "response_format" not in third and third["tool_choice"] == "none"
+    assert third["grammar"] == ANSWER_GRAMMAR  # an answer may not open like a call
+    shown = "".join(e.delta for e in events if e.type == "message_update" and e.kind == "text")
+    assert shown == "The folder holds notes.txt and docs/."  # the decisions were never shown as text
+
+
+async def test_an_answer_that_looks_like_a_call_stays_an_answer() -> None:
+    written = '```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```'
+    async with ScriptedServer(text('{"name": "answer"}'), text(written)) as server:
+        result, _ = await run(server, "How do tools look?")
+    assert result.turn.content == written and not result.turn.tool_calls and result.steps == 1
+
+
+async def test_a_server_that_ignores_the_schema_latches_routing_off() -> None:
+    async with ScriptedServer(text("Sure, here are the files."), text("Hello there.")) as server:
+        result, events = await run(server, "Say hello.")
+        bodies = [r.json for r in server.chat_requests]
+        endpoint = Endpoint(server.base_url)
+    assert result.turn.content == "Hello there."
+    assert "response_format" in bodies[0] and "response_format" not in bodies[1]
+    assert not model_capabilities_for(endpoint, "m").tool_routing
+    assert any(isinstance(e, Notice) and e.name == "tool_routing" for e in events)
+
+
+async def test_a_refused_schema_latches_structured_output_and_the_step_goes_as_usual() -> None:
+    refusal = Reply.json(
+        {"error": {"message": "Unrecognized request argument supplied: response_format"}}, status=400
+    )
+    async with ScriptedServer(refusal, text("unused"), text("Hi.")) as server:
+        result, _ = await run(server, "Say hi.")
+        bodies = [r.json for r in server.chat_requests]
+        endpoint = Endpoint(server.base_url)
+    assert not model_capabilities_for(endpoint, "m").structured_output
+    assert result.turn.content == "Hi."  # the reply to the schema-less decision is not the user's answer
+    assert "response_format" in bodies[0] and all("response_format" not in b for b in bodies[1:])
+
+
+async def test_routing_off_sends_the_step_as_it_always_was() -> None:
+    async with ScriptedServer(text("Hello.")) as server:
+        result = await run_agent_loop(
+            Endpoint(server.base_url),
+            ModelParams(model="m"),
+            messages=[UserMessage(content="hi")],
+            tools=[list_dir],
+        )
+        body = server.chat_requests[0].json
+    assert result.turn.content == "Hello." and "response_format" not in body
+
+
+def test_decision_schema_skips_malformed_entries() -> None:
+    schema = decision_schema([{"type": "function"}, {"function": {"name": 3}}, *TOOLS])
+    assert len(schema["anyOf"]) == 3
+    assert json.dumps(schema)
+
+
+def test_tool_choice_shapes_the_decision() -> None:
+    body: dict[str, Any] = {"model": "m", "messages": [], "tools": TOOLS}
+    required = decision_body({**body, "tool_choice": "required"}, ModelCapabilities())
+    assert required is not None
+    names = [
+        b["properties"]["name"]["const"]
+        for b in required["response_format"]["json_schema"]["schema"]["anyOf"]
+    ]
+    assert names == ["get_weather", "list_dir"]
+    named = decision_body(
+        {**body, "tool_choice": {"type": "function", "function": {"name": "list_dir"}}}, ModelCapabilities()
+    )
+    assert named is not None
+    [only] = named["response_format"]["json_schema"]["schema"]["anyOf"]
+    assert only["properties"]["name"]["const"] == "list_dir"
+    assert decision_body({**body, "tool_choice": "none"}, ModelCapabilities()) is None
+    unknown = {"type": "function", "function": {"name": "nope"}}
+    assert decision_body({**body, "tool_choice": unknown}, ModelCapabilities()) is None
+
+
+async def test_the_call_just_made_again_is_read_as_the_choice_to_answer() -> None:
+    again = text('{"name": "list_dir", "arguments": {"path": "."}}')
+    async with ScriptedServer(again, again, text("It holds notes.txt and docs/.")) as server:
+        result, _ = await run(server, "What is in this folder?")
+        bodies = [r.json for r in server.chat_requests]
+    calls = [c for m in result.messages if hasattr(m, "tool_calls") for c in m.tool_calls]
+    assert [c.name for c in calls] == ["list_dir"]
+    assert result.turn.content == "It holds notes.txt and docs/." and len(bodies) == 3
+    assert "response_format" not in bodies[2]
+
+
+async def test_a_call_made_two_steps_back_again_is_read_as_the_choice_to_answer() -> None:
+    # two calls in turn, then the first again: without a look past the last step, a small model's
+    # ping-pong runs until the loop guard stops the run
+    listing = text('{"name": "list_dir", "arguments": {"path": "."}}')
+    weather = text('{"name": "get_weather", "arguments": {"city": "Oslo"}}')
+    async with ScriptedServer(listing, weather, listing, text("Done.")) as server:
+        result, _ = await run(server, "What is in this folder?")
+        bodies = [r.json for r in server.chat_requests]
+    calls = [c.name for m in result.messages if hasattr(m, "tool_calls") for c in m.tool_calls]
+    assert calls == ["list_dir", "get_weather"]
+    assert result.turn.content == "Done." and len(bodies) == 4 and "response_format" not in bodies[3]
+
+
+async def test_an_answered_step_reports_one_read_of_the_prompt_and_both_replies() -> None:
+    decision = Reply.stream(stream_of('{"name": "answer"}', usage=usage_chunk(400, 6, cached=380)))
+    reply = Reply.stream(stream_of("Hello.", usage=usage_chunk(400, 3, cached=400)))
+    async with ScriptedServer(decision, reply) as server:
+        result, events = await run(server, "Say hello.")
+    [report] = [e for e in events if isinstance(e, UsageReport)]
+    usage = report.turn
+    assert (usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens) == (400, 380, 9)
+    assert usage.total_tokens == 409 and result.usage.prompt_tokens == 400
+
+
+@tool
+def list_files(path: str = ".") -> str:
+    """List a folder as bullets."""
+    return "- docs/ (folder)\n- README.md\n- pyproject.toml"
+
+
+async def run_listing(server: ScriptedServer) -> tuple[Any, list[Event], list[dict[str, Any]]]:
+    events: list[Event] = []
+    result = await run_agent_loop(
+        Endpoint(server.base_url),
+        ModelParams(model="m", temperature=0.2),
+        messages=[UserMessage(content="What is in this folder?")],
+        tools=[list_files],
+        policy=ROUTED,
+        on_event=events.append,
+    )
+    return result, events, [r.json for r in server.chat_requests]
+
+
+def shown_text(events: list[Event]) -> str:
+    return "".join(e.delta for e in events if e.type == "message_update" and e.kind == "text")
+
+
+async def test_an_answer_that_leaves_out_a_listed_entry_is_asked_again_and_shown_once() -> None:
+    complete = "It holds docs/, README.md and pyproject.toml."
+    async with ScriptedServer(
+        text('{"name": "list_files", "arguments": {}}'),
+        text('{"name": "answer"}'),
+        text("It holds docs/ and README.md."),
+        text(complete),
+    ) as server:
+        result, events, bodies = await run_listing(server)
+    assert result.turn.content == complete
+    assert shown_text(events) == complete  # the first answer was held back, never shown
+    answered, asked_again = bodies[2], bodies[3]
+    assert answered["temperature"] == 0 and asked_again["temperature"] == 0
+    assert asked_again["messages"][:-2] == answered["messages"]
+    said, told = asked_again["messages"][-2:]
+    assert said == {"role": "assistant", "content": "It holds docs/ and README.md."}
+    assert told["role"] == "user" and "pyproject.toml" in told["content"]
+    assert any(isinstance(e, Notice) and e.name == "grounding" for e in events)
+
+
+async def test_a_held_answer_says_once_as_it_starts_that_it_is_written_and_checked() -> None:
+    async with ScriptedServer(
+        text('{"name": "list_files", "arguments": {}}'),
+        text('{"name": "answer"}'),
+        text("It holds docs/ and README.md."),
+        text("It holds docs/, README.md and pyproject.toml."),
+    ) as server:
+        _result, events, _bodies = await run_listing(server)
+    held = [i for i, e in enumerate(events) if isinstance(e, Notice) and e.name == "answer_held"]
+    texts = [i for i, e in enumerate(events) if e.type == "message_update" and e.kind == "text"]
+    assert len(held) == 1 and held[0] < texts[0]  # once for both requests, before anything is shown
+    assert events[held[0]].step == events[texts[0]].step
+
+
+async def test_a_made_up_path_is_sent_back_and_a_worse_second_answer_is_not_taken() -> None:
+    first = "It holds docs/, README.md, pyproject.toml and tests/cli/."
+    async with ScriptedServer(
+        text('{"name": "list_files", "arguments": {}}'),
+        text('{"name": "answer"}'),
+        text(first),
+        text("Nothing."),
+    ) as server:
+        result, events, bodies = await run_listing(server)
+    assert "tests/cli/" in bodies[3]["messages"][-1]["content"]
+    assert result.turn.content == first and shown_text(events) == first
+
+
+async def test_an_answer_true_to_its_results_is_asked_once() -> None:
+    async with ScriptedServer(
+        text('{"name": "list_files", "arguments": {}}'),
+        text('{"name": "answer"}'),
+        text("docs/, README.md, pyproject.toml"),
+    ) as server:
+        result, events, bodies = await run_listing(server)
+    assert len(bodies) == 3 and result.turn.content == "docs/, README.md, pyproject.toml"
+    assert not any(isinstance(e, Notice) and e.name == "grounding" for e in events)
+
+
+async def test_an_answer_still_short_of_the_listing_after_the_correction_gives_way_to_the_listing() -> None:
+    async with ScriptedServer(
+        text('{"name": "list_files", "arguments": {}}'),
+        text('{"name": "answer"}'),
+        text("There are three entries."),
+        text("It holds docs/ and README.md."),
+    ) as server:
+        result, events, _ = await run_listing(server)
+    listing = "- docs/ (folder)\n- README.md\n- pyproject.toml"
+    assert result.turn.content == listing and shown_text(events) == listing

@@ -1,0 +1,212 @@
+"""The which-tool gate and several calls a step: routing decides from the tools declared, may decline after
+the gate named a tool, and takes a request that names several items as a call each.
+
+The gate's question and reading are sans I/O; the runs go through the loop against the scripted model
+server on loopback, and what the server was asked is checked from its recorded requests."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from steadyloop.loop import LoopPolicy
+from steadyloop.messages import AssistantMessage, ToolResultMessage
+from steadyloop.steering.decision import MAX_CALLS, decision_body, read_decision
+from steadyloop.steering.which_tool import (
+    GENERIC_WHICH_TOOL_EXAMPLES,
+    NONE,
+    WhichTool,
+    read_which_tool,
+    which_tool_messages,
+    which_tool_schema,
+)
+from steadyloop.testing.server import ScriptedServer
+from steadyloop.tools.definition import tool
+from steadyloop.turn import RetryPolicy
+from steadyloop.turn.capabilities import ModelCapabilities
+
+from ._routed import run_routed, text
+
+ROUTED = LoopPolicy(tool_routing=True, retry=RetryPolicy(base_delay_s=0.01, max_retries=1))
+
+ran: list[tuple[str, dict[str, Any]]] = []
+
+
+@tool
+def solve_quadratic(a: float, b: float, c: float) -> str:
+    """Find the roots of a quadratic equation a*x^2 + b*x + c = 0."""
+    ran.append(("solve_quadratic", {"a": a, "b": b, "c": c}))
+    return "-1.0, -1.5"
+
+
+@tool
+def get_weather(city: str) -> str:
+    """The current weather in a city."""
+    ran.append(("get_weather", {"city": city}))
+    return f"{city}: 18C"
+
+
+TOOLS = [solve_quadratic.definition(), get_weather.definition()]
+
+
+def _body(question: str, **extra: Any) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": question}], "tools": TOOLS, **extra}
+
+
+def test_the_question_names_the_declared_tools_and_ends_with_the_request() -> None:
+    asked = which_tool_messages(_body("Roots of 2x^2 + 5x + 3?"))
+    assert asked is not None
+    last = asked[-1]["content"]
+    assert last.startswith("Tools:\n- solve_quadratic: Find the roots")
+    assert "- get_weather: The current weather in a city." in last
+    assert last.endswith("Request: Roots of 2x^2 + 5x + 3?")
+    # Before any result, only the first-step examples, each with tools of its own and a reply the schema allows.
+    shots = asked[1:-1]
+    assert len(shots) == 2 * sum(e.done is None for e in GENERIC_WHICH_TOOL_EXAMPLES)
+    assert all("Done so far" not in m["content"] for m in shots)
+    replies = [json.loads(m["content"])["tool"] for m in shots if m["role"] == "assistant"]
+    assert NONE in replies and any(r != NONE for r in replies)  # both ways shown
+    assert which_tool_schema(_body("x"))["properties"]["tool"]["enum"] == [
+        "solve_quadratic",
+        "get_weather",
+        NONE,
+    ]
+
+
+def test_after_results_the_question_is_what_is_still_needed() -> None:
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+    }
+    body = {
+        "messages": [
+            {"role": "user", "content": "Weather in Oslo?"},
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "Oslo: 4C"},
+        ],
+        "tools": TOOLS,
+    }
+    asked = which_tool_messages(body)
+    assert asked is not None
+    assert "still needs" in asked[0]["content"]
+    assert asked[-1]["content"].endswith('Done so far: get_weather(city="Oslo") returned: Oslo: 4C')
+
+
+def test_nothing_to_ask_without_tools_a_request_or_a_free_choice() -> None:
+    assert which_tool_messages({"messages": [{"role": "user", "content": "hi"}]}) is None
+    assert which_tool_messages(_body("hi", tool_choice="required")) is None
+    assert which_tool_messages({"messages": [], "tools": TOOLS}) is None
+
+
+def test_the_reply_names_a_declared_tool_or_none() -> None:
+    assert read_which_tool('{"tool": "get_weather"}', TOOLS) == WhichTool("get_weather")
+    assert read_which_tool('{"tool": "none"}', TOOLS) == WhichTool(None)
+    assert read_which_tool('{"tool": "None"}', TOOLS) == WhichTool(None)
+    assert read_which_tool('{"tool": "rm_rf"}', TOOLS) is None  # a name nobody declared is no reply
+    assert read_which_tool('{"about": "maths"}', TOOLS) is None
+    assert read_which_tool("get_weather", TOOLS) is None
+
+
+@given(
+    st.text(max_size=300)
+    | st.recursive(
+        st.none() | st.text(max_size=20),
+        lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4),
+    ).map(json.dumps)
+)
+def test_any_reply_reads_as_a_declared_tool_none_or_nothing(reply: str) -> None:
+    said = read_which_tool(reply, TOOLS)
+    assert said is None or said.tool in (None, "solve_quadratic", "get_weather")
+
+
+def test_several_calls_are_one_list_bounded_and_read_once_each() -> None:
+    asked = decision_body(_body("Weather in Paris and London?"), ModelCapabilities(), several=True)
+    assert asked is not None
+    schema = asked["response_format"]["json_schema"]["schema"]
+    assert schema["type"] == "array" and schema["maxItems"] == MAX_CALLS
+    names = [b["properties"]["name"].get("const") for b in schema["items"]["anyOf"]]
+    assert names == ["solve_quadratic", "get_weather", "answer"]
+    paris = {"name": "get_weather", "arguments": {"city": "Paris"}}
+    london = {"name": "get_weather", "arguments": {"city": "London"}}
+    decision = read_decision(json.dumps([paris, london, paris]), TOOLS)
+    assert decision is not None
+    assert decision.calls == (("get_weather", {"city": "Paris"}), ("get_weather", {"city": "London"}))
+    declined = read_decision('[{"name": "answer"}]', TOOLS)
+    assert declined is not None and declined.answers and declined.calls == ()
+    # an answer item beside calls: the calls were decided
+    mixed = read_decision(json.dumps([{"name": "answer"}, london]), TOOLS)
+    assert mixed is not None and mixed.calls == (("get_weather", {"city": "London"}),)
+    assert read_decision(json.dumps([london, {"name": "rm"}]), TOOLS) is None  # outside the schema
+    assert read_decision("[]", TOOLS) is None
+
+
+async def test_a_request_no_declared_tool_serves_is_answered_without_a_decision() -> None:
+    ran.clear()
+    async with ScriptedServer(text('{"tool": "none"}'), text("Baby Shark is a children's song.")) as server:
+        result, _ = await run_routed(server, "What is Baby Shark?", [solve_quadratic, get_weather], ROUTED)
+        bodies = [r.json for r in server.chat_requests]
+    assert result.turn.content == "Baby Shark is a children's song."
+    assert ran == [] and len(bodies) == 2
+    gate = bodies[0]["response_format"]["json_schema"]["schema"]
+    assert sorted(gate["properties"]["tool"]["enum"]) == ["get_weather", NONE, "solve_quadratic"]
+
+
+async def test_maths_a_declared_tool_does_is_routed_to_it() -> None:
+    """The kinds gate said "answer" for any maths; the which-tool gate reads the tools."""
+    ran.clear()
+    call = [{"name": "solve_quadratic", "arguments": {"a": 2, "b": 5, "c": 3}}]
+    replies = [
+        text('{"tool": "solve_quadratic"}'),
+        text(json.dumps(call)),
+        text('{"tool": "none"}'),
+        text("The roots are -1 and -1.5."),
+    ]
+    async with ScriptedServer(*replies) as server:
+        result, _ = await run_routed(
+            server, "Roots of 2x^2 + 5x + 3 = 0?", [solve_quadratic, get_weather], ROUTED
+        )
+        bodies = [r.json for r in server.chat_requests]
+    assert ran == [("solve_quadratic", {"a": 2.0, "b": 5.0, "c": 3.0})]
+    assert result.turn.content == "The roots are -1 and -1.5."
+    # the decision after the gate named a tool could still have declined
+    items = bodies[1]["response_format"]["json_schema"]["schema"]["items"]["anyOf"]
+    assert {"const": "answer"} in [b["properties"]["name"] for b in items]
+
+
+async def test_the_decision_may_decline_after_the_gate_named_a_tool() -> None:
+    ran.clear()
+    replies = [
+        text('{"tool": "get_weather"}'),
+        text('[{"name": "answer"}]'),
+        text("I cannot tell the future."),
+    ]
+    async with ScriptedServer(*replies) as server:
+        result, _ = await run_routed(
+            server, "Will it rain next year?", [solve_quadratic, get_weather], ROUTED
+        )
+    assert ran == [] and result.turn.content == "I cannot tell the future."
+
+
+async def test_a_request_for_several_items_gets_a_call_each_in_one_step() -> None:
+    ran.clear()
+    calls = [{"name": "get_weather", "arguments": {"city": c}} for c in ("Paris", "London", "Paris")]
+    replies = [
+        text('{"tool": "get_weather"}'),
+        text(json.dumps(calls)),
+        text('{"tool": "none"}'),
+        text("Both 18C."),
+    ]
+    async with ScriptedServer(*replies) as server:
+        result, _ = await run_routed(
+            server, "Weather in Paris and London?", [solve_quadratic, get_weather], ROUTED
+        )
+    assert ran == [("get_weather", {"city": "Paris"}), ("get_weather", {"city": "London"})]
+    [step] = [m for m in result.messages if isinstance(m, AssistantMessage) and m.tool_calls]
+    assert [c.arguments["city"] for c in step.tool_calls] == ["Paris", "London"]
+    assert len({c.id for c in step.tool_calls}) == 2
+    assert sum(isinstance(m, ToolResultMessage) for m in result.messages) == 2
+    assert result.turn.content == "Both 18C."
