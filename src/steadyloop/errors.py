@@ -18,6 +18,7 @@
     │   └── EndpointRefused          the endpoint refused the request as it stands
     │       ├── ContextOverflow      the request does not fit the model's window
     │       ├── ModelRefusal         the model declined to answer (kind "refusal", with a category)
+    │       ├── QuotaExhausted       a quota counted per day is used up (kind "rate_limited")
     │       └── MissingApiKey        the endpoint needs a key and has none; nothing was sent
     ├── RunError                     a run stopped early; carries the transcript so far
     │   ├── RunCancelled             the caller cancelled it (reason "cancelled")
@@ -36,6 +37,8 @@
     │       ├── RunEndpointUnreadable    also an EndpointUnreadable
     │       └── RunEndpointRefused       also an EndpointRefused
     │           ├── RunContextOverflow   also a ContextOverflow (reason "overflow")
+    │           ├── RunModelRefusal      also a ModelRefusal (reason "refusal")
+    │           ├── RunQuotaExhausted    also a QuotaExhausted (reason "quota")
     │           └── RunMissingApiKey     also a MissingApiKey
     ├── MCPError                     an MCP server failed (steadyloop.tools.mcp)
     ├── StoreUnavailable             the session store's database could not be reached
@@ -81,6 +84,7 @@ __all__ = [
     "ModelCallDenied",
     "ModelRefusal",
     "OutputInvalid",
+    "QuotaExhausted",
     "RetryDelayTooLong",
     "RunCancelled",
     "RunContextOverflow",
@@ -94,6 +98,8 @@ __all__ = [
     "RunInterceptorFailed",
     "RunLimitReached",
     "RunMissingApiKey",
+    "RunModelRefusal",
+    "RunQuotaExhausted",
     "RunRetryDelayTooLong",
     "RunTimedOut",
     "SteadyloopError",
@@ -315,6 +321,22 @@ class ModelRefusal(EndpointRefused):
         kw.setdefault("kind", "refusal")
         super().__init__(message, **kw)  # type: ignore[arg-type]
         self.category = category
+
+
+class QuotaExhausted(EndpointRefused):
+    """A quota counted per day is used up, and the server named no wait: the request cannot succeed again
+    until the quota resets (Gemini's free tier, Code Assist, OpenRouter's free models). It is not retried;
+    a failover chain hands the turn to its next candidate, as for any rate limit. ``kind`` is
+    ``"rate_limited"``.
+
+    Attributes:
+        period: what the quota is counted over (``"day"``).
+    """
+
+    def __init__(self, message: str, *, period: str = "day", **kw: object) -> None:
+        kw.setdefault("kind", "rate_limited")
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        self.period = period
 
 
 class MissingApiKey(EndpointRefused):
@@ -571,6 +593,18 @@ class RunContextOverflow(RunEndpointRefused, ContextOverflow):
     requested: int | None
 
 
+class RunModelRefusal(RunEndpointRefused, ModelRefusal):
+    """A run stopped because the model declined to answer; also a ``ModelRefusal`` (reason ``"refusal"``)."""
+
+    category: str | None
+
+
+class RunQuotaExhausted(RunEndpointRefused, QuotaExhausted):
+    """A run stopped because a daily quota is used up; also a ``QuotaExhausted`` (reason ``"quota"``)."""
+
+    period: str
+
+
 class RunMissingApiKey(RunEndpointRefused, MissingApiKey):
     """A run stopped because its endpoint needs a key it was not given; also a ``MissingApiKey``."""
 
@@ -585,6 +619,10 @@ def run_error_for(
     reason = "endpoint"
     if isinstance(cause, ContextOverflow):
         kind, reason = RunContextOverflow, "overflow"
+    elif isinstance(cause, ModelRefusal):
+        kind, reason = RunModelRefusal, "refusal"
+    elif isinstance(cause, QuotaExhausted):
+        kind, reason = RunQuotaExhausted, "quota"
     elif isinstance(cause, MissingApiKey):
         kind = RunMissingApiKey
     elif isinstance(cause, EndpointRefused):

@@ -77,6 +77,9 @@ class SignedThinking:
         text: the thinking it signs (Anthropic); ``""`` for a redacted block or a bare signature.
         redacted: a redacted block's opaque data (Anthropic's ``redacted_thinking``).
         call_id: the call whose part carried the signature (Gemini); ``""`` when it came with text.
+        parts: a Gemini reply's parts as the API sent them (JSON), kept when they hold what a chat message
+            has no field for (code the model ran and its results, a signature on each of several parts),
+            so the reply is sent back exactly; ``""`` otherwise.
     """
 
     provider: str
@@ -84,11 +87,12 @@ class SignedThinking:
     text: str = ""
     redacted: str = ""
     call_id: str = ""
+    parts: str = ""
 
     def to_dict(self) -> dict[str, str]:
         """The block as the ``thinking_blocks`` entry a chat-completions-shaped message carries."""
         out = {"provider": self.provider}
-        for name in ("signature", "text", "redacted", "call_id"):
+        for name in ("signature", "text", "redacted", "call_id", "parts"):
             value = getattr(self, name)
             if value:
                 out[name] = value
@@ -110,6 +114,7 @@ class SignedThinking:
             text=text("text"),
             redacted=text("redacted"),
             call_id=text("call_id"),
+            parts=text("parts"),
         )
 
 

@@ -8,6 +8,7 @@ prompt is never touched by anything that changes per step.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -16,6 +17,7 @@ from typing import Any, TypeAlias
 
 from .errors import InvalidInput
 from .messages import AssistantMessage, Message, UserMessage, to_openai
+from .structured import response_schema
 from .tools.definition import Tool
 from .turn.body import apply_latches
 from .turn.capabilities import EndpointCapabilities, ModelCapabilities
@@ -180,10 +182,25 @@ class ModelParams:
 def droppable_fields(params: ModelParams) -> frozenset[str]:
     """The fields a request built from ``params`` may go without when the endpoint refuses them.
 
-    ``extra_body`` keys, ``prompt_cache_key`` and ``NEGOTIABLE_FIELDS``; never the loop's own fields or
-    ``response_format``, whose refusal has its own answer.
+    ``extra_body`` keys, ``prompt_cache_key``, ``NEGOTIABLE_FIELDS`` and ``response_format`` (whose schema
+    is then stated in the prompt, and the answer still checked against it); never the loop's own fields.
     """
-    return frozenset(params.extra_body) | NEGOTIABLE_FIELDS | {"prompt_cache_key"}
+    return frozenset(params.extra_body) | NEGOTIABLE_FIELDS | {"prompt_cache_key", "response_format"}
+
+
+def _format_stated(messages: list[Any], response_format: Mapping[str, Any]) -> list[Any]:
+    """The messages with the response schema stated in the system message, for an endpoint that refused
+    ``response_format``: the answer is read and checked against it as it would have been (``ask_json``
+    falls back the same way)."""
+    schema = response_schema(response_format)
+    if schema is None:
+        return messages
+    stated = json.dumps(schema, ensure_ascii=False, sort_keys=True)
+    note = f"Answer with one JSON value matching this JSON Schema, and nothing else:\n{stated}"
+    first = messages[0] if messages else None
+    if isinstance(first, Mapping) and first.get("role") == "system" and isinstance(first.get("content"), str):
+        return [{**first, "content": f"{first['content']}\n\n{note}"}, *messages[1:]]
+    return [{"role": "system", "content": note}, *messages]
 
 
 def needs_reasoning_replay(params: ModelParams) -> bool:
@@ -296,7 +313,10 @@ def build_body(
         if tags.user is not None:
             body["user"] = tags.user
     if params.response_format is not None:
-        body["response_format"] = dict(params.response_format)
+        if model.structured_output and "response_format" not in model.refused_fields:
+            body["response_format"] = dict(params.response_format)
+        else:
+            body["messages"] = _format_stated(body["messages"], params.response_format)
     if prompt_cache_key:
         body["prompt_cache_key"] = prompt_cache_key
     return apply_latches(body, caps, model)

@@ -262,3 +262,29 @@ def test_api_anthropic_runs_against_a_messages_endpoint(piped: Callable[..., Any
         if line.startswith("data: ") and '"text_delta"' in line
     )
     assert done.stdout.strip() == text.strip()
+
+
+def test_output_schema_falls_back_to_the_prompt_where_response_format_is_refused(
+    piped: Callable[..., Any], workdir: Path
+) -> None:
+    # A server that takes no json_schema response_format, in its recorded words (ik_llama.cpp, in
+    # tests/data/error_bodies/llamacpp.json): the schema goes in the prompt and the answer is still checked.
+    bodies = json.loads(
+        (Path(__file__).parent.parent / "data" / "error_bodies" / "llamacpp.json").read_text()
+    )
+    refusal = next(r for r in bodies if r["source"] == "https://github.com/ikawrakow/ik_llama.cpp/issues/778")
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+    (workdir / "schema.json").write_text(json.dumps(schema))
+    replies = (
+        Reply.json(refusal["body"], status=refusal["status"]),
+        Reply.stream(stream_of('{"name": "Ada"}')),
+    )
+    with ScriptedServer.in_thread(*replies) as server:
+        done = piped(
+            "run", "--output-schema", "schema.json", "--base-url", server.base_url, "-m", "m", "who?"
+        )
+        sent = [r.json for r in server.chat_requests]
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"name": "Ada"}
+    assert "response_format" not in sent[1]
+    assert "Answer with one JSON value matching this JSON Schema" in sent[1]["messages"][0]["content"]

@@ -54,7 +54,7 @@ def _latch_some() -> None:
     qwen = model_capabilities_for(LOCAL, "qwen")
     qwen.assistant_prefill = False
     qwen.refused_fields.add("min_p")
-    model_capabilities_for(CLOUD, "o3").legacy_token_limit = False
+    model_capabilities_for(CLOUD, "cloud-model").legacy_token_limit = False
 
 
 def test_a_snapshot_is_json_safe_names_endpoints_by_digest_and_carries_no_key() -> None:
@@ -76,7 +76,7 @@ def test_importing_restores_the_latches_after_a_restart_and_keeps_their_age() ->
     assert capabilities_for(LOCAL).first_met < time.time() - 3000
     qwen = model_capabilities_for(LOCAL, "qwen")
     assert qwen.assistant_prefill is False and qwen.refused_fields == {"min_p"}
-    assert model_capabilities_for(CLOUD, "o3").legacy_token_limit is False
+    assert model_capabilities_for(CLOUD, "cloud-model").legacy_token_limit is False
 
 
 def test_importing_only_latches_off_and_ignores_another_version() -> None:
@@ -94,10 +94,12 @@ def test_reset_one_endpoint_or_all() -> None:
     _latch_some()
     assert reset_capabilities(LOCAL) is True
     assert capabilities_for(LOCAL).strict_schemas is True
-    assert model_capabilities_for(CLOUD, "o3").legacy_token_limit is False  # the other endpoint keeps its own
+    assert (
+        model_capabilities_for(CLOUD, "cloud-model").legacy_token_limit is False
+    )  # the other endpoint keeps its own
     assert reset_capabilities(Endpoint("http://never.met/v1")) is False
     assert reset_capabilities() is True
-    assert model_capabilities_for(CLOUD, "o3").legacy_token_limit is True
+    assert model_capabilities_for(CLOUD, "cloud-model").legacy_token_limit is True
 
 
 def test_expire_drops_endpoints_first_met_too_long_ago() -> None:
@@ -105,7 +107,7 @@ def test_expire_drops_endpoints_first_met_too_long_ago() -> None:
     capabilities_for(LOCAL).first_met = time.time() - 7200
     assert expire_capabilities(3600) == 1
     assert capabilities_for(LOCAL).strict_schemas is True
-    assert model_capabilities_for(CLOUD, "o3").legacy_token_limit is False
+    assert model_capabilities_for(CLOUD, "cloud-model").legacy_token_limit is False
 
 
 def test_reset_all_drops_every_cache_and_latch() -> None:

@@ -39,6 +39,24 @@ def _errors(provider: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+def recorded_events(path: Path) -> list[bytes]:
+    """The event payloads of a ``*.chunks.jsonl`` recording, each line's bytes as the source kept them."""
+    return [line for line in path.read_bytes().split(b"\n") if line.strip()]
+
+
+def framed(payloads: list[bytes], *, api: str) -> ScriptedReply:
+    """Recorded payloads framed as their API frames events (the recording kept no framing): Anthropic's
+    ``event: <type>`` and ``data:`` lines apart by ``\n``, Gemini's ``data:`` lines apart by CRLF."""
+    frames = []
+    for payload in payloads:
+        if api == "anthropic":
+            kind = json.loads(payload)["type"]
+            frames.append(b"event: " + kind.encode() + b"\ndata: " + payload + b"\n\n")
+        else:
+            frames.append(b"data: " + payload + b"\r\n\r\n")
+    return sse_reply(b"".join(frames))
+
+
 def error_reply(provider: str, number: int) -> ScriptedReply:
     """Row ``number`` (from 1) of a provider's errors.jsonl as an HTTP reply."""
     row = _errors(provider)[number - 1]

@@ -64,6 +64,7 @@ def test_real_body(case: dict[str, Any]) -> None:
     assert failure.kind == expected["kind"]
     assert failure.field == expected.get("field")
     assert list(failure.supported) == expected.get("supported", [])
+    assert failure.daily_quota is expected.get("daily_quota", False)
     for key in ("retry_after", "limit", "requested"):
         if key in expected:
             assert getattr(failure, key) == pytest.approx(expected[key]), key

@@ -80,6 +80,17 @@ async def test_on_response_is_told_every_status_and_its_headers(transport: Trans
     assert all(r.endpoint == server.base_url and r.model == "m" for r in told)
 
 
+async def test_response_headers_are_read_without_regard_to_case(transport: Transport) -> None:
+    # docs/interceptors.md reads r.headers.get("x-ratelimit-remaining"); the server spells it its own way.
+    told: list[sl.ResponseInfo] = []
+    reply = Reply.stream(text_chunks("ok"), headers={"X-RateLimit-Remaining": "41"})
+    async with ScriptedServer(reply) as server:
+        await run_turn(Endpoint(server.base_url), BODY, interceptors=sl.Interceptors(on_response=told.append))
+    headers = told[0].headers
+    assert headers.get("x-ratelimit-remaining") == headers["X-RATELIMIT-REMAINING"] == "41"
+    assert "x-ratelimit-remaining" in headers
+
+
 async def test_on_sse_event_sees_every_raw_event_before_it_is_read(transport: Transport) -> None:
     told: list[SseEvent] = []
 

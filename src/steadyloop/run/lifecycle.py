@@ -27,7 +27,7 @@ from ..wire.windows import context_limit_for
 from .config import RunConfig
 from .state import RunState
 
-__all__ = ["open_run", "tell_after_turn", "with_hook_context"]
+__all__ = ["keeper_for", "open_run", "tell_after_turn", "with_hook_context"]
 
 
 async def open_run(run: RunState) -> None:
@@ -37,7 +37,7 @@ async def open_run(run: RunState) -> None:
     if policy.context is not None:
         run.limit = run.limit or await context_limit_for(config.endpoint, config.params.model)
         if run.limit:
-            run.keeper = _keeper(run, run.limit)
+            run.keeper = keeper_for(run, run.limit)
         else:
             run.events.say(
                 Notice,
@@ -105,7 +105,7 @@ def tell_after_turn(run: RunState) -> None:
     task.add_done_callback(_after_turn_tasks.discard)
 
 
-def _keeper(run: RunState, limit: int) -> ContextKeeper:
+def keeper_for(run: RunState, limit: int) -> ContextKeeper:
     """The run's context keeper over its ``ContextState``, its memory flush running silent turns."""
     config = run.config
     context = config.policy.context

@@ -15,6 +15,7 @@ from functools import partial
 
 from ..context.compaction import transcript_tokens
 from ..context.integrity import unique_call_ids
+from ..context.keeper import ContextKeeper
 from ..context.room import REPLY_SHARE, reply_room
 from ..errors import ContextOverflow
 from ..events import Notice, UsageReport
@@ -26,6 +27,8 @@ from ..tools.recovery import recover_tool_calls
 from ..turn.continuation import can_continue, continue_answer
 from ..turn.harmony import mend_harmony
 from ..turn.request import TurnRequest, TurnSink
+from ..wire.windows import learn_window
+from .lifecycle import keeper_for
 from .prefix import admit
 from .prepare import Request, fit_window, llm_view, overage, rebuild
 from .state import RunState, cancellable
@@ -105,6 +108,9 @@ async def _send(run: RunState, request: Request) -> tuple[Turn, bool]:
             routed = await cancellable(_routed_or_plain(run, _turn_request(run, request), sink), run.cancel)
             return routed.turn, routed.decided
         except ContextOverflow as overflow:
+            # An overflow that states the window where nothing named it: learnt, and kept to if asked.
+            if run.keeper is None and overflow.limit and not recoveries and not events.opened:
+                _learn_window(run, request, overflow.limit)
             # Each recovery shortens something (a result pruned or cut, history folded), so this ends.
             if run.keeper is None or recoveries >= _RECOVERIES or events.opened:
                 raise
@@ -112,6 +118,24 @@ async def _send(run: RunState, request: Request) -> tuple[Turn, bool]:
             if not await _make_room(run, request, overflow):
                 raise
             admit(run, request.messages, sanctioned=True)
+
+
+def _learn_window(run: RunState, request: Request, limit: int) -> ContextKeeper | None:
+    """The window an overflow stated where nothing named it before: kept for later runs, and, with context
+    keeping on, a keeper for this run so the request is folded to fit and sent again."""
+    config = run.config
+    learn_window(request.endpoint, config.params.model, limit)
+    if config.policy.context is None:
+        return None
+    run.keeper = keeper_for(run, limit)
+    run.limit = limit
+    run.events.say(
+        Notice,
+        text=f"the endpoint says the window is {limit} tokens; folding the conversation to fit",
+        name="compaction",
+        step=run.events.step,
+    )
+    return run.keeper
 
 
 def _turn_request(run: RunState, request: Request) -> TurnRequest:

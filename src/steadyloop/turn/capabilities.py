@@ -13,7 +13,8 @@ the tools are then described in the prompt and calls recovered from text).
 What a provider is known to refuse can be set before its first request (``seed_capabilities``, which the
 provider presets use): a prior is the same latch a refusal would have set, held until the endpoint is
 first met, and forgotten like any other by ``reset_capabilities``, after which a real refusal teaches it
-again.
+again. What a model family is documented to refuse (``wire.model_quirks``: OpenAI's reasoning models pick
+their own temperature) is latched the same way when the model is first met, on any endpoint.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 
 from ..errors import InvalidInput
 from ..wire.endpoints import Endpoint, endpoint_id, endpoint_key
+from ..wire.model_quirks import ModelQuirk, quirk_for
 
 __all__ = [
     "EFFORT_LADDER",
@@ -180,7 +182,19 @@ class EndpointCapabilities:
             found = self.models[key] = ModelCapabilities()
             if self.priors is not None:
                 self.priors.apply(found)
+            _apply_quirk(found, quirk_for(name))
         return found
+
+
+def _apply_quirk(model: ModelCapabilities, quirk: ModelQuirk | None) -> None:
+    """Latch what the model's family is documented to refuse (``wire.model_quirks``), as a refusal would."""
+    if quirk is None:
+        return
+    if not quirk.chosen_temperature:
+        model.chosen_temperature = False
+    if quirk.completion_tokens:
+        model.legacy_token_limit = False
+    model.refused_fields |= quirk.refused_fields
 
 
 _by_key: dict[str, EndpointCapabilities] = {}

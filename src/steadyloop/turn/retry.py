@@ -16,7 +16,7 @@ import asyncio
 import random
 import time
 
-from ..errors import ContextOverflow, EndpointError, EndpointSilent, RetryDelayTooLong
+from ..errors import ContextOverflow, EndpointError, EndpointSilent, QuotaExhausted, RetryDelayTooLong
 from ..events import Notice, Retry
 from ..messages import Turn
 from .assembly import Produced
@@ -147,6 +147,8 @@ def _check_retry_delay(error: EndpointError, policy: RetryPolicy) -> None:
 def _is_transient(error: EndpointError) -> bool:
     if isinstance(error, EndpointSilent):
         return True
+    if isinstance(error, QuotaExhausted):
+        return False  # a quota counted per day: waiting seconds does not clear it
     if error.kind in ("transient", "rate_limited"):
         return True
     return error.kind is None and (error.status is None or error.status in TRANSIENT_STATUSES)

@@ -76,6 +76,7 @@ GRAMMAR_WORDINGS = (
     r"invalid grammar request",  # SGLang, and routers relaying it
     r"'type' must be a string",  # outlines as shipped in LM Studio's MLX engine
     r"schema is too complex for compilation",  # hosted structured-output compilers
+    r"json schema not supported: could not understand",  # Fireworks (earendil-works/pi#5352)
 )
 GRAMMAR_RE = re.compile("|".join(GRAMMAR_WORDINGS), re.IGNORECASE)
 
@@ -135,6 +136,8 @@ RULES: tuple[Rule, ...] = (
     # "context overflow policy" is LM Studio's own setting, not an overflow
     _rule("context_overflow", r"\bcontext overflow\b(?! ?policy)|\breached context length of \d+ tokens\b"),
     _rule("context_overflow", r"\bplease reduce the length of the messages\b"),
+    # Together (text-generation-inference's words, stanford-crfm/helm#2079)
+    _rule("context_overflow", r"`?inputs`? tokens \+ `?max_new_tokens`? must be <= \d+"),
     # -- the model takes no tools at all
     _rule("tools_unsupported", r"\bdoes not support tools\b", _T),
     _rule(
@@ -169,7 +172,25 @@ RULES: tuple[Rule, ...] = (
         r"\b(?P<field>[a-z_]+)\W? must be (?:between|at least|at most|less than|greater than|non-negative"
         r"|in \[)",
     ),
-    # -- a field the server does not take at all
+    # -- a field the server does not take at all. Each wording's source is beside it; the bodies are in
+    # tests/data/error_bodies, one file per server.
+    # OpenAI (openai.json; "'response_format' of type 'json_object'": openai-php/client#259)
+    _rule("refused_field", r"\binvalid parameter:\W+(?P<field>response_format)\W.{0,60}\bis not supported\b"),
+    # DeepInfra (through a gateway, truefoundry/models#913)
+    _rule(
+        "refused_field",
+        r"\b(?:json_object|json_schema) response format is not supported\b",
+        "response_format",
+    ),
+    # Groq names a field of a message the same way as a request field: that is the transcript's, not a
+    # field to drop (chatboxai/chatbox#2081, run-llama/llama_index#14701)
+    _rule("invalid_request", r"'messages\.\d+'\s*:\s*property '[\w.]+' is unsupported\b"),
+    # Groq: "property 'store' is unsupported, did you mean 'stop'?" (fanenr/chatbot#21,
+    # immersive-translate/immersive-translate#3003, CherryHQ/cherry-studio#1099)
+    _rule("refused_field", r"\bproperty '(?P<field>[\w.]+)' is unsupported\b"),
+    # Fireworks: "Extra inputs are not permitted, field: 'stream_options'" (FlowiseAI/Flowise#2866,
+    # web-infra-dev/midscene#1322)
+    _rule("refused_field", r"\bextra inputs are not permitted, field: '(?P<field>[\w.\[\]]+)'"),
     _rule("refused_field", r"\bunsupported parameter:\W+(?P<field>[\w.]+)"),
     _rule("refused_field", r"\bunrecognized request argument supplied: (?P<field>[\w.]+)"),
     _rule("refused_field", r"\bunknown parameter:\W+(?P<field>[\w.\[\]]+?)['\"`]"),
@@ -184,6 +205,8 @@ RULES: tuple[Rule, ...] = (
     _rule("not_found", r"\bmodel_not_found\b|\bnot found, try pulling it first\b|\bno such model\b"),
     _rule("not_found", r"\bmodel\b.{0,120}\bdoes not exist\b|\bmodel '[^']+' not found\b"),
     _rule("not_found", r"\bunavailable model\b"),
+    # Together: a model served only on a dedicated endpoint (truefoundry/models#950)
+    _rule("not_found", r"\bunable to access non-serverless model\b"),
     # -- refused for its content: the caller has to change the request
     _rule("invalid_request", r"\bcontent_filter\b|\bcontent management policy\b|\bresponsibleaipolicy"),
     _rule("invalid_request", r"\binvalid_prompt\b|\bflagged as potentially violating\b"),
@@ -243,7 +266,17 @@ OVERFLOW_NUMBERS: tuple[re.Pattern[str], ...] = tuple(
         r" \((?P<limit>\d+)",
         r"maximum prompt length is (?P<limit>\d+) but the request contains (?P<requested>\d+)",
         r"prompt contains (?P<requested>\d+) tokens, too large for model with (?P<limit>\d+)",
+        r"max_new_tokens`? must be <= (?P<limit>\d+)\. Given: (?P<add1>\d+) `?inputs`? tokens and"
+        r" (?P<add2>\d+) `?max_new_tokens",
         r"maximum context length (?:is|of) (?P<limit>\d+)",
         r"reached context length of (?P<limit>\d+)",
     )
 )
+
+# A quota counted per day. A 429 that names one and no wait cannot succeed again today: Gemini names the
+# quota that ran out in its error details (``"quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier"``,
+# or ErrorInfo's ``quota_limit``), Code Assist and OpenRouter say it in words ("Gemini 2.5 Pro Requests per
+# day per user per tier", "free-models-per-day").
+QUOTA_IDS = re.compile(r"\"(?:quotaId|quota_limit)\"\s*:\s*\"(?P<id>[^\"]{1,200})\"")
+PER_DAY_ID = re.compile(r"PerDay|per_day|Daily", re.IGNORECASE)
+PER_DAY_WORDS = re.compile(r"\bper[ -]day\b|\bdaily (?:quota|limit)\b", _FLAGS)

@@ -29,6 +29,9 @@ from ._failure_patterns import (
     DURATION_PART,
     KINDS,
     OVERFLOW_NUMBERS,
+    PER_DAY_ID,
+    PER_DAY_WORDS,
+    QUOTA_IDS,
     QUOTED,
     RETRY_IN_BODY,
     RULES,
@@ -86,6 +89,8 @@ class Failure:
         type: the server's error type, when it gave one.
         limit: for an overflow, the window in tokens, when the server said.
         requested: for an overflow, the tokens the request needed as the server counted, when it said.
+        daily_quota: a rate limit for a quota counted per day, with no wait named: sending again today
+            fails the same way, so it is not transient.
         web_page: the body was an HTML page, not an API's answer (a proxy's error page, a login wall, a
             site at a wrong base URL); ``message`` is then what the page says (its title or heading).
     """
@@ -100,6 +105,7 @@ class Failure:
     type: str | None = None
     limit: int | None = None
     requested: int | None = None
+    daily_quota: bool = False
     web_page: bool = False
 
     @property
@@ -107,9 +113,10 @@ class Failure:
         """Whether sending the same request again later may succeed.
 
         A loading model is not included: it is waited for on its own, longer clock. Neither is an
-        overflow, a refusal or a 429 for exhausted billing: the same request fails the same way.
+        overflow, a refusal, a 429 for exhausted billing or a used-up daily quota: the same request fails
+        the same way.
         """
-        return self.kind in _WAITABLE
+        return self.kind in _WAITABLE and not self.daily_quota
 
     def to_json(self) -> dict[str, str | int | float | bool | list[str] | None]:
         """The failure as a JSON-safe dict; :meth:`from_json` reads it back."""
@@ -124,6 +131,7 @@ class Failure:
             "type": self.type,
             "limit": self.limit,
             "requested": self.requested,
+            "daily_quota": self.daily_quota,
             "web_page": self.web_page,
         }
 
@@ -162,6 +170,7 @@ class Failure:
             type=_optional_str(data, "type"),
             limit=limit,
             requested=requested,
+            daily_quota=data.get("daily_quota") is True,
             web_page=web_page,
         )
 
@@ -205,27 +214,39 @@ def classify_failure(
         field = words.param
     waited_for = None
     if kind in _WAITABLE:
-        # Gemini's retryDelay sits in error details that are not words, so the whole body is read too.
-        waited_for = said
-        if not (isinstance(body, str) or body is None):
-            waited_for += "\n" + _dumped(body)[:_MAX_TEXT]
+        # Gemini's retryDelay and quota ids sit in error details that are not words, so the whole body is
+        # read too (as text when it came as text: an array of errors is no mapping).
+        raw = body if isinstance(body, str) else "" if body is None else _dumped(body)
+        waited_for = said + "\n" + raw[:_MAX_TEXT]
     limit, requested = words.limit, words.requested
     if kind == "context_overflow":
         found_limit, found_requested = _overflow_numbers(said)
         limit, requested = limit or found_limit, requested or found_requested
+    retry_after = parse_retry_after(headers, waited_for)
+    daily = kind == "rate_limited" and retry_after is None and _per_day(said, waited_for or said)
     return Failure(
         kind=kind,
         status=status,
         message=words.message,
         field=_clean_field(field),
         supported=_supported(said) if kind == "refused_value" else (),
-        retry_after=parse_retry_after(headers, waited_for),
+        retry_after=retry_after,
         code=words.code,
         type=words.type,
         limit=limit,
         requested=requested,
+        daily_quota=daily,
         web_page=page is not None,
     )
+
+
+def _per_day(said: str, whole: str) -> bool:
+    """Whether the quota that ran out is counted per day: every quota the body names is a daily one, or,
+    where it names none, its words say so."""
+    named = [found["id"] for found in QUOTA_IDS.finditer(whole)]
+    if named:
+        return all(PER_DAY_ID.search(quota) for quota in named)
+    return PER_DAY_WORDS.search(said) is not None
 
 
 def parse_retry_after(

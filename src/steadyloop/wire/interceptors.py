@@ -24,7 +24,7 @@ An interceptor that raises ends the turn with ``InterceptorFailed`` naming it (a
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final, TypeAlias
 
@@ -49,13 +49,40 @@ __all__ = [
 ]
 
 
+class ResponseHeaders(Mapping[str, str]):
+    """Response headers read without regard to case, as HTTP names are: ``get("x-ratelimit-remaining")``
+    finds ``X-RateLimit-Remaining`` whichever transport received it (aiohttp keeps the server's spelling,
+    httpx lower-cases). Iteration gives the names as they were received."""
+
+    __slots__ = ("_by_lower", "_names")
+
+    def __init__(self, headers: Mapping[str, str]) -> None:
+        self._names = {str(name): str(value) for name, value in headers.items()}
+        self._by_lower = {name.lower(): value for name, value in self._names.items()}
+
+    def __getitem__(self, name: str) -> str:
+        return self._by_lower[name.lower()]
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.lower() in self._by_lower
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __repr__(self) -> str:
+        return f"ResponseHeaders({self._names!r})"
+
+
 @dataclass(frozen=True, slots=True)
 class ResponseInfo:
     """What ``on_response`` is told of a response before its body is read.
 
     Attributes:
         status: the HTTP status.
-        headers: the response headers (names as the server sent them).
+        headers: the response headers, looked up without regard to case (a ``ResponseHeaders``).
         endpoint: the base URL the request went to.
         model: the model the request named, when known.
     """
@@ -64,6 +91,10 @@ class ResponseInfo:
     headers: Mapping[str, str]
     endpoint: str
     model: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.headers, ResponseHeaders):
+            object.__setattr__(self, "headers", ResponseHeaders(self.headers))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """The typed error for what went wrong talking to an endpoint, worded the same whichever wire raised it.
 
-A classified failure (``classify_failure``) becomes ``ContextOverflow``, ``EndpointUnavailable`` or
-``EndpointRefused``; what an SDK or a transport raised becomes the same, and a request that never got an
+A classified failure (``classify_failure``) becomes ``ContextOverflow``, ``QuotaExhausted``,
+``EndpointUnavailable`` or ``EndpointRefused``; what an SDK or a transport raised becomes the same, and a request that never got an
 answer is an ``EndpointUnreachable`` that reads alike on every transport.
 """
 
@@ -10,7 +10,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ContextOverflow, EndpointError, EndpointRefused, EndpointUnavailable, EndpointUnreachable
+from ..errors import (
+    ContextOverflow,
+    EndpointError,
+    EndpointRefused,
+    EndpointUnavailable,
+    EndpointUnreachable,
+    QuotaExhausted,
+)
 from .connection_failures import unreachable
 from .failures import Failure, classify_failure
 from .web_pages import web_page_words
@@ -56,6 +63,10 @@ def error_for_failure(
     }
     if failure.kind == "context_overflow":
         return ContextOverflow(message, limit=failure.limit, requested=failure.requested, **common)
+    if failure.daily_quota:
+        where = f"{model} at {endpoint}" if model else str(endpoint)
+        said = f"the daily quota of {where} is used up and the server named no wait: sending again today "
+        return QuotaExhausted(f"{prefix}{said}fails the same way ({words})", **common)
     if failure.transient or failure.kind == "model_loading":
         return EndpointUnavailable(message, **common)
     return EndpointRefused(message, **common)

@@ -2,7 +2,9 @@
 
 Text becomes ``delta.content``, thinking ``delta.reasoning_content``, a finished thinking block (with its
 signature) or a redacted one ``delta.thinking_blocks``, a ``tool_use`` block ``delta.tool_calls`` with its
-input in the pieces it came in. Usage is counted the way chat completions counts it: the prompt whole
+input in the pieces it came in. A tool Anthropic runs itself (``server_tool_use``, ``mcp_tool_use``) is no
+call of ours: its input is joined from its pieces and kept with the reply's blocks, which a paused turn
+sends back as they came. Usage is counted the way chat completions counts it: the prompt whole
 (uncached, cache writes and cache reads), cache reads as cached tokens and writes on their own.
 """
 
@@ -143,7 +145,11 @@ class AnthropicEvents:
                 "function": {"name": str(held.get("name") or ""), "arguments": ""},
             }
             return [_calls([fragment])]
-        return []  # redacted thinking and server-side blocks are kept whole at their stop
+        if isinstance(kind, str) and kind.endswith("_tool_use"):
+            # A call Anthropic runs itself (web search, web fetch, code execution, an MCP server's tool):
+            # no call of ours, but its input streams in pieces, and a paused turn sends it back exactly.
+            self._json[index] = []
+        return []  # redacted thinking and results of server-side tools are kept whole at their stop
 
     def _delta(self, event: Mapping[str, Any]) -> list[Any]:
         index = event.get("index")
@@ -171,11 +177,12 @@ class AnthropicEvents:
             if isinstance(signature, str):
                 pieces.setdefault("signature", []).append(signature)
             return []
-        if kind == "input_json_delta" and isinstance(index, int) and index in self._calls:
+        if kind == "input_json_delta" and index in self._json:
             part = delta.get("partial_json")
             if isinstance(part, str) and part:
                 self._json[index].append(part)
-                return [_calls([{"index": self._calls[index], "function": {"arguments": part}}])]
+                if index in self._calls:
+                    return [_calls([{"index": self._calls[index], "function": {"arguments": part}}])]
             return []
         if kind not in ("citations_delta", "compaction_delta"):
             self.skipped += 1
@@ -207,6 +214,10 @@ class AnthropicEvents:
                 arguments = self._written(given)
                 out.append(_calls([{"index": self._calls[index], "function": {"arguments": arguments}}]))
             block["input"] = arguments_of("".join(parts)) if parts else arguments_of(given)
+        elif index in self._json:
+            parts = self._json.pop(index)
+            if parts:
+                block["input"] = arguments_of("".join(parts))
         self.content.append(block)
         return out
 

@@ -25,6 +25,7 @@ from ..call_arguments import arguments_text
 from ..failures import classify_failure
 from ..schema_compat import sanitize_schema
 from ..typed_errors import error_for_failure
+from .parts import ReplyParts, StreamedArguments, recorded_parts
 
 __all__ = [
     "GEMINI_SETTINGS",
@@ -277,6 +278,16 @@ def _user_parts(content: Any) -> list[dict[str, Any]]:
 
 def _model_parts(raw: Mapping[str, Any], names: dict[str, str]) -> list[dict[str, Any]]:
     signed = [SignedThinking.from_dict(b) for b in _items(raw.get("thinking_blocks"))]
+    kept = next((b.parts for b in signed if b is not None and b.provider == "gemini" and b.parts), "")
+    recorded = recorded_parts(kept) if kept else None
+    if recorded:
+        # The reply as Gemini wrote it (code it ran, each signature in its part); the calls' names are
+        # still needed to name the results that answer them.
+        for call in _items(raw.get("tool_calls")):
+            fn = call.get("function") if isinstance(call, Mapping) else None
+            if isinstance(fn, Mapping):
+                names[str(call.get("id") or "")] = str(fn.get("name") or "")
+        return recorded
     mine = [b for b in signed if b is not None and b.provider == "gemini" and b.signature]
     by_call = {b.call_id: b.signature for b in mine if b.call_id}
     loose = [b.signature for b in mine if not b.call_id]
@@ -361,9 +372,14 @@ def _tool_config(choice: Any) -> dict[str, Any] | None:
 class GeminiChunks:
     """Reads streamed ``GenerateContentResponse`` chunks (the API's JSON) into chat-completions chunks.
 
-    Thought parts become reasoning, text parts content, each ``functionCall`` one whole call (Gemini sends
-    a call's arguments in one piece); a part's thought signature is kept as ``SignedThinking``. Usage is
-    cumulative on every chunk, so the last one counts; it goes out with the finish reason.
+    Thought parts become reasoning, text parts content, each ``functionCall`` one call. The Gemini API
+    sends a call's arguments whole, in one part; Vertex AI, asked to stream them
+    (``streamFunctionCallArguments``), sends them as ``partialArgs`` over several parts, which are put
+    back together into one call. A part's thought signature is kept as ``SignedThinking``, and the parts
+    of a reply a chat message cannot hold (code the model ran, its results, several signatures) are kept
+    whole in one (``SignedThinking.parts``), so the reply is sent back as it came. Usage is cumulative on
+    every chunk, so the last one counts; it goes out with the finish reason, the tool-use prompt (what a
+    code-execution or search tool fed the model) counted in the prompt, as Gemini's total counts it.
 
     Raises (from ``feed``):
         ModelRefusal: a safety, recitation or similar finish reason, or a blocked prompt.
@@ -377,6 +393,9 @@ class GeminiChunks:
         self.calls = 0
         self.skipped = 0
         self.finished = False
+        self._streamed: StreamedArguments | None = None
+        self._streamed_signature: str | None = None
+        self._parts = ReplyParts()
 
     def feed(self, chunk: Any) -> list[dict[str, Any]]:
         if not isinstance(chunk, Mapping):
@@ -398,7 +417,8 @@ class GeminiChunks:
             feedback = chunk.get("promptFeedback")
             reason = feedback.get("blockReason") if isinstance(feedback, Mapping) else None
             if isinstance(reason, str) and reason:
-                raise self._refusal(reason, "the prompt was blocked")
+                said = feedback.get("blockReasonMessage") if isinstance(feedback, Mapping) else None
+                raise self._refusal(reason, said if isinstance(said, str) and said else None, prompt=True)
             return out
         candidate = candidates[0]
         if not isinstance(candidate, Mapping):
@@ -421,12 +441,20 @@ class GeminiChunks:
                     said = f"{said}; " if isinstance(said, str) and said else ""
                     said += "blocked for " + ", ".join(blocked)
                 raise self._refusal(reason, said)
-            self.finished = True
-            finish = {"STOP": "stop", "MAX_TOKENS": "length"}.get(reason, reason.lower())
-            if finish == "stop" and self.calls:
-                finish = "tool_calls"
-            out.append({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
-            out.append({"choices": [], "usage": self.chat_usage()})
+            out.extend(self._finish(reason))
+        return out
+
+    def _finish(self, reason: str) -> list[dict[str, Any]]:
+        out = self._end_streamed()
+        kept = self._parts.kept()
+        if kept:
+            out.append(_signed(SignedThinking(provider="gemini", parts=kept)))
+        self.finished = True
+        finish = {"STOP": "stop", "MAX_TOKENS": "length"}.get(reason, reason.lower())
+        if finish == "stop" and self.calls:
+            finish = "tool_calls"
+        out.append({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+        out.append({"choices": [], "usage": self.chat_usage()})
         return out
 
     def _part(self, part: Any) -> list[dict[str, Any]]:
@@ -435,31 +463,68 @@ class GeminiChunks:
             return []
         out: list[dict[str, Any]] = []
         signature = part.get("thoughtSignature")
+        signature = signature if isinstance(signature, str) and signature else None
         call = part.get("functionCall")
         text = part.get("text")
         if isinstance(call, Mapping):
-            n = self.calls
-            self.calls += 1
-            call_id = call.get("id") if isinstance(call.get("id"), str) and call.get("id") else None
-            call_id = call_id or f"{GENERATED_ID}{n}"
-            arguments = call.get("args") if isinstance(call.get("args"), Mapping) else {}
-            fragment = {
-                "index": n,
-                "id": call_id,
-                "type": "function",
-                "function": {"name": str(call.get("name") or ""), "arguments": self._written(arguments)},
-            }
-            out.append({"choices": [{"index": 0, "delta": {"tool_calls": [fragment]}}]})
-            if isinstance(signature, str) and signature:
-                block = SignedThinking(provider="gemini", signature=signature, call_id=call_id)
-                out.append(_signed(block))
-            return out
+            return self._call(call, signature)
+        out.extend(self._end_streamed())
+        self._parts.add(part)
         if isinstance(text, str) and text:
             field = "reasoning_content" if part.get("thought") is True else "content"
             out.append({"choices": [{"index": 0, "delta": {field: text}}]})
         if isinstance(signature, str) and signature:
             out.append(_signed(SignedThinking(provider="gemini", signature=signature)))
         return out
+
+    def _call(self, call: Mapping[str, Any], signature: str | None) -> list[dict[str, Any]]:
+        name = call.get("name")
+        streamed = self._streamed
+        if streamed is not None and not name:
+            # The next piece of the call whose arguments Vertex AI is streaming; the last says no more.
+            streamed.add(call.get("partialArgs"))
+            return [] if call.get("willContinue") is True else self._end_streamed()
+        out = self._end_streamed()
+        if not isinstance(name, str) or not name:
+            self.skipped += 1  # a piece of a call that never began: nothing to join it to
+            return out
+        n = self.calls
+        self.calls += 1
+        given = call.get("id")
+        call_id = given if isinstance(given, str) and given else None
+        shown_id = call_id or f"{GENERATED_ID}{n}"
+        streaming = call.get("willContinue") is True
+        args = call.get("args")
+        arguments: Mapping[str, Any] = args if isinstance(args, Mapping) else {}
+        fragment = {
+            "index": n,
+            "id": shown_id,
+            "type": "function",
+            "function": {"name": name, "arguments": "" if streaming else self._written(arguments)},
+        }
+        out.append({"choices": [{"index": 0, "delta": {"tool_calls": [fragment]}}]})
+        if signature:
+            out.append(_signed(SignedThinking(provider="gemini", signature=signature, call_id=shown_id)))
+        if streaming:
+            self._streamed = StreamedArguments(n, call_id or "", name)
+            self._streamed.add(call.get("partialArgs"))
+            self._streamed_signature = signature
+        else:
+            self._parts.add_call(_whole_call(name, arguments, call_id), signature)
+        return out
+
+    def _end_streamed(self) -> list[dict[str, Any]]:
+        """The arguments of the call being streamed, now whole; nothing when no call is streaming."""
+        streamed, self._streamed = self._streamed, None
+        if streamed is None:
+            return []
+        self.skipped += streamed.skipped
+        arguments = streamed.arguments
+        self._parts.add_call(
+            _whole_call(streamed.name, arguments, streamed.call_id or None), self._streamed_signature
+        )
+        fragment = {"index": streamed.index, "function": {"arguments": self._written(arguments)}}
+        return [{"choices": [{"index": 0, "delta": {"tool_calls": [fragment]}}]}]
 
     def feed_bare(self, text: bytes, *, cut: bool = False, streamed: bool = True) -> list[dict[str, Any]]:
         """The lines of a 200 body that were outside any SSE event, read as the JSON they should be.
@@ -510,7 +575,9 @@ class GeminiChunks:
     def chat_usage(self) -> dict[str, Any]:
         """The last usage reported, in the chat-completions spelling."""
         u = self.usage
-        prompt = _count(u.get("promptTokenCount"))
+        # What a tool the API runs itself (code execution, search) put before the model is prompt too:
+        # Gemini's totalTokenCount counts it, so the prompt here does.
+        prompt = _count(u.get("promptTokenCount")) + _count(u.get("toolUsePromptTokenCount"))
         thoughts = _count(u.get("thoughtsTokenCount"))
         completion = _count(u.get("candidatesTokenCount")) + thoughts
         out: dict[str, Any] = {
@@ -522,11 +589,22 @@ class GeminiChunks:
             out["completion_tokens_details"] = {"reasoning_tokens": thoughts}
         return out
 
-    def _refusal(self, reason: str, said: Any) -> EndpointRefused:
-        words = f"the model declined to answer (finish reason {reason}, category {reason})"
-        if isinstance(said, str) and said:
-            words += f": {said}"
-        return ModelRefusal(words, category=reason, endpoint=self.endpoint, model=self.model)
+    def _refusal(self, reason: str, said: Any, *, prompt: bool = False) -> EndpointRefused:
+        if prompt:
+            words = f"the prompt was blocked (block reason {reason})"
+        else:
+            words = f"the model declined to answer (finish reason {reason}, category {reason})"
+        given = said if isinstance(said, str) and said else None
+        if given:
+            words += f": {given}"
+        return ModelRefusal(words, category=reason, endpoint=self.endpoint, model=self.model, body=given)
+
+
+def _whole_call(name: str, arguments: Mapping[str, Any], call_id: str | None) -> dict[str, Any]:
+    call: dict[str, Any] = {"name": name, "args": dict(arguments)}
+    if call_id:
+        call["id"] = call_id
+    return call
 
 
 def _count(value: Any) -> int:
