@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx2 as httpx
 import pytest
 
-from steadyloop import messages_from_json
+from steadyloop.messages import messages_from_json
 from steadyloop.sessions import is_balanced
 
 from ._pg_proxy import pg_proxy

@@ -82,7 +82,7 @@ async def test_on_response_is_told_every_status_and_its_headers(transport: Trans
 
 async def test_response_headers_are_read_without_regard_to_case(transport: Transport) -> None:
     # docs/interceptors.md reads r.headers.get("x-ratelimit-remaining"); the server spells it its own way.
-    told: list[sl.ResponseInfo] = []
+    told: list[ResponseInfo] = []
     reply = Reply.stream(text_chunks("ok"), headers={"X-RateLimit-Remaining": "41"})
     async with ScriptedServer(reply) as server:
         await run_turn(Endpoint(server.base_url), BODY, interceptors=sl.Interceptors(on_response=told.append))
