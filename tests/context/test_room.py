@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from steadyloop.context.room import (
@@ -33,14 +33,16 @@ def _parts(out: str) -> tuple[str, int, str, str]:
 
 
 @given(texts, st.integers(min_value=0, max_value=4000))
+@example("0" * 43, 42)  # a marker that fits with one character beside it: the head alone, not a tail
 def test_a_cut_never_exceeds_its_budget_and_keeps_head_and_tail(text: str, limit: int) -> None:
     out = cut_middle(text, limit, why=" to fit")
     assert len(out) <= limit
     if len(text) <= limit:
         assert out == text
         return
-    if limit < 80:  # no room for the marker: the head alone
+    if _SAID.search(out) is None:  # no room for the marker and some text: the head alone
         assert text.startswith(out)
+        assert limit < len(f"\n[... {len(text):,} characters cut here to fit ...]\n") + 16
         return
     head, said, why, tail = _parts(out)
     assert why == " to fit"

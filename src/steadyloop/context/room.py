@@ -41,6 +41,9 @@ CUT_FLOOR = 160
 _HEAD_PARTS, _PARTS = 2, 3
 # A cut moves to the nearest line end when one is this close (a part in this many of the piece kept).
 _LINE_SLACK = 4
+# Below this many characters of text beside the marker, a marker says more than the text it frames:
+# the head alone is kept.
+_MIN_KEPT = 16
 
 
 def reply_room(limit: int, ceiling: int) -> int:
@@ -77,7 +80,8 @@ def cut_middle(text: str, limit: int, *, why: str = "") -> str:
     many characters were cut (and ``why``, e.g. ``" to fit the context window"``).
 
     Text that fits is returned as it is. The cut falls on a line end when one is near, so the lines kept
-    are whole. Below the marker's own length there is no room to say anything: the head alone is kept.
+    are whole. When the marker would leave under 16 characters of text, there is no room to say
+    anything useful: the head alone is kept.
     Linear in the text's length.
     """
     if limit < 0:
@@ -86,7 +90,7 @@ def cut_middle(text: str, limit: int, *, why: str = "") -> str:
         return text
     # The marker is sized for the most it could report (the whole text), so the cut never overshoots.
     room = limit - len(_marker(len(text), why))
-    if room <= 0:
+    if room < _MIN_KEPT:
         return text[:limit]
     head_size = room * _HEAD_PARTS // _PARTS
     tail_size = room - head_size
