@@ -8,12 +8,16 @@ Natural prompts in seven categories run against a real llama-server (the bundled
 - ``custom``: typed tools of a user's (``Literal`` units, ``float`` amounts, ``int`` minutes);
 - ``two-step``: tasks that need two calls, the second built on the first one's result.
 
+The prompts come in two halves, reported apart: ``tuning`` (``CASES``, the ones the command's prompts, gate
+examples and tool descriptions were adjusted against) and ``held-out`` (``HELD_OUT``, the same folder,
+tools and categories in other words, never tuned on).
+
 Each prompt is graded by checks in code, never by a model: tool selection (the calls made are the expected
 ones, and none at all on a no-tool prompt), argument correctness, and answer correctness (the final answer,
 or the folder afterwards, says what the files or tools said). A prompt is correct when all three hold.
 
 Run: ``.venv/bin/python bench/small_model_tools.py [--base-url URL] [--routing on|off] [--gate on|off]
-[--json FILE]``.
+[--half tuning|held-out|all] [--json FILE]``.
 Without ``--base-url`` it starts the bundled local server on a free port and stops it at the end.
 """
 
@@ -143,6 +147,7 @@ class Case:
     steps: tuple[Step, ...]  # () for a prompt that needs no tool
     answer: Callable[[str, Path], bool]
     toolset: Literal["files", "custom", "both"] = "files"
+    half: Literal["tuning", "held-out"] = "tuning"
 
 
 def _path_is(*names: str) -> Callable[[Any], bool]:
@@ -306,6 +311,43 @@ CASES: tuple[Case, ...] = (
     Case("two-step", "Find which file mentions Alice, then read that whole file: what is its third item?", (searches("alice"), reads("todo.txt")), says("bike")),
     Case("two-step", "List the recipes folder, then read the file in it: what fruit does it use?", (lists("recipes"), reads("recipes/smoothie.txt")), says("banana", "pineapple", at_least=1)),
 )  # fmt: skip
+
+#: Prompts no prompt, example or tool description was tuned against: the same folder, tools and categories
+#: as the tuning half above, in other words and about other facts. Written after the tuning half was
+#: settled; when a change is judged, these are only run, never looked into to make it.
+HELD_OUT: tuple[Case, ...] = (
+    Case("list", "Show me everything in the current directory.", (lists(),), lists_entries(*TOP_LEVEL), half="held-out"),
+    Case("list", "Give me a listing of this folder.", (lists(),), lists_entries(*TOP_LEVEL), half="held-out"),
+    Case("list", "What files does the docs directory have?", (lists("docs"),), says("deploy.md", "faq.md"), half="held-out"),
+    Case("list", "Tell me what is stored in the recipes folder.", (lists("recipes"),), says("smoothie"), half="held-out"),
+    Case("read", "What time is the team meeting, according to notes.txt?", (reads("notes.txt"),), says("3pm", "3 pm", "15:00", "3:00", at_least=1), half="held-out"),
+    Case("read", "What is the first item in todo.txt?", (reads("todo.txt"),), says("milk"), half="held-out"),
+    Case("read", "Which city is written in city.txt?", (reads("city.txt"),), says("lisbon"), half="held-out"),
+    Case("read", "What number is in price.txt?", (reads("price.txt"),), says("25"), half="held-out"),
+    Case("read", "According to docs/deploy.md, what should the server run behind?", (reads("docs/deploy.md"),), says("nginx"), half="held-out"),
+    Case("find", "Which file mentions the word banana?", (searches("banana"),), says("smoothie"), half="held-out"),
+    Case("find", "Where is the number 9090 mentioned?", (searches("9090"),), says("deploy"), half="held-out"),
+    Case("find", "Find the file that says something about a lease.", (searches("lease"),), says("todo"), half="held-out"),
+    Case("find", "Which file talks about Thursday?", (searches("thursday"),), says("notes"), half="held-out"),
+    Case("create", "Create a file called colors.txt with the words: red, green, blue", (writes("colors.txt", "red, green, blue"),), file_holds("colors.txt", "red, green, blue"), half="held-out"),
+    Case("create", "Put the text 'meeting at noon' into a new file reminder.txt.", (writes("reminder.txt", "meeting at noon"),), file_holds("reminder.txt", "meeting at noon"), half="held-out"),
+    Case("create", "Make a new file version.txt containing 1.0.3", (writes("version.txt", "1.0.3"),), file_holds("version.txt", "1.0.3"), half="held-out"),
+    Case("no-tool", "What is the largest planet in the solar system?", (), says("jupiter"), half="held-out"),
+    Case("no-tool", "What is 15 plus 27?", (), says("42"), half="held-out"),
+    Case("no-tool", "Name the four seasons of the year.", (), says("spring", "summer", "winter"), half="held-out"),
+    Case("no-tool", "How do I create an empty file in Bash?", (), says("touch"), half="held-out"),
+    Case("no-tool", "What is inside a .zip file, in one sentence?", (), says("compress", "archive", at_least=1), half="held-out"),
+    Case("no-tool", "Translate 'thank you' into French.", (), says("merci"), half="held-out"),
+    Case("custom", "What's the weather like in Berlin?", (weather("berlin"),), says("18"), "custom", half="held-out"),
+    Case("custom", "Tell me the temperature in Madrid in fahrenheit.", (weather("madrid", "fahrenheit"),), says("64"), "custom", half="held-out"),
+    Case("custom", "How much is 40 euros in US dollars?", (converts(40, "EUR", "USD"),), says("43.6"), "custom", half="held-out"),
+    Case("custom", "Set a 25 minute timer for studying.", (timer(25, "study"),), says("25"), "custom", half="held-out"),
+    Case("two-step", "Read city.txt and tell me the weather there in fahrenheit.", (reads("city.txt"), weather("lisbon", "fahrenheit")), says("64"), "both", half="held-out"),
+    Case("two-step", "Convert the number in price.txt from euros to yen.", (reads("price.txt"), converts(25, "EUR", "JPY")), says("4050", "4,050", at_least=1), "both", half="held-out"),
+    Case("two-step", "Find the file that mentions nginx, then read it: which port does it give?", (searches("nginx"), reads("docs/deploy.md")), says("9090"), "both", half="held-out"),
+)  # fmt: skip
+
+HALVES = ("tuning", "held-out")
 
 CATEGORIES = ("list", "read", "find", "create", "no-tool", "custom", "two-step")
 
@@ -557,12 +599,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         "server's default) or a number (default: cli)",
     )
     ap.add_argument("--only", action="append", choices=CATEGORIES, help="run only these categories")
+    ap.add_argument(
+        "--half",
+        choices=[*HALVES, "all"],
+        default="all",
+        help="the tuning prompts, the held-out ones, or both (default: both, reported apart)",
+    )
     ap.add_argument("--concurrency", type=int, default=1, help="prompts in flight at once")
     ap.add_argument("--label", default=None, help="the name of this run in the report")
     ap.add_argument("--json", type=Path, help="also write the figures to this file")
     ap.add_argument("--quiet", action="store_true", help="do not list the prompts that failed")
     args = ap.parse_args(argv)
-    cases = [c for c in CASES if not args.only or c.category in args.only]
+    cases = [
+        c
+        for c in (*CASES, *HELD_OUT)
+        if (not args.only or c.category in args.only) and args.half in ("all", c.half)
+    ]
     policy = sl.LoopPolicy(**policy_fields(args.routing, args.gate))
     label = args.label or f"routing={args.routing} gate={args.gate} temperature={args.temperature}"
 
@@ -592,7 +644,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         started = start(cfg, progress=progress, **stop_with(os.getpid()))
         with started as server:
             outcomes = go(server.base_url, per_slot)
-    figures = report(outcomes, label)
+    figures = {
+        half: report(mine, f"{label}, {half} half")
+        for half in HALVES
+        if (mine := [o for o in outcomes if o.case.half == half])
+    }
     if not args.quiet:
         show_failures(outcomes)
     if args.json:
