@@ -8,7 +8,7 @@ and ``bench/main_job.py``: the comments say what each was added for (``docs/stee
 
 from __future__ import annotations
 
-from ..steering import FIRST_EXAMPLES, GateExamples, ToolRouting
+from ..steering import FIRST_EXAMPLES, FOLLOW_UP_EXAMPLES, GateExamples, ToolRouting
 
 __all__ = ["FILE_TOOL_EXAMPLES", "FILE_TOOL_ROUTING"]
 
@@ -16,6 +16,9 @@ __all__ = ["FILE_TOOL_EXAMPLES", "FILE_TOOL_ROUTING"]
 #: name no tool); after tool results, calls of the file tools and what they returned.
 FILE_TOOL_EXAMPLES = GateExamples(
     first=FIRST_EXAMPLES,
+    # A follow-up ("how many is that?" after a listing) is shown with the exchange before it; the generic
+    # examples name no tool, so the command's are the library's.
+    follow_ups=FOLLOW_UP_EXAMPLES,
     later=(
         ("What does setup.py contain?", None, "tool"),
         ("Name four fruits.", None, "answer"),

@@ -20,7 +20,15 @@ from .decision import (
     read_decision,
     which_tool_body,
 )
-from .examples import FIRST_EXAMPLES, GENERIC_EXAMPLES, KINDS, GateChoice, GateExamples
+from .examples import (
+    ALREADY_SAID,
+    FIRST_EXAMPLES,
+    FOLLOW_UP_EXAMPLES,
+    GENERIC_EXAMPLES,
+    KINDS,
+    GateChoice,
+    GateExamples,
+)
 from .grounding import AnswerGaps, answer_gaps, correction
 from .routing import RoutedTurn, ToolRouting, plain_turn, routed_turn
 from .tool_gate import GATE_SCHEMA, KIND_SCHEMA, gate_messages, gate_schema, read_gate, tools_on_named_paths
@@ -35,10 +43,12 @@ from .which_tool import (
 )
 
 __all__ = [
+    "ALREADY_SAID",
     "ANSWER",
     "ANSWER_GRAMMAR",
     "ANSWER_HELD",
     "FIRST_EXAMPLES",
+    "FOLLOW_UP_EXAMPLES",
     "GATE_SCHEMA",
     "GENERIC_EXAMPLES",
     "GENERIC_WHICH_TOOL_EXAMPLES",

@@ -299,7 +299,7 @@ def gate_body(
     messages = gate_messages(body, examples)
     if messages is None:
         return None
-    return _gate_request(body, model, messages, gate_schema(body))
+    return _gate_request(body, model, messages, gate_schema(body, examples))
 
 
 def which_tool_body(

@@ -12,7 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["FIRST_EXAMPLES", "GENERIC_EXAMPLES", "KINDS", "GateChoice", "GateExamples"]
+__all__ = [
+    "ALREADY_SAID",
+    "FIRST_EXAMPLES",
+    "FOLLOW_UP_EXAMPLES",
+    "GENERIC_EXAMPLES",
+    "KINDS",
+    "GateChoice",
+    "GateExamples",
+]
 
 GateChoice = Literal["tool", "answer"]
 
@@ -35,6 +43,11 @@ KINDS: dict[str, GateChoice] = {
 
 _FILES, _CHANGE, _LIVE, _MONEY, _ACTION, _HOW, _WRITING, _KNOWLEDGE, _MATHS, _CHAT = KINDS
 
+#: The kind of a follow-up the conversation's earlier answer already holds ("how many is that?" after a
+#: listing): an answer. Offered only when there is an earlier answer to read, so a first request is sorted
+#: among :data:`KINDS` alone, as before.
+ALREADY_SAID = "what the earlier answer already says"
+
 
 @dataclass(frozen=True, slots=True)
 class GateExamples:
@@ -43,6 +56,10 @@ class GateExamples:
     Attributes:
         first: before any tool ran: ``(request, kind)``, ``kind`` one of ``KINDS``. Every kind should be
             shown, so both choices are.
+        follow_ups: a request that follows an earlier exchange, before any tool ran for it:
+            ``(earlier request, earlier answer, request, kind)``, ``kind`` one of ``KINDS`` or
+            :data:`ALREADY_SAID`. Shown only when the request has an earlier answer before it; show both a
+            follow-up the answer holds and one that needs a tool.
         later: after tool results: ``(request, done so far, choice)``, where done so far is the calls made
             and what they returned, written as the gate is shown them (``name(arg="value") returned:
             text``), or ``None`` for a request nothing was done for yet.
@@ -50,6 +67,7 @@ class GateExamples:
 
     first: tuple[tuple[str, str], ...]
     later: tuple[tuple[str, str | None, GateChoice], ...]
+    follow_ups: tuple[tuple[str, str, str, str], ...] = ()
 
 
 #: Before any tool ran: the request alone, and what it is about. They name no tool.
@@ -79,10 +97,31 @@ FIRST_EXAMPLES: tuple[tuple[str, str], ...] = (
     ("Look for the file that mentions Redis, then open it and tell me its first line.", _FILES),
 )
 
+_RECIPES = "There are three recipes: pancakes.md, soup.md and bread.md."
+_PORT = "config.ini sets port 8042."
+
+#: Follow-ups, before any tool ran for them: some the earlier answer holds (a count of what it listed, a
+#: summary, a comparison with what it said), some that need a tool again (another file, another city).
+#: They name no tool.
+FOLLOW_UP_EXAMPLES: tuple[tuple[str, str, str, str], ...] = (
+    ("List the recipes.", _RECIPES, "So how many recipes do I have?", ALREADY_SAID),
+    ("List the recipes.", _RECIPES, "What does soup.md say?", _FILES),
+    ("What port does config.ini set?", _PORT, "Is that port above 8000?", ALREADY_SAID),
+    ("What port does config.ini set?", _PORT, "Which host does it set?", _FILES),
+    ("What's the weather in Oslo?", "It is 4°C and cloudy in Oslo.", "And in Bergen?", _LIVE),
+    (
+        "What's the weather in Oslo?",
+        "It is 4°C and cloudy in Oslo.",
+        "Say that in one short line.",
+        ALREADY_SAID,
+    ),
+)
+
 #: Examples for any host, with tools of their own: a first step that needs a second, a second that
 #: completes the request, an action done once, and a value a result names that another tool is asked about.
 GENERIC_EXAMPLES = GateExamples(
     first=FIRST_EXAMPLES,
+    follow_ups=FOLLOW_UP_EXAMPLES,
     later=(
         ("What's the weather in Oslo?", None, "tool"),
         ("Name four fruits.", None, "answer"),

@@ -28,10 +28,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..turn.side_tasks import read_json
-from .examples import GENERIC_EXAMPLES, KINDS, GateChoice, GateExamples
+from .examples import ALREADY_SAID, GENERIC_EXAMPLES, KINDS, GateChoice, GateExamples
 from .grounding import chat_text, last_request
 
 __all__ = [
+    "FOLLOW_UP_SCHEMA",
     "GATE_SCHEMA",
     "KINDS",
     "KIND_SCHEMA",
@@ -64,11 +65,19 @@ KIND_SCHEMA: dict[str, Any] = {
     "required": ["about"],
 }
 
+#: A follow-up's first question: one of :data:`KINDS`, or :data:`ALREADY_SAID` when the earlier answer holds it.
+FOLLOW_UP_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"about": {"enum": [*KINDS, ALREADY_SAID]}},
+    "required": ["about"],
+}
+
 _DESCRIPTION_CHARS = 120  # a tool's line: the first line of its description, cut here
 _RESULT_CHARS = 300  # of each tool result the gate sees
 _RESULTS_CHARS = 1200  # of all of them
 _ARGUMENTS_CHARS = 2000  # a call's arguments longer than this are not shown to the gate
 _ARGUMENT_CHARS = 60  # of each argument's JSON
+_EARLIER_CHARS = 600  # of the earlier request and of the earlier answer a follow-up's question shows
 
 
 def tool_lines(tools: Sequence[Mapping[str, Any]]) -> str:
@@ -256,14 +265,7 @@ def gate_messages(
     head = f"You are a router. An assistant can answer from its own knowledge, or use these tools:\n{lines}\n"
     out: list[dict[str, Any]] = []
     if not results:
-        kinds = ", ".join(KINDS)
-        sort = f"You sort requests to an assistant that can answer from its own knowledge, or use these tools:\n{lines}\n"
-        out.append({"role": "system", "content": f"{sort}Say what the request is about: {kinds}."})
-        for text, kind in examples.first:
-            reply = json.dumps({"about": kind})
-            out += [{"role": "user", "content": text}, {"role": "assistant", "content": reply}]
-        out.append({"role": "user", "content": request})
-        return out
+        return _first_question(lines, request, earlier_exchange(messages), examples)
     out.append({"role": "system", "content": head + _LATER_RULES})
     for text, done, choice in examples.later:
         shown = f"Request: {text}" + (f"\nDone so far: {done}" if done else "")
@@ -273,11 +275,65 @@ def gate_messages(
     return out
 
 
-def gate_schema(body: Mapping[str, Any]) -> dict[str, Any]:
-    """The schema of the gate's reply to :func:`gate_messages` of ``body``: a kind first, a choice later."""
+def _first_question(
+    lines: str, request: str, earlier: tuple[str, str] | None, examples: GateExamples
+) -> list[dict[str, Any]]:
+    """The question before any tool ran for ``request``: what it is about. A follow-up (``earlier`` is the
+    exchange before it) is shown with that exchange, and may be filed as what the earlier answer says."""
+    follow_ups = examples.follow_ups if earlier is not None else ()
+    kinds = ", ".join([*KINDS, ALREADY_SAID] if follow_ups else KINDS)
+    sort = f"You sort requests to an assistant that can answer from its own knowledge, or use these tools:\n{lines}\n"
+    out: list[dict[str, Any]] = [
+        {"role": "system", "content": f"{sort}Say what the request is about: {kinds}."}
+    ]
+    shown = [(text, kind) for text, kind in examples.first]
+    shown += [(_follow_up(before, answer, text), kind) for before, answer, text, kind in follow_ups]
+    for text, kind in shown:
+        out += [
+            {"role": "user", "content": text},
+            {"role": "assistant", "content": json.dumps({"about": kind})},
+        ]
+    out.append(
+        {"role": "user", "content": _follow_up(*earlier, request) if follow_ups and earlier else request}
+    )
+    return out
+
+
+def _follow_up(before: str, answer: str, request: str) -> str:
+    return f"Earlier request: {before}\nEarlier answer: {answer}\nRequest: {request}"
+
+
+def earlier_exchange(messages: Any) -> tuple[str, str] | None:
+    """The exchange before a chat body's last request: the user message before it and the last answer text
+    the assistant gave after that one, each cut short; ``None`` when there is no earlier answer in text."""
+    if not isinstance(messages, list):
+        return None
+    users = [i for i, m in enumerate(messages) if isinstance(m, Mapping) and m.get("role") == "user"]
+    if len(users) < 2:
+        return None
+    before, last = users[-2], users[-1]
+    answers = [
+        chat_text(m.get("content")).strip()
+        for m in messages[before + 1 : last]
+        if isinstance(m, Mapping) and m.get("role") == "assistant"
+    ]
+    answer = next((text for text in reversed(answers) if text), "")
+    request = chat_text(messages[before].get("content")).strip()
+    if not answer or not request:
+        return None
+    return request[:_EARLIER_CHARS], answer[:_EARLIER_CHARS]
+
+
+def gate_schema(body: Mapping[str, Any], examples: GateExamples = GENERIC_EXAMPLES) -> dict[str, Any]:
+    """The schema of the gate's reply to :func:`gate_messages` of ``body`` with ``examples``: a kind first
+    (a follow-up's kinds when it is shown as one), a choice later."""
     messages = body.get("messages")
     found = request_and_results(messages) if isinstance(messages, list) else None
-    return GATE_SCHEMA if found is not None and found[1] else KIND_SCHEMA
+    if found is not None and found[1]:
+        return GATE_SCHEMA
+    if examples.follow_ups and earlier_exchange(messages) is not None:
+        return FOLLOW_UP_SCHEMA
+    return KIND_SCHEMA
 
 
 def read_gate(text: str) -> GateChoice | None:
@@ -286,6 +342,8 @@ def read_gate(text: str) -> GateChoice | None:
     if not isinstance(value, dict):
         return None
     kind = value.get("about")
+    if kind == ALREADY_SAID:
+        return "answer"
     if isinstance(kind, str) and kind in KINDS:
         return KINDS[kind]
     choice = value.get("choice")
