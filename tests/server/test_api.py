@@ -6,6 +6,7 @@ import asyncio
 import base64
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from steadyloop.server import ServerSettings
@@ -251,3 +252,31 @@ async def test_idle_sessions_past_the_cap_are_unloaded_and_load_again_with_their
         assert again.json()["answer"] == "answer 3"
         sent = [m["content"] for m in model.chat_requests[-1].json["messages"]]
         assert sent == ["q0", "answer 0", "and again"], "an unloaded session comes back with its history"
+
+
+async def test_an_output_schema_the_endpoint_refuses_is_stated_in_the_prompt_and_still_checked(
+    model: ScriptedServer, settings_for: Callable[..., ServerSettings]
+) -> None:
+    # ik_llama.cpp's recorded refusal (tests/data/error_bodies/llamacpp.json, from
+    # https://github.com/ikawrakow/ik_llama.cpp/issues/778): response_format must be text or json_object.
+    recorded = json.loads((Path(__file__).parents[1] / "data/error_bodies/llamacpp.json").read_text())
+    refusal = next(r for r in recorded if r["source"].endswith("ik_llama.cpp/issues/778"))
+    body = refusal["body"]
+    status = refusal["status"]
+    model.enqueue(
+        Reply.json(body, status=status) if isinstance(body, dict) else Reply.raw(body, status=status)
+    )
+    model.enqueue(answer('{"city": "Paris"}'))
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    async with LiveServer(settings_for(model.base_url)) as server, server.client() as http:
+        sid = (await http.post("/sessions", json={})).json()["id"]
+        run = await http.post(
+            f"/sessions/{sid}/messages",
+            json={"text": "Capital of France?", "output_schema": {"schema": schema, "name": "place"}},
+        )
+        assert run.status_code == 200, run.text
+        assert run.json()["structured"] == {"city": "Paris"}
+    first, second = (r.json for r in model.chat_requests)
+    assert "response_format" in first and "response_format" not in second
+    stated = json.dumps([m.get("content") for m in second["messages"]])
+    assert json.dumps(schema, sort_keys=True).replace('"', '\\"') in stated
