@@ -13,6 +13,7 @@ durability settings on, ``PG_DURABLE=1``, or the database ``STEADYLOOP_BENCH_PG_
   process, woken in memory.
 
 Nothing is asserted; each number is reported with PostgreSQL's over SQLite's as a ratio.
+``bench/store_nodes.py`` measures PostgreSQL alone on one node and on two, from 10 to 1,000 sessions at once.
 
 Run: ``.venv/bin/python bench/store.py [events_per_writer] [writers]`` (default 300 and 8).
 """
