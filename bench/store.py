@@ -13,6 +13,7 @@ durability settings on, ``PG_DURABLE=1``, or the database ``STEADYLOOP_BENCH_PG_
   process, woken in memory.
 
 Nothing is asserted; each number is reported with PostgreSQL's over SQLite's as a ratio.
+``bench/store_nodes.py`` measures PostgreSQL alone on one node and on two, from 10 to 1,000 sessions at once.
 
 Run: ``.venv/bin/python bench/store.py [events_per_writer] [writers]`` (default 300 and 8).
 """
@@ -107,7 +108,8 @@ async def attach_latency(writer: SessionStore, reader: SessionStore, count: int)
     return latencies
 
 
-def _ms(values: list[float], q: float) -> float:
+def percentile_ms(values: list[float], q: float) -> float:
+    """The ``q`` quantile of ``values`` (seconds) in milliseconds, by nearest rank."""
     ordered = sorted(values)
     return 1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
@@ -122,7 +124,12 @@ async def main(events: int, writers: int) -> None:
             lat = await attach_latency(sqlite, sqlite, 200)
         finally:
             await sqlite.close()
-        results["sqlite"] = {"rate": rate, "single": single, "p50": _ms(lat, 0.5), "p95": _ms(lat, 0.95)}
+        results["sqlite"] = {
+            "rate": rate,
+            "single": single,
+            "p50": percentile_ms(lat, 0.5),
+            "p95": percentile_ms(lat, 0.95),
+        }
     async with postgres() as url:
         node_a, node_b = PostgresSessionStore(url, pool_size=writers), PostgresSessionStore(url)
         try:
@@ -132,7 +139,12 @@ async def main(events: int, writers: int) -> None:
         finally:
             await node_a.close()
             await node_b.close()
-        results["postgres"] = {"rate": rate, "single": single, "p50": _ms(lat, 0.5), "p95": _ms(lat, 0.95)}
+        results["postgres"] = {
+            "rate": rate,
+            "single": single,
+            "p50": percentile_ms(lat, 0.5),
+            "p95": percentile_ms(lat, 0.95),
+        }
     s, p = results["sqlite"], results["postgres"]
     print(
         f"{events} events x {writers} writers (and x 1), one event per append; attach latency over 200 appends"
