@@ -24,10 +24,12 @@ from ..messages import ImagePart, Turn
 from ..request_body import ModelParams
 from ..sessions import AgentSession, SessionNotFound, SessionStore, SessionUsage, open_store
 from ..spec import AgentSpec, MCPServer
+from ..steering import ToolRouting
 from ..tools import ApprovalBroker
 from .config import Resolved
+from .named_in_files import files_defining
 from .steering import FILE_TOOL_ROUTING
-from .tools import COMPACT_WINDOW, default_tools, system_prompt
+from .tools import COMPACT_WINDOW, default_tools, listed_files, system_prompt
 
 __all__ = ["AGENT_ID", "APPROVAL_POLICY", "AgentOptions", "Conversation", "open_conversation"]
 
@@ -197,7 +199,7 @@ async def open_conversation(
         policy = LoopPolicy(
             context_limit=window,
             context=ContextPolicy() if window else None,
-            tool_routing=FILE_TOOL_ROUTING if options.tool_routing else False,
+            tool_routing=_file_tool_routing(options.cwd) if options.tool_routing else False,
             tool_gate=options.tool_gate,
         )
         system = options.system
@@ -264,3 +266,9 @@ async def _connect(servers: Sequence[MCPServer], stack: contextlib.AsyncExitStac
     toolset = await mcp_tools(*(mcp_server_spec(s) for s in servers))
     stack.push_async_callback(toolset.aclose)
     return list(toolset.tools)
+
+
+def _file_tool_routing(cwd: Path) -> ToolRouting:
+    """The command's routing over ``cwd``: its examples, and a request naming a function or setting
+    defined in one of the files its tools list is first a read of that file."""
+    return replace(FILE_TOOL_ROUTING, named_in_files=files_defining(cwd, listed_files(cwd)))

@@ -30,7 +30,7 @@ from .file_reads import (
 )
 from .group_watch import GroupWatch
 
-__all__ = ["COMPACT_WINDOW", "default_tools", "file_tools", "shell_tool", "system_prompt"]
+__all__ = ["COMPACT_WINDOW", "default_tools", "file_tools", "listed_files", "shell_tool", "system_prompt"]
 
 _READ_LIMIT = 400  # lines one read returns unless asked otherwise
 _MAX_READ_CHARS = 256_000
@@ -290,6 +290,11 @@ def _paths_here(root: Path, *, folders: bool, depth: int, cap: int) -> list[str]
     return sorted(found)
 
 
+def listed_files(root: Path) -> list[str]:
+    """The files the compact tool set's ``read_file`` lists in its schema (none past its cap)."""
+    return _paths_here(root, folders=False, depth=3, cap=_LISTED_FILES) or []
+
+
 def default_tools(root: Path, *, compact: bool = False) -> list[Tool]:
     """The tools ``run`` and ``chat`` give the model over ``root``: the file tools and the shell.
 
@@ -306,7 +311,7 @@ def default_tools(root: Path, *, compact: bool = False) -> list[Tool]:
         return [*tools, shell_tool(root)]
     kept = [t for t in tools if t.name in ("read_file", "list_dir", "search_text", "write_file")]
     folders = _paths_here(root, folders=True, depth=2, cap=_LISTED_FOLDERS)
-    files = _paths_here(root, folders=False, depth=3, cap=_LISTED_FILES)
+    files = listed_files(root)
     out: list[Tool] = []
     for each in kept:
         if each.name == "list_dir" and folders is not None:

@@ -16,7 +16,7 @@ with a notice, and the step is sent as usual; a gate whose reply holds no choice
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -43,7 +43,7 @@ from .decision import (
     which_tool_body,
 )
 from .examples import GENERIC_EXAMPLES, GateChoice, GateExamples
-from .tool_gate import read_gate, tools_on_named_paths
+from .tool_gate import read_gate, request_and_results, tools_on_named_paths
 from .which_tool import GENERIC_WHICH_TOOL_EXAMPLES, WhichToolExample, read_which_tool
 
 __all__ = ["RoutedTurn", "ToolRouting", "plain_turn", "routed_turn"]
@@ -64,6 +64,11 @@ class ToolRouting:
         which_tool_examples: the which-tool gate's worked examples (each with tools of its own).
         several: a decision may hold several calls (a request that names several items gets a call
             each in one step), up to ``MAX_CALLS``.
+        named_in_files: a host's reading of a request against the user's files: the paths (as its tools
+            list them in their schemas) of the files that define a name the request mentions (a function,
+            a setting). A request naming one is about those files: the step is a call on them, as for a
+            request naming a listed file, without the gate's question. It does I/O of the host's; keep
+            it quick and bounded.
     """
 
     gate: bool = True
@@ -71,6 +76,7 @@ class ToolRouting:
     examples: GateExamples = GENERIC_EXAMPLES
     which_tool_examples: tuple[WhichToolExample, ...] = GENERIC_WHICH_TOOL_EXAMPLES
     several: bool = True
+    named_in_files: Callable[[str], Collection[str]] | None = None
 
 
 _ROUTING = ToolRouting()
@@ -176,7 +182,7 @@ class _Routed:
         """Ask the tool gate where it is on (setting ``choice``); the tools on paths the request names."""
         latches, request = self.latches, self.request
         asked = self._gate_body()
-        on_named = tools_on_named_paths(self.planned) if asked is not None else None
+        on_named = tools_on_named_paths(self.planned, self._defined_in()) if asked is not None else None
         if on_named is not None:
             self.choice = (
                 "tool"  # the request names one of the user's files: nothing to ask, and a call on it
@@ -197,6 +203,15 @@ class _Routed:
                 )
             )
         return None
+
+    def _defined_in(self) -> Collection[str]:
+        """The files the host says define a name the request mentions, before any tool ran for it."""
+        named_in_files = self.routing.named_in_files
+        messages = self.planned.get("messages")
+        found = request_and_results(messages) if isinstance(messages, list) else None
+        if named_in_files is None or found is None or found[1] or not found[0]:
+            return ()
+        return named_in_files(found[0])
 
     def _deciding(self, among: Sequence[Mapping[str, Any]] | None) -> BodyBuilder:
         """The step's builder held to a decision among ``among`` (default: every declared tool)."""

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from ..turn.side_tasks import read_json
@@ -176,8 +176,9 @@ def _listed_paths(tools: Sequence[Any]) -> set[str]:
     return found
 
 
-def _named_paths(body: Mapping[str, Any]) -> set[str]:
-    """The listed paths a step's request names as words of their own, before any tool ran for it."""
+def _named_paths(body: Mapping[str, Any], also: Collection[str] = ()) -> set[str]:
+    """The listed paths a step's request names as words of their own, and those of ``also`` that are
+    listed, before any tool ran for it."""
     tools = body.get("tools")
     messages = body.get("messages")
     if not isinstance(tools, list) or not isinstance(messages, list):
@@ -188,7 +189,8 @@ def _named_paths(body: Mapping[str, Any]) -> set[str]:
     listed = _listed_paths(tools)
     if not listed:
         return set()
-    return {w for w in (word.strip(_WORD_EDGES) for word in _WORD.findall(found[0])) if w in listed}
+    words = (word.strip(_WORD_EDGES) for word in _WORD.findall(found[0]))
+    return {w for w in words if w in listed} | {p for p in also if isinstance(p, str) and p in listed}
 
 
 def names_a_listed_path(body: Mapping[str, Any]) -> bool:
@@ -199,8 +201,11 @@ def names_a_listed_path(body: Mapping[str, Any]) -> bool:
     return bool(_named_paths(body))
 
 
-def tools_on_named_paths(body: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+def tools_on_named_paths(body: Mapping[str, Any], also: Collection[str] = ()) -> list[dict[str, Any]] | None:
     """The step's tools that list a path its request names, each held to the named paths; ``None``: none named.
+
+    ``also``: paths the request names in other ways, as a host found them (the files that define a
+    function the request mentions); only those the tools list count.
 
     A request that names one of the user's files depends on what the file holds: "the weather in the city
     named in city.txt" is not answered by a call of ``get_weather`` with a city the model picks, and a small
@@ -209,7 +214,7 @@ def tools_on_named_paths(body: Mapping[str, Any]) -> list[dict[str, Any]] | None
     there are any (given a search as well, a small model searches the file for a word of the request
     rather than read it). Only before any tool ran for the request, as :func:`names_a_listed_path`.
     """
-    named = _named_paths(body)
+    named = _named_paths(body, also)
     tools = body.get("tools")
     if not named or not isinstance(tools, list):
         return None

@@ -1,0 +1,96 @@
+"""Which of the user's files define a name a request mentions: "the default of max_workers in build_site"
+is about the file that defines ``build_site``, and a small model otherwise answers it from nothing.
+
+The command hands :func:`files_defining` to its tool routing (``ToolRouting.named_in_files``): a request
+that names a function, class or setting defined in a file of the folder is then first a read of that
+file. The reading of a request and of a file is sans I/O (:func:`code_names`, :func:`defines`); only
+:func:`files_defining` reads the folder, bounded in files and bytes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+__all__ = ["code_names", "defines", "files_defining"]
+
+#: Names shorter than this are too common to mean one definition.
+_SHORTEST = 4
+#: Of each file, the bytes read; a file's definitions are near its top, and a huge file is rarely code.
+_FILE_BYTES = 256 * 1024
+#: The most files a request is said to be about: more is a common word, not a name.
+_MOST_FILES = 3
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A word is a name of code when it is written as one: snake_case, camelCase, called ("slugify()"), or
+# right after a word that says it is a name ("the function slugify").
+_SNAKE = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]")
+_CAMEL = re.compile(r"[a-z][A-Z]")
+_SAYS_NAME = frozenset(
+    {"function", "method", "class", "variable", "setting", "constant", "parameter", "field"}
+)
+
+
+def code_names(request: str) -> list[str]:
+    """The names of code a request mentions, in order, each once. Linear in the request's length."""
+    out: list[str] = []
+    previous = ""
+    for match in _WORD.finditer(request):
+        word = match.group()
+        called = request.startswith("(", match.end())
+        named = _SNAKE.search(word) or _CAMEL.search(word) or called or previous.lower() in _SAYS_NAME
+        if named and len(word) >= _SHORTEST and word not in out:
+            out.append(word)
+        previous = word
+    return out
+
+
+def _definition(name: str) -> re.Pattern[str]:
+    # Blanks, not \s: a pattern anchored at line starts that let \s run over newlines would try every
+    # following line from every line, quadratic in a file of empty lines.
+    n = re.escape(name)
+    return re.compile(
+        rf"\b(?:def|class|function|fn|func|const|let|var|type|struct|interface)[ \t]+{n}\b"  # a definition
+        rf"|(?:^|[(,])[ \t]*{n}[ \t]*(?::[^=\n]*)?=(?!=)"  # an assignment, a parameter's default
+        rf"|(?:^|[{{,])[ \t]*[\"']?{n}[\"']?[ \t]*(?::|=(?!=))",  # a key of TOML, YAML or JSON
+        re.MULTILINE,
+    )
+
+
+def defines(text: str, name: str) -> bool:
+    """Whether ``text`` defines ``name``: a function or class of that name, an assignment or a parameter's
+    default, or a key of a configuration file."""
+    return _definition(name).search(text) is not None
+
+
+def files_defining(root: Path, listed: Sequence[str]) -> Callable[[str], list[str]]:
+    """The reading ``ToolRouting.named_in_files`` takes: for a request, the files of ``listed`` (paths
+    under ``root``, as the command's tools list them) that define a name it mentions, at most three."""
+
+    def named_in_files(request: str) -> list[str]:
+        names = code_names(request)
+        if not names:
+            return []
+        found: list[str] = []
+        for path in listed:
+            text = _head(root / path)
+            if text is not None and any(defines(text, name) for name in names):
+                found.append(path)
+                if len(found) > _MOST_FILES:
+                    return []
+        return found
+
+    return named_in_files
+
+
+def _head(path: Path) -> str | None:
+    """The first bytes of a text file, or ``None`` for a folder, a binary file or one that cannot be read."""
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(_FILE_BYTES)
+    except OSError:
+        return None
+    if b"\0" in data:
+        return None
+    return data.decode("utf-8", errors="replace")

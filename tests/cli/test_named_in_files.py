@@ -1,0 +1,137 @@
+"""A request that names a function or setting defined in the user's files is first a read of that file:
+the names a request mentions, what defines one, and the command's routing acting on it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from steadyloop.cli.named_in_files import code_names, defines, files_defining
+from steadyloop.cli.steering import FILE_TOOL_ROUTING
+from steadyloop.cli.tools import default_tools, listed_files
+from steadyloop.loop import LoopPolicy, run_agent_loop
+from steadyloop.messages import ToolResultMessage, UserMessage
+from steadyloop.request_body import ModelParams
+from steadyloop.steering.tool_gate import tools_on_named_paths
+from steadyloop.testing.chunks import stream_of
+from steadyloop.testing.replies import Reply
+from steadyloop.testing.server import ScriptedServer
+from steadyloop.turn import RetryPolicy
+from steadyloop.wire.endpoints import Endpoint
+
+from ..edges._edges import LINEAR_BOUND, growth
+
+
+@pytest.mark.parametrize(
+    ("request_text", "names"),
+    [
+        ("What is the default value of max_workers in build_site?", ["max_workers", "build_site"]),
+        ("Which file defines the function slugify?", ["slugify"]),
+        ("What does parseConfig() return?", ["parseConfig"]),
+        ("Where is render_page called, and render_page again?", ["render_page"]),
+        ("What is in this folder?", []),
+        ("How do I read a file in Python?", []),
+        ("What does a_b do?", []),  # too short to mean one definition
+    ],
+)
+def test_the_names_of_code_a_request_mentions(request_text: str, names: list[str]) -> None:
+    assert code_names(request_text) == names
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "defined"),
+    [
+        ("def build_site(root, max_workers=6):\n    pass\n", "build_site", True),
+        ("def build_site(root, max_workers=6):\n    pass\n", "max_workers", True),
+        ("async def fetch_page(url): ...", "fetch_page", True),
+        ("class SiteBuilder:\n    ...", "SiteBuilder", True),
+        ("MAX_PAGES = 40\n", "MAX_PAGES", True),
+        ("[server]\nport_number = 8043\n", "port_number", True),
+        ('{"max_workers": 4}', "max_workers", True),
+        ("theme_name: paper\n", "theme_name", True),
+        ("export function parseConfig(text) {}", "parseConfig", True),
+        ("build_site(root)\n", "build_site", False),  # a call, not a definition
+        ("if max_workers == 6:\n", "max_workers", False),
+        ("max_workers == 6\n", "max_workers", False),
+        ("    max_workers: int = 6\n", "max_workers", True),
+        ("# build_sites are made here\n", "build_site", False),
+    ],
+)
+def test_what_defines_a_name(text: str, name: str, defined: bool) -> None:
+    assert defines(text, name) is defined
+
+
+@given(st.text(max_size=300), st.text(alphabet="abc_XY", min_size=1, max_size=12))
+def test_reading_any_text_is_total(text: str, name: str) -> None:
+    assert isinstance(defines(text, name), bool)
+    assert all(isinstance(n, str) for n in code_names(text))
+
+
+def test_reading_huge_adversarial_text_is_linear() -> None:
+    assert growth(lambda n: code_names("a_b(" * n), 2_000) < LINEAR_BOUND
+    assert growth(lambda n: defines("(," * n + "\n" * n, "max_workers"), 2_000) < LINEAR_BOUND
+
+
+def _project(root: Path) -> None:
+    (root / "src").mkdir()
+    (root / "src" / "build.py").write_text("def build_site(root, max_workers=6):\n    return root\n")
+    (root / "src" / "cli.py").write_text("from build import build_site\n\nbuild_site('.')\n")
+    (root / "README.md").write_text("# Site\nCall build_site to build.\n")
+    (root / "logo.png").write_bytes(b"\x89PNG\0\0max_workers = 1")
+
+
+def test_the_files_defining_a_name_are_the_listed_ones_that_define_it(tmp_path: Path) -> None:
+    _project(tmp_path)
+    named_in_files = files_defining(tmp_path, listed_files(tmp_path))
+    assert named_in_files("What is the default value of max_workers in build_site?") == ["src/build.py"]
+    assert named_in_files("What is in this folder?") == []
+    # a name defined in more files than a request is about is a common word, not a name
+    for i in range(5):
+        (tmp_path / f"m{i}.py").write_text("max_workers = 2\n")
+    assert files_defining(tmp_path, listed_files(tmp_path))("What is max_workers?") == []
+
+
+def test_the_routing_holds_the_first_call_to_the_files_that_define_a_name(tmp_path: Path) -> None:
+    _project(tmp_path)
+    tools = [t.definition() for t in default_tools(tmp_path, compact=True)]
+    body = {
+        "tools": tools,
+        "messages": [{"role": "user", "content": "Default of max_workers in build_site?"}],
+    }
+    assert tools_on_named_paths(body) is None  # no path named in the request itself
+    held = tools_on_named_paths(body, ["src/build.py", "not/listed.py"])
+    assert held is not None
+    paths = {t["function"]["name"]: t["function"]["parameters"]["properties"]["path"]["enum"] for t in held}
+    assert paths == {"read_file": ["src/build.py"]}
+
+
+async def test_the_command_reads_the_file_defining_a_named_function_before_it_answers(tmp_path: Path) -> None:
+    """End to end through the loop with the command's routing over a real folder: the first request is the
+    decision, held to a read of the file that defines ``build_site``, asked without the gate's question."""
+    _project(tmp_path)
+    routing = replace(FILE_TOOL_ROUTING, named_in_files=files_defining(tmp_path, listed_files(tmp_path)))
+    decision = json.dumps({"name": "read_file", "arguments": {"path": "src/build.py"}})
+    async with ScriptedServer(
+        Reply.stream(stream_of(decision)),
+        Reply.stream(stream_of(json.dumps({"choice": "answer"}))),
+        Reply.stream(stream_of("It defaults to 6.")),
+    ) as server:
+        result = await run_agent_loop(
+            Endpoint(server.base_url),
+            ModelParams(model="m"),
+            messages=[UserMessage(content="What is the default value of max_workers in build_site?")],
+            tools=default_tools(tmp_path, compact=True),
+            policy=LoopPolicy(tool_routing=routing, retry=RetryPolicy(base_delay_s=0.01, max_retries=1)),
+        )
+        first = server.chat_requests[0].json
+    assert first["response_format"]["json_schema"]["name"] == "step"  # the decision, not the gate
+    schema = json.dumps(first["response_format"]["json_schema"]["schema"])
+    assert '"src/build.py"' in schema and '"src/cli.py"' not in schema and "list_dir" not in schema
+    assert result.turn.content == "It defaults to 6."
+    read = [m for m in result.messages if isinstance(m, ToolResultMessage)]
+    assert read and "max_workers=6" in str(read[0].content)
