@@ -5,7 +5,10 @@ from the write itself, in the order of the writes, without reading the record ba
 gates each write of a session on its hold of that session's run (``DurableRuns.gate``): a node whose hold
 may have lapsed waits for its next beat, and one whose run another node took over writes no more of it.
 A write of a run it holds that fails because the database is away is tried again (``DurableRuns.outage``)
-until the database is back or the run was taken over, so an outage leaves no gap in the run's record.
+until the database is back or the run was taken over, so an outage leaves no gap in the run's record. A
+write whose commit went through but whose reply was lost on the way is not made twice: before events are
+appended again, the record after the last seq this node wrote is read, and events already there count as
+written.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import builtins
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
-from steadyloop import Event, Message, Usage
+from steadyloop import Event, Message, Usage, event_to_json
 from steadyloop.context import BranchFiles, Entry
 from steadyloop.sessions import SessionInfo, SessionStore, SessionUsage, StoreUnavailable
 
@@ -47,6 +50,7 @@ class RecordingStore:
         self._on_recorded = on_recorded
         self.gate: Gate = _open
         self.outage: Outage = _give_up
+        self._last_seq: dict[str, int] = {}  # per session, the last seq this node's writes were given
 
     async def _write(self, session_id: str, write: Callable[[], Awaitable[T]]) -> T:
         """``write``, once the gate lets it go; again, while the store is away, as long as ``outage`` says."""
@@ -59,13 +63,34 @@ class RecordingStore:
                     raise
 
     async def append_events(self, session_id: str, events: Sequence[Event], *, agent_id: str) -> int:
-        last = await self._write(
-            session_id, lambda: self.inner.append_events(session_id, events, agent_id=agent_id)
-        )
+        known = self._last_seq.get(session_id)
+        tried = False
+
+        async def append() -> int:
+            nonlocal tried
+            if tried and known is not None and events:
+                landed = await self._landed(session_id, agent_id, known, events)
+                if landed is not None:
+                    return landed
+            tried = True
+            return await self.inner.append_events(session_id, events, agent_id=agent_id)
+
+        last = await self._write(session_id, append)
+        self._last_seq[session_id] = last
         first = last - len(events) + 1
         for offset, event in enumerate(events):
             self._on_recorded(session_id, first + offset, event)
         return last
+
+    async def _landed(
+        self, session_id: str, agent_id: str, known: int, events: Sequence[Event]
+    ) -> int | None:
+        """The last seq of ``events`` if a lost reply hid their write: exactly they follow ``known`` in the
+        record. ``None``: not there (or something else is), so they are to be written."""
+        after = await self.inner.load_events(session_id, agent_id=agent_id, after_seq=known)
+        if [event_to_json(e) for _, e in after] != [event_to_json(e) for e in events]:
+            return None
+        return after[-1][0]
 
     async def create(
         self, agent_id: str, *, title: str | None = None, session_id: str | None = None
@@ -115,6 +140,7 @@ class RecordingStore:
         return await self.inner.load_state(session_id, name, agent_id=agent_id)
 
     async def delete(self, session_id: str, *, agent_id: str) -> bool:
+        self._last_seq.pop(session_id, None)
         return await self.inner.delete(session_id, agent_id=agent_id)
 
     async def export_jsonl(self, session_id: str, *, agent_id: str) -> str:

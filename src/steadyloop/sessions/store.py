@@ -55,7 +55,9 @@ class SessionNotFound(InvalidInput):
 
 
 class StoreUnavailable(SteadyloopError):
-    """The session store's server could not be reached, or kept refusing a write; nothing was written."""
+    """The session store's server could not be reached, or kept refusing a write. A write it cut short
+    was, as a rule, not made; but a connection lost after the commit and before its reply hides a write
+    that was made, so a caller that tries again reads first (the server's recording store does)."""
 
 
 def check_id(value: object, what: str = "id") -> str:
