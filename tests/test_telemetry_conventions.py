@@ -17,6 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 import steadyloop as sl
+from steadyloop.context.folding import summariser
 from steadyloop.context.keeper import ContextPolicy
 from steadyloop.errors import EndpointUnavailable, RunCancelled, RunError, error_code, error_type
 from steadyloop.events import (
@@ -32,7 +33,7 @@ from steadyloop.loop import LoopPolicy, run_agent_loop
 from steadyloop.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from steadyloop.request_body import ModelParams
 from steadyloop.sessions import InMemorySessionStore
-from steadyloop.telemetry import Telemetry, set_telemetry
+from steadyloop.telemetry import Telemetry, set_telemetry, trace_side_tasks
 from steadyloop.testing.chunks import stream_of, usage_chunk
 from steadyloop.testing.provider_streams import sse_reply
 from steadyloop.testing.replies import Reply
@@ -231,6 +232,22 @@ async def test_a_branch_summary_is_a_traced_side_task(spans: InMemorySpanExporte
     assert attrs(side[0])["steadyloop.side_task"] == "branch_summary"
     assert attrs(side[0])["gen_ai.usage.input_tokens"] == 300
     assert attrs(side[0])["gen_ai.usage.output_tokens"] == 12
+
+
+async def test_a_side_task_span_is_typed_and_names_its_reply(spans: InMemorySpanExporter) -> None:
+    missing = Reply.json({"error": {"message": "The model m does not exist", "type": "not_found"}}, 404)
+    named_reply = Reply.stream(stream_of("Read logs.", model="m-2025", id="chatcmpl-side"))
+    async with ScriptedServer(missing, named_reply) as server:
+        endpoint = Endpoint(server.base_url)
+        summarise = summariser(endpoint, "m", on_event=trace_side_tasks(endpoint))
+        assert await summarise("a branch") is None
+        assert await summarise("a branch") == "Read logs."
+    failed, answered = named(spans.get_finished_spans(), "chat m")
+    assert failed.status.status_code == StatusCode.ERROR and attrs(failed)["error.type"] == "404"
+    assert exceptions(failed)[0]["exception.type"] == "steadyloop.errors.EndpointRefused"
+    assert "does not exist" in exceptions(failed)[0]["exception.message"]
+    assert attrs(answered)["gen_ai.response.id"] == "chatcmpl-side"
+    assert attrs(answered)["gen_ai.response.model"] == "m-2025"
 
 
 def _long_history(count: int, size: int) -> list[Message]:

@@ -270,6 +270,10 @@ def _side_task_span(
     }
     if event.finish_reason:
         attributes["gen_ai.response.finish_reasons"] = [event.finish_reason]
+    if event.response_id:
+        attributes["gen_ai.response.id"] = event.response_id
+    if event.response_model:
+        attributes["gen_ai.response.model"] = event.response_model
     span = tracer.start_span(
         f"chat {event.model}".strip(),
         context=parent,
@@ -278,7 +282,8 @@ def _side_task_span(
         start_time=start,
     )
     if event.error is not None:
-        _fail(span, "side_task_failed", server.redact(event.error))
+        failure = _Failure.of("side_task_failed", event.error, event.error_type, event.error_code)
+        failure.mark(span, server.redact)
     span.end(end_time=end)
 
 

@@ -428,6 +428,10 @@ class SideTask:
         usage: what it cost; ``wall_ms`` is how long it took, retries included.
         finish_reason: the request's finish reason (``""`` when it failed).
         error: why no answer came back, when none did.
+        error_type: the class of the error that failed it, by its canonical name, when one did.
+        error_code: the code the endpoint answered the failed request with (its HTTP status).
+        response_id: the id the endpoint gave its reply, when it gave one.
+        response_model: the model the endpoint says answered, when it said.
     """
 
     kind: str
@@ -435,6 +439,10 @@ class SideTask:
     usage: Usage = field(default_factory=Usage)
     finish_reason: str = ""
     error: str | None = None
+    error_type: str | None = None
+    error_code: str | None = None
+    response_id: str | None = None
+    response_model: str | None = None
     step: int = 0
     run_id: str = ""
     seq: int = 0
