@@ -355,14 +355,30 @@ class RunTracer:
             _side_task_span(self._tracer, self._server, event, self._run_context)
             self._side_tasks = self._side_tasks + event.usage
             self._moved()
-        elif isinstance(event, ContextPruned):
-            self._run.add_event(
+        elif isinstance(event, ContextPruned | ContextCompacted | Notice):
+            self._run_event(self._run, event)
+        elif isinstance(event, TurnEnd):
+            if event.error:  # a step that ended before its request answered
+                self._close_request(_Failure.of("error", event.error, event.error_type, event.error_code))
+        elif isinstance(event, AgentEnd):
+            self._end(event)
+
+    def _run_event(self, run: Span, event: ContextPruned | ContextCompacted | Notice) -> None:
+        """What happened to the run's context, and its notices, as events on the run's span."""
+        if isinstance(event, Notice):
+            attributes: dict[str, AttributeValue] = {
+                "steadyloop.notice.name": event.name or "",
+                "steadyloop.notice.text": self._server.redact(event.text),
+            }
+            run.add_event("steadyloop.notice", attributes)
+            return
+        if isinstance(event, ContextPruned):
+            run.add_event(
                 "steadyloop.context.pruned",
                 {"steadyloop.cleared": event.cleared, "steadyloop.chars": event.chars},
             )
-            self._moved()
-        elif isinstance(event, ContextCompacted):
-            self._run.add_event(
+        else:
+            run.add_event(
                 "steadyloop.context.compacted",
                 {
                     "steadyloop.folded": event.folded,
@@ -372,20 +388,7 @@ class RunTracer:
                     "steadyloop.summarised": event.summarised,
                 },
             )
-            self._moved()
-        elif isinstance(event, Notice):
-            self._run.add_event(
-                "steadyloop.notice",
-                {
-                    "steadyloop.notice.name": event.name or "",
-                    "steadyloop.notice.text": self._server.redact(event.text),
-                },
-            )
-        elif isinstance(event, TurnEnd):
-            if event.error:  # a step that ended before its request answered
-                self._close_request(_Failure.of("error", event.error, event.error_type, event.error_code))
-        elif isinstance(event, AgentEnd):
-            self._end(event)
+        self._moved()
 
     def _start(self) -> None:
         name = self._settings.agent_name
