@@ -143,10 +143,11 @@ async def test_a_failed_request_with_retries(spans: InMemorySpanExporter) -> Non
     assert tree(finished) == [("invoke_agent calc", [("chat m", [])])]
     chat = named(finished, "chat m")[0]
     assert chat.attributes is not None
-    assert chat.status.status_code == StatusCode.ERROR and chat.attributes["error.type"] == "error"
+    assert chat.status.status_code == StatusCode.ERROR and chat.attributes["error.type"] == "503"
     assert chat.attributes["steadyloop.request.retries"] == 2
-    assert [e.name for e in chat.events] == ["steadyloop.retry", "steadyloop.retry"]
-    assert [e.attributes["steadyloop.retry.attempt"] for e in chat.events if e.attributes] == [1, 2]
+    assert [e.name for e in chat.events] == ["steadyloop.retry", "steadyloop.retry", "exception"]
+    retries = [e for e in chat.events if e.name == "steadyloop.retry"]
+    assert [e.attributes["steadyloop.retry.attempt"] for e in retries if e.attributes] == [1, 2]
     run = named(finished, "invoke_agent calc")[0]
     assert run.status.status_code == StatusCode.ERROR
 

@@ -202,6 +202,26 @@ def _fail(span: Span, error_type: str, description: str | None) -> None:
     span.set_status(Status(StatusCode.ERROR, description))
 
 
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    """Why a span failed: ``error.type``, and the exception's class and words when an exception said."""
+
+    error_type: str
+    message: str
+    exception: str | None = None
+
+    @classmethod
+    def of(cls, fallback: str, text: str | None, exception: str | None, code: str | None) -> _Failure:
+        # The endpoint's own code first, then the exception's class; the event's outcome when neither came.
+        return cls(code or exception or fallback, text or fallback, exception)
+
+    def mark(self, span: Span, redact: Callable[[str], str]) -> None:
+        message = redact(self.message)
+        _fail(span, self.error_type, message)
+        if self.exception is not None:
+            span.add_event("exception", {"exception.type": self.exception, "exception.message": message})
+
+
 @dataclass(slots=True)
 class _Step:
     """One step's request, until its span is made."""
@@ -250,6 +270,10 @@ def _side_task_span(
     }
     if event.finish_reason:
         attributes["gen_ai.response.finish_reasons"] = [event.finish_reason]
+    if event.response_id:
+        attributes["gen_ai.response.id"] = event.response_id
+    if event.response_model:
+        attributes["gen_ai.response.model"] = event.response_model
     span = tracer.start_span(
         f"chat {event.model}".strip(),
         context=parent,
@@ -258,7 +282,8 @@ def _side_task_span(
         start_time=start,
     )
     if event.error is not None:
-        _fail(span, "side_task_failed", server.redact(event.error))
+        failure = _Failure.of("side_task_failed", event.error, event.error_type, event.error_code)
+        failure.mark(span, server.redact)
     span.end(end_time=end)
 
 
@@ -288,6 +313,7 @@ class RunTracer:
         self._task: asyncio.Task[Any] | None = None
         self._step: _Step | None = None
         self._tools: dict[str, Span] = {}
+        self._side_tasks = Usage()  # what the run's own side tasks spent, for the run's totals
 
     def __call__(self, event: Event) -> None:
         if type(event) is not MessageUpdate:  # most of a run's events, and nothing to trace
@@ -327,15 +353,32 @@ class RunTracer:
             self._tool_end(event)
         elif isinstance(event, SideTask):
             _side_task_span(self._tracer, self._server, event, self._run_context)
+            self._side_tasks = self._side_tasks + event.usage
             self._moved()
-        elif isinstance(event, ContextPruned):
-            self._run.add_event(
+        elif isinstance(event, ContextPruned | ContextCompacted | Notice):
+            self._run_event(self._run, event)
+        elif isinstance(event, TurnEnd):
+            if event.error:  # a step that ended before its request answered
+                self._close_request(_Failure.of("error", event.error, event.error_type, event.error_code))
+        elif isinstance(event, AgentEnd):
+            self._end(event)
+
+    def _run_event(self, run: Span, event: ContextPruned | ContextCompacted | Notice) -> None:
+        """What happened to the run's context, and its notices, as events on the run's span."""
+        if isinstance(event, Notice):
+            attributes: dict[str, AttributeValue] = {
+                "steadyloop.notice.name": event.name or "",
+                "steadyloop.notice.text": self._server.redact(event.text),
+            }
+            run.add_event("steadyloop.notice", attributes)
+            return
+        if isinstance(event, ContextPruned):
+            run.add_event(
                 "steadyloop.context.pruned",
                 {"steadyloop.cleared": event.cleared, "steadyloop.chars": event.chars},
             )
-            self._moved()
-        elif isinstance(event, ContextCompacted):
-            self._run.add_event(
+        else:
+            run.add_event(
                 "steadyloop.context.compacted",
                 {
                     "steadyloop.folded": event.folded,
@@ -345,21 +388,7 @@ class RunTracer:
                     "steadyloop.summarised": event.summarised,
                 },
             )
-            self._moved()
-        elif isinstance(event, Notice):
-            self._run.add_event(
-                "steadyloop.notice",
-                {
-                    "steadyloop.notice.name": event.name or "",
-                    "steadyloop.notice.text": self._server.redact(event.text),
-                },
-            )
-        elif isinstance(event, TurnEnd):
-            error = getattr(event, "error", None)  # a step that ended before its request answered
-            if error:
-                self._close_request(("error", error))
-        elif isinstance(event, AgentEnd):
-            self._end(event)
+        self._moved()
 
     def _start(self) -> None:
         name = self._settings.agent_name
@@ -387,21 +416,17 @@ class RunTracer:
     def _end(self, event: AgentEnd) -> None:
         run = self._run
         assert run is not None
-        if event.outcome in _FAILED_OUTCOMES:
-            self._close_request((event.outcome, event.error or event.outcome))
-        else:
-            self._close_request(None)
+        failure = _Failure.of(event.outcome, event.error, event.error_type, event.error_code)
+        self._close_request(failure if event.outcome in _FAILED_OUTCOMES else None)
         for call_id, span in list(self._tools.items()):
             _fail(span, "unfinished", "the run ended before the call did")
             span.end()
             del self._tools[call_id]
         run.set_attribute("steadyloop.outcome", event.outcome)
         run.set_attribute("steadyloop.steps", event.steps)
-        for key, value in _usage_attributes(event.usage).items():
-            if key.startswith("gen_ai.usage."):
-                run.set_attribute(key, value)
+        run.set_attributes(_run_usage(event.usage, self._side_tasks))
         if event.outcome != "completed" and event.outcome != "stopped":
-            _fail(run, event.outcome, self._server.redact(event.error or event.outcome))
+            failure.mark(run, self._server.redact)
         run.end()
         self._run = None
         if self._token is not None:
@@ -428,6 +453,10 @@ class RunTracer:
         span.set_attributes(_usage_attributes(event.turn))
         if event.finish_reason:
             span.set_attribute("gen_ai.response.finish_reasons", [event.finish_reason])
+        if event.response_id:
+            span.set_attribute("gen_ai.response.id", event.response_id)
+        if event.response_model:
+            span.set_attribute("gen_ai.response.model", event.response_model)
         if event.tools_declared:
             span.set_attribute("steadyloop.request.tools_declared", event.tools_declared)
         if event.cache_broken:
@@ -443,7 +472,7 @@ class RunTracer:
             step.reported = True
         span.end(end_time=end)
 
-    def _close_request(self, failure: tuple[str, str] | None) -> None:
+    def _close_request(self, failure: _Failure | None) -> None:
         """End a step whose request never reported usage: as failed when the run says so."""
         step = self._step
         if step is None or step.reported:
@@ -454,8 +483,7 @@ class RunTracer:
         span = self._open_request(step.number, step.mark)
         span.set_attribute("steadyloop.request.retries", len(step.retries))
         self._step_events(span, step)
-        kind, text = failure or ("error", "the step ended without an answer")
-        _fail(span, kind, self._server.redact(text))
+        (failure or _Failure("error", "the step ended without an answer")).mark(span, self._server.redact)
         span.end()
 
     def _open_request(self, step: int, start: int) -> Span:
@@ -501,6 +529,8 @@ class RunTracer:
 
     def _tool_start(self, event: ToolExecutionStart) -> None:
         span = self._tool_span(event.name, event.call_id, event.effect, _now())
+        if event.description:
+            span.set_attribute("gen_ai.tool.description", event.description)
         if self._settings.capture_content:
             span.set_attribute("gen_ai.tool.call.arguments", self._server.redact(_json(event.arguments)))
         self._tools[event.call_id] = span
@@ -523,7 +553,11 @@ class RunTracer:
             span.set_attribute("steadyloop.tool.duration_ms", event.duration_ms)
         if self._settings.capture_content:
             span.set_attribute("gen_ai.tool.call.result", self._server.redact(text_of(event.result.content)))
-        if event.disposition != "completed":
+        if event.error_type is not None:  # the tool raised: its words are the result the model was given
+            _Failure(event.error_type, text_of(event.result.content), event.error_type).mark(
+                span, self._server.redact
+            )
+        elif event.disposition != "completed":
             _fail(span, event.disposition, f"the call ended {event.disposition}")
         elif event.result.is_error:
             _fail(span, "tool_error", "the tool reported an error")
@@ -545,6 +579,18 @@ class RunTracer:
             attributes=attributes,
             start_time=start,
         )
+
+
+def _run_usage(main: Usage, side_tasks: Usage) -> dict[str, AttributeValue]:
+    """A run's ``gen_ai.usage.*``: its own requests and its side tasks together, the side tasks' part apart.
+
+    So the run's totals are the sum of its ``chat`` spans; ``AgentEnd.usage`` (the main requests alone)
+    is the total less the ``steadyloop.side_tasks.*`` part.
+    """
+    out = {k: v for k, v in _usage_attributes(main + side_tasks).items() if k.startswith("gen_ai.usage.")}
+    out["steadyloop.side_tasks.input_tokens"] = side_tasks.prompt_tokens
+    out["steadyloop.side_tasks.output_tokens"] = side_tasks.completion_tokens
+    return out
 
 
 def _json(value: Mapping[str, Any] | Sequence[Any]) -> str:

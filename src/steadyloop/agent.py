@@ -62,6 +62,7 @@ from .request_body import ModelParams
 from .run.config import StopAfterTurn
 from .sessions.bound import AgentSession
 from .sizing.calibration import chars_per_token_for
+from .telemetry import trace_side_tasks
 from .tools.approvals import ApprovalBroker, ApprovalPolicy
 from .tools.definition import Tool
 from .tools.execution import ToolHooks
@@ -509,6 +510,8 @@ class Agent:
                     self.endpoint,
                     model,
                     reasoning_effort=self.state.params.side_effort,
+                    # Outside any run, so traced under whatever span the host has current.
+                    on_event=trace_side_tasks(self.endpoint),
                     api_key=self.api_key,
                     interceptors=wire_only(self.interceptors),
                 )

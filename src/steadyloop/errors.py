@@ -108,6 +108,8 @@ __all__ = [
     "ToolLoopDetected",
     "TranscriptError",
     "TranscriptRewritten",
+    "error_code",
+    "error_type",
     "redact_url",
     "run_error_for",
 ]
@@ -128,6 +130,24 @@ def _hidden(match: re.Match[str]) -> str:
     if match.group("secret") is None:
         return f"{match.group('scheme')}***@"
     return f"{match.group('scheme')}{match.group('user')}:***@"
+
+
+def error_type(error: BaseException) -> str:
+    """The error's class by its canonical name: ``steadyloop.errors.RunEndpointUnavailable``, ``ValueError``.
+
+    Builtins go by their bare name, as Python itself writes them; anything else with its module, so two
+    classes of one name in different packages stay apart.
+    """
+    kind = type(error)
+    if kind.__module__ == "builtins":
+        return kind.__qualname__
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def error_code(error: BaseException) -> str | None:
+    """The code the endpoint answered a failed request with (its HTTP status), when it answered one."""
+    status = error.status if isinstance(error, EndpointError) else None
+    return str(status) if status is not None else None
 
 
 class SteadyloopError(Exception):

@@ -119,6 +119,10 @@ class AgentEnd:
             delivered in the order the run took them in, then those dropped. The queues are empty after
             it. Only an ``Agent`` fills it (the bare loop's queues are the host's own).
         at: when it ended, in seconds since the epoch.
+        error_type: the class of the error that stopped it, by its canonical name
+            (``steadyloop.errors.RunEndpointUnavailable``); ``None`` when no error did.
+        error_code: the code the endpoint answered with (its HTTP status), when a failed request stopped
+            the run and the endpoint answered one.
     """
 
     outcome: Outcome
@@ -127,6 +131,8 @@ class AgentEnd:
     steps: int = 0
     queued: tuple[QueuedMessage, ...] = ()
     at: float | None = None
+    error_type: str | None = None
+    error_code: str | None = None
     run_id: str = ""
     seq: int = 0
     type: Literal["agent_end"] = "agent_end"
@@ -156,6 +162,8 @@ class TurnEnd:
         message: the step's assistant message; ``None`` when the step ended before one was made (the
             request failed before showing anything, or a hook refused it).
         error: why the step ended early, when it did.
+        error_type: the class of the error that ended it early, by its canonical name, when one did.
+        error_code: the code the endpoint answered the step's failed request with (its HTTP status).
     """
 
     step: int
@@ -163,6 +171,8 @@ class TurnEnd:
     tool_results: tuple[ToolResultMessage, ...] = ()
     finish_reason: str = ""
     error: str | None = None
+    error_type: str | None = None
+    error_code: str | None = None
     run_id: str = ""
     seq: int = 0
     type: Literal["turn_end"] = "turn_end"
@@ -209,12 +219,17 @@ class MessageEnd:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolExecutionStart:
-    """A tool call was dispatched (after hooks and approvals allowed it)."""
+    """A tool call was dispatched (after hooks and approvals allowed it).
+
+    Attributes:
+        description: the tool's description, as the model was given it.
+    """
 
     call_id: str
     name: str
     arguments: dict[str, Any]
     effect: str | None = None
+    description: str = ""
     step: int = 0
     run_id: str = ""
     seq: int = 0
@@ -236,7 +251,11 @@ class ToolExecutionUpdate:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolExecutionEnd:
-    """A call has its terminal result. These come in completion order; the transcript keeps call order."""
+    """A call has its terminal result. These come in completion order; the transcript keeps call order.
+
+    Attributes:
+        error_type: when the tool raised, the class of what it raised, by its canonical name.
+    """
 
     call_id: str
     name: str
@@ -244,6 +263,7 @@ class ToolExecutionEnd:
     disposition: Disposition
     duration_ms: float | None = None
     effect: str | None = None
+    error_type: str | None = None
     step: int = 0
     run_id: str = ""
     seq: int = 0
@@ -299,6 +319,9 @@ class UsageReport:
         cache_expected: from the second request: tokens the previous prompt and reply should leave cached.
         cache_broken: where a cached count was reported: a hit short of 90% of the previous prompt.
         cache_break_reason: ``tools-changed``, ``system-changed``, ``history-rewritten`` or ``none-known``.
+        response_id: the id the endpoint gave its reply, when it gave one.
+        response_model: the model the endpoint says answered, when it said (it may name a dated version
+            of the model asked for).
     """
 
     turn: Usage
@@ -309,6 +332,8 @@ class UsageReport:
     cache_expected: int | None = None
     cache_broken: bool | None = None
     cache_break_reason: str | None = None
+    response_id: str | None = None
+    response_model: str | None = None
     step: int = 0
     run_id: str = ""
     seq: int = 0
@@ -403,6 +428,10 @@ class SideTask:
         usage: what it cost; ``wall_ms`` is how long it took, retries included.
         finish_reason: the request's finish reason (``""`` when it failed).
         error: why no answer came back, when none did.
+        error_type: the class of the error that failed it, by its canonical name, when one did.
+        error_code: the code the endpoint answered the failed request with (its HTTP status).
+        response_id: the id the endpoint gave its reply, when it gave one.
+        response_model: the model the endpoint says answered, when it said.
     """
 
     kind: str
@@ -410,6 +439,10 @@ class SideTask:
     usage: Usage = field(default_factory=Usage)
     finish_reason: str = ""
     error: str | None = None
+    error_type: str | None = None
+    error_code: str | None = None
+    response_id: str | None = None
+    response_model: str | None = None
     step: int = 0
     run_id: str = ""
     seq: int = 0

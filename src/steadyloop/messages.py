@@ -219,6 +219,8 @@ class Turn:
         usage: tokens and timings.
         finish_reason: as the server said it; ``""`` when it never said.
         thinking: reasoning the provider signed, in the order it came (see ``SignedThinking``).
+        response_id: the id the endpoint gave the reply (``""`` when it gave none).
+        response_model: the model the endpoint says answered (``""`` when it did not say).
     """
 
     content: str = ""
@@ -227,6 +229,8 @@ class Turn:
     usage: Usage = field(default_factory=Usage)
     finish_reason: str = ""
     thinking: tuple[SignedThinking, ...] = ()
+    response_id: str = ""
+    response_model: str = ""
 
     def to_message(self, *, keep_reasoning: bool = True) -> AssistantMessage:
         """The turn as the assistant message a transcript keeps."""

@@ -6,12 +6,25 @@ with):
 
 - ``invoke_agent`` for the run, under whatever span is current when it starts, so a run started inside a
   tool (a sub-agent) sits under that tool's span;
-- ``chat {model}`` per model request: model, provider, server, tokens in and out, cached tokens, finish
-  reason, time to first chunk, retries (with a span event per retry) and downgrades;
-- ``execute_tool {name}`` per tool call: outcome and duration, its arguments and result only with
-  ``capture_content``;
-- ``chat {model}`` for each side task (a fold's summary, a preselection, a branch summary), tagged with
-  ``steadyloop.side_task``; prunes, folds and notices as span events on the run.
+- ``chat {model}`` per model request: model, provider, server, the reply's id and the model that answered
+  (``gen_ai.response.id``, ``gen_ai.response.model``, where the endpoint said), tokens in and out, cached
+  tokens, finish reason, time to first chunk, retries (with a span event per retry) and downgrades;
+- ``execute_tool {name}`` per tool call: the tool's description, outcome and duration, its arguments and
+  result only with ``capture_content``;
+- ``chat {model}`` for each side task (a fold's summary, a preselection, a branch summary, ``Agent.branch_to``'s
+  included), tagged with ``steadyloop.side_task``; prunes, folds and notices as span events on the run.
+
+Usage adds up: a run's ``gen_ai.usage.*`` counts its own requests and its side tasks together, so it is the
+sum of the run's ``chat`` spans; ``steadyloop.side_tasks.input_tokens`` and ``..output_tokens`` give the side
+tasks' part. (``AgentEnd.usage`` and ``result.usage`` count the run's own requests alone: the run's total
+less that part.) A sub-agent's run is counted on its own ``invoke_agent`` span, not its caller's.
+
+A failed span has ``error.type`` and an ``exception`` event. ``error.type`` is the code the endpoint
+answered with when a failed request got one (its HTTP status, ``"429"``), else the class of the error by
+its canonical name (``steadyloop.errors.EndpointUnreachable``, ``ZeroDivisionError`` for a tool that raised
+it); a run or step that stopped with no error to name (a cancellation from outside) has its outcome. The
+``exception`` event has ``exception.type`` (the class) and ``exception.message``: on a failed request's
+span the endpoint's error, on the run's the ``RunError`` it raised.
 
 The spans are built from the run's events, so the loop knows nothing of OpenTelemetry; times come from when
 each event arrived and from the timings the events carry. No attribute carries a credential: the API key

@@ -6,9 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from steadyloop.testing.chunks import stream_of, usage_chunk
 from steadyloop.turn.assembly import StreamAssembler, usage_from
 
 
@@ -506,3 +508,23 @@ def test_mutated_real_chunks_never_raise_and_tell_nothing_twice(data: st.DataObj
     # Every character told was told once: as answer, or as reasoning.
     told = len("".join(out)) + len("".join(thinking))
     assert told <= len(turn.content) + len(turn.reasoning)
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_the_replys_id_and_model_are_read_off_the_chunks_however_they_are_batched(batched: bool) -> None:
+    chunks = stream_of("Hello there.", usage=usage_chunk(10, 3), model="gpt-4o-2024-08-06", id="chatcmpl-9x")
+    assembler = StreamAssembler()
+    if batched:
+        assembler.feed_many(chunks)
+    else:
+        for chunk in chunks:
+            assembler.feed(chunk)
+    turn = assembler.finish()
+    assert (turn.response_id, turn.response_model) == ("chatcmpl-9x", "gpt-4o-2024-08-06")
+
+
+def test_a_reply_without_an_id_or_model_has_none() -> None:
+    assembler = StreamAssembler()
+    assembler.feed_many([{"choices": [{"delta": {"content": "hi"}, "finish_reason": "stop"}]}])
+    turn = assembler.finish()
+    assert (turn.response_id, turn.response_model) == ("", "")

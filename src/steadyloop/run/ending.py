@@ -15,10 +15,13 @@ from ..errors import (
     EndpointError,
     InterceptorFailed,
     RunCancelled,
+    RunEndpointError,
     RunError,
     RunInterceptorFailed,
     RunTimedOut,
     SteadyloopError,
+    error_code,
+    error_type,
     run_error_for,
 )
 from ..events import AgentEnd, Outcome
@@ -38,15 +41,20 @@ _OUTCOMES: dict[str, Outcome] = {
 }
 
 
-def close_open(run: RunState, why: str) -> None:
-    """Close the step's open message (keeping what it showed) and the step itself."""
+def close_open(run: RunState, why: str, cause: BaseException | None = None) -> None:
+    """Close the step's open message (keeping what it showed) and the step itself.
+
+    ``cause`` is what ended the step: for a failed request, the endpoint's error rather than the run's.
+    """
     events = run.events
     shown = events.shown()
     if shown is not None:
         run.transcript.append(shown)
         events.close_message(shown)
     if events.turn_open:
-        events.end_turn(finish_reason="", error=why)
+        if isinstance(cause, RunEndpointError):
+            cause = cause.cause
+        events.end_turn(finish_reason="", error=why, cause=cause)
 
 
 def stop_for(run: RunState, exc: BaseException) -> RunError:
@@ -71,7 +79,8 @@ def stop_for(run: RunState, exc: BaseException) -> RunError:
     else:
         # A host callback or a bug: still a typed stop that keeps the transcript, the cause chained.
         error = RunError(f"the run stopped: {describe(exc)}", reason="error")
-    close_open(run, str(error))
+    close_open(run, str(error), error)
+    run.stopped_by = error
     error.messages = list(run.transcript)
     error.usage = run.totals
     error.steps = run.steps
@@ -86,11 +95,15 @@ def announce_end(run: RunState) -> None:
     if run.events.opened or run.events.turn_open:
         run.outcome = "cancelled" if run.outcome == "error" and run.error_text is None else run.outcome
         close_open(run, run.error_text or "cancelled")
+    failed = run.outcome != "completed" and run.outcome != "stopped"
+    cause = run.stopped_by if failed else None
     run.events.say(
         AgentEnd,
         outcome=run.outcome,
-        error=run.error_text if run.outcome != "completed" and run.outcome != "stopped" else None,
+        error=run.error_text if failed else None,
         usage=run.totals,
         steps=run.steps,
         at=time.time(),
+        error_type=error_type(cause) if cause is not None else None,
+        error_code=error_code(cause) if cause is not None else None,
     )

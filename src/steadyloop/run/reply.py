@@ -62,7 +62,7 @@ async def step_reply(run: RunState, request: Request) -> Turn:
     if run.keeper is not None:
         run.context.reported = (turn.usage.prompt_tokens, turn.usage.completion_tokens, len(run.transcript))
     _report_usage(run, request, turn)
-    run.last_turn = Turn(turn.content, turn.reasoning, calls, turn.usage, turn.finish_reason, thinking)
+    run.last_turn = replace(turn, tool_calls=calls, thinking=thinking)
     return run.last_turn
 
 
@@ -239,7 +239,7 @@ def _recover_calls(run: RunState, request: Request, turn: Turn) -> Turn:
         name="recovery",
         step=run.events.step,
     )
-    return Turn(found.content, turn.reasoning, found.calls, turn.usage, turn.finish_reason)
+    return replace(turn, content=found.content, tool_calls=found.calls)
 
 
 def _report_usage(run: RunState, request: Request, turn: Turn) -> None:
@@ -258,5 +258,7 @@ def _report_usage(run: RunState, request: Request, turn: Turn) -> None:
         cache_expected=expected,
         cache_broken=broken,
         cache_break_reason=reason,
+        response_id=turn.response_id or None,
+        response_model=turn.response_model or None,
         step=run.events.step,
     )

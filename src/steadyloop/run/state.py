@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from .._cancel import CANCELLED, unless_cancelled
 from ..context.cache_watch import CacheWatch
 from ..context.keeper import ContextKeeper, ContextState
-from ..errors import InterceptorFailed, InvalidInput, SteadyloopError
+from ..errors import InterceptorFailed, InvalidInput, SteadyloopError, error_code, error_type
 from ..events import Event, MessageEnd, MessageStart, MessageUpdate, Notice, Outcome, TurnEnd, TurnStart
 from ..hooks import ContextBlock
 from ..messages import AssistantMessage, Message, SystemMessage, ToolResultMessage, Turn, UserMessage
@@ -285,7 +285,10 @@ class RunEvents:
         self.hold = None
         self.say(TurnStart, step=step, at=time.time())
 
-    def end_turn(self, finish_reason: str = "", error: str | None = None) -> None:
+    def end_turn(
+        self, finish_reason: str = "", error: str | None = None, cause: BaseException | None = None
+    ) -> None:
+        """Close the step; ``cause`` is the error that ended it early, when one did."""
         self.turn_open = False
         self.say(
             TurnEnd,
@@ -294,6 +297,8 @@ class RunEvents:
             tool_results=tuple(self.turn_results),
             finish_reason=finish_reason,
             error=error,
+            error_type=error_type(cause) if cause is not None else None,
+            error_code=error_code(cause) if cause is not None else None,
         )
 
 
@@ -324,6 +329,7 @@ class RunState:
         "question",
         "resolver",
         "steps",
+        "stopped_by",
         "taken_ids",
         "timed_out",
         "timer",
@@ -377,6 +383,7 @@ class RunState:
         self.blocks: list[ContextBlock] = []
         self.outcome: Outcome = "error"
         self.error_text: str | None = None
+        self.stopped_by: BaseException | None = None  # the error that stopped the run, for its AgentEnd
         self.output: Any = None
         self.output_retries = 0
         self.timed_out = False

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
+from ..errors import error_type
 from ..events import Disposition, Event, HookDenied, LateSettlement, Notice, ToolExecutionUpdate
 from ..messages import ToolCall, text_of
 from ..sizing.tokens import CHARS_PER_TOKEN
@@ -45,12 +46,17 @@ class Answer:
     Attributes:
         ran: the tool itself produced it (so the loop guard records it and ``after_tool_call`` sees it).
         origin: for a shared answer, the id of the call that produced it.
+        raised: when the tool raised, the class of what it raised (see ``steadyloop.errors.error_type``).
     """
 
     result: ToolResult
     disposition: Disposition
     ran: bool = False
     origin: str | None = None
+    raised: str | None = None
+
+
+_CANCELLED_ITSELF = error_type(asyncio.CancelledError())
 
 
 def closed(text: str, disposition: Disposition) -> Answer:
@@ -195,12 +201,13 @@ class CallSteps:
         if task.done():
             self.tool_tasks.discard(task)
             if task.cancelled():
-                return Answer(
-                    ToolResult("CancelledError: the tool cancelled itself", is_error=True), "failed", True
-                )
+                text = "CancelledError: the tool cancelled itself"
+                return Answer(ToolResult(text, is_error=True), "failed", True, raised=_CANCELLED_ITSELF)
             error = task.exception()
             if error is not None:
-                return Answer(ToolResult(describe(error), is_error=True), "failed", True)
+                return Answer(
+                    ToolResult(describe(error), is_error=True), "failed", True, raised=error_type(error)
+                )
             return Answer(task.result(), "completed", True)
         aborted = self.aborted
         context.cancelled.set()

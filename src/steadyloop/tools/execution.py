@@ -406,6 +406,7 @@ class _Batch:
                 name=call.name,
                 arguments=copy.deepcopy(entry.arguments),
                 effect=entry.tool.effect,
+                description=entry.tool.description,
                 step=self._step,
             )
         )
@@ -456,6 +457,7 @@ class _Batch:
                 disposition=answer.disposition,
                 duration_ms=duration_ms,
                 effect=entry.tool.effect if entry.tool is not None else None,
+                error_type=answer.raised,
                 step=self._step,
             )
         )

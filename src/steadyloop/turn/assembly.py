@@ -103,6 +103,9 @@ class StreamAssembler:
         self._signed: list[SignedThinking] = []
         self._calls: list[_CallBuffer] = []
         self.finish_reason = ""
+        # The reply's id and the model the server says answered, as chunks carry them (``id``, ``model``).
+        self.response_id = ""
+        self.response_model = ""
         self._usage: Mapping[str, Any] | None = None
         self._timings: Mapping[str, Any] | None = None
         self.error: Mapping[str, Any] | None = None
@@ -172,6 +175,7 @@ class StreamAssembler:
             # choice finishes with "error" and an empty delta, which read as a chunk is a blank reply.
             self.error = chunk
             return
+        self._identity(chunk)
         choices = chunk.get("choices")
         if choices is not None and not isinstance(choices, list):
             self._skip("choices that are not a list")
@@ -193,6 +197,18 @@ class StreamAssembler:
                 self._skip("usage that is not an object")
             if "timings" in chunk:
                 self._take_timings(chunk["timings"])
+
+    def _identity(self, chunk: Mapping[str, Any]) -> None:
+        # Read off the chunks that take the general path: a finish or usage chunk carries both on every
+        # server that sends them, so the fast path of plain text pieces need not look. The first said wins.
+        if not self.response_id:
+            ident = chunk.get("id")
+            if ident and isinstance(ident, str):
+                self.response_id = ident
+        if not self.response_model:
+            model = chunk.get("model")
+            if model and isinstance(model, str):
+                self.response_model = model
 
     def _choice(self, choice: Mapping[str, Any]) -> None:
         delta = choice.get("delta")
@@ -380,6 +396,8 @@ class StreamAssembler:
             usage=usage,
             finish_reason=self.finish_reason,
             thinking=tuple(self._signed),
+            response_id=self.response_id,
+            response_model=self.response_model,
         )
 
     def skipped_notice(self) -> str:

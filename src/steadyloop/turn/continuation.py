@@ -48,6 +48,8 @@ def join_turns(first: Turn, rest: Sequence[Turn]) -> Turn:
         usage=usage,
         finish_reason=rest[-1].finish_reason if rest else first.finish_reason,
         thinking=first.thinking + tuple(b for p in rest for b in p.thinking),
+        response_id=rest[-1].response_id if rest else first.response_id,
+        response_model=first.response_model,
     )
 
 

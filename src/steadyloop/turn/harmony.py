@@ -148,4 +148,4 @@ async def mend_harmony(
     if leak.cleaned == leak.text and not leak.reasoning:
         return turn
     reasoning = "\n".join(part for part in (turn.reasoning, leak.reasoning) if part)
-    return Turn(leak.cleaned, reasoning, turn.tool_calls, turn.usage, turn.finish_reason, turn.thinking)
+    return replace(turn, content=leak.cleaned, reasoning=reasoning)

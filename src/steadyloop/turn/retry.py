@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from dataclasses import replace
 
 from ..errors import ContextOverflow, EndpointError, EndpointSilent, QuotaExhausted, RetryDelayTooLong
 from ..events import Notice, Retry
@@ -69,9 +70,7 @@ async def with_retries(request: TurnRequest, sink: TurnSink, chain: Chain) -> tu
         usage = turn.usage.with_(
             wall_ms=(time.perf_counter() - started) * 1000, retries=tries.retries, timeouts=tries.timeouts
         )
-        return Turn(
-            turn.content, turn.reasoning, turn.tool_calls, usage, turn.finish_reason, turn.thinking
-        ), answered
+        return replace(turn, usage=usage), answered
 
 
 class _Tries:

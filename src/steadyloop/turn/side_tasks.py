@@ -16,7 +16,7 @@ from typing import Any
 
 from .._nesting import too_deep
 from ..arguments import repair_value
-from ..errors import EndpointError
+from ..errors import EndpointError, error_code, error_type
 from ..events import Event, Notice, Retry, SideTask
 from ..messages import ContentPart, Turn, UserMessage, to_openai
 from ..usage import Usage
@@ -86,14 +86,30 @@ class _Watch:
     def answered(self, turn: Turn) -> None:
         if self.on_event is not None:
             self.on_event(
-                SideTask(kind=self.kind, model=self.model, usage=turn.usage, finish_reason=turn.finish_reason)
+                SideTask(
+                    kind=self.kind,
+                    model=self.model,
+                    usage=turn.usage,
+                    finish_reason=turn.finish_reason,
+                    response_id=turn.response_id or None,
+                    response_model=turn.response_model or None,
+                )
             )
 
     def failed(self, error: BaseException) -> None:
         if self.on_event is not None:
             wall = (time.perf_counter() - self.started) * 1000
             usage = Usage(wall_ms=wall, retries=self.retries)
-            self.on_event(SideTask(kind=self.kind, model=self.model, usage=usage, error=str(error)))
+            self.on_event(
+                SideTask(
+                    kind=self.kind,
+                    model=self.model,
+                    usage=usage,
+                    error=str(error),
+                    error_type=error_type(error),
+                    error_code=error_code(error),
+                )
+            )
 
 
 async def ask(

@@ -57,6 +57,8 @@ class AnthropicEvents:
         self.usage: dict[str, int] = {}
         self._total: dict[str, int] = {}
         self.stop_reason = ""
+        # The message's id and the model that wrote it, from ``message_start``; they go out on the finish.
+        self.identity: dict[str, str] = {}
         self.paused = False
         self.content: list[dict[str, Any]] = []
         self.skipped = 0
@@ -78,8 +80,10 @@ class AnthropicEvents:
             self.paused = False
             self.content = []
             self._fold_usage()
-            if isinstance(message, Mapping) and isinstance(message.get("usage"), Mapping):
-                self._add_usage(message["usage"])
+            if isinstance(message, Mapping):
+                self._identify(message)
+                if isinstance(message.get("usage"), Mapping):
+                    self._add_usage(message["usage"])
             return []
         if kind == "content_block_start":
             return self._start(event)
@@ -104,7 +108,7 @@ class AnthropicEvents:
                 return []
             finish = _STOPS.get(self.stop_reason, self.stop_reason or "stop")
             return [
-                {"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]},
+                {**self.identity, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]},
                 {"choices": [], "usage": self.chat_usage()},
                 DONE,
             ]
@@ -116,6 +120,12 @@ class AnthropicEvents:
         if kind != "ping":
             self.skipped += 1
         return []
+
+    def _identify(self, message: Mapping[str, Any]) -> None:
+        for key in ("id", "model"):
+            value = message.get(key)
+            if isinstance(value, str) and value:
+                self.identity[key] = value
 
     def _start(self, event: Mapping[str, Any]) -> list[Any]:
         index = event.get("index")

@@ -393,6 +393,8 @@ class GeminiChunks:
         self.calls = 0
         self.skipped = 0
         self.finished = False
+        # The reply's id and the model version that wrote it, sent on every chunk; they go out on the finish.
+        self.identity: dict[str, str] = {}
         self._streamed: StreamedArguments | None = None
         self._streamed_signature: str | None = None
         self._parts = ReplyParts()
@@ -412,6 +414,10 @@ class GeminiChunks:
             )
         if isinstance(chunk.get("usageMetadata"), Mapping):
             self.usage = dict(chunk["usageMetadata"])
+        for key, name in (("responseId", "id"), ("modelVersion", "model")):
+            value = chunk.get(key)
+            if isinstance(value, str) and value:
+                self.identity[name] = value
         candidates = chunk.get("candidates")
         if not isinstance(candidates, list) or not candidates:
             feedback = chunk.get("promptFeedback")
@@ -453,7 +459,7 @@ class GeminiChunks:
         finish = {"STOP": "stop", "MAX_TOKENS": "length"}.get(reason, reason.lower())
         if finish == "stop" and self.calls:
             finish = "tool_calls"
-        out.append({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+        out.append({**self.identity, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
         out.append({"choices": [], "usage": self.chat_usage()})
         return out
 
