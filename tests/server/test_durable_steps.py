@@ -7,10 +7,7 @@ not), the call in flight is closed as interrupted, and DBOS's own records hold e
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import os
-import signal
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,14 +47,9 @@ async def kill_mid_batch(
     """One run on node a answering ``calls`` in one answer; node a is killed when call ``kill_on`` starts
     there, and node b resumes the run."""
     started = asyncio.Event()
-    node_a: list[int] = []  # its pid, once it runs
 
     def heard(line: list[str]) -> None:
         if line[:2] == [kill_on, "node-a"]:
-            # Killed here, as the call's start is heard, not by a task woken later: on a loaded machine
-            # the wake-up took longer than the call, which then ended before the kill landed.
-            with contextlib.suppress(ProcessLookupError, IndexError):
-                os.kill(node_a[0], signal.SIGKILL)
             started.set()
 
     def respond(request: RecordedRequest) -> ScriptedReply:
@@ -66,14 +58,13 @@ async def kill_mid_batch(
         return Reply.stream([*text_chunks(["Done ", "with case 4"]), usage_chunk(50, 8)])
 
     async with durable_nodes(tmp_path, postgres_url, respond, heard=heard) as nodes:
-        node_a.append(nodes.started[0][0].pid)
         clients = nodes.clients
         sid = (await clients[0].post("/sessions", json={"title": "case 4"})).json()["id"]
         watcher = asyncio.create_task(watch(clients, 1, sid))
         posted = asyncio.create_task(post(clients[0], sid, 4))
         # A stamp runs alone, after every call before it ended (and its step was kept).
         await started.wait()
-        await nodes.started[0][0].wait()  # killed by heard
+        await nodes.kill()
         seen = await asyncio.wait_for(watcher, 120)
         await posted
         detail = (await clients[1].get(f"/sessions/{sid}")).json()
