@@ -88,9 +88,19 @@ async def kill_mid_batch(
     executions = Counter(
         (kind, json.loads(data)["call_id"]) for _, kind, data in seen if kind.startswith("tool_execution_")
     )
-    # The call in flight: its start reached the record or not before the kill; it never ended.
-    assert executions.pop(("tool_execution_start", kill_on), 0) <= 1
-    assert ("tool_execution_end", kill_on) not in executions
+    # The call in flight: its start reached the record or not before the kill; it never ended there. A
+    # start that reached the record is closed by the takeover as interrupted (an aborted end), nothing else.
+    started_in_record = executions.pop(("tool_execution_start", kill_on), 0)
+    assert started_in_record <= 1
+    closings = [
+        json.loads(data)
+        for _, kind, data in seen
+        if kind == "tool_execution_end" and json.loads(data)["call_id"] == kill_on
+    ]
+    assert len(closings) == executions.pop(("tool_execution_end", kill_on), 0) <= started_in_record
+    assert all(
+        c["disposition"] == "aborted" and c["result"]["content"].startswith("interrupted") for c in closings
+    ), closings
     return Killed(logs, requests, kept, steps, executions)
 
 
