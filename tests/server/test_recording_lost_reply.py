@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
 from steadyloop.events import Event, Notice
 from steadyloop.server.recording import RecordingStore
 from steadyloop.sessions import SQLiteSessionStore, StoreUnavailable
@@ -49,19 +51,15 @@ async def _record_with_one_failure(tmp_path: Path, fail: str) -> tuple[list[tupl
         return await inner.load_events(sid, agent_id=AGENT), heard
 
 
-async def test_a_write_whose_reply_was_lost_is_not_made_again(tmp_path: Path) -> None:
-    record, heard = await _record_with_one_failure(tmp_path, "lost_reply")
-    assert [(seq, e.text) for seq, e in record if isinstance(e, Notice)] == [
-        (1, "one"),
-        (2, "two"),
-        (3, "three"),
-        (4, "four"),
-    ]
-    assert heard == [1, 2, 3, 4]
-
-
-async def test_a_write_that_did_not_go_through_is_made_when_tried_again(tmp_path: Path) -> None:
-    record, heard = await _record_with_one_failure(tmp_path, "before_commit")
+@pytest.mark.parametrize(
+    "fail",
+    [
+        pytest.param("lost_reply", id="a write whose reply was lost is not made again"),
+        pytest.param("before_commit", id="a write that did not go through is made when tried again"),
+    ],
+)
+async def test_each_event_is_recorded_once_in_order_after_a_failed_append(tmp_path: Path, fail: str) -> None:
+    record, heard = await _record_with_one_failure(tmp_path, fail)
     assert [(seq, e.text) for seq, e in record if isinstance(e, Notice)] == [
         (1, "one"),
         (2, "two"),
