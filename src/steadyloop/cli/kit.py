@@ -27,9 +27,10 @@ from ..spec import AgentSpec, MCPServer
 from ..steering import ToolRouting
 from ..tools import ApprovalBroker
 from .config import Resolved
+from .described_paths import paths_described_by
 from .named_in_files import files_defining
 from .steering import FILE_TOOL_ROUTING
-from .tools import COMPACT_WINDOW, default_tools, listed_files, system_prompt
+from .tools import COMPACT_WINDOW, default_tools, listed_files, listed_folders, system_prompt
 
 __all__ = ["AGENT_ID", "APPROVAL_POLICY", "AgentOptions", "Conversation", "open_conversation"]
 
@@ -269,6 +270,13 @@ async def _connect(servers: Sequence[MCPServer], stack: contextlib.AsyncExitStac
 
 
 def _file_tool_routing(cwd: Path) -> ToolRouting:
-    """The command's routing over ``cwd``: its examples, and a request naming a function or setting
-    defined in one of the files its tools list is first a read of that file."""
-    return replace(FILE_TOOL_ROUTING, named_in_files=files_defining(cwd, listed_files(cwd)))
+    """The command's routing over ``cwd``: its examples, and a request naming one of the files or folders
+    its tools list (in words, or by a function or setting the file defines) first looks at that path."""
+    files = listed_files(cwd)
+    defining = files_defining(cwd, files)
+    described = paths_described_by(files, listed_folders(cwd))
+
+    def named_in_files(request: str) -> list[str]:
+        return list(dict.fromkeys([*described(request), *defining(request)]))
+
+    return replace(FILE_TOOL_ROUTING, named_in_files=named_in_files)

@@ -295,6 +295,11 @@ def listed_files(root: Path) -> list[str]:
     return _paths_here(root, folders=False, depth=3, cap=_LISTED_FILES) or []
 
 
+def listed_folders(root: Path) -> list[str]:
+    """The folders the compact tool set's ``list_dir`` lists in its schema (none past its cap)."""
+    return _paths_here(root, folders=True, depth=2, cap=_LISTED_FOLDERS) or []
+
+
 def default_tools(root: Path, *, compact: bool = False) -> list[Tool]:
     """The tools ``run`` and ``chat`` give the model over ``root``: the file tools and the shell.
 

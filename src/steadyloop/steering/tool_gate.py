@@ -177,8 +177,8 @@ def _listed_paths(tools: Sequence[Any]) -> set[str]:
 
 
 def _named_paths(body: Mapping[str, Any], also: Collection[str] = ()) -> set[str]:
-    """The listed paths a step's request names as words of their own, and those of ``also`` that are
-    listed, before any tool ran for it."""
+    """The listed paths a step's request names as words of their own, and those of ``also`` that any
+    tool lists (path-shaped or not), before any tool ran for it."""
     tools = body.get("tools")
     messages = body.get("messages")
     if not isinstance(tools, list) or not isinstance(messages, list):
@@ -187,10 +187,16 @@ def _named_paths(body: Mapping[str, Any], also: Collection[str] = ()) -> set[str
     if found is None or found[1]:
         return set()
     listed = _listed_paths(tools)
-    if not listed:
-        return set()
     words = (word.strip(_WORD_EDGES) for word in _WORD.findall(found[0]))
-    return {w for w in words if w in listed} | {p for p in also if isinstance(p, str) and p in listed}
+    named = {w for w in words if w in listed}
+    if also:
+        # A host found these in the request itself ("the tests folder"), so a listed value counts even
+        # when it is not path-shaped: a bare word is only taken for a path when the request writes it.
+        values = {
+            v for tool in tools for _name, vs in _path_properties(tool) for v in vs if isinstance(v, str)
+        }
+        named |= {p for p in also if isinstance(p, str) and p in values}
+    return named
 
 
 def names_a_listed_path(body: Mapping[str, Any]) -> bool:

@@ -1,0 +1,102 @@
+"""Which of the user's files and folders a request names in words rather than by path: "the tests folder"
+is ``tests``, "the site config" is ``config/site.toml``. A small model given such a request searches the
+files' text for one of its words, or answers from nothing, instead of looking at what was named.
+
+The command hands these paths to its tool routing with the files that define a name the request mentions
+(``ToolRouting.named_in_files``), so the first step looks at them. Sans I/O: the request and the listed
+paths in, paths out, in time linear in the request and the listing.
+
+What counts as naming, kept narrow because a wrong hit forces a call:
+
+- a folder: its name right before or after "folder" or "directory" ("the tests folder", "the directory
+  docs");
+- a file: its name without the extension, written as a word of its own, together with another word of its
+  path (a folder it is in, its extension) or a word for its kind ("config" or "settings" for a TOML, YAML,
+  JSON or INI file; "python", "module" or "script" for Python; "doc" or "page" for text). A name alone
+  ("build") is too often a plain word.
+
+More than three paths for one request means the words are common ones, and nothing is named.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+
+__all__ = ["described_paths", "paths_described_by"]
+
+_MOST = 3
+_SHORTEST = 3  # a name shorter than this ("a", "io") is too common to name one path
+_WORD = re.compile(r"[a-z0-9_]+")
+_FOLDER_WORDS = frozenset({"folder", "folders", "directory", "directories", "dir", "subfolder"})
+_KIND_WORDS: dict[str, frozenset[str]] = {
+    "config": frozenset({"toml", "yaml", "yml", "json", "ini", "cfg", "conf"}),
+    "configuration": frozenset({"toml", "yaml", "yml", "json", "ini", "cfg", "conf"}),
+    "settings": frozenset({"toml", "yaml", "yml", "json", "ini", "cfg", "conf"}),
+    "python": frozenset({"py"}),
+    "module": frozenset({"py"}),
+    "script": frozenset({"py", "sh"}),
+    "doc": frozenset({"md", "rst", "txt"}),
+    "docs": frozenset({"md", "rst", "txt"}),
+    "page": frozenset({"md", "rst", "txt"}),
+}
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def _folders_named(words: Sequence[str], folders: Iterable[str]) -> list[str]:
+    around: set[str] = set()
+    for i, word in enumerate(words):
+        if word in _FOLDER_WORDS:
+            if i > 0:
+                around.add(words[i - 1])
+            if i + 1 < len(words):
+                around.add(words[i + 1])
+    out: list[str] = []
+    for folder in folders:
+        name = folder.rstrip("/").rsplit("/", 1)[-1].lower()
+        if len(name) >= _SHORTEST and name in around and name not in _FOLDER_WORDS:
+            out.append(folder)
+    return out
+
+
+def _file_named(said: set[str], path: str) -> bool:
+    parts = path.lower().split("/")
+    stem, dot, extension = parts[-1].rpartition(".")
+    if not dot or not stem:
+        stem, extension = parts[-1], ""
+    if len(stem) < _SHORTEST or stem not in said:
+        return False
+    companions = set(parts[:-1])
+    if extension:
+        companions.add(extension)
+        companions |= {kind for kind, extensions in _KIND_WORDS.items() if extension in extensions}
+    companions.discard(stem)
+    return not said.isdisjoint(companions)
+
+
+def described_paths(request: str, files: Iterable[str], folders: Iterable[str] = ()) -> list[str]:
+    """The listed ``folders`` and ``files`` (paths relative to the working folder, ``/``-separated) that
+    ``request`` names in words, folders first; none when more than three are."""
+    words = _words(request)
+    if not words:
+        return []
+    said = set(words)
+    found = _folders_named(words, folders)
+    for path in files:
+        if _file_named(said, path):
+            found.append(path)
+        if len(found) > _MOST:
+            return []
+    return found if len(found) <= _MOST else []
+
+
+def paths_described_by(files: Sequence[str], folders: Sequence[str]) -> Callable[[str], list[str]]:
+    """:func:`described_paths` over one listing, as ``ToolRouting.named_in_files`` takes it."""
+
+    def named(request: str) -> list[str]:
+        return described_paths(request, files, folders)
+
+    return named

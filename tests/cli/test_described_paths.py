@@ -1,0 +1,140 @@
+"""Files and folders a request names in words ("the tests folder", "the site config") are what the command's
+first step looks at, as a path written out is."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from steadyloop.cli.described_paths import described_paths
+from steadyloop.cli.kit import _file_tool_routing
+from steadyloop.cli.tools import default_tools, listed_files, listed_folders
+from steadyloop.loop import LoopPolicy, run_agent_loop
+from steadyloop.messages import ToolResultMessage, UserMessage
+from steadyloop.request_body import ModelParams
+from steadyloop.steering.tool_gate import tools_on_named_paths
+from steadyloop.testing.chunks import stream_of
+from steadyloop.testing.replies import Reply
+from steadyloop.testing.server import ScriptedServer
+from steadyloop.turn import RetryPolicy
+from steadyloop.wire.endpoints import Endpoint
+
+from ..edges._edges import LINEAR_BOUND, growth
+
+FILES = [
+    "README.md",
+    "pyproject.toml",
+    "config/site.toml",
+    "src/app/__init__.py",
+    "src/app/render.py",
+    "src/app/build.py",
+    "tests/test_render.py",
+    "docs/install.md",
+    "docs/deploy.md",
+]
+FOLDERS = [".", "config", "docs", "src", "src/app", "tests"]
+
+
+@pytest.mark.parametrize(
+    ("request_text", "paths"),
+    [
+        ("Which file in the tests folder is the largest?", ["tests"]),
+        ("What is in the directory docs?", ["docs"]),
+        ("List the files in the src/app folder.", ["src/app"]),
+        ("Which theme does the site config use?", ["config/site.toml"]),
+        ("What is the title in the site's settings?", ["config/site.toml"]),
+        ("What does the render module do?", ["src/app/render.py"]),
+        ("Summarise the deploy doc.", ["docs/deploy.md"]),
+        # a name alone is a plain word; "this folder" names no listed folder
+        ("How do I build and deploy it?", []),
+        ("What is in this folder?", []),
+        ("What is the folder for?", []),
+        ("", []),
+    ],
+)
+def test_the_paths_a_request_names_in_words(request_text: str, paths: list[str]) -> None:
+    assert described_paths(request_text, FILES, FOLDERS) == paths
+
+
+def test_a_word_many_paths_share_names_none_of_them() -> None:
+    files = [f"pkg{i}/util.py" for i in range(5)]
+    assert described_paths("What does the util module in python do?", files) == []
+    assert described_paths("What does the util module do?", files[:2]) == files[:2]
+
+
+@given(
+    st.text(max_size=300),
+    st.lists(st.text(max_size=40), max_size=20),
+    st.lists(st.text(max_size=40), max_size=8),
+)
+def test_reading_any_request_and_listing_is_total(
+    request_text: str, files: list[str], folders: list[str]
+) -> None:
+    found = described_paths(request_text, files, folders)
+    assert len(found) <= 3 and all(p in files or p in folders for p in found)
+
+
+def test_reading_huge_adversarial_requests_is_linear() -> None:
+    assert growth(lambda n: described_paths("tests folder " * n, FILES, FOLDERS), 2_000) < LINEAR_BOUND
+    assert (
+        growth(lambda n: described_paths("site config render " * n, FILES * 4, FOLDERS), 2_000) < LINEAR_BOUND
+    )
+
+
+def _project(root: Path) -> None:
+    for path, text in {
+        "config/site.toml": 'title = "Notes"\ntheme = "paper"\n',
+        "tests/test_big.py": "def test_a():\n    pass\n" * 40,
+        "tests/test_small.py": "def test_b():\n    pass\n",
+        "README.md": "# Site\n",
+    }.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+
+
+def test_the_command_holds_the_first_call_to_a_folder_named_in_words(tmp_path: Path) -> None:
+    _project(tmp_path)
+    assert listed_folders(tmp_path) == [".", "config", "tests"]
+    routing = _file_tool_routing(tmp_path)
+    assert routing.named_in_files is not None
+    named = routing.named_in_files("Which file in the tests folder is the largest?")
+    tools = [t.definition() for t in default_tools(tmp_path, compact=True)]
+    body = {"tools": tools, "messages": [{"role": "user", "content": "the tests folder"}]}
+    held = tools_on_named_paths(body, named)
+    assert held is not None
+    paths = {t["function"]["name"]: t["function"]["parameters"]["properties"]["path"]["enum"] for t in held}
+    assert paths == {"list_dir": ["tests"]}
+    assert listed_files(tmp_path)  # the folder's files are listed, so the config file can be named
+    assert routing.named_in_files("Which theme does the site config use?") == ["config/site.toml"]
+
+
+async def test_the_command_reads_the_config_named_in_words_before_it_answers(tmp_path: Path) -> None:
+    """End to end through the loop with the command's routing over a real folder: "the site config" makes
+    the first request a decision held to a read of config/site.toml, with no gate question first."""
+    _project(tmp_path)
+    decision = json.dumps({"name": "read_file", "arguments": {"path": "config/site.toml"}})
+    async with ScriptedServer(
+        Reply.stream(stream_of(decision)),
+        Reply.stream(stream_of(json.dumps({"choice": "answer"}))),
+        Reply.stream(stream_of("The theme is paper.")),
+    ) as server:
+        result = await run_agent_loop(
+            Endpoint(server.base_url),
+            ModelParams(model="m"),
+            messages=[UserMessage(content="Which theme does the site config use?")],
+            tools=default_tools(tmp_path, compact=True),
+            policy=LoopPolicy(
+                tool_routing=_file_tool_routing(tmp_path), retry=RetryPolicy(base_delay_s=0.01, max_retries=1)
+            ),
+        )
+        first = server.chat_requests[0].json
+    assert first["response_format"]["json_schema"]["name"] == "step"  # the decision, not the gate
+    schema = json.dumps(first["response_format"]["json_schema"]["schema"])
+    assert '"config/site.toml"' in schema and '"README.md"' not in schema and "list_dir" not in schema
+    assert result.turn.content == "The theme is paper."
+    read = [m for m in result.messages if isinstance(m, ToolResultMessage)]
+    assert read and 'theme = "paper"' in str(read[0].content)
