@@ -1,6 +1,6 @@
 """A newcomer's next questions: after "what is here", does the command answer what people ask next?
 
-``steadyloop run`` is asked ten questions about a project folder this bench makes up (``inkwell``, a small
+``steadyloop run`` is asked fourteen questions about a project folder this bench makes up (``inkwell``, a small
 static-site tool with a long README, Python files of clearly different sizes, a config file, functions with
 defaults), through the CLI's own code path: the options ``steadyloop run`` builds for the bundled model, the
 conversation it opens (tools, system prompt, loop policy) and a session store of its own. Only the terminal
@@ -119,6 +119,10 @@ def inkwell_files() -> dict[str, str]:
     }
     for i, topic in enumerate(["install", "notes", "themes", "links", "images", "feeds", "deploy"]):
         files[f"docs/{topic}.md"] = f"# {topic.title()}\n\nPage {i + 1} of the guide.\n"
+    # One guide page clearly the longest, for "the largest file in the docs folder".
+    files["docs/deploy.md"] += "".join(
+        f"\n{i}. Upload the built site to the bucket and set its cache headers.\n" for i in range(1, 25)
+    )
     return files
 
 
@@ -173,6 +177,16 @@ QUESTIONS = [
         r"(render|build|cli)\.py",
     ),
     Question("config", "tuning", "What port does config/site.toml set?", r"\b8043\b"),
+    # These two were held out until a run failed them; the fix (paths named in words) was made looking at
+    # them, so they tune now, and the held-out half below has questions of the same kinds nothing saw.
+    Question(
+        "tests-largest",
+        "tuning",
+        "Which file in the tests folder is the largest?",
+        r"test_render\.py",
+        r"(largest|biggest)[^.\n]*test_build\.py",
+    ),
+    Question("theme", "tuning", "Which theme does the site config use?", r"\bpaper\b"),
     # held out
     Question(
         "default",
@@ -190,15 +204,27 @@ QUESTIONS = [
         before="List the files in the docs folder.",
     ),
     Question(
-        "tests-largest",
-        "held-out",
-        "Which file in the tests folder is the largest?",
-        r"test_render\.py",
-        r"(largest|biggest)[^.\n]*test_build\.py",
-    ),
-    Question("theme", "held-out", "Which theme does the site config use?", r"\bpaper\b"),
-    Question(
         "python", "held-out", "Which Python version does pyproject.toml require?", r"3\.10", r"3\.(8|9|11|12)"
+    ),
+    Question(
+        "docs-largest",
+        "held-out",
+        "What is the largest file in the docs folder?",
+        r"deploy\.md",
+        r"(largest|biggest)[^.\n]*\b(install|notes|themes|links|images|feeds)\.md",
+    ),
+    Question(
+        "title", "held-out", "What is the site's title, according to its configuration?", r"field notes"
+    ),
+    Question(
+        "width",
+        "held-out",
+        "What does the width parameter of render_page default to?",
+        r"\b72\b",
+        r"\b(80|100|120)\b",
+    ),
+    Question(
+        "count-py", "held-out", "How many Python files are in src/inkwell?", r"\b(5|five)\b", r"\b100\b"
     ),
 ]
 

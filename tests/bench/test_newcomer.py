@@ -21,10 +21,11 @@ def _answer(key: str, text: str, error: str = "") -> bool:
     return bool(newcomer.grade(question, newcomer.Answer(key, question.half, answer=text, error=error)))
 
 
-def test_both_halves_hold_five_questions_and_keys_are_unique() -> None:
+def test_both_halves_hold_seven_questions_and_keys_are_unique() -> None:
     halves = [q.half for q in newcomer.QUESTIONS]
-    assert halves.count("tuning") == 5 and halves.count("held-out") == 5
+    assert halves.count("tuning") == 7 and halves.count("held-out") == 7
     assert len(BY_KEY) == len(newcomer.QUESTIONS)
+    assert len({q.text for q in newcomer.QUESTIONS}) == len(newcomer.QUESTIONS)
 
 
 def test_the_folder_holds_what_the_questions_ask_about(tmp_path: Path) -> None:
@@ -35,6 +36,12 @@ def test_the_folder_holds_what_the_questions_ask_about(tmp_path: Path) -> None:
     assert max(in_src, key=in_src.__getitem__) == "src/inkwell/render.py"
     assert max(in_tests, key=in_tests.__getitem__) == "tests/test_render.py"
     assert len(list((tmp_path / "docs").iterdir())) == 7
+    in_docs = {p.name: p.stat().st_size for p in (tmp_path / "docs").iterdir()}
+    assert max(in_docs, key=in_docs.__getitem__) == "deploy.md"
+    assert sorted(in_docs.values())[-1] > 2 * sorted(in_docs.values())[-2]
+    assert len(list((tmp_path / "src/inkwell").glob("*.py"))) == 5
+    assert 'title = "Field notes"' in (tmp_path / "config/site.toml").read_text()
+    assert "width=72" in (tmp_path / "src/inkwell/render.py").read_text()
     # The README is longer than the bundled model's 4,096-token window, as the README was.
     assert len((tmp_path / "README.md").read_text()) // 4 > 4096
     assert "max_workers=6" in (tmp_path / "src/inkwell/build.py").read_text()
@@ -49,6 +56,7 @@ async def test_the_command_s_listing_can_answer_the_size_questions(tmp_path: Pat
     for folder, largest, smaller in (
         ("src/inkwell", "render.py", "build.py"),
         ("tests", "test_render.py", "test_build.py"),
+        ("docs", "deploy.md", "install.md"),
     ):
         listing = await list_dir.execute({"path": folder, "sort": "size"}, ToolContext("c1", "list_dir"))
         assert isinstance(listing, str)
@@ -78,6 +86,14 @@ async def test_the_command_s_listing_can_answer_the_size_questions(tmp_path: Pat
         ("theme", 'The site uses the "paper" theme.', True),
         ("python", "It requires Python >=3.10.", True),
         ("python", "It requires Python 3.11.", False),
+        ("docs-largest", "The largest file in docs is deploy.md.", True),
+        ("docs-largest", "The biggest is install.md.", False),
+        ("title", "The site's title is Field notes.", True),
+        ("title", "The title is Inkwell.", False),
+        ("width", "width defaults to 72 columns.", True),
+        ("width", "It defaults to 80.", False),
+        ("count-py", "There are 5 Python files in src/inkwell.", True),
+        ("count-py", "There are 100 files.", False),
     ],
 )
 def test_grading(key: str, text: str, right: bool) -> None:
