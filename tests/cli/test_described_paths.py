@@ -51,8 +51,10 @@ FOLDERS = [".", "config", "docs", "src", "src/app", "tests"]
         ("Summarise the deploy doc.", ["docs/deploy.md"]),
         # a name alone is a plain word; "this folder" names no listed folder
         ("How do I build and deploy it?", []),
-        ("What is in this folder?", []),
+        ("What is in this folder?", ["."]),
+        ("List the current directory.", ["."]),
         ("What is the folder for?", []),
+        ("Which folder holds the tests?", []),
         ("", []),
     ],
 )

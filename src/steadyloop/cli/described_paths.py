@@ -9,7 +9,7 @@ paths in, paths out, in time linear in the request and the listing.
 What counts as naming, kept narrow because a wrong hit forces a call:
 
 - a folder: its name right before or after "folder" or "directory" ("the tests folder", "the directory
-  docs");
+  docs"); "this", "current" or "working" there is the working folder, listed as ``.``;
 - a file: its name without the extension, written as a word of its own, together with another word of its
   path (a folder it is in, its extension) or a word for its kind ("config" or "settings" for a TOML, YAML,
   JSON or INI file; "python", "module" or "script" for Python; "doc" or "page" for text). A name alone
@@ -21,7 +21,7 @@ More than three paths for one request means the words are common ones, and nothi
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 
 __all__ = ["described_paths", "paths_described_by"]
 
@@ -29,6 +29,7 @@ _MOST = 3
 _SHORTEST = 3  # a name shorter than this ("a", "io") is too common to name one path
 _WORD = re.compile(r"[a-z0-9_]+")
 _FOLDER_WORDS = frozenset({"folder", "folders", "directory", "directories", "dir", "subfolder"})
+_WORKING_FOLDER = frozenset({"this", "current", "working"})
 _KIND_WORDS: dict[str, frozenset[str]] = {
     "config": frozenset({"toml", "yaml", "yml", "json", "ini", "cfg", "conf"}),
     "configuration": frozenset({"toml", "yaml", "yml", "json", "ini", "cfg", "conf"}),
@@ -46,7 +47,7 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
-def _folders_named(words: Sequence[str], folders: Iterable[str]) -> list[str]:
+def _folders_named(words: Sequence[str], folders: Collection[str]) -> list[str]:
     around: set[str] = set()
     for i, word in enumerate(words):
         if word in _FOLDER_WORDS:
@@ -55,6 +56,8 @@ def _folders_named(words: Sequence[str], folders: Iterable[str]) -> list[str]:
             if i + 1 < len(words):
                 around.add(words[i + 1])
     out: list[str] = []
+    if not around.isdisjoint(_WORKING_FOLDER) and "." in folders:
+        out.append(".")  # "this folder": the working folder, which the tools list as "."
     for folder in folders:
         name = folder.rstrip("/").rsplit("/", 1)[-1].lower()
         if len(name) >= _SHORTEST and name in around and name not in _FOLDER_WORDS:
@@ -77,7 +80,7 @@ def _file_named(said: set[str], path: str) -> bool:
     return not said.isdisjoint(companions)
 
 
-def described_paths(request: str, files: Iterable[str], folders: Iterable[str] = ()) -> list[str]:
+def described_paths(request: str, files: Iterable[str], folders: Collection[str] = ()) -> list[str]:
     """The listed ``folders`` and ``files`` (paths relative to the working folder, ``/``-separated) that
     ``request`` names in words, folders first; none when more than three are."""
     words = _words(request)
