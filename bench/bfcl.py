@@ -104,6 +104,7 @@ import steadyloop as sl
 from steadyloop.events import Notice
 from steadyloop.messages import from_openai
 from steadyloop.turn import reset_capabilities
+from steadyloop.wire import context_limit_for
 
 MODEL_KEY = "steadyloop-bench"
 _REGISTRY = "bfcl_eval.constants.model_config"
@@ -384,7 +385,7 @@ async def measure(
     raw = AsyncOpenAI(base_url=base_url, api_key=args.api_key or "none", timeout=900.0, max_retries=0)
     try:
         model = args.model or (await sl.list_models(endpoint))[0].id
-        window = await sl.context_limit_for(endpoint, model)
+        window = await context_limit_for(endpoint, model)
         target = Target(endpoint, model, window, raw)
         kept = f", {len(done)} answers kept from {args.resume}" if args.resume else ""
         print(

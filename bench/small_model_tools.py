@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import steadyloop as sl
+from steadyloop.wire import context_limit_for
 
 try:
     from steadyloop.cli.tools import COMPACT_WINDOW, default_tools, system_prompt
@@ -543,7 +544,7 @@ async def run_all(
     if model is None:
         model = (await sl.list_models(endpoint))[0].id
     # The tool set the CLI gives a model with this window.
-    window = window or await sl.context_limit_for(endpoint, model)
+    window = window or await context_limit_for(endpoint, model)
     compact = window is not None and window <= COMPACT_WINDOW
     sampled = (
         cli_temperature(model)

@@ -10,7 +10,7 @@ import pytest
 
 import steadyloop as sl
 from steadyloop.agent_settings import mcp_server_spec
-from steadyloop.spec import MCPServer, ToolsSpec, parse_spec_text
+from steadyloop.spec import AgentSpec, MCPServer, ToolsSpec, parse_spec_text, resolve_agent_spec
 from steadyloop.testing.chunks import stream_of
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
@@ -74,7 +74,7 @@ max_turns = 7
 def settings_of(text: str, **kwargs: Any) -> sl.AgentSettings:
     parsed = parse_spec_text(text, bundle=True)
     assert parsed.warnings == ()
-    return sl.agent_settings(sl.resolve_agent_spec([parsed.spec]), tools=REGISTRY, **kwargs)
+    return sl.agent_settings(resolve_agent_spec([parsed.spec]), tools=REGISTRY, **kwargs)
 
 
 def test_every_field_lands_where_the_agent_reads_it() -> None:
@@ -92,7 +92,7 @@ def test_every_field_lands_where_the_agent_reads_it() -> None:
 
 
 def test_what_no_layer_says_is_the_librarys_default() -> None:
-    settings = sl.agent_settings(sl.AgentSpec(), tools=REGISTRY, model="served")
+    settings = sl.agent_settings(AgentSpec(), tools=REGISTRY, model="served")
     assert settings.params == sl.ModelParams(model="served")
     assert settings.system == ""
     assert [t.name for t in settings.tools] == ["read_notes", "lookup", "wipe"]  # absent: every tool offered
@@ -102,25 +102,25 @@ def test_what_no_layer_says_is_the_librarys_default() -> None:
 
 
 def test_an_empty_tool_list_means_no_tools() -> None:
-    spec = sl.AgentSpec(tools=ToolsSpec(names=(), servers=()))
+    spec = AgentSpec(tools=ToolsSpec(names=(), servers=()))
     assert sl.agent_settings(spec, tools=REGISTRY, model="m").tools == ()
 
 
 def test_a_tool_or_server_the_host_lacks_is_an_error_naming_what_it_has() -> None:
     with pytest.raises(sl.InvalidInput, match=r"tools this host does not offer: grep \(offered: lookup"):
-        sl.agent_settings(sl.AgentSpec(tools=ToolsSpec(names=("grep",))), tools=REGISTRY, model="m")
+        sl.agent_settings(AgentSpec(tools=ToolsSpec(names=("grep",))), tools=REGISTRY, model="m")
     with pytest.raises(sl.InvalidInput, match="MCP servers this host does not offer: github"):
-        sl.agent_settings(sl.AgentSpec(tools=ToolsSpec(servers=("github",))), model="m")
+        sl.agent_settings(AgentSpec(tools=ToolsSpec(servers=("github",))), model="m")
 
 
 def test_no_model_anywhere_is_an_error() -> None:
     with pytest.raises(sl.InvalidInput, match=r"names no model"):
-        sl.agent_settings(sl.AgentSpec())
+        sl.agent_settings(AgentSpec())
 
 
 def test_servers_come_from_the_host_and_the_bundle_and_the_host_wins_a_name() -> None:
     host = MCPServer(name="files", command="host-files")
-    spec = sl.AgentSpec(
+    spec = AgentSpec(
         bundle=(
             MCPServer(name="files", command="doc-files"),
             MCPServer(name="web", url="https://w.example"),
@@ -128,7 +128,7 @@ def test_servers_come_from_the_host_and_the_bundle_and_the_host_wins_a_name() ->
     )
     every = sl.agent_settings(spec, servers=[host], model="m").servers
     assert {s.name: s.command or s.url for s in every} == {"files": "host-files", "web": "https://w.example"}
-    scoped = sl.resolve_agent_spec([spec, sl.AgentSpec(tools=ToolsSpec(servers=("web",)))])
+    scoped = resolve_agent_spec([spec, AgentSpec(tools=ToolsSpec(servers=("web",)))])
     assert [s.name for s in sl.agent_settings(scoped, servers=[host], model="m").servers] == ["web"]
 
 

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import steadyloop as sl
+from steadyloop.turn import Split
 
 PROMISED = [
     "ToolCall", "Usage", "Turn", "DEFAULT_FENCES", "ALL_FENCES", "FenceSplitter", "strip_thinking",
@@ -37,7 +38,7 @@ def test_the_names_other_code_relies_on() -> None:
         sl.EndpointSilent, sl.SteadyloopError
     )
     assert issubclass(sl.ToolArgumentsError, sl.SteadyloopError)
-    assert {"content", "reasoning"} <= set(sl.Split.__dataclass_fields__)
+    assert {"content", "reasoning"} <= set(Split.__dataclass_fields__)
 
 
 def test_importing_does_no_io_and_pulls_no_optional_extra() -> None:

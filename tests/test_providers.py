@@ -17,7 +17,7 @@ from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.turn import export_capabilities
 from steadyloop.turn.capabilities import capabilities_for, model_capabilities_for, reset_capabilities
-from steadyloop.wire import endpoint_id
+from steadyloop.wire import Target, endpoint_id
 
 NAMES = (
     "openai",
@@ -126,7 +126,7 @@ def test_only_the_first_colon_splits_a_candidate() -> None:
 
 def test_a_chain_from_targets_endpoints_and_pairs() -> None:
     e1, e2 = sl.Endpoint("http://127.0.0.1:1/v1"), sl.Endpoint("http://127.0.0.1:2/v1")
-    target = sl.failover([sl.Target(e1, "a"), e2, ("ollama", "b")], env={})
+    target = sl.failover([Target(e1, "a"), e2, ("ollama", "b")], env={})
     assert target.endpoint.base_url == e1.base_url and target.model == "a"
     assert [(t.endpoint.base_url, t.model) for t in target.endpoint.fallbacks] == [
         (e2.base_url, None),

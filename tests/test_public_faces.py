@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import warnings
 from pathlib import Path
 
@@ -89,6 +90,14 @@ def test_a_name_that_left_the_root_still_imports_from_it_with_a_warning(name: st
         value = getattr(sl, name)
     assert value is getattr(importlib.import_module(module), new or name)
     assert name not in sl.__all__ and _is_public(module)
+
+
+def test_no_name_that_left_the_root_is_also_a_submodule_name() -> None:
+    """Once imported, a submodule is the package's attribute of its name, so its warning could never fire."""
+    shadowed = [
+        name for name in sorted(sl._MOVED) if importlib.util.find_spec(f"steadyloop.{name}") is not None
+    ]
+    assert shadowed == []
 
 
 def test_an_unknown_name_is_still_an_attribute_error() -> None:

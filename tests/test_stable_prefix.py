@@ -16,6 +16,7 @@ from steadyloop.context import StablePrefix
 from steadyloop.context.folding import SUMMARY_PROMPT
 from steadyloop.events import Event, MessageEnd, Notice, PrefixRewritten
 from steadyloop.hooks import HookContext, HookOutcome
+from steadyloop.loop import LifecycleHooks
 from steadyloop.testing.chunks import stream_of
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import RecordedRequest, ScriptedServer
@@ -54,7 +55,7 @@ def assert_each_extends_the_last(bodies: Sequence[dict[str, Any]]) -> None:
         assert kept == before["messages"], "a request rewrote what the one before it sent"
 
 
-def hooks_saying(*texts: str) -> sl.LifecycleHooks:
+def hooks_saying(*texts: str) -> LifecycleHooks:
     said = iter(texts)
 
     async def runner(event: Any, context: HookContext, *, cancel: Any = None) -> list[HookOutcome]:
@@ -62,7 +63,7 @@ def hooks_saying(*texts: str) -> sl.LifecycleHooks:
             return [HookOutcome(hook_id="memory", text=next(said))]
         return []
 
-    return sl.LifecycleHooks(run=runner, preface="Background:")
+    return LifecycleHooks(run=runner, preface="Background:")
 
 
 async def test_every_request_across_prompts_starts_with_the_bytes_of_the_one_before() -> None:

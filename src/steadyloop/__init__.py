@@ -12,11 +12,12 @@ agent documents (``parse_spec``), every error, and every event type, to match a 
             ...
 
 The building blocks live in named submodules, each saying in its docstring that it is public:
-``steadyloop.turn`` (one model call), ``steadyloop.wire`` (endpoints, providers, clients),
-``steadyloop.sizing`` (token arithmetic), ``steadyloop.context`` (pruning, compaction, branches),
-``steadyloop.tools``, ``steadyloop.steering`` (small-model tool routing), ``steadyloop.sessions``,
-``steadyloop.spec``, ``steadyloop.bus``, ``steadyloop.hooks``, ``steadyloop.telemetry``, and the optional
-``steadyloop.tools.mcp`` (the ``mcp`` extra), ``steadyloop.testing`` and ``steadyloop.local``.
+``steadyloop.loop`` (``run_loop`` and its hooks), ``steadyloop.turn`` (one model call), ``steadyloop.wire``
+(endpoints, providers, clients), ``steadyloop.sizing`` (token arithmetic), ``steadyloop.context`` (pruning,
+compaction, branches), ``steadyloop.tools``, ``steadyloop.steering`` (small-model tool routing),
+``steadyloop.sessions``, ``steadyloop.spec`` (``AgentSpec`` and its layering), ``steadyloop.events`` (events
+as JSON), ``steadyloop.bus``, ``steadyloop.hooks``, ``steadyloop.telemetry``, ``steadyloop.untrusted``, and
+the optional ``steadyloop.tools.mcp`` (the ``mcp`` extra), ``steadyloop.testing`` and ``steadyloop.local``.
 
 Names that left this root for a submodule stay importable from here for one release, with a
 ``DeprecationWarning`` that names where they live now.
@@ -87,20 +88,13 @@ from .events import (
     TurnEnd,
     TurnStart,
     UsageReport,
-    event_from_json,
-    event_to_json,
 )
 from .loop import (
-    LifecycleHooks,
     LoopPolicy,
     LoopResult,
     RunConfig,
-    RunHooks,
-    RunQueues,
     run_agent_loop,
-    run_loop,
     stream_agent_loop,
-    stream_loop,
 )
 from .messages import (
     AssistantMessage,
@@ -116,15 +110,12 @@ from .messages import (
 from .providers import failover, provider, provider_from_env
 from .request_body import ModelParams
 from .sessions import AgentSession
-from .spec import AgentSpec, parse_spec, resolve_agent_spec
-from .telemetry import Telemetry, set_telemetry
+from .spec import parse_spec
 from .tools import (
     ApprovalDecision,
     ApprovalPolicy,
     ApprovalRequest,
     EffectClass,
-    RecoveredCalls,
-    ResourceClaim,
     Tool,
     ToolContext,
     ToolPolicy,
@@ -132,20 +123,15 @@ from .tools import (
     recover_tool_calls,
     tool,
 )
-from .turn import ALL_FENCES, DEFAULT_FENCES, FenceSplitter, RetryPolicy, Split, run_turn, strip_thinking
+from .turn import ALL_FENCES, DEFAULT_FENCES, FenceSplitter, RetryPolicy, run_turn, strip_thinking
 from .untrusted import untrusted
 from .usage import Usage
 from .wire import (
     Endpoint,
-    Failure,
     Interceptors,
-    Target,
     aclose_clients,
     classify_failure,
-    configure_clients,
-    context_limit_for,
     list_models,
-    provider_from,
     relax_tools,
     sanitize_tools,
 )
@@ -160,7 +146,6 @@ __all__ = [
     "AgentEnd",
     "AgentSession",
     "AgentSettings",
-    "AgentSpec",
     "AgentStart",
     "AgentState",
     "ApprovalDecided",
@@ -185,7 +170,6 @@ __all__ = [
     "EndpointUnreadable",
     "Event",
     "Failover",
-    "Failure",
     "FenceSplitter",
     "HookDenied",
     "ImagePart",
@@ -193,7 +177,6 @@ __all__ = [
     "Interceptors",
     "InvalidInput",
     "LateSettlement",
-    "LifecycleHooks",
     "LoopDetected",
     "LoopPolicy",
     "LoopResult",
@@ -212,25 +195,18 @@ __all__ = [
     "QueueClosed",
     "QueuedMessage",
     "QuotaExhausted",
-    "RecoveredCalls",
     "RequestSent",
-    "ResourceClaim",
     "Retry",
     "RetryDelayTooLong",
     "RetryPolicy",
     "RunCancelled",
     "RunConfig",
     "RunError",
-    "RunHooks",
     "RunLimitReached",
-    "RunQueues",
     "RunTimedOut",
     "SideTask",
-    "Split",
     "SteadyloopError",
     "SystemMessage",
-    "Target",
-    "Telemetry",
     "TextPart",
     "TokenizerUnavailable",
     "Tool",
@@ -256,27 +232,18 @@ __all__ = [
     "aclose_clients",
     "agent_settings",
     "classify_failure",
-    "configure_clients",
-    "context_limit_for",
-    "event_from_json",
-    "event_to_json",
     "failover",
     "list_models",
     "parse_spec",
     "parse_tool_arguments",
     "provider",
-    "provider_from",
     "provider_from_env",
     "recover_tool_calls",
     "relax_tools",
-    "resolve_agent_spec",
     "run_agent_loop",
-    "run_loop",
     "run_turn",
     "sanitize_tools",
-    "set_telemetry",
     "stream_agent_loop",
-    "stream_loop",
     "strip_thinking",
     "tool",
     "untrusted",
@@ -285,6 +252,7 @@ __all__ = [
 #: Names that left the root, and where they live now (``module`` or ``module:new_name``). Each stays
 #: importable from here for one release, with a ``DeprecationWarning``.
 _MOVED: dict[str, str] = {
+    "AgentSpec": "steadyloop.spec",
     "AgentStream": "steadyloop.agent",
     "AnthropicCounter": "steadyloop.sizing",
     "ApprovalBroker": "steadyloop.tools",
@@ -306,6 +274,7 @@ _MOVED: dict[str, str] = {
     "EndpointSpec": "steadyloop.spec",
     "Entry": "steadyloop.context",
     "EstimateCounter": "steadyloop.sizing",
+    "Failure": "steadyloop.wire",
     "Fence": "steadyloop.turn",
     "Fold": "steadyloop.context",
     "GeminiCounter": "steadyloop.sizing",
@@ -318,6 +287,7 @@ _MOVED: dict[str, str] = {
     "HookSpec": "steadyloop.spec",
     "InMemoryApprovalBroker": "steadyloop.tools",
     "LatchPriors": "steadyloop.turn",
+    "LifecycleHooks": "steadyloop.loop",
     "LoopDetectorConfig": "steadyloop.tools",
     "LoopSpec": "steadyloop.spec",
     "LoopStream": "steadyloop.loop",
@@ -334,7 +304,9 @@ _MOVED: dict[str, str] = {
     "Provider": "steadyloop.wire",
     "ProviderPreset": "steadyloop.providers",
     "ProviderStream": "steadyloop.wire",
+    "RecoveredCalls": "steadyloop.tools",
     "RequestMetadata": "steadyloop.request_body",
+    "ResourceClaim": "steadyloop.tools",
     "ResponseInfo": "steadyloop.wire",
     "ResponseInterceptor": "steadyloop.wire",
     "RunContextOverflow": "steadyloop.errors",
@@ -344,9 +316,11 @@ _MOVED: dict[str, str] = {
     "RunEndpointUnavailable": "steadyloop.errors",
     "RunEndpointUnreachable": "steadyloop.errors",
     "RunEndpointUnreadable": "steadyloop.errors",
+    "RunHooks": "steadyloop.loop",
     "RunInterceptorFailed": "steadyloop.errors",
     "RunMetrics": "steadyloop.metrics",
     "RunMissingApiKey": "steadyloop.errors",
+    "RunQueues": "steadyloop.loop",
     "RunRetryDelayTooLong": "steadyloop.errors",
     "SPEC_VERSION": "steadyloop.spec",
     "SUMMARY_LEAD": "steadyloop.context",
@@ -354,12 +328,15 @@ _MOVED: dict[str, str] = {
     "SignedThinking": "steadyloop.messages",
     "SpecError": "steadyloop.spec",
     "SpecProblem": "steadyloop.spec",
+    "Split": "steadyloop.turn",
     "SseEvent": "steadyloop.wire",
     "SseEventInterceptor": "steadyloop.wire",
     "StablePrefix": "steadyloop.context",
     "StepRecorder": "steadyloop.tools",
     "StreamAssembler": "steadyloop.turn",
     "StreamFunction": "steadyloop.wire",
+    "Target": "steadyloop.wire",
+    "Telemetry": "steadyloop.telemetry",
     "TiktokenCounter": "steadyloop.sizing",
     "TokenCount": "steadyloop.sizing",
     "TokenCounter": "steadyloop.sizing",
@@ -382,8 +359,10 @@ _MOVED: dict[str, str] = {
     "check_transcript": "steadyloop.context",
     "collect_branch": "steadyloop.context",
     "compact_transcript": "steadyloop.context",
+    "configure_clients": "steadyloop.wire",
     "configure_events": "steadyloop.bus",
     "configure_hooks": "steadyloop.hooks",
+    "context_limit_for": "steadyloop.wire",
     "context_tokens": "steadyloop.sizing",
     "continue_turn": "steadyloop.turn",
     "count_tokens": "steadyloop.sizing",
@@ -393,6 +372,8 @@ _MOVED: dict[str, str] = {
     "endpoint_id": "steadyloop.wire",
     "endpoint_key": "steadyloop.wire",
     "estimate_tokens": "steadyloop.sizing",
+    "event_from_json": "steadyloop.events",
+    "event_to_json": "steadyloop.events",
     "expire_capabilities": "steadyloop.turn",
     "export_capabilities": "steadyloop.turn",
     "export_spec": "steadyloop.spec",
@@ -421,6 +402,7 @@ _MOVED: dict[str, str] = {
     "preselect": "steadyloop.tools",
     "preselect_by_keywords": "steadyloop.tools",
     "provider_for": "steadyloop.wire",
+    "provider_from": "steadyloop.wire",
     "prune_tool_results": "steadyloop.context",
     "read_structured": "steadyloop.structured",
     "request_index": "steadyloop.context",
@@ -429,12 +411,16 @@ _MOVED: dict[str, str] = {
     "reset_all": "steadyloop.reset",
     "reset_capabilities": "steadyloop.turn",
     "reset_events": "steadyloop.bus",
+    "resolve_agent_spec": "steadyloop.spec",
     "resolve_api_key": "steadyloop.spec",
     "run_compaction": "steadyloop.context",
+    "run_loop": "steadyloop.loop",
     "run_metrics": "steadyloop.metrics",
     "run_tool_calls": "steadyloop.tools",
     "seed_capabilities": "steadyloop.turn",
+    "set_telemetry": "steadyloop.telemetry",
     "spec_hook_runner": "steadyloop.agent_settings",
+    "stream_loop": "steadyloop.loop",
     "stream_turn": "steadyloop.turn",
     "summarise_branch": "steadyloop.context",
     "summariser": "steadyloop.context",

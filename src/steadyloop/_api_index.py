@@ -43,11 +43,15 @@ name. Optional parts live in their own modules: `steadyloop.tools.mcp` (the `mcp
 #: The public submodules whose names the index lists besides the root's.
 FACES = (
     "steadyloop.context",
+    "steadyloop.events",
+    "steadyloop.loop",
     "steadyloop.sizing",
     "steadyloop.spec",
     "steadyloop.steering",
+    "steadyloop.telemetry",
     "steadyloop.tools",
     "steadyloop.turn",
+    "steadyloop.untrusted",
     "steadyloop.wire",
 )
 

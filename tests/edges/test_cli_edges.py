@@ -24,7 +24,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steadyloop import AgentSpec, InvalidInput
+from steadyloop import InvalidInput
 from steadyloop.cli.agent_file import (
     cli_settings,
     flag_layer,
@@ -39,6 +39,7 @@ from steadyloop.cli.run import load_image, load_schema
 from steadyloop.cli.serve import check_open_bind, parse_tokens
 from steadyloop.errors import SteadyloopError
 from steadyloop.sessions import open_store
+from steadyloop.spec import AgentSpec
 
 from ._edges import LINEAR_BOUND, any_text, growth, mutated_text, odd_texts
 

@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import steadyloop as sl
-from steadyloop.events import MessageEnd, MessageUpdate, Notice, TurnEnd
+from steadyloop.events import MessageEnd, MessageUpdate, Notice, TurnEnd, event_from_json, event_to_json
 from steadyloop.messages import message_from_json, message_to_json, messages_from_json, messages_to_json
 from steadyloop.spec import SpecError, parse_spec_text
 
@@ -42,7 +42,7 @@ EVENTS: list[sl.Event] = [
     Notice(text="the endpoint was slow"),
 ]
 MESSAGE_SEEDS = [json.loads(message_to_json(m)) for m in MESSAGES]
-EVENT_SEEDS = [json.loads(sl.event_to_json(e)) for e in EVENTS]
+EVENT_SEEDS = [json.loads(event_to_json(e)) for e in EVENTS]
 SPEC_TOML = """\
 spec = "steadyloop.agent/1"
 name = "reader"
@@ -85,7 +85,7 @@ def _readers() -> list[tuple[str, Callable[[str], object], Callable[[Any], str]]
     return [
         ("message", message_from_json, message_to_json),
         ("messages", messages_from_json, messages_to_json),
-        ("event", sl.event_from_json, sl.event_to_json),
+        ("event", event_from_json, event_to_json),
     ]
 
 
@@ -122,7 +122,7 @@ def test_a_mutated_message_is_a_message_or_invalid_input(value: Any) -> None:
 
 @given(st.sampled_from(EVENT_SEEDS).flatmap(mutated))
 def test_a_mutated_event_is_an_event_or_invalid_input(value: Any) -> None:
-    _read_or_refuse(sl.event_from_json, sl.event_to_json, json.dumps(value, allow_nan=True))
+    _read_or_refuse(event_from_json, event_to_json, json.dumps(value, allow_nan=True))
 
 
 @given(st.lists(st.sampled_from(MESSAGE_SEEDS) | json_like, max_size=6))
@@ -132,9 +132,9 @@ def test_a_transcript_of_wrong_kinds_is_messages_or_invalid_input(items: list[An
 
 def test_what_was_written_is_still_read() -> None:
     assert messages_from_json(messages_to_json(MESSAGES)) == MESSAGES
-    assert [sl.event_from_json(sl.event_to_json(e)) for e in EVENTS] == EVENTS
+    assert [event_from_json(event_to_json(e)) for e in EVENTS] == EVENTS
     with pytest.raises(sl.InvalidInput, match="not a steadyloop event"):
-        sl.event_from_json('{"type": "a_type_from_the_future"}')
+        event_from_json('{"type": "a_type_from_the_future"}')
 
 
 def test_reading_a_transcript_takes_linear_time() -> None:
@@ -218,7 +218,7 @@ def test_a_number_json_has_no_words_for_is_refused_not_written_back_as_null(numb
     for read, text in [
         (message_from_json, message),
         (messages_from_json, "[" + message + "]"),
-        (sl.event_from_json, event),
+        (event_from_json, event),
     ]:
         with pytest.raises(sl.InvalidInput):
             read(text)

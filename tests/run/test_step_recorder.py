@@ -11,13 +11,14 @@ import steadyloop as sl
 from steadyloop.testing.chunks import stream_of
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
+from steadyloop.tools import ResourceClaim
 
 T = TypeVar("T")
 
 ran: list[str] = []
 
 
-@sl.tool(effect="read", claims=[sl.ResourceClaim("notes")])
+@sl.tool(effect="read", claims=[ResourceClaim("notes")])
 async def note(text: str) -> str:
     """Read a note.
 

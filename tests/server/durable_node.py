@@ -16,9 +16,10 @@ import os
 import sys
 from pathlib import Path
 
-from steadyloop import ApprovalPolicy, Endpoint, ResourceClaim, ToolContext, tool
+from steadyloop import ApprovalPolicy, Endpoint, ToolContext, tool
 from steadyloop.cli.tools import shell_tool
 from steadyloop.server import ServerLimits, ServerSettings, serve
+from steadyloop.tools import ResourceClaim
 
 
 def ledger_tools(ledger: Path, node: str, signal_port: int) -> list[object]:

@@ -9,12 +9,11 @@ from typing import Any
 
 import pytest
 
-from steadyloop import AgentSpec
 from steadyloop.cli.tools import shell_tool
 from steadyloop.server import ServerSettings
 from steadyloop.server.agents import document_of
 from steadyloop.server.runtime import AGENT_STATE
-from steadyloop.spec import ApprovalsSpec
+from steadyloop.spec import AgentSpec, ApprovalsSpec
 from steadyloop.testing import Reply, ScriptedServer, stream_of
 
 from .conftest import LiveServer, read_sse

@@ -18,7 +18,7 @@ import pytest
 import steadyloop as sl
 from steadyloop.providers import UnknownProvider
 from steadyloop.server import ServerSettings
-from steadyloop.spec import SPEC_VERSION
+from steadyloop.spec import SPEC_VERSION, AgentSpec
 from steadyloop.testing import Reply, ScriptedServer, stream_of
 
 from .conftest import LiveServer, free_port, read_sse, until_started
@@ -32,7 +32,7 @@ CHAIN = {
 }
 
 
-def _doc(data: dict[str, object]) -> sl.AgentSpec:
+def _doc(data: dict[str, object]) -> AgentSpec:
     return sl.parse_spec(data, bundle=False).spec
 
 

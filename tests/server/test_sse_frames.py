@@ -9,7 +9,7 @@ from typing import Any, get_args
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steadyloop import Event, event_from_json
+from steadyloop import Event
 from steadyloop.events import (
     AgentEnd,
     AgentStart,
@@ -37,6 +37,7 @@ from steadyloop.events import (
     TurnEnd,
     TurnStart,
     UsageReport,
+    event_from_json,
 )
 from steadyloop.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 from steadyloop.server import ServerSettings

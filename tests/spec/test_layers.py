@@ -5,19 +5,26 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import steadyloop as sl
-from steadyloop.spec import SPEC_VERSION, MCPServer, export_spec, parse_spec, resolve_api_key
+from steadyloop.spec import (
+    SPEC_VERSION,
+    AgentSpec,
+    MCPServer,
+    export_spec,
+    parse_spec,
+    resolve_agent_spec,
+    resolve_api_key,
+)
 from steadyloop.wire import NO_KEY
 
 
-def spec(**document: Any) -> sl.AgentSpec:
+def spec(**document: Any) -> AgentSpec:
     return parse_spec({"spec": SPEC_VERSION, **document}, bundle=True).spec
 
 
 def test_absent_inherits_and_nothing_else_does() -> None:
     host = spec(model={"name": "base", "temperature": 0.7, "max_tokens": 4096}, loop={"max_turns": 20})
     agent = spec(model={"temperature": 0, "max_tokens": 1})
-    resolved = sl.resolve_agent_spec([host, agent])
+    resolved = resolve_agent_spec([host, agent])
     assert resolved.model.name == "base"  # absent: inherited
     assert resolved.model.temperature == 0  # zero is a temperature, not "inherit"
     assert resolved.model.max_tokens == 1
@@ -25,19 +32,19 @@ def test_absent_inherits_and_nothing_else_does() -> None:
 
 
 def test_an_empty_text_replaces_rather_than_inherits() -> None:
-    resolved = sl.resolve_agent_spec([spec(description="host"), spec(description="")])
+    resolved = resolve_agent_spec([spec(description="host"), spec(description="")])
     assert resolved.description == ""
 
 
 def test_tool_and_server_lists_are_replaced_whole() -> None:
     host = spec(tools={"names": ["read_file", "grep"], "servers": ["github", "web"]})
     scoped = spec(tools={"servers": []})
-    resolved = sl.resolve_agent_spec([host, scoped])
+    resolved = resolve_agent_spec([host, scoped])
     assert resolved.tools.servers == ()  # none: never widened back to the host's two
     assert resolved.tools.names == ("read_file", "grep")
-    narrowed = sl.resolve_agent_spec([host, spec(tools={"names": ["grep"]})])
+    narrowed = resolve_agent_spec([host, spec(tools={"names": ["grep"]})])
     assert narrowed.tools.names == ("grep",)
-    assert sl.resolve_agent_spec([spec(), spec()]).tools.servers is None  # absent: every server offered
+    assert resolve_agent_spec([spec(), spec()]).tools.servers is None  # absent: every server offered
 
 
 def test_prompt_and_hooks_merge_by_id() -> None:
@@ -49,7 +56,7 @@ def test_prompt_and_hooks_merge_by_id() -> None:
         prompt=[{"id": "role", "text": "You review code."}, {"id": "extra", "text": "Cite lines."}],
         hooks=[{"id": "notes", "event": "session_start", "tool": "read_notes"}],
     )
-    resolved = sl.resolve_agent_spec([host, agent])
+    resolved = resolve_agent_spec([host, agent])
     assert resolved.system_prompt == "You review code.\n\nBe brief.\n\nCite lines."
     assert resolved.hooks is not None and [h.event for h in resolved.hooks] == ["session_start"]
 
@@ -63,7 +70,7 @@ def test_maps_merge_by_key_and_requires_accumulate() -> None:
     agent = spec(
         requires=["hooks", "mcp"], model={"extra_body": {"top_k": 20}}, approvals={"overrides": {"b": False}}
     )
-    resolved = sl.resolve_agent_spec([host, agent])
+    resolved = resolve_agent_spec([host, agent])
     assert dict(resolved.model.extra_body or {}) == {"top_k": 20, "min_p": 0.1}
     assert dict(resolved.approvals.overrides or {}) == {"a": True, "b": False}
     assert resolved.requires == ("mcp", "hooks")
@@ -72,7 +79,7 @@ def test_maps_merge_by_key_and_requires_accumulate() -> None:
 def test_bundled_servers_merge_by_name() -> None:
     host = spec(bundle={"mcp_servers": {"a": {"command": "a1"}, "b": {"command": "b1"}}})
     agent = spec(bundle={"mcp_servers": {"a": {"url": "https://a.example/mcp"}}})
-    resolved = sl.resolve_agent_spec([host, agent])
+    resolved = resolve_agent_spec([host, agent])
     assert resolved.bundle is not None
     assert [(s.name, s.command, s.url) for s in resolved.bundle] == [
         ("a", None, "https://a.example/mcp"),
@@ -82,8 +89,8 @@ def test_bundled_servers_merge_by_name() -> None:
 
 def test_no_layers_is_the_empty_spec_and_one_layer_is_itself() -> None:
     one = spec(name="x", model={"name": "m"})
-    assert sl.resolve_agent_spec([]) == sl.AgentSpec()
-    assert sl.resolve_agent_spec([one]) == one
+    assert resolve_agent_spec([]) == AgentSpec()
+    assert resolve_agent_spec([one]) == one
 
 
 def test_export_strips_what_could_carry_a_secret_and_stays_valid() -> None:
@@ -111,7 +118,7 @@ def test_export_strips_what_could_carry_a_secret_and_stays_valid() -> None:
 
 
 def test_export_writes_only_what_was_given() -> None:
-    assert export_spec(sl.AgentSpec()) == {"spec": SPEC_VERSION}
+    assert export_spec(AgentSpec()) == {"spec": SPEC_VERSION}
     given = spec(tools={"servers": []}, prompt=[], model={"temperature": 0})
     assert export_spec(given) == {
         "spec": SPEC_VERSION,

@@ -14,6 +14,7 @@ import steadyloop.spec as spec_package
 from steadyloop.spec import (
     FEATURES,
     SPEC_VERSION,
+    AgentSpec,
     EndpointSpec,
     LoopSpec,
     MCPServer,
@@ -180,7 +181,7 @@ def test_a_required_bundle_is_honoured_only_where_bundles_are_allowed() -> None:
 
 
 def test_a_minor_version_is_read() -> None:
-    assert parse_spec({"spec": "steadyloop.agent/1.7"}).spec == sl.AgentSpec()
+    assert parse_spec({"spec": "steadyloop.agent/1.7"}).spec == AgentSpec()
 
 
 def test_values_out_of_range_are_dropped_not_clamped() -> None:

@@ -22,11 +22,13 @@ from steadyloop.spec import (
     FEATURES,
     HOOK_EVENTS,
     SPEC_VERSION,
+    AgentSpec,
     ParsedSpec,
     SpecError,
     SpecProblem,
     export_spec,
     parse_spec,
+    resolve_agent_spec,
 )
 
 from ..edges._edges import mutated
@@ -186,7 +188,7 @@ def test_any_mutation_of_a_valid_document_is_read_or_refused(
             json.dumps(export_spec(parsed.spec), allow_nan=False)  # what was kept is JSON to the bone
 
 
-def _redacted(spec: sl.AgentSpec) -> sl.AgentSpec:
+def _redacted(spec: AgentSpec) -> AgentSpec:
     if spec.bundle is None:
         return spec
     return replace(spec, bundle=tuple(replace(s, env=None, headers=None) for s in spec.bundle))
@@ -208,9 +210,9 @@ def test_export_then_parse_gives_the_spec_back(document: dict[str, Any]) -> None
 def test_layering_is_associative(a: dict[str, Any], b: dict[str, Any], c: dict[str, Any]) -> None:
     specs = [p.spec for p in map(_parse, (a, b, c)) if p is not None]
     x, y, z = specs
-    resolve = sl.resolve_agent_spec
+    resolve = resolve_agent_spec
     assert resolve([resolve([x, y]), z]) == resolve([x, resolve([y, z])]) == resolve([x, y, z])
-    assert resolve([sl.AgentSpec(), x]) == resolve([x, sl.AgentSpec()]) == x
+    assert resolve([AgentSpec(), x]) == resolve([x, AgentSpec()]) == x
 
 
 @_SETTINGS

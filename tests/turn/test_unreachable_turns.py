@@ -11,11 +11,12 @@ import pytest
 
 import steadyloop as sl
 from steadyloop.errors import EndpointUnreachable, RunEndpointUnreachable
-from steadyloop.events import Event, Failover, RequestSent, Retry
+from steadyloop.events import Event, Failover, RequestSent, Retry, event_from_json, event_to_json
 from steadyloop.testing.chunks import text_chunks, usage_chunk
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.turn import RetryPolicy, run_turn
+from steadyloop.wire import provider_from
 from steadyloop.wire.endpoints import Endpoint, Target
 from steadyloop.wire.interceptors import Interceptors, ResponseInfo
 from steadyloop.wire.transport.clients import configure_clients
@@ -119,7 +120,7 @@ async def test_request_sent_names_the_endpoint_without_its_password_and_each_att
     sent = [e for e in events if isinstance(e, RequestSent)]
     assert len(sent) == 2  # the dropped attempt went out too
     assert sent[0].endpoint == url.replace("s3cret", "***") and sent[0].model == "m"
-    assert sl.event_from_json(sl.event_to_json(sent[0])) == sent[0]
+    assert event_from_json(event_to_json(sent[0])) == sent[0]
 
 
 async def test_a_callers_own_provider_tells_it_when_its_answer_began() -> None:
@@ -130,7 +131,7 @@ async def test_a_callers_own_provider_tells_it_when_its_answer_began() -> None:
         for chunk in text_chunks("hello"):
             yield chunk
 
-    endpoint = Endpoint("http://proxy.invalid", transport=sl.provider_from(backend, name="mine"))
+    endpoint = Endpoint("http://proxy.invalid", transport=provider_from(backend, name="mine"))
     turn = await run_turn(
         endpoint, BODY, on_event=lambda e: order.append(e.type), on_output=lambda _t: order.append("text")
     )

@@ -15,6 +15,7 @@ from steadyloop.errors import RunMissingApiKey
 from steadyloop.events import Event, Failover, RequestSent
 from steadyloop.testing import Reply, ScriptedServer, stream_of
 from steadyloop.turn import RetryPolicy, run_turn
+from steadyloop.wire import Target, provider_from
 from steadyloop.wire.endpoints import Endpoint, missing_key, require_key
 from steadyloop.wire.windows import context_limit_for, list_models
 
@@ -97,7 +98,7 @@ async def test_a_key_the_run_resolves_is_sent() -> None:
 
 async def test_a_chain_hands_a_keyless_candidate_on_naming_the_variable() -> None:
     async with ScriptedServer(Reply.stream(stream_of(text="from backup"))) as server:
-        chain = sl.provider("anthropic", env={}).with_fallbacks(sl.Target(Endpoint(server.base_url), "m"))
+        chain = sl.provider("anthropic", env={}).with_fallbacks(Target(Endpoint(server.base_url), "m"))
         events: list[Event] = []
         turn = await run_turn(chain, BODY, on_event=events.append, policy=FAST)
     assert turn.content == "from backup"
@@ -110,7 +111,7 @@ async def test_a_callers_own_transport_brings_its_own_auth() -> None:
         for chunk in stream_of(text="through my own"):
             yield chunk
 
-    endpoint = replace(sl.provider("anthropic", env={}), transport=sl.provider_from(backend))
+    endpoint = replace(sl.provider("anthropic", env={}), transport=provider_from(backend))
     assert missing_key(endpoint) is None
     turn = await run_turn(endpoint, BODY, policy=FAST)
     assert turn.content == "through my own"

@@ -11,6 +11,7 @@ import steadyloop as sl
 from steadyloop.errors import EndpointUnavailable, InvalidInput
 from steadyloop.testing.chunks import text_chunks, tool_call_chunks
 from steadyloop.turn import RetryPolicy, run_turn
+from steadyloop.wire import provider_from
 from steadyloop.wire.endpoints import Endpoint, endpoint_key
 from steadyloop.wire.openai_chat.provider import OpenAIChatProvider
 from steadyloop.wire.registry import provider_for
@@ -123,7 +124,7 @@ async def test_a_generator_function_is_a_whole_back_end() -> None:
         for chunk in text_chunks("from a generator"):
             yield chunk
 
-    agent = sl.Agent(Endpoint("http://127.0.0.1:9/v1", transport=sl.provider_from(backend)), "m")
+    agent = sl.Agent(Endpoint("http://127.0.0.1:9/v1", transport=provider_from(backend)), "m")
     turn = await agent.prompt("hi")
     assert turn.content == "from a generator"
     assert seen[0]["messages"][-1] == {"role": "user", "content": "hi"}
@@ -140,7 +141,7 @@ async def test_a_generator_that_loses_its_connection_is_retried() -> None:
         for chunk in text_chunks("second time"):
             yield chunk
 
-    endpoint = Endpoint("http://127.0.0.1:9/v1", transport=sl.provider_from(flaky, name="proxy"))
+    endpoint = Endpoint("http://127.0.0.1:9/v1", transport=provider_from(flaky, name="proxy"))
     policy = RetryPolicy(max_retries=1, base_delay_s=0.0)
     turn = await run_turn(
         endpoint, {"model": "m", "messages": [{"role": "user", "content": "hi"}]}, policy=policy

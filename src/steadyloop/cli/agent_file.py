@@ -19,8 +19,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from .. import AgentSettings, AgentSpec, Endpoint, InvalidInput, Tool, agent_settings, resolve_agent_spec
+from .. import AgentSettings, Endpoint, InvalidInput, Tool, agent_settings
 from ..spec import (
+    AgentSpec,
     ApprovalsSpec,
     ContextSpec,
     EndpointSpec,
@@ -30,6 +31,7 @@ from ..spec import (
     SpecError,
     ToolsSpec,
     parse_spec_text,
+    resolve_agent_spec,
     resolve_api_key,
 )
 from .config import EndpointChoice, Resolved, resolve

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
-from .. import AgentSpec, __version__
+from .. import __version__
 from ..errors import (
     EndpointUnavailable,
     EndpointUnreachable,
@@ -24,6 +24,7 @@ from ..errors import (
     SteadyloopError,
 )
 from ..providers import PROVIDERS
+from ..spec import AgentSpec
 from ..tools import EFFECT_CLASSES
 from . import flag_values as flags
 from .config import BUNDLED, PRESETS, EndpointChoice, Resolved, config_path, load_config, resolve, with_model

@@ -23,13 +23,14 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, TextIO
 
-from .. import context_limit_for, list_models
+from .. import list_models
 from ..errors import RunCancelled, SteadyloopError
 from ..events import AgentEnd
 from ..request_body import build_body, order_tools
 from ..sessions import SessionInfo, SessionStore, last_run
 from ..sizing import chars_per_token_for, context_tokens
 from ..turn import capabilities_for
+from ..wire import context_limit_for
 from .approvals import TerminalApprovals, open_terminal
 from .config import Resolved, with_model
 from .kit import AGENT_ID, AgentOptions, Conversation, open_conversation

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .. import ApprovalPolicy, ContextPolicy, Tool, context_limit_for
+from .. import ApprovalPolicy, ContextPolicy, Tool
 from ..agent import Agent
 from ..errors import InvalidInput
 from ..loop import LoopPolicy
@@ -26,6 +26,7 @@ from ..sessions import AgentSession, SessionNotFound, SessionStore, SessionUsage
 from ..spec import AgentSpec, MCPServer
 from ..steering import ToolRouting
 from ..tools import ApprovalBroker
+from ..wire import context_limit_for
 from .config import Resolved
 from .described_paths import paths_described_by
 from .named_in_files import files_defining

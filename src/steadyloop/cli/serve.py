@@ -28,10 +28,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from .. import ApprovalPolicy, EffectClass, configure_clients
+from .. import ApprovalPolicy, EffectClass
 from ..errors import InvalidInput
 from ..spec import AgentSpec
 from ..tools import EFFECT_CLASSES
+from ..wire import configure_clients
 from .config import Resolved
 from .kit import APPROVAL_POLICY
 from .tools import file_tools, shell_tool

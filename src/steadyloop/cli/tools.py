@@ -16,8 +16,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
-from .. import ResourceClaim, Tool, ToolContext, tool
+from .. import Tool, ToolContext, tool
 from ..context import cut_middle
+from ..tools import ResourceClaim
 from .file_reads import (
     SKIPPED_DIRS,
     Root,

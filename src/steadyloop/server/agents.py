@@ -14,8 +14,9 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from steadyloop import AgentSettings, AgentSpec, InvalidInput, agent_settings, parse_spec, resolve_agent_spec
+from steadyloop import AgentSettings, InvalidInput, agent_settings, parse_spec
 from steadyloop.spec import (
+    AgentSpec,
     ApprovalsSpec,
     ContextSpec,
     EndpointSpec,
@@ -25,6 +26,7 @@ from steadyloop.spec import (
     SpecError,
     ToolsSpec,
     export_spec,
+    resolve_agent_spec,
 )
 
 from .errors import ApiError

@@ -15,9 +15,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from steadyloop import Agent, Event, ImagePart, RunError, Turn, event_to_json
+from steadyloop import Agent, Event, ImagePart, RunError, Turn
 from steadyloop.context import BranchMove
-from steadyloop.events import AgentEnd, MessageUpdate
+from steadyloop.events import AgentEnd, MessageUpdate, event_to_json
 from steadyloop.messages import message_to_json
 
 from .approvals import RemoteApprovals

@@ -17,8 +17,9 @@ import builtins
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
-from steadyloop import Event, Message, Usage, event_to_json
+from steadyloop import Event, Message, Usage
 from steadyloop.context import BranchFiles, Entry
+from steadyloop.events import event_to_json
 from steadyloop.sessions import SessionInfo, SessionStore, SessionUsage, StoreUnavailable
 
 __all__ = ["RecordingStore"]

@@ -43,7 +43,6 @@ from steadyloop import (
     Turn,
     list_models,
 )
-from steadyloop import context_limit_for as window_of
 from steadyloop.agent_settings import mcp_server_spec
 from steadyloop.context import BranchMove, Entry
 from steadyloop.events import AgentEnd, AgentStart, ApprovalDecided, ApprovalRequired
@@ -54,6 +53,7 @@ from steadyloop.sessions import (
     is_shared_store,
     open_store,
 )
+from steadyloop.wire import context_limit_for as window_of
 
 from .agents import build_settings, check_floor, document_of, layer_of, session_layer
 from .approvals import RemoteApprovals

@@ -15,19 +15,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from steadyloop import (
-    AgentSpec,
-    ApprovalPolicy,
-    Endpoint,
-    InvalidInput,
-    Target,
-    Tool,
-    failover,
-    provider,
-    provider_from_env,
-)
+from steadyloop import ApprovalPolicy, Endpoint, InvalidInput, Tool, failover, provider, provider_from_env
 from steadyloop.sessions import check_id
-from steadyloop.spec import MCPServer
+from steadyloop.spec import AgentSpec, MCPServer
+from steadyloop.wire import Target
 
 from .guard import allowed_host_entry, forwarded_by
 

@@ -7,8 +7,8 @@ and a client replaces the deltas it showed since the last id with that update wh
 
 Fields with no value are left out of a frame rather than sent as ``null`` (a usage frame would be
 mostly nulls: every timing the endpoint did not report): reading a frame back with
-``steadyloop.event_from_json`` gives the same event, whose fields default to ``None``. Nulls inside free-form
-values (a call's arguments, a structured answer) are the values themselves and stay.
+``steadyloop.events.event_from_json`` gives the same event, whose fields default to ``None``. Nulls inside
+free-form values (a call's arguments, a structured answer) are the values themselves and stay.
 
 Errors inside events are scrubbed like every error the server answers with.
 """

@@ -29,7 +29,7 @@ def provider_from(stream: StreamFunction, *, name: str = "custom") -> Provider:
             async for chunk in my_proxy.stream(body):
                 yield chunk  # {"choices": [{"delta": {"content": "..."}}]} and so on
 
-        agent = sl.Agent(sl.Endpoint("http://proxy.invalid", transport=sl.provider_from(backend)), "model")
+        agent = sl.Agent(sl.Endpoint("http://proxy.invalid", transport=provider_from(backend)), "model")
 
     The reply is complete when the generator returns. It raises ``EndpointError`` for failures the runtime
     should read (retry, overflow recovery); an ``OSError`` or ``TimeoutError`` reads as a dropped connection;
