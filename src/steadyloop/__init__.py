@@ -116,6 +116,7 @@ from .tools import (
     ApprovalPolicy,
     ApprovalRequest,
     EffectClass,
+    RecoveredCalls,
     Tool,
     ToolContext,
     ToolPolicy,
@@ -123,11 +124,12 @@ from .tools import (
     recover_tool_calls,
     tool,
 )
-from .turn import ALL_FENCES, DEFAULT_FENCES, FenceSplitter, RetryPolicy, run_turn, strip_thinking
+from .turn import ALL_FENCES, DEFAULT_FENCES, FenceSplitter, RetryPolicy, Split, run_turn, strip_thinking
 from .untrusted import untrusted
 from .usage import Usage
 from .wire import (
     Endpoint,
+    Failure,
     Interceptors,
     aclose_clients,
     classify_failure,
@@ -170,6 +172,7 @@ __all__ = [
     "EndpointUnreadable",
     "Event",
     "Failover",
+    "Failure",
     "FenceSplitter",
     "HookDenied",
     "ImagePart",
@@ -195,6 +198,7 @@ __all__ = [
     "QueueClosed",
     "QueuedMessage",
     "QuotaExhausted",
+    "RecoveredCalls",
     "RequestSent",
     "Retry",
     "RetryDelayTooLong",
@@ -205,6 +209,7 @@ __all__ = [
     "RunLimitReached",
     "RunTimedOut",
     "SideTask",
+    "Split",
     "SteadyloopError",
     "SystemMessage",
     "TextPart",
@@ -274,7 +279,6 @@ _MOVED: dict[str, str] = {
     "EndpointSpec": "steadyloop.spec",
     "Entry": "steadyloop.context",
     "EstimateCounter": "steadyloop.sizing",
-    "Failure": "steadyloop.wire",
     "Fence": "steadyloop.turn",
     "Fold": "steadyloop.context",
     "GeminiCounter": "steadyloop.sizing",
@@ -304,7 +308,6 @@ _MOVED: dict[str, str] = {
     "Provider": "steadyloop.wire",
     "ProviderPreset": "steadyloop.providers",
     "ProviderStream": "steadyloop.wire",
-    "RecoveredCalls": "steadyloop.tools",
     "RequestMetadata": "steadyloop.request_body",
     "ResourceClaim": "steadyloop.tools",
     "ResponseInfo": "steadyloop.wire",
@@ -328,7 +331,6 @@ _MOVED: dict[str, str] = {
     "SignedThinking": "steadyloop.messages",
     "SpecError": "steadyloop.spec",
     "SpecProblem": "steadyloop.spec",
-    "Split": "steadyloop.turn",
     "SseEvent": "steadyloop.wire",
     "SseEventInterceptor": "steadyloop.wire",
     "StablePrefix": "steadyloop.context",
