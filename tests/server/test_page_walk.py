@@ -343,3 +343,50 @@ async def test_branches_regenerate_edit_continue_copy_and_an_image(
             ]
         finally:
             await browser.close()
+
+
+async def test_an_agent_document_from_the_settings_makes_the_session(
+    model: ScriptedServer, settings_for: Callable[..., ServerSettings]
+) -> None:
+    """The settings' agent document goes with the new session: its prompt and temperature reach the model. A
+    document that is no JSON is said on the page and no session is made."""
+    from playwright.async_api import async_playwright
+
+    expect = expect_patiently()
+    model.enqueue(Reply.stream(stream_of("Reviewed: nothing to change.")))
+    document = {
+        "spec": "steadyloop.agent/1",
+        "model": {"temperature": 0.3},
+        "prompt": [{"id": "role", "text": "You review code."}],
+    }
+    async with LiveServer(settings_for(model.base_url)) as server, async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = await browser.new_page(viewport={"width": 1280, "height": 860})
+            made: list[dict[str, Any]] = []
+            page.on(
+                "request",
+                lambda r: (
+                    made.append(json.loads(r.post_data or "{}"))
+                    if r.method == "POST" and r.url.endswith("/sessions")
+                    else None
+                ),
+            )
+            await page.goto(server.url + "/")
+            await page.click("text=More")
+            await page.fill("#set-agent", "{not json")
+            await page.fill("#input", "Review this.")
+            await page.press("#input", "Enter")
+            await expect(page.locator("#notice")).to_contain_text("the agent document is not JSON")
+            assert made == [] and model.chat_requests == []
+
+            await page.fill("#set-agent", json.dumps(document))
+            await page.fill("#input", "Review this.")
+            await page.press("#input", "Enter")
+            await expect(page.locator(".run").nth(0).locator(".answer")).to_contain_text("nothing to change")
+            assert made == [{"agent": document}], made
+            sent = model.chat_requests[0].json
+            assert sent["messages"][0] == {"role": "system", "content": "You review code."}
+            assert sent["temperature"] == 0.3
+        finally:
+            await browser.close()
