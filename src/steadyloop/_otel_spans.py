@@ -11,21 +11,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import re
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from contextvars import Token
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace import Span, SpanKind, Tracer
 from opentelemetry.util.types import AttributeValue
 
+from ._otel_attributes import (
+    ServerFacts,
+    SpanFailure,
+    as_json,
+    fail,
+    now_ns,
+    output_messages,
+    request_attributes,
+    run_usage,
+    tracer_for,
+    usage_attributes,
+)
 from .events import (
     AgentEnd,
     AgentStart,
@@ -46,7 +54,7 @@ from .events import (
 )
 from .messages import AssistantMessage, text_of
 from .usage import Usage
-from .wire.endpoints import NO_KEY, Endpoint
+from .wire.endpoints import Endpoint
 
 if TYPE_CHECKING:
     from .request_body import ModelParams
@@ -54,172 +62,8 @@ if TYPE_CHECKING:
 
 __all__ = ["RunTracer", "SideTaskTracer"]
 
-_SCOPE = "steadyloop"
 _log = logging.getLogger("steadyloop.telemetry")
-_REDACTED = "[redacted]"
-_USERINFO = re.compile(r"(?<=://)[^/@\s]*@")
 _FAILED_OUTCOMES = frozenset({"error", "cancelled", "timeout"})
-
-# gen_ai.provider.name by host, for the providers the conventions name; anything else speaks the OpenAI API.
-_PROVIDERS: tuple[tuple[str, str], ...] = (
-    ("api.openai.com", "openai"),
-    ("openai.azure.com", "azure.ai.openai"),
-    ("api.anthropic.com", "anthropic"),
-    ("generativelanguage.googleapis.com", "gcp.gemini"),
-    ("aiplatform.googleapis.com", "gcp.vertex_ai"),
-    ("api.deepseek.com", "deepseek"),
-    ("api.groq.com", "groq"),
-    ("api.mistral.ai", "mistral_ai"),
-    ("api.x.ai", "x_ai"),
-    ("api.perplexity.ai", "perplexity"),
-    ("api.cohere.com", "cohere"),
-)
-
-
-def _now() -> int:
-    return time.time_ns()
-
-
-def _provider(host: str) -> str:
-    for suffix, name in _PROVIDERS:
-        if host == suffix or host.endswith("." + suffix):
-            return name
-    return "openai"
-
-
-class _Redactor:
-    """Takes an endpoint's credentials out of any text before it becomes an attribute."""
-
-    __slots__ = ("secrets",)
-
-    def __init__(self, endpoint: Endpoint) -> None:
-        parts = urlsplit(endpoint.base_url)
-        found = [endpoint.api_key or "", parts.password or "", parts.username or ""]
-        # Longest first, so a key that contains another is replaced whole.
-        self.secrets = sorted({s for s in found if len(s) >= 3 and s != NO_KEY}, key=len, reverse=True)
-
-    def __call__(self, text: str) -> str:
-        text = _USERINFO.sub("", text)
-        for secret in self.secrets:
-            if secret in text:
-                text = text.replace(secret, _REDACTED)
-        return text
-
-
-@dataclass(slots=True)
-class _Server:
-    """What every span says about where requests went, worked out once per run."""
-
-    provider: str
-    address: str
-    port: int | None
-    redact: _Redactor
-
-    @classmethod
-    def of(cls, endpoint: Endpoint, settings: Telemetry) -> _Server:
-        parts = urlsplit(endpoint.base_url)
-        host = parts.hostname or ""
-        try:
-            port = parts.port or (443 if parts.scheme == "https" else 80)
-        except ValueError:
-            port = None
-        return cls(settings.provider_name or _provider(host), host, port, _Redactor(endpoint))
-
-    def attributes(self) -> dict[str, AttributeValue]:
-        out: dict[str, AttributeValue] = {
-            "gen_ai.provider.name": self.provider,
-            "server.address": self.address,
-        }
-        if self.port is not None:
-            out["server.port"] = self.port
-        return out
-
-
-def _tracer(settings: Telemetry) -> Tracer:
-    provider = settings.tracer_provider
-    if provider is not None:
-        return provider.get_tracer(_SCOPE)
-    return trace.get_tracer(_SCOPE)
-
-
-def _usage_attributes(usage: Usage) -> dict[str, AttributeValue]:
-    out: dict[str, AttributeValue] = {
-        "gen_ai.usage.input_tokens": usage.prompt_tokens,
-        "gen_ai.usage.output_tokens": usage.completion_tokens,
-        "gen_ai.usage.cache_read.input_tokens": usage.cached_tokens,
-    }
-    if usage.reasoning_tokens is not None:
-        out["gen_ai.usage.reasoning.output_tokens"] = usage.reasoning_tokens
-    if usage.first_token_ms is not None:
-        out["gen_ai.response.time_to_first_chunk"] = usage.first_token_ms / 1000
-    out["steadyloop.request.retries"] = usage.retries or 0
-    if usage.timeouts:
-        out["steadyloop.request.timeouts"] = usage.timeouts
-    if usage.continuations:
-        out["steadyloop.request.continuations"] = usage.continuations
-    return out
-
-
-def _request_attributes(params: ModelParams) -> dict[str, AttributeValue]:
-    out: dict[str, AttributeValue] = {}
-    for name, key in (
-        ("temperature", "gen_ai.request.temperature"),
-        ("top_p", "gen_ai.request.top_p"),
-        ("top_k", "gen_ai.request.top_k"),
-        ("presence_penalty", "gen_ai.request.presence_penalty"),
-        ("frequency_penalty", "gen_ai.request.frequency_penalty"),
-    ):
-        value = getattr(params, name)
-        if value is not None:
-            out[key] = float(value)
-    if params.max_tokens is not None:
-        out["gen_ai.request.max_tokens"] = params.max_tokens
-    if params.seed is not None:
-        out["gen_ai.request.seed"] = params.seed
-    if params.stop:
-        out["gen_ai.request.stop_sequences"] = (
-            [params.stop] if isinstance(params.stop, str) else list(params.stop)
-        )
-    if params.reasoning_effort:
-        out["steadyloop.request.reasoning_effort"] = params.reasoning_effort
-    if params.response_format is not None:
-        out["gen_ai.output.type"] = "json"
-    return out
-
-
-def _output_messages(message: AssistantMessage, finish_reason: str) -> str:
-    parts: list[dict[str, Any]] = []
-    if message.content:
-        parts.append({"type": "text", "content": message.content})
-    for call in message.tool_calls:
-        parts.append({"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.arguments})
-    entry = {"role": "assistant", "parts": parts, "finish_reason": finish_reason or "stop"}
-    return json.dumps([entry], ensure_ascii=False, default=str)
-
-
-def _fail(span: Span, error_type: str, description: str | None) -> None:
-    span.set_attribute("error.type", error_type)
-    span.set_status(Status(StatusCode.ERROR, description))
-
-
-@dataclass(frozen=True, slots=True)
-class _Failure:
-    """Why a span failed: ``error.type``, and the exception's class and words when an exception said."""
-
-    error_type: str
-    message: str
-    exception: str | None = None
-
-    @classmethod
-    def of(cls, fallback: str, text: str | None, exception: str | None, code: str | None) -> _Failure:
-        # The endpoint's own code first, then the exception's class; the event's outcome when neither came.
-        return cls(code or exception or fallback, text or fallback, exception)
-
-    def mark(self, span: Span, redact: Callable[[str], str]) -> None:
-        message = redact(self.message)
-        _fail(span, self.error_type, message)
-        if self.exception is not None:
-            span.add_event("exception", {"exception.type": self.exception, "exception.message": message})
 
 
 @dataclass(slots=True)
@@ -241,8 +85,8 @@ class SideTaskTracer:
     def __init__(
         self, settings: Telemetry, endpoint: Endpoint, downstream: Callable[[Event], object] | None
     ) -> None:
-        self._tracer = _tracer(settings)
-        self._server = _Server.of(endpoint, settings)
+        self._tracer = tracer_for(settings)
+        self._server = ServerFacts.of(endpoint, settings)
         self._downstream = downstream
 
     def __call__(self, event: Event) -> None:
@@ -256,9 +100,9 @@ class SideTaskTracer:
 
 
 def _side_task_span(
-    tracer: Tracer, server: _Server, event: SideTask, parent: otel_context.Context | None
+    tracer: Tracer, server: ServerFacts, event: SideTask, parent: otel_context.Context | None
 ) -> None:
-    end = _now()
+    end = now_ns()
     wall = event.usage.wall_ms or 0.0
     start = end - int(wall * 1_000_000)
     attributes: dict[str, AttributeValue] = {
@@ -266,7 +110,7 @@ def _side_task_span(
         "gen_ai.request.model": event.model,
         "steadyloop.side_task": event.kind,
         **server.attributes(),
-        **_usage_attributes(event.usage),
+        **usage_attributes(event.usage),
     }
     if event.finish_reason:
         attributes["gen_ai.response.finish_reasons"] = [event.finish_reason]
@@ -282,7 +126,7 @@ def _side_task_span(
         start_time=start,
     )
     if event.error is not None:
-        failure = _Failure.of("side_task_failed", event.error, event.error_type, event.error_code)
+        failure = SpanFailure.of("side_task_failed", event.error, event.error_type, event.error_code)
         failure.mark(span, server.redact)
     span.end(end_time=end)
 
@@ -299,11 +143,11 @@ class RunTracer:
         session_id: str | None,
         downstream: Callable[[Event], object] | None,
     ) -> None:
-        self._tracer = _tracer(settings)
+        self._tracer = tracer_for(settings)
         self._settings = settings
-        self._server = _Server.of(endpoint, settings)
+        self._server = ServerFacts.of(endpoint, settings)
         self._model = params.model
-        self._request = _request_attributes(params)
+        self._request = request_attributes(params)
         self._run_id = run_id
         self._session_id = session_id
         self._downstream = downstream
@@ -333,14 +177,14 @@ class RunTracer:
             return
         elif isinstance(event, TurnStart):
             self._close_request(None)
-            self._step = _Step(event.step, _now())
+            self._step = _Step(event.step, now_ns())
         elif isinstance(event, Retry):
             if self._step is not None and event.step == self._step.number:
                 self._step.retries.append(event)
-                self._step.retry_times.append(_now())
+                self._step.retry_times.append(now_ns())
         elif isinstance(event, Downgrade):
             if self._step is not None and event.step == self._step.number:
-                self._step.downgrades.append((_now(), event))
+                self._step.downgrades.append((now_ns(), event))
         elif isinstance(event, MessageEnd):
             step = self._step
             if step is not None and isinstance(event.message, AssistantMessage) and event.step == step.number:
@@ -359,7 +203,7 @@ class RunTracer:
             self._run_event(self._run, event)
         elif isinstance(event, TurnEnd):
             if event.error:  # a step that ended before its request answered
-                self._close_request(_Failure.of("error", event.error, event.error_type, event.error_code))
+                self._close_request(SpanFailure.of("error", event.error, event.error_type, event.error_code))
         elif isinstance(event, AgentEnd):
             self._end(event)
 
@@ -416,15 +260,15 @@ class RunTracer:
     def _end(self, event: AgentEnd) -> None:
         run = self._run
         assert run is not None
-        failure = _Failure.of(event.outcome, event.error, event.error_type, event.error_code)
+        failure = SpanFailure.of(event.outcome, event.error, event.error_type, event.error_code)
         self._close_request(failure if event.outcome in _FAILED_OUTCOMES else None)
         for call_id, span in list(self._tools.items()):
-            _fail(span, "unfinished", "the run ended before the call did")
+            fail(span, "unfinished", "the run ended before the call did")
             span.end()
             del self._tools[call_id]
         run.set_attribute("steadyloop.outcome", event.outcome)
         run.set_attribute("steadyloop.steps", event.steps)
-        run.set_attributes(_run_usage(event.usage, self._side_tasks))
+        run.set_attributes(run_usage(event.usage, self._side_tasks))
         if event.outcome != "completed" and event.outcome != "stopped":
             failure.mark(run, self._server.redact)
         run.end()
@@ -440,17 +284,17 @@ class RunTracer:
         # Something the step did before its request: the request cannot have started earlier.
         step = self._step
         if step is not None and not step.reported:
-            step.mark = _now()
+            step.mark = now_ns()
 
     # -- model requests
 
     def _request_span(self, event: UsageReport) -> None:
         step = self._step
-        end = _now()
+        end = now_ns()
         wall = event.turn.wall_ms
         start = end - int(wall * 1_000_000) if wall is not None else (step.mark if step is not None else end)
         span = self._open_request(event.step, start)
-        span.set_attributes(_usage_attributes(event.turn))
+        span.set_attributes(usage_attributes(event.turn))
         if event.finish_reason:
             span.set_attribute("gen_ai.response.finish_reasons", [event.finish_reason])
         if event.response_id:
@@ -467,12 +311,12 @@ class RunTracer:
             if self._settings.capture_content and step.answer is not None:
                 span.set_attribute(
                     "gen_ai.output.messages",
-                    self._server.redact(_output_messages(step.answer, event.finish_reason)),
+                    self._server.redact(output_messages(step.answer, event.finish_reason)),
                 )
             step.reported = True
         span.end(end_time=end)
 
-    def _close_request(self, failure: _Failure | None) -> None:
+    def _close_request(self, failure: SpanFailure | None) -> None:
         """End a step whose request never reported usage: as failed when the run says so."""
         step = self._step
         if step is None or step.reported:
@@ -483,7 +327,7 @@ class RunTracer:
         span = self._open_request(step.number, step.mark)
         span.set_attribute("steadyloop.request.retries", len(step.retries))
         self._step_events(span, step)
-        (failure or _Failure("error", "the step ended without an answer")).mark(span, self._server.redact)
+        (failure or SpanFailure("error", "the step ended without an answer")).mark(span, self._server.redact)
         span.end()
 
     def _open_request(self, step: int, start: int) -> Span:
@@ -528,11 +372,11 @@ class RunTracer:
     # -- tool calls
 
     def _tool_start(self, event: ToolExecutionStart) -> None:
-        span = self._tool_span(event.name, event.call_id, event.effect, _now())
+        span = self._tool_span(event.name, event.call_id, event.effect, now_ns())
         if event.description:
             span.set_attribute("gen_ai.tool.description", event.description)
         if self._settings.capture_content:
-            span.set_attribute("gen_ai.tool.call.arguments", self._server.redact(_json(event.arguments)))
+            span.set_attribute("gen_ai.tool.call.arguments", self._server.redact(as_json(event.arguments)))
         self._tools[event.call_id] = span
         # Current for the call's own task, so work the tool does (a sub-agent's run) nests under it; never
         # in the run's task, where it would outlive the call.
@@ -544,7 +388,7 @@ class RunTracer:
             otel_context.attach(trace.set_span_in_context(span))
 
     def _tool_end(self, event: ToolExecutionEnd) -> None:
-        end = _now()
+        end = now_ns()
         span = self._tools.pop(event.call_id, None)
         if span is None:  # never started: refused, blocked, skipped, or a repeat answered from its twin
             span = self._tool_span(event.name, event.call_id, event.effect, end)
@@ -554,13 +398,13 @@ class RunTracer:
         if self._settings.capture_content:
             span.set_attribute("gen_ai.tool.call.result", self._server.redact(text_of(event.result.content)))
         if event.error_type is not None:  # the tool raised: its words are the result the model was given
-            _Failure(event.error_type, text_of(event.result.content), event.error_type).mark(
+            SpanFailure(event.error_type, text_of(event.result.content), event.error_type).mark(
                 span, self._server.redact
             )
         elif event.disposition != "completed":
-            _fail(span, event.disposition, f"the call ended {event.disposition}")
+            fail(span, event.disposition, f"the call ended {event.disposition}")
         elif event.result.is_error:
-            _fail(span, "tool_error", "the tool reported an error")
+            fail(span, "tool_error", "the tool reported an error")
         span.end(end_time=end)
 
     def _tool_span(self, name: str, call_id: str, effect: str | None, start: int) -> Span:
@@ -579,19 +423,3 @@ class RunTracer:
             attributes=attributes,
             start_time=start,
         )
-
-
-def _run_usage(main: Usage, side_tasks: Usage) -> dict[str, AttributeValue]:
-    """A run's ``gen_ai.usage.*``: its own requests and its side tasks together, the side tasks' part apart.
-
-    So the run's totals are the sum of its ``chat`` spans; ``AgentEnd.usage`` (the main requests alone)
-    is the total less the ``steadyloop.side_tasks.*`` part.
-    """
-    out = {k: v for k, v in _usage_attributes(main + side_tasks).items() if k.startswith("gen_ai.usage.")}
-    out["steadyloop.side_tasks.input_tokens"] = side_tasks.prompt_tokens
-    out["steadyloop.side_tasks.output_tokens"] = side_tasks.completion_tokens
-    return out
-
-
-def _json(value: Mapping[str, Any] | Sequence[Any]) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str, sort_keys=True)
