@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -433,6 +433,7 @@ async def run_case(
     # changed per case would cost the server's prompt cache, which a user working in one folder keeps.
     shutil.rmtree(root, ignore_errors=True)
     make_folder(root)
+    policy = with_host_paths(policy, root)
     system = system_prompt(root) if case.toolset != "custom" else ""
     params = sl.ModelParams(model=model, temperature=temperature)
     agent = sl.Agent(
@@ -655,6 +656,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
     return 0
+
+
+def with_host_paths(policy: sl.LoopPolicy, root: Path) -> sl.LoopPolicy:
+    """The command's routing as the command builds it over ``root``: with the paths a request names in
+    words or by a name a file defines (``steadyloop run`` does this for its working folder); any other
+    policy, or a steadyloop from before that, as it is."""
+    try:
+        from steadyloop.cli.kit import _file_tool_routing
+        from steadyloop.cli.steering import FILE_TOOL_ROUTING
+    except ImportError:
+        return policy
+    if getattr(policy, "tool_routing", None) is not FILE_TOOL_ROUTING:
+        return policy
+    return replace(policy, tool_routing=_file_tool_routing(root))
 
 
 def policy_fields(routing: str, gate: str = "off") -> dict[str, Any]:

@@ -86,3 +86,18 @@ def test_a_held_out_no_tool_prompt_is_wrong_once_a_tool_is_called(tmp_path: Path
     outcome = bench.Outcome(case, calls=[ToolCall("c1", "read_file", {"path": "x"})], answer="Merci.")
     bench.grade(outcome, tmp_path)
     assert not outcome.correct
+
+
+def test_the_bench_routes_as_the_command_does_over_its_folder(tmp_path: Path) -> None:
+    """The command's routing is built over the bench's folder (paths named in words or by a definition);
+    any other policy is left as it is."""
+    import steadyloop as sl
+
+    bench.make_folder(tmp_path)
+    policy = sl.LoopPolicy(**bench.policy_fields("on", "on"))
+    routed = bench.with_host_paths(policy, tmp_path)
+    hook = routed.tool_routing.named_in_files
+    assert policy.tool_routing.named_in_files is None and hook is not None
+    assert hook("What is in this folder?") == ["."]
+    plain = sl.LoopPolicy(**bench.policy_fields("off"))
+    assert bench.with_host_paths(plain, tmp_path) is plain
