@@ -143,6 +143,20 @@ async def test_a_search_that_finds_nothing_says_what_it_searched_and_where_names
     )
 
 
+async def test_a_search_in_lower_case_matches_any_case(tmp_path: Path) -> None:
+    """Smart case: "thursday" finds "Thursday"; a pattern that writes a capital of its own is exact, and an
+    escape such as \\S is not a capital."""
+    (tmp_path / "notes.txt").write_text("Team meeting on Thursday at 10.\n")
+    (tmp_path / "log.txt").write_text("thursday: backups ran\n")
+    search = _tools(tmp_path)["search_text"]
+    both = await _call(search, pattern="thursday")
+    assert "notes.txt:1: Team meeting on Thursday at 10." in both and "log.txt:1: thursday" in both
+    exact = await _call(search, pattern="Thursday")
+    assert "notes.txt" in exact and "log.txt" not in exact
+    escaped = await _call(search, pattern=r"\Sursday")
+    assert "notes.txt" in escaped and "log.txt" in escaped
+
+
 async def test_a_capped_search_says_the_first_hundred_of_how_many(project: Path) -> None:
     got = await _call(_tools(project)["search_text"], pattern=".*")
     lines = got.splitlines()
