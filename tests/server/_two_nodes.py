@@ -68,15 +68,31 @@ async def start_node(
     assert process.stderr is not None
     stderr = process.stderr
     seen: list[str] = []
-    while line := (await asyncio.wait_for(stderr.readline(), 120)).decode():
-        seen.append(line)
-        if "Uvicorn running on" in line:  # started, and listening (a port taken meanwhile fails here)
-            kept = os.environ.get("STEADYLOOP_TEST_NODE_LOGS")  # a folder to keep the nodes' logs in
-            log = Path(kept) / f"{node}.{port}.log" if kept else None
-            _keep(log, "".join(seen).encode())
+    try:
+        while line := (await asyncio.wait_for(stderr.readline(), 120)).decode():
+            seen.append(line)
+            if "Uvicorn running on" in line:  # started, and listening (a port taken meanwhile fails here)
+                kept = os.environ.get("STEADYLOOP_TEST_NODE_LOGS")  # a folder to keep the nodes' logs in
+                log = Path(kept) / f"{node}.{port}.log" if kept else None
+                _keep(log, "".join(seen).encode())
 
-            return process, asyncio.create_task(_drain(stderr, log))
+                return process, asyncio.create_task(_drain(stderr, log))
+    except BaseException:
+        await _reap(process)
+        raise
+    # A node that did not start is reaped before the test goes on: left to the garbage collector after its
+    # test's event loop closed, it was reported as a process still running in whichever test came next.
+    await _reap(process)
     raise AssertionError("the node did not start:\n" + "".join(seen))
+
+
+async def _reap(process: asyncio.subprocess.Process) -> None:
+    """Wait for a node that is ending (its log closed), and kill it if it has not within 30 s."""
+    try:
+        await asyncio.wait_for(process.wait(), 30)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
 
 
 async def _drain(stderr: asyncio.StreamReader, log: Path | None) -> None:
