@@ -37,6 +37,20 @@ def call(call_id: str, name: str, **arguments: Any) -> dict[str, Any]:
     return {"id": call_id, "name": name, "arguments": arguments}
 
 
+def sessions_posted(page: Any) -> list[dict[str, Any]]:
+    """The bodies of the ``POST /sessions`` the page sends from now on, in order."""
+    made: list[dict[str, Any]] = []
+    page.on(
+        "request",
+        lambda r: (
+            made.append(json.loads(r.post_data or "{}"))
+            if r.method == "POST" and r.url.endswith("/sessions")
+            else None
+        ),
+    )
+    return made
+
+
 async def test_settings_conversation_approvals_and_timeline(
     model: ScriptedServer, settings_for: Callable[..., ServerSettings]
 ) -> None:
@@ -78,15 +92,7 @@ async def test_settings_conversation_approvals_and_timeline(
         browser = await p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
             page = await browser.new_page(viewport={"width": 1280, "height": 860})
-            made: list[dict[str, Any]] = []
-            page.on(
-                "request",
-                lambda r: (
-                    made.append(json.loads(r.post_data or "{}"))
-                    if r.method == "POST" and r.url.endswith("/sessions")
-                    else None
-                ),
-            )
+            made = sessions_posted(page)
             await page.goto(server.url + "/")
 
             # The operator's floor is ticked and cannot be unticked; the timeout cannot go past it.
@@ -363,15 +369,7 @@ async def test_an_agent_document_from_the_settings_makes_the_session(
         browser = await p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
             page = await browser.new_page(viewport={"width": 1280, "height": 860})
-            made: list[dict[str, Any]] = []
-            page.on(
-                "request",
-                lambda r: (
-                    made.append(json.loads(r.post_data or "{}"))
-                    if r.method == "POST" and r.url.endswith("/sessions")
-                    else None
-                ),
-            )
+            made = sessions_posted(page)
             await page.goto(server.url + "/")
             await page.click("text=More")
             await page.fill("#set-agent", "{not json")
