@@ -33,7 +33,7 @@ from steadyloop.local import (
     stop,
 )
 from steadyloop.local.__main__ import main
-from steadyloop.local._process import spawn, terminate, wait_healthy
+from steadyloop.local._process import serves_port, spawn, terminate, wait_healthy
 from steadyloop.local.build import parse_build_step
 from steadyloop.local.config import Cache, cpu_key
 from steadyloop.local.models import MODELS, ModelSpec, WheelPart, fetch_model, model_path
@@ -253,6 +253,17 @@ def test_a_reused_pid_is_never_signalled(tmp_path: Path) -> None:
             assert unrelated.poll() is None, "an unrelated process survived"
         finally:
             unrelated.kill()
+
+
+def test_a_process_still_inside_exec_is_not_taken_for_the_server() -> None:
+    # Right after spawning, /proc/PID/cmdline reads empty until exec finishes: a reused PID caught in that
+    # moment must not pass for the server on the port (it did once in CI, 1 check in a few thousand).
+    for _ in range(30):
+        with subprocess.Popen(["sleep", "60"]) as unrelated:
+            try:
+                assert serves_port(unrelated.pid, 18126) is False
+            finally:
+                unrelated.kill()
 
 
 def _fake_server_process(port: int, ignore_term: bool = False) -> subprocess.Popen[str]:

@@ -129,17 +129,27 @@ def alive(pid: int) -> bool:
     return False
 
 
+_EXEC_WAIT = 1.0  # seconds a just-spawned process may read an empty command line before it is "unknown"
+
+
 def cmdline(pid: int) -> list[str] | None:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return None
-    if not raw:
+    """``pid``'s arguments, or ``None`` when they cannot be known (no /proc, gone, a kernel thread)."""
+    deadline = time.monotonic() + _EXEC_WAIT
+    while True:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                raw = f.read()
+        except OSError:
+            return None
+        if raw:
+            return [arg.decode(errors="replace") for arg in raw.split(b"\0")[:-1]]
         # Read empty for a moment while a process just spawned is still inside exec (seen right after
-        # posix_spawn returns): unknown, not "no arguments", or a new reaper would look like a reused PID.
-        return None
-    return [arg.decode(errors="replace") for arg in raw.split(b"\0")[:-1]]
+        # posix_spawn returns). Answering "unknown" then would make a reused PID look like our server and
+        # a new reaper look like a reused PID, so wait for exec to finish; only a kernel thread or a zombie
+        # stays empty.
+        if time.monotonic() >= deadline or not alive(pid):
+            return None
+        time.sleep(0.01)
 
 
 def serves_port(pid: int, port: int) -> bool:
