@@ -10,10 +10,12 @@ from steadyloop.steering.grounding import (
     AnswerGaps,
     answer_gaps,
     correction,
+    counts_held,
     last_request,
     listed_entries,
     path_words,
     request_and_results,
+    stated_numbers,
 )
 
 LISTING = "- docs/ (folder)\n- src/ (folder)\n- README.md\n- pyproject.toml\n(hidden entries are not shown)"
@@ -76,6 +78,63 @@ def test_a_count_asked_for_is_not_held_to_the_names(request_text: str) -> None:
     assert not answer_gaps("There are 2 folders and 2 files.", [LISTING], request_text)
     # Still held to what the results say: a path none of them named is made up.
     assert answer_gaps("2 files: README.md and setup.py", [LISTING], request_text).invented == ("setup.py",)
+
+
+HOW_MANY = "How many files are in the docs folder?"
+SEVEN = "\n".join(f"- line{i}.txt (2 lines)" for i in range(7))
+
+
+def test_what_a_result_says_it_holds() -> None:
+    assert counts_held(LISTING) == (frozenset({4, 2}), "4 entries: 2 files and 2 folders")
+    assert counts_held(SEVEN) == (frozenset({7}), "7 entries")
+    assert counts_held("- a/\n- b/") == (frozenset({2}), "2 entries")
+    assert counts_held('[{"id": 1}, {"id": 2}, {"id": 3}]') == (frozenset({3}), "3 items")
+    assert counts_held("[]") == (frozenset({0}), "0 items")
+    # a list cut short, prose, a JSON object or broken JSON: no count to hold an answer to
+    for result in ("- a\n- b\n(the first 2 of 40 entries)", "Blend one banana.", '{"n": 3}', "[1, 2"):
+        assert counts_held(result) is None
+
+
+def test_numbers_as_an_answer_states_them() -> None:
+    assert stated_numbers("There are 5 lines, 1,024 bytes and Seven files.") == {5, 1024, 7}
+    assert stated_numbers("v3 of file2 is 2.5 MB; see 3.") == {3}
+    assert stated_numbers("No number here.") == set()
+
+
+@pytest.mark.parametrize(
+    ("answer", "result", "wrong"),
+    [
+        ("There are 5 files.", SEVEN, "7 entries"),
+        ("There are 100 files in the folder.", LISTING, "4 entries: 2 files and 2 folders"),
+        ("It returned three items.", "[1, 2]", "2 items"),
+    ],
+)
+def test_a_count_asked_for_and_stated_wrong_is_sent_back(answer: str, result: str, wrong: str) -> None:
+    gaps = answer_gaps(answer, [result], HOW_MANY)
+    assert gaps == AnswerGaps(count=wrong) and gaps.size == 1
+    told = correction(gaps)
+    assert wrong in told and "give the count" in told
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "There are seven files.",
+        "7",
+        "The folder holds 7 text files of 2 lines each.",
+        "Only line0.txt and the others.",  # no number at all: let pass
+    ],
+)
+def test_a_right_count_or_none_stated_passes(answer: str) -> None:
+    assert not answer_gaps(answer, [SEVEN], HOW_MANY)
+
+
+def test_a_count_is_held_only_where_it_was_asked_of_one_countable_result() -> None:
+    assert not answer_gaps("There are 5 files.", [SEVEN], "What is in this folder?").count
+    assert not answer_gaps("There are 5 files.", [SEVEN, SEVEN], HOW_MANY).count
+    assert not answer_gaps("There are 5 lines.", ["one\ntwo\nthree"], HOW_MANY)
+    cut = SEVEN + "\n(the first 7 of 90 entries)"
+    assert not answer_gaps("There are 90 files.", [cut], HOW_MANY)
 
 
 def test_a_path_no_result_named_is_invented() -> None:
@@ -144,7 +203,9 @@ def test_reading_any_answer_and_results_is_total(answer: str, results: list[str]
 
 
 def test_huge_adversarial_text_is_read_in_one_pass() -> None:
-    for text in ("a/" * 50_000, "a." * 50_000, "a" * 100_000 + ".py", "- x\n" * 20_000):
-        answer_gaps(text, [text[:2_000]], text[:100])
+    for text in ("a/" * 50_000, "a." * 50_000, "a" * 100_000 + ".py", "- x\n" * 20_000, "1," * 50_000):
+        answer_gaps(text, [text[:2_000]], "how many " + text[:100])
+        stated_numbers(text)
+        counts_held("[" * 100_000)
         path_words(text)
         listed_entries(text)

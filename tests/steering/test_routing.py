@@ -229,12 +229,14 @@ def list_files(path: str = ".") -> str:
     return "- docs/ (folder)\n- README.md\n- pyproject.toml"
 
 
-async def run_listing(server: ScriptedServer) -> tuple[Any, list[Event], list[dict[str, Any]]]:
+async def run_listing(
+    server: ScriptedServer, question: str = "What is in this folder?"
+) -> tuple[Any, list[Event], list[dict[str, Any]]]:
     events: list[Event] = []
     result = await run_agent_loop(
         Endpoint(server.base_url),
         ModelParams(model="m", temperature=0.2),
-        messages=[UserMessage(content="What is in this folder?")],
+        messages=[UserMessage(content=question)],
         tools=[list_files],
         policy=ROUTED,
         on_event=events.append,
@@ -314,3 +316,29 @@ async def test_an_answer_still_short_of_the_listing_after_the_correction_gives_w
         result, events, _ = await run_listing(server)
     listing = "- docs/ (folder)\n- README.md\n- pyproject.toml"
     assert result.turn.content == listing and shown_text(events) == listing
+
+
+async def test_a_miscounted_listing_is_sent_back_with_its_count_and_the_right_count_is_shown() -> None:
+    async with ScriptedServer(
+        text('{"name": "list_files", "arguments": {}}'),
+        text('{"name": "answer"}'),
+        text("There are 5 entries."),
+        text("There are 3 entries."),
+    ) as server:
+        result, events, bodies = await run_listing(server, "How many entries are in this folder?")
+    told = bodies[3]["messages"][-1]["content"]
+    assert "3 entries: 2 files and 1 folder" in told
+    assert result.turn.content == "There are 3 entries." and shown_text(events) == "There are 3 entries."
+    assert any(isinstance(e, Notice) and e.name == "grounding" and "wrong count" in e.text for e in events)
+
+
+async def test_a_count_still_wrong_after_the_correction_is_shown_as_the_model_gave_it() -> None:
+    # No listing stands in for a count: the first answer is kept, not made up from the result.
+    async with ScriptedServer(
+        text('{"name": "list_files", "arguments": {}}'),
+        text('{"name": "answer"}'),
+        text("There are 5 entries."),
+        text("There are 6 entries."),
+    ) as server:
+        result, _events, _ = await run_listing(server, "How many entries are in this folder?")
+    assert result.turn.content == "There are 5 entries."

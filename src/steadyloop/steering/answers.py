@@ -5,7 +5,8 @@ opening like a call; it costs the server only the reply (the prompt is already c
 ran, the tools are left out of its prompt (:func:`answering_bare`): they only invite a small model to write
 about them, or to write a call's JSON as its answer. An answer written from tool results is asked at
 temperature 0 and not streamed while it is written (:func:`grounded_answer`): one that leaves out entries
-a listing returned, or names paths none returned (``grounding.py``), is sent back once with a correction,
+a listing returned, miscounts a result it was asked to count, or names paths none returned
+(``grounding.py``), is sent back once with a correction,
 and the one with fewer gaps is passed on whole; one still short of a listing gives way to the listing.
 """
 
@@ -140,9 +141,7 @@ class _Held:
         second = await send_turn(replace(self.request, body=again), quiet)
         usage = one_read(answer.usage, second.usage)
         better = answer_gaps(second.content, results, asked)
-        if not second.tool_calls and len(better.missing) + len(better.invented) < len(gaps.missing) + len(
-            gaps.invented
-        ):
+        if not second.tool_calls and better.size < gaps.size:
             answer, gaps = second, better
         content = answer.content
         if gaps.missing:
@@ -158,4 +157,6 @@ def _said(gaps: AnswerGaps) -> str:
         said.append(f"{len(gaps.missing)} entries left out")
     if gaps.invented:
         said.append(f"{len(gaps.invented)} paths no tool returned")
+    if gaps.count:
+        said.append("a wrong count")
     return ", ".join(said)

@@ -1,5 +1,5 @@
-"""Whether an answer written from tool results says what they said: every entry of a listing, and no path
-that none of them named.
+"""Whether an answer written from tool results says what they said: every entry of a listing, the count a
+count question asked for, and no path that none of them named.
 
 A small model that read a listing often answers with most of it, with a count and no names, or with every
 entry and a folder that does not exist (``docs/steering.md`` has the measurements). The answer to a
@@ -8,6 +8,14 @@ result holds that the answer leaves out, and the path-like words of the answer (
 ``setup.py``) that no tool result and not the request itself holds. A gap is sent back once, as a short
 correction, and the answer asked again; one still short of a listing after that gives way to the listing
 itself.
+
+A count asked for ("how many ...") is held to the one result it was read from, when that result says how
+many things it holds: a whole listing (no note with a number, as one saying it was cut short) or a JSON
+array, of any tool. The
+answer's numbers must include one of its counts (every entry; or only the files, or only the folders, of a
+listing that marks folders with a trailing slash); an answer that states other numbers ("There are 5
+lines" for 7) is sent back. An answer with no number at all is let pass: "only README.md" answers "how
+many" too.
 
 A listing is a result whose lines are bulleted names (one word each, a note in parentheses after it
 allowed), with notes in parentheses between them: a file's own bulleted prose is no listing. The entries
@@ -19,6 +27,7 @@ All of it is sans I/O: :func:`answer_gaps` reads, :func:`correction` writes the 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -29,10 +38,12 @@ __all__ = [
     "answer_gaps",
     "chat_text",
     "correction",
+    "counts_held",
     "last_request",
     "listed_entries",
     "path_words",
     "request_and_results",
+    "stated_numbers",
 ]
 
 _BULLET = re.compile(r"[-*•]\s+(\S+)(?:\s+\([^()\n]*\))?")
@@ -48,6 +59,39 @@ _SHOWN_IN_CORRECTION = 12  # entries named in a correction, at most
 # A request for a count is answered by a number, not by the names: held to the listing, a count asked for
 # was sent back for leaving the names out and came back with them and no count.
 _COUNT_ASKED = re.compile(r"\bhow many\b|\bnumber of\b|\bcount\b", re.IGNORECASE)
+_NUMBER_WORDS = {
+    w: n
+    for n, w in enumerate(
+        [
+            "zero",
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+            "thirteen",
+            "fourteen",
+            "fifteen",
+            "sixteen",
+            "seventeen",
+            "eighteen",
+            "nineteen",
+            "twenty",
+        ]
+    )
+}
+# A whole number as an answer writes it: "7", "1,024", "seven"; not a part of "2.5", "v3" or "file2".
+_NUMBER = re.compile(
+    r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d+)(?![\w]|[.,]\d)|\b(" + "|".join(_NUMBER_WORDS) + r")\b", re.I
+)
+_ARRAY_SCAN = 200_000  # characters of a result parsed as JSON, at most: a count is asked of small results
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,13 +101,21 @@ class AnswerGaps:
     Attributes:
         missing: entries of the listing results the answer does not name.
         invented: path-like words of the answer that no tool result (and not the request) holds.
+        count: what the result a count was asked of holds ("7 entries: 5 files and 2 folders"), when the
+            answer's numbers include none of its counts.
     """
 
     missing: tuple[str, ...] = ()
     invented: tuple[str, ...] = ()
+    count: str | None = None
 
     def __bool__(self) -> bool:
-        return bool(self.missing or self.invented)
+        return bool(self.missing or self.invented or self.count)
+
+    @property
+    def size(self) -> int:
+        """How many gaps: an answer with fewer is the better of two."""
+        return len(self.missing) + len(self.invented) + (self.count is not None)
 
 
 def listed_entries(result: str) -> list[str] | None:
@@ -80,6 +132,69 @@ def listed_entries(result: str) -> list[str] | None:
         elif not _NOTE.fullmatch(line):
             return None
     return entries or None
+
+
+def counts_held(result: str) -> tuple[frozenset[int], str] | None:
+    """The counts a count question may be answered with from ``result``, and how to say them; ``None`` when
+    the result does not say how many things it holds (no listing, or one cut short; no JSON array)."""
+    entries = _whole_listing(result)
+    if entries is not None:
+        folders = sum(e.endswith("/") for e in entries)
+        files = len(entries) - folders
+        said = f"{len(entries)} {_plural(len(entries), 'entry', 'entries')}"
+        if folders and files:
+            said += f": {files} {_plural(files, 'file', 'files')} and {folders} {_plural(folders, 'folder', 'folders')}"
+        return frozenset({len(entries), files, folders} - ({0} if entries else set())), said
+    items = _json_array(result)
+    if items is None:
+        return None
+    return frozenset({items}), f"{items} {_plural(items, 'item', 'items')}"
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return one if n == 1 else many
+
+
+def _whole_listing(result: str) -> list[str] | None:
+    # A note with a number in it may say the list was cut short ("the first 100 of 3,412"): no count
+    # then. One without ("hidden entries are not shown") leaves the entries shown the ones counted.
+    entries = listed_entries(result)
+    if entries is None or any(
+        _NOTE.fullmatch(line.strip()) and any(c.isdigit() for c in line) for line in result.splitlines()
+    ):
+        return None
+    return entries
+
+
+def _json_array(result: str) -> int | None:
+    text = result.strip()
+    if not text.startswith("[") or len(text) > _ARRAY_SCAN:
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return len(value) if isinstance(value, list) else None
+
+
+def stated_numbers(text: str) -> set[int]:
+    """The whole numbers ``text`` states, in digits ("1,024") or in words up to twenty."""
+    found: set[int] = set()
+    for match in _NUMBER.finditer(text):
+        digits, word = match.group(1), match.group(2)
+        found.add(int(digits.replace(",", "")) if digits else _NUMBER_WORDS[word.lower()])
+    return found
+
+
+def _wrong_count(answer: str, results: Sequence[str], request: str) -> str | None:
+    if len(results) != 1 or not _COUNT_ASKED.search(request):
+        return None
+    held = counts_held(results[0])
+    if held is None:
+        return None
+    counts, said = held
+    stated = stated_numbers(answer)
+    return said if stated and not stated & counts else None
 
 
 def path_words(text: str) -> list[str]:
@@ -127,7 +242,7 @@ def answer_gaps(answer: str, results: Sequence[str], request: str = "") -> Answe
             missing += [e for e in entries or () if not _names(answer, e) and e not in missing]
     sources = [s.lower() for s in (*results, request)]
     invented = list(dict.fromkeys(w for w in path_words(answer) if not _grounded(w, sources)))
-    return AnswerGaps(tuple(missing), tuple(invented))
+    return AnswerGaps(tuple(missing), tuple(invented), _wrong_count(answer, results, request))
 
 
 def _some(names: Sequence[str]) -> str:
@@ -144,9 +259,17 @@ def correction(gaps: AnswerGaps) -> str:
         said.append(f"Your answer leaves out entries the tool returned: {_some(gaps.missing)}.")
     if gaps.invented:
         said.append(f"Your answer names {_some(gaps.invented)}, which no tool returned.")
+    if gaps.count:
+        said.append(f"Your count is wrong: the tool returned {gaps.count}.")
     # "and nothing else" costs a count asked for, and without it a small model left the same entry out
     # again (docs/steering.md); a listing named in full wins over a count.
-    wanted = "name every entry the tool returned" if gaps.missing else "name only what the tools returned"
+    wanted = (
+        "name every entry the tool returned"
+        if gaps.missing
+        else "give the count the tool returned"
+        if gaps.count and not gaps.invented
+        else "name only what the tools returned"
+    )
     return " ".join([*said, f"Answer the question again from the tool results: {wanted}, and nothing else."])
 
 
