@@ -20,7 +20,8 @@ from typing import Any
 from ..errors import EndpointRefused, EndpointUnavailable
 from .connection_failures import unreachable
 from .endpoints import Endpoint, endpoint_key
-from .seam import LISTING_TIMEOUT, ModelInfo
+from .provider import Provider
+from .seam import LISTING_TIMEOUT, ModelInfo, TokenCounter, Wire
 from .transport.clients import client_settings
 from .transport.rest import lease_http
 
@@ -31,6 +32,7 @@ __all__ = [
     "listed_models",
     "listing_answers",
     "named_window",
+    "native_wire",
 ]
 
 #: Pages of a listing read at most: a listing that never ends must not hold a run forever.
@@ -178,3 +180,40 @@ def positive(value: Any) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return value
     return None
+
+
+def native_wire(
+    api: str,
+    provider: Callable[[Endpoint], Provider],
+    listing: NativeListing,
+    *,
+    token_counter: Callable[[Endpoint, str | None], TokenCounter],
+    own_fields: frozenset[str],
+) -> Wire:
+    """The wire of a native API whose models, windows and liveness are asked of ``listing``.
+
+    ``provider`` builds its request from the fields it knows, so the other wires' fields need no removing.
+    """
+
+    def make(endpoint: Endpoint, _others: frozenset[str]) -> Provider:
+        return provider(endpoint)
+
+    async def list_models(endpoint: Endpoint) -> list[ModelInfo]:
+        return await listed_models(listing, endpoint)
+
+    async def window(endpoint: Endpoint, model: str) -> int | None:
+        return await named_window(listing, endpoint, model)
+
+    async def answers(endpoint: Endpoint, within_s: float) -> bool:
+        return await listing_answers(listing, endpoint, within_s)
+
+    return Wire(
+        api=api,
+        provider=make,
+        list_models=list_models,
+        window=window,
+        answers=answers,
+        forget=forget_native_windows,
+        token_counter=token_counter,
+        own_fields=own_fields,
+    )

@@ -7,10 +7,7 @@ as chat-completions chunks (both sans I/O); ``provider`` sends through the offic
 
 from __future__ import annotations
 
-from ..endpoints import Endpoint
-from ..listings import forget_native_windows, listed_models, listing_answers, named_window
-from ..provider import Provider
-from ..seam import ModelInfo, Wire
+from ..listings import native_wire
 from .counting import AnthropicCounter
 from .models import LISTING
 from .provider import AnthropicProvider
@@ -18,31 +15,7 @@ from .shape import ANTHROPIC_SETTINGS
 
 __all__ = ["WIRE"]
 
-
-def _provider(endpoint: Endpoint, _others: frozenset[str]) -> Provider:
-    return AnthropicProvider(endpoint)  # builds its request from the fields it knows
-
-
-async def _list_models(endpoint: Endpoint) -> list[ModelInfo]:
-    return await listed_models(LISTING, endpoint)
-
-
-async def _window(endpoint: Endpoint, model: str) -> int | None:
-    return await named_window(LISTING, endpoint, model)
-
-
-async def _answers(endpoint: Endpoint, within_s: float) -> bool:
-    return await listing_answers(LISTING, endpoint, within_s)
-
-
 #: The Anthropic Messages wire.
-WIRE = Wire(
-    api="anthropic",
-    provider=_provider,
-    list_models=_list_models,
-    window=_window,
-    answers=_answers,
-    forget=forget_native_windows,
-    token_counter=AnthropicCounter,
-    own_fields=ANTHROPIC_SETTINGS,
+WIRE = native_wire(
+    "anthropic", AnthropicProvider, LISTING, token_counter=AnthropicCounter, own_fields=ANTHROPIC_SETTINGS
 )
