@@ -320,6 +320,9 @@ async def test_decisions_steers_follow_ups_and_aborts_posted_to_another_node_rea
         pending = (await on_b.get(f"/sessions/{decided}/approvals")).json()["approvals"]
         assert [a["approval_id"] for a in pending] == asked(seen[0])
         assert pending[0]["name"] == "stamp_visit" and pending[0]["arguments"] == {"visitor": "v5"}
+        # Node b's session list flags the session waiting on node a, as the page shows it.
+        listed = {s["id"]: s for s in (await on_b.get("/sessions")).json()["sessions"]}
+        assert (listed[decided]["status"], listed[decided]["waiting"]) == ("running", 1)
         unknown = await on_b.post(f"/sessions/{decided}/approvals/nope", json={"decision": "allow"})
         assert unknown.status_code == 404, unknown.text  # answered by node a, which holds the run
         approval = asked(seen[0])[0]

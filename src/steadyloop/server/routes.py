@@ -147,7 +147,6 @@ class Api:
 
     async def session_out(self, principal: str, info: SessionInfo) -> SessionOut:
         usage = info.usage
-        loaded = self.runtime.loaded(info.session_id)
         return SessionOut(
             id=info.session_id,
             title=info.title,
@@ -165,7 +164,7 @@ class Api:
             message_count=info.message_count,
             last_event_seq=info.last_event_seq,
             model=await self.runtime.layer_model(principal, info.session_id),
-            waiting=len(loaded.approvals.pending()) if loaded is not None else 0,
+            waiting=await self.runtime.waiting(principal, info.session_id),
         )
 
     # -- routes --------------------------------------------------------------------------------------

@@ -267,9 +267,20 @@ class Runtime:
         if live is not None and live.running:
             return "running"
         state = await self.store.load_state(session_id, RUN_STATE, agent_id=principal)
+        if self._elsewhere(state):
+            return "running"  # on another node sharing the store
         if state is not None and json.loads(state).get("status") == "interrupted":
             return "interrupted"
         return "idle"
+
+    async def waiting(self, principal: str, session_id: str) -> int:
+        """How many of the session's approvals wait for a decision, here or on another node."""
+        live = self._live.get(session_id)
+        if live is not None and live.running:
+            return len(live.approvals.pending())
+        if await self.running_elsewhere(principal, session_id):
+            return len(await self._pending_in_record(principal, session_id))
+        return len(live.approvals.pending()) if live is not None else 0
 
     async def layer_model(self, principal: str, session_id: str) -> str | None:
         document = await self.store.load_state(session_id, AGENT_STATE, agent_id=principal)
@@ -500,7 +511,11 @@ class Runtime:
         """The session's approvals waiting for a decision, here or (from the record) on another node."""
         if live.busy or not await self.running_elsewhere(live.principal, live.session_id):
             return list(live.approvals.pending())
-        events = [e for _, e in await self.store.load_events(live.session_id, agent_id=live.principal)]
+        return await self._pending_in_record(live.principal, live.session_id)
+
+    async def _pending_in_record(self, principal: str, session_id: str) -> list[ApprovalRequest]:
+        """The approvals the record shows asked in the session's last run and not yet decided."""
+        events = [e for _, e in await self.store.load_events(session_id, agent_id=principal)]
         start = next((i for i in range(len(events) - 1, -1, -1) if isinstance(events[i], AgentStart)), 0)
         waiting: dict[str, ApprovalRequest] = {}
         for event in events[start:]:
