@@ -147,12 +147,13 @@ class Api:
 
     async def session_out(self, principal: str, info: SessionInfo) -> SessionOut:
         usage = info.usage
+        status, waiting = await self.runtime.status_and_waiting(principal, info.session_id)
         return SessionOut(
             id=info.session_id,
             title=info.title,
             created_at=info.created_at,
             updated_at=info.updated_at,
-            status=await self.runtime.status(principal, info.session_id),  # type: ignore[arg-type]
+            status=status,  # type: ignore[arg-type]
             usage=UsageOut(
                 prompt_tokens=usage.prompt_tokens,
                 completion_tokens=usage.completion_tokens,
@@ -164,7 +165,7 @@ class Api:
             message_count=info.message_count,
             last_event_seq=info.last_event_seq,
             model=await self.runtime.layer_model(principal, info.session_id),
-            waiting=await self.runtime.waiting(principal, info.session_id),
+            waiting=waiting,
         )
 
     # -- routes --------------------------------------------------------------------------------------

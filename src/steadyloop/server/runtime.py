@@ -262,25 +262,19 @@ class Runtime:
             raise ApiError("not_found", f"no session {session_id!r}")
         return info
 
-    async def status(self, principal: str, session_id: str) -> str:
+    async def status_and_waiting(self, principal: str, session_id: str) -> tuple[str, int]:
+        """The session's run status (``running`` here or on another node sharing the store, ``interrupted``
+        or ``idle``), and how many of its approvals wait for a decision, from one read of its run state."""
         live = self._live.get(session_id)
         if live is not None and live.running:
-            return "running"
+            return "running", len(live.approvals.pending())
         state = await self.store.load_state(session_id, RUN_STATE, agent_id=principal)
         if self._elsewhere(state):
-            return "running"  # on another node sharing the store
+            return "running", len(await self._pending_in_record(principal, session_id))
+        waiting = len(live.approvals.pending()) if live is not None else 0
         if state is not None and json.loads(state).get("status") == "interrupted":
-            return "interrupted"
-        return "idle"
-
-    async def waiting(self, principal: str, session_id: str) -> int:
-        """How many of the session's approvals wait for a decision, here or on another node."""
-        live = self._live.get(session_id)
-        if live is not None and live.running:
-            return len(live.approvals.pending())
-        if await self.running_elsewhere(principal, session_id):
-            return len(await self._pending_in_record(principal, session_id))
-        return len(live.approvals.pending()) if live is not None else 0
+            return "interrupted", waiting
+        return "idle", waiting
 
     async def layer_model(self, principal: str, session_id: str) -> str | None:
         document = await self.store.load_state(session_id, AGENT_STATE, agent_id=principal)
