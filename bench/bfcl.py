@@ -42,6 +42,13 @@ so no way reads a prompt another way left. The bench's own server (started when 
 given) has one slot, no host-memory prompt cache, and a slot save path so the erase is allowed; against
 another server the erase is tried and the report says if it was refused.
 
+The gate's rules and worked examples are the same for every request, so a server that has answered one
+gate question holds them in its prompt cache for the rest of a session (the local server keeps four slots:
+the gate's and the conversation's prompts each keep their own). With ``--gate-cache warm`` (the default)
+the routed way is asked, after the erase, of a server that has answered one gate question about a request
+of no entry (``warm_gate``), untimed; ``--gate-cache cold`` times the first question a server ever gets.
+Each answer records the prompt tokens of its requests and how many the server read from its cache.
+
 Installing bfcl-eval: its declared dependencies include every vendor SDK and sentence-transformers (with
 torch), none of which the data files or the checker need, so it goes in without them, with the few
 modules the checker and the tool conversion import::
@@ -101,9 +108,11 @@ from bfcl_score import (
 )
 
 import steadyloop as sl
-from steadyloop.events import Notice
+from steadyloop.events import Notice, SideTask
 from steadyloop.messages import from_openai
+from steadyloop.steering.decision import which_tool_body
 from steadyloop.turn import reset_capabilities
+from steadyloop.turn.capabilities import ModelCapabilities
 from steadyloop.wire import context_limit_for
 
 MODEL_KEY = "steadyloop-bench"
@@ -251,6 +260,10 @@ async def ask_raw(target: Target, entry: Entry) -> Reply:
     except openai.OpenAIError as exc:
         reply.error = f"{type(exc).__name__}: {exc}"
         return reply
+    if response.usage is not None:
+        reply.prompt_tokens = response.usage.prompt_tokens
+        details = response.usage.prompt_tokens_details
+        reply.cached_tokens = (details.cached_tokens or 0) if details is not None else 0
     message = response.choices[0].message
     reply.text = message.content or ""
     reply.calls, reply.decode_error = decode(
@@ -263,8 +276,11 @@ async def ask_steadyloop(target: Target, entry: Entry, routed: bool) -> Reply:
     reply = Reply()
 
     def watch(event: sl.Event) -> None:
-        if event.type in ("usage", "side_task"):
+        if isinstance(event, (sl.UsageReport, SideTask)):
             reply.requests += 1
+            usage = event.turn if isinstance(event, sl.UsageReport) else event.usage
+            reply.prompt_tokens += usage.prompt_tokens
+            reply.cached_tokens += usage.cached_tokens
         elif isinstance(event, Notice) and event.name:
             reply.notices.append(event.name)
 
@@ -323,6 +339,28 @@ async def erase_prompt_cache(base_url: str) -> bool:
         return False
 
 
+#: The request the gate is warmed with: tools and words of no BFCL entry.
+_WARMING_BODY = {
+    "messages": [{"role": "user", "content": "What time is it in Lima?"}],
+    "tools": [
+        {
+            "type": "function",
+            "function": {"name": "local_time", "description": "The local time in a city.", "parameters": {}},
+        }
+    ],
+}
+
+
+async def warm_gate(target: Target) -> None:
+    """Ask the which-tool gate about a request of no entry, so its rules and worked examples are in the
+    server's prompt cache, as they are on any server that has answered one gate question in a session."""
+    body = which_tool_body(_WARMING_BODY, ModelCapabilities())
+    assert body is not None
+    await target.raw.chat.completions.create(
+        model=target.model, messages=body["messages"], temperature=0, max_tokens=1
+    )
+
+
 # -- running and reporting --------------------------------------------------------------------------------
 
 
@@ -338,12 +376,14 @@ async def run_all(
     *,
     done: Mapping[tuple[str, str], Result] | None = None,
     save: Saver = lambda _results: None,
+    warm: bool = True,
 ) -> tuple[list[Result], bool]:
     """Every entry asked every way, the ways one after the other per entry; also whether the cache was erased.
 
     Args:
         done: results of an earlier run of the same sample, by ``(id, mode)``: kept, not asked again.
         save: told the results so far after each one.
+        warm: before the routed way, after the erase, warm the gate (``warm_gate``).
     """
     done = done or {}
     results: list[Result] = []
@@ -353,6 +393,8 @@ async def run_all(
             result = done.get((entry.id, mode))
             if result is None:
                 erased = await erase_prompt_cache(base_url) and erased
+                if mode == "routed" and warm:
+                    await warm_gate(target)
                 reply = await ask(target, mode, entry)
                 result = Result(entry, mode, reply, judge(entry, reply, checker))
                 mark = "ok " if result.verdict.passed else "BAD"
@@ -392,7 +434,16 @@ async def measure(
             f"model {model}, window {window}, {len(entries)} entries x {len(args.modes)} ways{kept}",
             file=sys.stderr,
         )
-        return await run_all(target, base_url, entries, args.modes, checker, done=done, save=save)
+        return await run_all(
+            target,
+            base_url,
+            entries,
+            args.modes,
+            checker,
+            done=done,
+            save=save,
+            warm=args.gate_cache == "warm",
+        )
     finally:
         await raw.close()
         await sl.aclose_clients()
@@ -416,6 +467,13 @@ def parser() -> argparse.ArgumentParser:
         "--threads",
         type=int,
         help="its CPU threads (default: every core; on cores other work shares, 1 can be several times faster)",
+    )
+    ap.add_argument(
+        "--gate-cache",
+        choices=("warm", "cold"),
+        default="warm",
+        help="warm: the routed way finds the gate's fixed part cached, as in any session after its first "
+        "question; cold: as the first question a server ever gets (default: %(default)s)",
     )
     ap.add_argument(
         "--out", type=Path, help="write the answers and the summary here as JSON, after each answer"

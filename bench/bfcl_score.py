@@ -125,6 +125,8 @@ class Reply:
         error: the request or run failed (then nothing else is known).
         requests: model requests the step made (routing's gate and decision count).
         notices: the names of steadyloop's notices during the step (recovery, latches, ...).
+        prompt_tokens: the prompt tokens of the step's requests, as the server counted them.
+        cached_tokens: of those, the ones the server read from its prompt cache rather than computed.
     """
 
     calls: list[dict[str, Any]] | None = None
@@ -134,6 +136,8 @@ class Reply:
     seconds: float = 0.0
     requests: int = 0
     notices: list[str] = field(default_factory=list)
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -191,6 +195,8 @@ class Result:
             "seconds": round(self.reply.seconds, 2),
             "requests": self.reply.requests,
             "notices": self.reply.notices,
+            "prompt_tokens": self.reply.prompt_tokens,
+            "cached_tokens": self.reply.cached_tokens,
         }
 
 
@@ -218,6 +224,8 @@ def restored(entries: Sequence[Entry], document: Mapping[str, Any]) -> dict[tupl
             seconds=r["seconds"],
             requests=r["requests"],
             notices=list(r["notices"]),
+            prompt_tokens=r.get("prompt_tokens", 0),
+            cached_tokens=r.get("cached_tokens", 0),
         )
         out[(entry.id, r["mode"])] = Result(
             entry, r["mode"], reply, Verdict(r["pass"], r["error_type"], r["error"])
@@ -265,6 +273,9 @@ def summarise(results: Sequence[Result], modes: Sequence[str]) -> dict[str, dict
             "all": tally(mine),
             "seconds_per_entry": seconds / len(mine) if mine else 0.0,
             "requests_per_entry": sum(r.reply.requests for r in mine) / len(mine) if mine else 0.0,
+            "computed_prompt_tokens_per_entry": (
+                sum(r.reply.prompt_tokens - r.reply.cached_tokens for r in mine) / len(mine) if mine else 0.0
+            ),
             "request_errors": sum(r.verdict.error_type == "request_failed" for r in mine),
             "notices": dict(Counter(n for r in mine for n in r.reply.notices)),
         }
@@ -288,6 +299,11 @@ def table(summary: Mapping[str, Mapping[str, Any]]) -> str:
         row(f"**{group}**", "", (f"**{summary[m][group]}**" for m in modes))
     row("seconds per entry", "", (f"{summary[m]['seconds_per_entry']:.1f}" for m in modes))
     row("requests per entry", "", (f"{summary[m]['requests_per_entry']:.1f}" for m in modes))
+    row(
+        "prompt tokens computed per entry",
+        "",
+        (f"{summary[m]['computed_prompt_tokens_per_entry']:.0f}" for m in modes),
+    )
     plain = summary.get("default", {}).get("seconds_per_entry")
     if plain:
         row(

@@ -137,9 +137,10 @@ def test_text_a_failed_request_and_a_malformed_call_fail_before_the_checker() ->
 
 
 def result(category: str, mode: str, passed: bool, seconds: float) -> Any:
-    return score.Result(
-        entry(category), mode, score.Reply(seconds=seconds, requests=1), score.Verdict(passed)
-    )
+    # A routed step reads 100 prompt tokens from the cache, of 400; a plain one computes all of its 300.
+    tokens = (400, 100) if mode == "routed" else (300, 0)
+    reply = score.Reply(seconds=seconds, requests=1, prompt_tokens=tokens[0], cached_tokens=tokens[1])
+    return score.Result(entry(category), mode, reply, score.Verdict(passed))
 
 
 def test_the_summary_groups_categories_and_halves() -> None:
@@ -165,13 +166,20 @@ def test_the_summary_groups_categories_and_halves() -> None:
     assert "| simple_python | 92 | 100% (1/1) | 0% (0/1) |" in shown
     assert "| live_irrelevance | - |" in shown and "multiple |" not in shown.replace("live_multiple", "")
     assert "| time / steadyloop default |  | 1.00x | 2.00x |" in shown
+    assert "| prompt tokens computed per entry |  | 300 | 300 |" in shown
 
 
 def test_a_result_is_written_as_json() -> None:
     done = score.Result(
         entry(),
         "raw",
-        score.Reply(calls=[{"math_factorial": {"number": 5}}], seconds=1.234, requests=1),
+        score.Reply(
+            calls=[{"math_factorial": {"number": 5}}],
+            seconds=1.234,
+            requests=1,
+            prompt_tokens=300,
+            cached_tokens=120,
+        ),
         score.Verdict(True),
     )
     assert json.loads(json.dumps(done.as_json())) == {
@@ -186,6 +194,8 @@ def test_a_result_is_written_as_json() -> None:
         "seconds": 1.23,
         "requests": 1,
         "notices": [],
+        "prompt_tokens": 300,
+        "cached_tokens": 120,
     }
 
 
@@ -202,7 +212,9 @@ def test_an_earlier_runs_results_come_back_as_they_were() -> None:
         score.Result(
             entries[0],
             "raw",
-            score.Reply(calls=[{"f": {"a": 1}}], seconds=2.5, requests=1),
+            score.Reply(
+                calls=[{"f": {"a": 1}}], seconds=2.5, requests=1, prompt_tokens=90, cached_tokens=40
+            ),
             score.Verdict(True),
         ),
         score.Result(
