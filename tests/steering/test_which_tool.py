@@ -7,6 +7,7 @@ server on loopback, and what the server was asked is checked from its recorded r
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from hypothesis import given
@@ -19,6 +20,7 @@ from steadyloop.steering.which_tool import (
     GENERIC_WHICH_TOOL_EXAMPLES,
     NONE,
     WhichTool,
+    named_tool,
     read_which_tool,
     which_tool_messages,
     which_tool_schema,
@@ -210,3 +212,90 @@ async def test_a_request_for_several_items_gets_a_call_each_in_one_step() -> Non
     assert len({c.id for c in step.tool_calls}) == 2
     assert sum(isinstance(m, ToolResultMessage) for m in result.messages) == 2
     assert result.turn.content == "Both 18C."
+
+
+# -- a request that names a declared tool -----------------------------------------------------------------
+
+
+def _tools(*names: str) -> list[dict[str, Any]]:
+    return [{"type": "function", "function": {"name": n, "parameters": {}}} for n in names]
+
+
+def _asked(question: str, *names: str, **extra: Any) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": question}], "tools": _tools(*names), **extra}
+
+
+def test_two_words_of_a_tools_name_in_the_request_name_that_tool() -> None:
+    genotype = "What is the genotype frequency of AA if the allele frequency of A is 0.3?"
+    assert named_tool(_asked(genotype, "get_weather", "calculate_genotype_frequency")) == (
+        "calculate_genotype_frequency"
+    )
+    # camelCase and a plural: "Final Price" in the name, "final prices" in the request
+    assert named_tool(_asked("Work out the final prices after tax.", "calculateFinalPrice")) == (
+        "calculateFinalPrice"
+    )
+    assert named_tool(_asked("Book two Movie tickets for tonight.", "Movies_1_BuyMovieTickets")) == (
+        "Movies_1_BuyMovieTickets"
+    )
+
+
+def test_one_shared_word_or_only_common_words_name_no_tool() -> None:
+    assert named_tool(_asked("What's the weather in Oslo?", "get_weather_alerts")) is None
+    # "calculate" and "search" name what half of all tools do
+    assert named_tool(_asked("Calculate it, then search.", "calculate_search_score")) is None
+    assert named_tool(_asked("Roots of 2x^2 + 5x + 3 = 0?", "solve_quadratic")) is None
+    assert named_tool(_asked("To be or not", "be_or_not")) is None  # words under four letters
+
+
+def test_after_a_tool_ran_or_without_a_request_no_tool_is_named() -> None:
+    later = _asked("The genotype frequency, please.", "calculate_genotype_frequency")
+    later["messages"] += [
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "calculate_genotype_frequency"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "0.09"},
+    ]
+    assert named_tool(later) is None
+    assert named_tool({"messages": [], "tools": _tools("genotype_frequency")}) is None
+    assert named_tool({"messages": "x", "tools": "y"}) is None
+
+
+@given(
+    st.recursive(st.none() | st.text() | st.integers(), lambda c: st.lists(c) | st.dictionaries(st.text(), c))
+)
+def test_any_body_names_a_declared_tool_or_none(body: Any) -> None:
+    body = body if isinstance(body, dict) else {"messages": body, "tools": body}
+    said = named_tool(body)
+    assert said is None or isinstance(said, str)
+
+
+def test_the_check_is_linear_in_the_request_and_the_names() -> None:
+    def timed(n: int) -> float:
+        body = _asked("frequency genotype " * n, *(f"tool{i}_aaaa_bbbb" for i in range(n // 100)))
+        started = time.perf_counter()
+        named_tool(body)
+        return time.perf_counter() - started
+
+    timed(1_000)
+    assert timed(200_000) < 200 * max(timed(1_000), 1e-4) * 4
+
+
+async def test_a_request_naming_a_tool_goes_to_the_decision_without_the_gate() -> None:
+    ran.clear()
+    call = [{"name": "solve_quadratic", "arguments": {"a": 2, "b": 5, "c": 3}}]
+    replies = [text(json.dumps(call)), text('{"tool": "none"}'), text("The roots are -1 and -1.5.")]
+    async with ScriptedServer(*replies) as server:
+        result, _ = await run_routed(
+            server, "Solve the quadratic 2x^2 + 5x + 3 = 0.", [solve_quadratic, get_weather], ROUTED
+        )
+        bodies = [r.json for r in server.chat_requests]
+    assert ran == [("solve_quadratic", {"a": 2.0, "b": 5.0, "c": 3.0})]
+    assert result.turn.content == "The roots are -1 and -1.5."
+    # the first request is the decision (it may still decline); the gate is asked only after the result
+    first = bodies[0]["response_format"]["json_schema"]["schema"]
+    assert "items" in first and "tool" not in first.get("properties", {})
+    assert len(bodies) == 3

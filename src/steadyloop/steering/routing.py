@@ -44,7 +44,7 @@ from .decision import (
 )
 from .examples import GENERIC_EXAMPLES, GateChoice, GateExamples
 from .tool_gate import read_gate, request_and_results, tools_on_named_paths
-from .which_tool import GENERIC_WHICH_TOOL_EXAMPLES, WhichToolExample, read_which_tool
+from .which_tool import GENERIC_WHICH_TOOL_EXAMPLES, WhichToolExample, named_tool, read_which_tool
 
 __all__ = ["RoutedTurn", "ToolRouting", "plain_turn", "routed_turn"]
 
@@ -189,6 +189,9 @@ class _Routed:
             )
             return on_named
         if asked is None:
+            return None
+        if self.routing.question == "which_tool" and named_tool(self.planned) is not None:
+            self.choice = "tool"  # the request names a declared tool in its own words: nothing to ask
             return None
         self.choice, said = await ask_gate(request, self.sink, asked, self._read_gate)
         if self.choice is None and said is not None:

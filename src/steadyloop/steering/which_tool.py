@@ -18,6 +18,7 @@ The reply says more than tool or answer: the tool it names is the one the decisi
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,7 @@ __all__ = [
     "NONE",
     "WhichTool",
     "WhichToolExample",
+    "named_tool",
     "read_which_tool",
     "which_tool_messages",
     "which_tool_schema",
@@ -166,6 +168,45 @@ def which_tool_messages(
     done = "; ".join(results)[:_RESULTS_CHARS] if later else None
     out.append({"role": "user", "content": _shown(lines, request, done)})
     return out
+
+
+# A tool's name is read as words: snake_case, camelCase and dotted parts apart, lower case. Words of fewer
+# than four letters, and the verbs and nouns that name what half of all tools do, tell no tool apart.
+_NAME_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+_REQUEST_WORD = re.compile(r"[A-Za-z]{4,}")
+_COMMON = frozenset(
+    (
+        "calculate", "compute", "create", "delete", "details", "fetch", "find", "info", "data", "list",
+        "retrieve", "search", "update",
+    )
+)  # fmt: skip
+_STEM = 5  # "frequency" and "frequencies" are one word; so, rarely wrongly, are "playlist" and "player"
+_NAMED_WORDS = 2  # one shared word ("weather", "order") is a subject; two name the tool
+
+
+def _stems(words: Sequence[str]) -> set[str]:
+    return {w.lower()[:_STEM] for w in words if len(w) >= 4 and w.lower() not in _COMMON}
+
+
+def named_tool(body: Mapping[str, Any]) -> str | None:
+    """The declared tool a first request names, by two or more words of the tool's name; else ``None``.
+
+    "The genotype frequency of AA when the allele frequency is 0.3", with ``calculate_genotype_frequency``
+    declared, asks for that tool in its own words: the gate's question is not asked (a small model files
+    such a request as sums it can do itself), and the decision may still decline. One shared word names a
+    subject, not a tool ("the weather" with ``get_weather_alerts``). Only before any tool ran: after
+    results, what is left to do is not in the tools' names. Linear in the request and the names.
+    """
+    tools = body.get("tools")
+    messages = body.get("messages")
+    found = request_and_results(messages) if isinstance(messages, list) else None
+    if not isinstance(tools, list) or found is None or found[1]:
+        return None
+    said = _stems(_REQUEST_WORD.findall(found[0]))
+    for name in _names(tools):
+        if len(_stems(_NAME_WORD.findall(name)) & said) >= _NAMED_WORDS:
+            return name
+    return None
 
 
 def which_tool_schema(body: Mapping[str, Any]) -> dict[str, Any]:
