@@ -4,10 +4,13 @@ the waiting badge, the operator's floor and the endpoint's models in ``/info``."
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import Callable
 
-from steadyloop import ApprovalPolicy, tool
-from steadyloop.server import ServerSettings
+import pytest
+
+from steadyloop import ApprovalPolicy, InvalidInput, tool
+from steadyloop.server import ServerLimits, ServerSettings
 from steadyloop.testing import Reply, ScriptedServer, stream_of
 
 from .conftest import LiveServer, wait_for_event
@@ -138,3 +141,20 @@ async def test_info_tells_the_floor_which_tools_it_gates_and_the_endpoints_model
         }
         assert {t["name"]: t["gated"] for t in info["tools"]} == {"look": True, "write": True}
         assert info["models"], "the scripted server lists its models"
+
+
+async def test_the_deprecated_limits_timeout_sets_the_floors_timeout(
+    model: ScriptedServer, settings_for: Callable[..., ServerSettings]
+) -> None:
+    """ServerLimits.approval_timeout_s once did nothing; set, it is the floor's wait, with a warning."""
+    with pytest.warns(DeprecationWarning, match="approval_policy"):
+        settings = settings_for(model.base_url, limits=ServerLimits(approval_timeout_s=7))
+    assert settings.approval_policy.timeout_s == 7
+    async with LiveServer(settings) as server, server.client() as http:
+        assert (await http.get("/info")).json()["approvals"]["timeout_s"] == 7.0
+    policy = ApprovalPolicy(timeout_s=60)
+    with pytest.warns(DeprecationWarning), pytest.raises(InvalidInput, match="disagree"):
+        settings_for(model.base_url, limits=ServerLimits(approval_timeout_s=7), approval_policy=policy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # left unset, nothing warns
+        assert settings_for(model.base_url).approval_policy.timeout_s == ApprovalPolicy().timeout_s

@@ -10,6 +10,7 @@ something to start by accident. With or without tokens, a request must name a lo
 from __future__ import annotations
 
 import ipaddress
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -40,7 +41,9 @@ class ServerLimits:
         max_image_bytes: one image, decoded.
         max_schema_bytes: an output schema, serialized.
         max_runs_per_token: runs one token may have going at once.
-        approval_timeout_s: how long a gated call waits for a decision when the session says nothing.
+        approval_timeout_s: deprecated: the floor's ``ServerSettings.approval_policy.timeout_s`` says how
+            long a gated call waits. Set here, it is taken as that timeout (with a DeprecationWarning)
+            where the approval policy leaves its own at the default.
     """
 
     max_body_bytes: int = 25 * _MB
@@ -48,7 +51,7 @@ class ServerLimits:
     max_image_bytes: int = 5 * _MB
     max_schema_bytes: int = 32 * 1024
     max_runs_per_token: int = 16
-    approval_timeout_s: float = 300.0
+    approval_timeout_s: float | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -61,7 +64,7 @@ class ServerLimits:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:
                 raise InvalidInput(f"ServerLimits.{name} must be a whole number >= 0, got {value!r}")
-        if not self.approval_timeout_s > 0:
+        if self.approval_timeout_s is not None and not self.approval_timeout_s > 0:
             raise InvalidInput(
                 f"ServerLimits.approval_timeout_s must be > 0, got {self.approval_timeout_s!r}"
             )
@@ -129,10 +132,31 @@ class ServerSettings:
                 "the server's agent document names its provider: make the settings with "
                 "ServerSettings.from_agent, which builds that endpoint, instead of passing another one"
             )
+        self._fold_limits_timeout()
         for token, principal in self.tokens.items():
             if not isinstance(token, str) or len(token) < 8:
                 raise InvalidInput("each bearer token must be a string of at least 8 characters")
             check_id(principal, "a token's principal")
+
+    def _fold_limits_timeout(self) -> None:
+        """The deprecated ``ServerLimits.approval_timeout_s``, which once did nothing, taken as the floor's."""
+        timeout = self.limits.approval_timeout_s
+        if timeout is None:
+            return
+        warnings.warn(
+            "ServerLimits.approval_timeout_s is deprecated: set "
+            "ServerSettings(approval_policy=ApprovalPolicy(..., timeout_s=...)) instead",
+            DeprecationWarning,
+            stacklevel=4,
+        )
+        policy = self.approval_policy
+        if policy.timeout_s == ApprovalPolicy().timeout_s:
+            object.__setattr__(self, "approval_policy", replace(policy, timeout_s=timeout))
+        elif policy.timeout_s != timeout:
+            raise InvalidInput(
+                f"ServerLimits.approval_timeout_s ({timeout:g} s) and approval_policy.timeout_s "
+                f"({policy.timeout_s:g} s) disagree: set only approval_policy.timeout_s"
+            )
 
     @classmethod
     def from_agent(
