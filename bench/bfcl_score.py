@@ -258,6 +258,10 @@ def tally(results: Sequence[Result], keep: Callable[[Result], bool] = lambda _r:
     return Tally(sum(r.verdict.passed for r in mine), len(mine))
 
 
+def _mean_seconds(results: Sequence[Result]) -> float:
+    return sum(r.reply.seconds for r in results) / len(results) if results else 0.0
+
+
 def summarise(results: Sequence[Result], modes: Sequence[str]) -> dict[str, dict[str, Any]]:
     """Per way: accuracy per category and over the groups, seconds per entry, errors and notices."""
     out: dict[str, dict[str, Any]] = {}
@@ -272,6 +276,12 @@ def summarise(results: Sequence[Result], modes: Sequence[str]) -> dict[str, dict
             "held out (live)": tally(mine, lambda r: r.entry.category in HELD_OUT),
             "all": tally(mine),
             "seconds_per_entry": seconds / len(mine) if mine else 0.0,
+            "seconds_per_entry_needing_a_tool": _mean_seconds(
+                [r for r in mine if r.entry.category not in IRRELEVANCE]
+            ),
+            "seconds_per_entry_irrelevance": _mean_seconds(
+                [r for r in mine if r.entry.category in IRRELEVANCE]
+            ),
             "requests_per_entry": sum(r.reply.requests for r in mine) / len(mine) if mine else 0.0,
             "computed_prompt_tokens_per_entry": (
                 sum(r.reply.prompt_tokens - r.reply.cached_tokens for r in mine) / len(mine) if mine else 0.0
@@ -304,13 +314,14 @@ def table(summary: Mapping[str, Mapping[str, Any]]) -> str:
         "",
         (f"{summary[m]['computed_prompt_tokens_per_entry']:.0f}" for m in modes),
     )
-    plain = summary.get("default", {}).get("seconds_per_entry")
-    if plain:
-        row(
-            "time / steadyloop default",
-            "",
-            (f"{summary[m]['seconds_per_entry'] / plain:.2f}x" for m in modes),
-        )
+    for key, label in (
+        ("seconds_per_entry", "time / steadyloop default"),
+        ("seconds_per_entry_needing_a_tool", "time / default, needing a tool"),
+        ("seconds_per_entry_irrelevance", "time / default, irrelevance"),
+    ):
+        plain = summary.get("default", {}).get(key)
+        if plain:
+            row(label, "", (f"{summary[m][key] / plain:.2f}x" for m in modes))
     row("failed requests", "", (str(summary[m]["request_errors"]) for m in modes))
     return "\n".join(lines)
 

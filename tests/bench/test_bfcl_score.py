@@ -166,6 +166,9 @@ def test_the_summary_groups_categories_and_halves() -> None:
     assert "| simple_python | 92 | 100% (1/1) | 0% (0/1) |" in shown
     assert "| live_irrelevance | - |" in shown and "multiple |" not in shown.replace("live_multiple", "")
     assert "| time / steadyloop default |  | 1.00x | 2.00x |" in shown
+    # needing a tool: 2.5 s plain, 6 s routed; irrelevance: 3.5 s plain, 6 s routed
+    assert "| time / default, needing a tool |  | 1.00x | 2.40x |" in shown
+    assert "| time / default, irrelevance |  | 1.00x | 1.71x |" in shown
     assert "| prompt tokens computed per entry |  | 300 | 300 |" in shown
 
 
