@@ -8,7 +8,9 @@ A write of a run it holds that fails because the database is away is tried again
 until the database is back or the run was taken over, so an outage leaves no gap in the run's record. A
 write whose commit went through but whose reply was lost on the way is not made twice: before events are
 appended again, the record after the last seq this node wrote is read, and events already there count as
-written.
+written. Messages, entries and usage, which say nothing back to compare, are written where retries are on
+with the session's state read first: a leaf that moved since, or one more run in the usage, means the
+failed try went through.
 """
 
 from __future__ import annotations
@@ -63,6 +65,35 @@ class RecordingStore:
                 if not await self.outage(session_id):
                     raise
 
+    async def _write_once(
+        self,
+        session_id: str,
+        agent_id: str,
+        write: Callable[[], Awaitable[T]],
+        landed: Callable[[SessionInfo, SessionInfo], bool],
+        result: Callable[[SessionInfo], T],
+    ) -> T:
+        """A write that is not to be made twice, as ``_write``: where retries are on, the session is read
+        before the first try, and again before another; ``landed(before, now)`` says a failed try went
+        through, and ``result(now)`` is then what the write would have returned."""
+        if self.outage is _give_up:
+            return await self._write(session_id, write)  # a failure goes to the writer: nothing is retried
+        before: SessionInfo | None = None
+        tried = False
+
+        async def once() -> T:
+            nonlocal before, tried
+            if before is None:
+                before = await self.inner.get(session_id, agent_id=agent_id)
+            if tried and before is not None:
+                now = await self.inner.get(session_id, agent_id=agent_id)
+                if now is not None and landed(before, now):
+                    return result(now)
+            tried = True
+            return await write()
+
+        return await self._write(session_id, once)
+
     async def append_events(self, session_id: str, events: Sequence[Event], *, agent_id: str) -> int:
         known = self._last_seq.get(session_id)
         tried = False
@@ -111,8 +142,12 @@ class RecordingStore:
         await self.inner.set_title(session_id, title, agent_id=agent_id)
 
     async def append_messages(self, session_id: str, messages: Sequence[Message], *, agent_id: str) -> None:
-        await self._write(
-            session_id, lambda: self.inner.append_messages(session_id, messages, agent_id=agent_id)
+        await self._write_once(
+            session_id,
+            agent_id,
+            lambda: self.inner.append_messages(session_id, messages, agent_id=agent_id),
+            lambda before, now: bool(messages) and now.leaf != before.leaf,
+            lambda _now: None,
         )
 
     async def load_messages(
@@ -128,8 +163,12 @@ class RecordingStore:
     async def record_usage(
         self, session_id: str, usage: Usage, *, agent_id: str, turns: int = 0
     ) -> SessionUsage:
-        return await self._write(
-            session_id, lambda: self.inner.record_usage(session_id, usage, agent_id=agent_id, turns=turns)
+        return await self._write_once(
+            session_id,
+            agent_id,
+            lambda: self.inner.record_usage(session_id, usage, agent_id=agent_id, turns=turns),
+            lambda before, now: now.usage.runs > before.usage.runs,
+            lambda now: now.usage,
         )
 
     async def save_state(self, session_id: str, name: str, value: str, *, agent_id: str) -> None:
@@ -159,11 +198,17 @@ class RecordingStore:
         parent: str | None,
         files: BranchFiles | None = None,
     ) -> str:
-        return await self._write(
+        def landed(before: SessionInfo, now: SessionInfo) -> bool:
+            return now.leaf is not None and now.leaf != before.leaf
+
+        return await self._write_once(
             session_id,
+            agent_id,
             lambda: self.inner.append_entry(
                 session_id, message, agent_id=agent_id, parent=parent, files=files
             ),
+            landed,
+            lambda now: now.leaf or "",  # the entry made is the leaf
         )
 
     async def load_entries(self, session_id: str, *, agent_id: str) -> builtins.list[Entry]:
