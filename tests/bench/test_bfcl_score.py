@@ -215,9 +215,7 @@ def test_an_earlier_runs_results_come_back_as_they_were() -> None:
         score.Result(
             entries[0],
             "raw",
-            score.Reply(
-                calls=[{"f": {"a": 1}}], seconds=2.5, requests=1, prompt_tokens=90, cached_tokens=40
-            ),
+            score.Reply(calls=[{"f": {"a": 1}}], seconds=2.5, requests=1, prompt_tokens=90, cached_tokens=40),
             score.Verdict(True),
         ),
         score.Result(
