@@ -10,15 +10,12 @@ import json
 import time
 from typing import Any
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steadyloop.errors import EndpointError
-from steadyloop.events import Notice
 from steadyloop.loop import LoopPolicy
 from steadyloop.messages import AssistantMessage, ToolResultMessage
-from steadyloop.steering.decision import MAX_CALLS, SEVERAL_CALLS_NOTE, decision_body, read_decision
+from steadyloop.steering.decision import MAX_CALLS, decision_body, read_decision
 from steadyloop.steering.which_tool import (
     GENERIC_WHICH_TOOL_EXAMPLES,
     NONE,
@@ -28,7 +25,6 @@ from steadyloop.steering.which_tool import (
     which_tool_messages,
     which_tool_schema,
 )
-from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.tools.definition import tool
 from steadyloop.turn import RetryPolicy
@@ -303,91 +299,3 @@ async def test_a_request_naming_a_tool_goes_to_the_decision_without_the_gate() -
     first = bodies[0]["response_format"]["json_schema"]["schema"]
     assert "items" in first and "tool" not in first.get("properties", {})
     assert len(bodies) == 3
-
-
-# -- the note on several calls ----------------------------------------------------------------------------
-
-
-def test_a_first_decision_that_may_hold_several_calls_ends_with_the_note() -> None:
-    body = _body("Weather in Paris and London?")
-    asked = decision_body(body, ModelCapabilities(), several=True, note=True)
-    assert asked is not None
-    assert asked["messages"][:-1] == body["messages"]  # the request's prompt is still the cached prefix
-    assert asked["messages"][-1] == {"role": "system", "content": SEVERAL_CALLS_NOTE}
-    for without in (
-        decision_body(body, ModelCapabilities(), several=True),  # the note not asked for
-        decision_body(body, ModelCapabilities(), several=False, note=True),  # one call: nothing to say
-    ):
-        assert without is not None and without["messages"] == body["messages"]
-    after = {
-        **body,
-        "messages": [
-            *body["messages"],
-            {"role": "assistant", "content": "", "tool_calls": [_call("get_weather", {"city": "Paris"})]},
-            {"role": "tool", "tool_call_id": "c1", "content": "Paris: 18C"},
-        ],
-    }
-    asked_after = decision_body(after, ModelCapabilities(), several=True, note=True)
-    assert asked_after is not None and asked_after["messages"] == after["messages"]  # only before results
-
-
-def _call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    return {"id": "c1", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
-
-
-async def test_the_routed_decision_carries_the_note_and_the_gate_does_not() -> None:
-    ran.clear()
-    calls = [{"name": "get_weather", "arguments": {"city": c}} for c in ("Paris", "London")]
-    replies = [
-        text('{"tool": "get_weather"}'),
-        text(json.dumps(calls)),
-        text('{"tool": "none"}'),
-        text("18C."),
-    ]
-    async with ScriptedServer(*replies) as server:
-        await run_routed(server, "Weather in Paris and London?", [solve_quadratic, get_weather], ROUTED)
-        gate, decision, later_gate, answer = [r.json for r in server.chat_requests]
-    assert decision["messages"][-1] == {"role": "system", "content": SEVERAL_CALLS_NOTE}
-    assert all(m.get("content") != SEVERAL_CALLS_NOTE for m in gate["messages"])
-    # after the results, neither the gate nor the answer carries it
-    for asked in (later_gate, answer):
-        assert all(m.get("content") != SEVERAL_CALLS_NOTE for m in asked["messages"])
-    assert ran == [("get_weather", {"city": "Paris"}), ("get_weather", {"city": "London"})]
-
-
-# What llama-server answers when the model's chat template raises on a system message after the first.
-_TEMPLATE_REFUSAL = {
-    "error": {
-        "code": 400,
-        "message": "Conversation roles must alternate user/assistant/user/assistant/...",
-        "type": "invalid_request_error",
-    }
-}
-
-
-async def test_a_server_whose_template_refuses_the_note_gets_the_decision_without_it() -> None:
-    ran.clear()
-    calls = [{"name": "get_weather", "arguments": {"city": "Paris"}}]
-    replies = [
-        text('{"tool": "get_weather"}'),
-        Reply.json(_TEMPLATE_REFUSAL, status=400),
-        text(json.dumps(calls)),
-        text('{"tool": "none"}'),
-        text("18C."),
-    ]
-    async with ScriptedServer(*replies) as server:
-        result, events = await run_routed(server, "Weather in Paris?", [solve_quadratic, get_weather], ROUTED)
-        refused, again = [r.json for r in server.chat_requests][1:3]
-    assert refused["messages"][-1]["content"] == SEVERAL_CALLS_NOTE
-    assert all(m.get("content") != SEVERAL_CALLS_NOTE for m in again["messages"])
-    assert ran == [("get_weather", {"city": "Paris"})] and result.turn.content == "18C."
-    assert [e.name for e in events if isinstance(e, Notice)].count("late_system") == 1
-
-
-async def test_a_refusal_the_note_did_not_cause_is_not_asked_again() -> None:
-    unauthorised = {"error": {"message": "Invalid API key", "type": "authentication_error"}}
-    replies = [text('{"tool": "get_weather"}'), Reply.json(unauthorised, status=401)]
-    async with ScriptedServer(*replies) as server:
-        with pytest.raises(EndpointError):
-            await run_routed(server, "Weather in Paris?", [solve_quadratic, get_weather], ROUTED)
-        assert len(server.chat_requests) == 2

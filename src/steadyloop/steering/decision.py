@@ -30,7 +30,6 @@ __all__ = [
     "ANSWER",
     "ANSWER_GRAMMAR",
     "MAX_CALLS",
-    "SEVERAL_CALLS_NOTE",
     "Decision",
     "already_made",
     "calls_for_request",
@@ -55,16 +54,6 @@ ANSWER_GRAMMAR = "root ::= [ \\t\\n]* [^{`\\[< \\t\\n] [^\\x00]*"
 #: The most calls one routed step may hold: a request that names several items (three cities, two files)
 #: asks for a call each, and a bound stops a model at temperature 0 that repeats one call.
 MAX_CALLS = 6
-
-#: Said after a first request when the decision may hold several calls. Held to a list and told nothing, a
-#: small model writes one call and closes the list where the request asks the same of several items (three
-#: cities, two sets of numbers). Sent as a system message after the request, so the request's prompt is
-#: still the cached prefix; a request with the same words inside the user's message made a 1.5B model add
-#: calls to requests that ask for one (bench/bfcl.py, docs/steering.md).
-SEVERAL_CALLS_NOTE = (
-    "Reply with the calls to make, as a list: one call for each item the request asks about (each place, "
-    "person, value or set of values), or answer when no tool does what is asked."
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +140,6 @@ def decision_body(
     call: bool = False,
     among: Sequence[Mapping[str, Any]] | None = None,
     several: bool = False,
-    note: bool = False,
 ) -> dict[str, Any] | None:
     """``body`` asked as a decision; ``None`` when there is nothing to decide.
 
@@ -165,8 +153,6 @@ def decision_body(
         among: the calls the schema allows, when fewer than the body's tools (those tools, or narrower
             schemas of them); the body's own tools are sent unchanged, for the prompt cache.
         several: the reply may hold several calls (see :func:`decision_schema`).
-        note: with ``several``, before any tool ran for the request, :data:`SEVERAL_CALLS_NOTE` follows the
-            messages as a system message.
     """
     tools = body.get("tools")
     if not isinstance(tools, list) or not tools:
@@ -180,9 +166,6 @@ def decision_body(
         among = [t for t in among if t.get("function", {}).get("name") == only] or None
     out = dict(body)
     out["tool_choice"] = "none"
-    messages = body.get("messages")
-    if several and note and isinstance(messages, list) and messages and not ran_tools(body):
-        out["messages"] = [*messages, {"role": "system", "content": SEVERAL_CALLS_NOTE}]
     out["response_format"] = {
         "type": "json_schema",
         "json_schema": {

@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from ..errors import ContextOverflow, EndpointError, MissingApiKey, ModelRefusal, QuotaExhausted
+from ..errors import EndpointError
 from ..events import Event, Notice, Retry, SideTask
 from ..messages import ToolCall, Turn
 from ..turn.body import apply_latches
@@ -225,9 +225,7 @@ class _Routed:
         def deciding(c: EndpointCapabilities, m: ModelCapabilities) -> Mapping[str, Any]:
             body = build(c, m)
             asked = (
-                decision_body(body, m, call=call, among=among, several=several, note=m.late_system)
-                if _routable(c, m)
-                else None
+                decision_body(body, m, call=call, among=among, several=several) if _routable(c, m) else None
             )
             return asked if asked is not None else body
 
@@ -239,25 +237,7 @@ class _Routed:
         deciding = replace(
             request, body=self._deciding(among), droppable=(*request.droppable, "response_format")
         )
-        quiet = replace(self.sink, on_output=None)
-        noted = self.routing.several and self.latches.late_system and not ran_tools(self.planned)
-        try:
-            return await send_turn(deciding, quiet)
-        except EndpointError as error:
-            if not noted or not _may_be_the_note(error):
-                raise
-        # The decision carried a system message after the request, which some chat templates refuse: it is
-        # asked once more without it, and the note stays off for this model.
-        self.latches.late_system = False
-        self.sink.emit(
-            Notice(
-                text=f"{request.model or 'this model'} refused a system message after the request; routed "
-                "decisions are asked without the note on several calls",
-                name="late_system",
-                step=request.step,
-            )
-        )
-        return await send_turn(deciding, quiet)
+        return await send_turn(deciding, replace(self.sink, on_output=None))
 
     async def _not_again(
         self, decided: Turn, decision: Decision, tools: list[Mapping[str, Any]]
@@ -290,15 +270,6 @@ class _Routed:
                 step=self.request.step,
             )
         )
-
-
-def _may_be_the_note(error: EndpointError) -> bool:
-    """Whether a refused decision may have been refused for its late system message: a request the server
-    would not take (a template's error is a 400, or a 500 from llama.cpp's template engine), not a refusal
-    that asking again without it cannot cure."""
-    if isinstance(error, (ContextOverflow, QuotaExhausted, MissingApiKey, ModelRefusal)):
-        return False
-    return error.status in (400, 422, 500)
 
 
 def _after(decided: Turn, answer: Turn) -> RoutedTurn:

@@ -75,8 +75,6 @@ class ModelCapabilities:
             the endpoint showed it does not hold the model to one.
         tool_gate: a routed step may first ask the tool gate (``steering/tool_gate.py``); off once a gate reply
             held no choice.
-        late_system: a system message after the first is taken (a routed decision adds one); off once a
-            request with one was refused (some chat templates allow a system message only first).
     """
 
     legacy_token_limit: bool = True
@@ -91,7 +89,6 @@ class ModelCapabilities:
     refused_fields: set[str] = field(default_factory=set)
     tool_routing: bool = True
     tool_gate: bool = True
-    late_system: bool = True
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -107,7 +104,6 @@ class ModelCapabilities:
             "refused_fields": sorted(self.refused_fields),
             "tool_routing": self.tool_routing,
             "tool_gate": self.tool_gate,
-            "late_system": self.late_system,
         }
 
     def merge(self, raw: Mapping[str, Any]) -> None:
@@ -133,7 +129,6 @@ _MODEL_FLAGS = (
     "native_tools",
     "tool_routing",
     "tool_gate",
-    "late_system",
 )
 _MODEL_LISTS = ("refused_efforts", "supported_efforts", "refused_fields")
 
