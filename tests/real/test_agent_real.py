@@ -8,6 +8,7 @@ pytest with -s to see them).
 
 from __future__ import annotations
 
+import itertools
 import time
 
 from steadyloop.agent import Agent
@@ -159,9 +160,14 @@ async def test_an_agent_completes_a_two_city_task_with_tools_over_several_steps(
     usage = [e for e in events if isinstance(e, UsageReport)]
     assert all(u.turn.prompt_tokens > 0 and u.turn.completion_tokens > 0 for u in usage)
     shares = [u.turn.cached_tokens / u.turn.prompt_tokens for u in usage[1:]]
+    # What each request read from the cache, against the whole prompt of the request before it: the cache
+    # serves that prompt again, and only what the step added (the call, its result) is computed. A share of
+    # the new prompt would depend on how long the model's calls and their results were.
+    reread = [u.turn.cached_tokens / before.turn.prompt_tokens for before, u in itertools.pairwise(usage)]
     shown = [c.arguments for c in calls]
     print(f"\n[agent acceptance] {len(usage)} requests in {elapsed:.1f}s, tool calls {shown}")
     print(f"[agent acceptance] prompt tokens {[u.turn.prompt_tokens for u in usage]}")
     print(f"[agent acceptance] cached share from the 2nd request: {[round(s, 3) for s in shares]}")
+    print(f"[agent acceptance] cached, of the request before's prompt: {[round(s, 3) for s in reread]}")
     assert all(u.cache_broken is False for u in usage[1:])
-    assert min(shares) >= 0.9
+    assert min(reread) >= 0.95
