@@ -20,6 +20,7 @@ from steadyloop.steering.which_tool import (
     GENERIC_WHICH_TOOL_EXAMPLES,
     NONE,
     WhichTool,
+    described_tool,
     named_tool,
     read_which_tool,
     which_tool_messages,
@@ -284,6 +285,74 @@ def test_the_check_is_linear_in_the_request_and_the_names() -> None:
     assert timed(200_000) < 200 * max(timed(1_000), 1e-4) * 4
 
 
+# -- a request that says what a declared tool does, in its description's words ----------------------------
+
+
+def _described(question: str, *tools: tuple[str, str]) -> dict[str, Any]:
+    declared = [{"type": "function", "function": {"name": n, "description": d}} for n, d in tools]
+    return {"messages": [{"role": "user", "content": question}], "tools": declared}
+
+
+_ZODIAC = ("get_zodiac_compatibility", "Retrieve the compatibility score between two Zodiac signs.")
+_AREA = ("integrate", "Calculate the area under a curve for a specified function between two x values.")
+
+
+def test_a_phrase_of_a_tools_description_in_the_request_describes_that_tool() -> None:
+    aries = "Find the compatibility score in percentage of Aries with Gemini."
+    assert described_tool(_described(aries, _AREA, _ZODIAC)) == "get_zodiac_compatibility"
+    # the words that join a phrase are set aside: "area under a curve" and "area under the curve" share it
+    assert described_tool(_described("The area under the curve of x^3 from 2 to 5?", _ZODIAC, _AREA)) == (
+        "integrate"
+    )
+    # the name is not read here: that is named_tool's part
+    assert described_tool(_described("Zodiac compatibility of Leo?", _AREA, _ZODIAC)) is None
+
+
+def test_one_shared_word_or_a_shared_verb_describes_no_tool() -> None:
+    assert described_tool(_described("What is the area of a circle of radius 2?", _AREA)) is None
+    # "calculate" and "find" start half of all descriptions: "calculate the area" is the word "area"
+    assert described_tool(_described("Calculate the area, then find it.", _AREA)) is None
+    assert described_tool(_described("Name four fruits.", _ZODIAC, _AREA)) is None
+
+
+def test_after_a_tool_ran_or_without_descriptions_no_tool_is_described() -> None:
+    later = _described("The compatibility score of Leo and Virgo.", _ZODIAC)
+    later["messages"] += [
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "get_zodiac_compatibility"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "80%"},
+    ]
+    assert described_tool(later) is None
+    assert described_tool(_asked("The compatibility score of Leo and Virgo.", "zodiac")) is None
+    assert described_tool({"messages": "x", "tools": "y"}) is None
+
+
+@given(
+    st.recursive(st.none() | st.text() | st.integers(), lambda c: st.lists(c) | st.dictionaries(st.text(), c))
+)
+def test_any_body_describes_a_declared_tool_or_none(body: Any) -> None:
+    body = body if isinstance(body, dict) else {"messages": body, "tools": body}
+    said = described_tool(body)
+    assert said is None or isinstance(said, str)
+
+
+def test_the_description_check_is_linear_in_the_request_and_the_descriptions() -> None:
+    def timed(n: int) -> float:
+        tools = [(f"tool{i}", f"word{i} other{i} " * 50) for i in range(n // 100)]
+        body = _described("compatibility score " * n, *tools)
+        started = time.perf_counter()
+        described_tool(body)
+        return time.perf_counter() - started
+
+    timed(1_000)
+    assert timed(200_000) < 200 * max(timed(1_000), 1e-4) * 4
+
+
 async def test_a_request_naming_a_tool_goes_to_the_decision_without_the_gate() -> None:
     ran.clear()
     call = [{"name": "solve_quadratic", "arguments": {"a": 2, "b": 5, "c": 3}}]
@@ -298,4 +367,23 @@ async def test_a_request_naming_a_tool_goes_to_the_decision_without_the_gate() -
     # the first request is the decision (it may still decline); the gate is asked only after the result
     first = bodies[0]["response_format"]["json_schema"]["schema"]
     assert "items" in first and "tool" not in first.get("properties", {})
+    assert len(bodies) == 3
+
+
+async def test_a_request_in_a_tools_description_words_goes_to_the_decision_without_the_gate() -> None:
+    ran.clear()
+    call = [{"name": "solve_quadratic", "arguments": {"a": 1, "b": -3, "c": 2}}]
+    replies = [text(json.dumps(call)), text('{"tool": "none"}'), text("The roots are 1 and 2.")]
+    async with ScriptedServer(*replies) as server:
+        # no two words of "solve_quadratic" in it, but "quadratic equation" from its description
+        result, _ = await run_routed(
+            server,
+            "What are the roots of the quadratic equation x^2 - 3x + 2?",
+            [get_weather, solve_quadratic],
+            ROUTED,
+        )
+        bodies = [r.json for r in server.chat_requests]
+    assert ran == [("solve_quadratic", {"a": 1.0, "b": -3.0, "c": 2.0})]
+    assert result.turn.content == "The roots are 1 and 2."
+    assert "items" in bodies[0]["response_format"]["json_schema"]["schema"]
     assert len(bodies) == 3

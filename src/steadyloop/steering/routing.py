@@ -44,7 +44,13 @@ from .decision import (
 )
 from .examples import GENERIC_EXAMPLES, GateChoice, GateExamples
 from .tool_gate import read_gate, request_and_results, tools_on_named_paths
-from .which_tool import GENERIC_WHICH_TOOL_EXAMPLES, WhichToolExample, named_tool, read_which_tool
+from .which_tool import (
+    GENERIC_WHICH_TOOL_EXAMPLES,
+    WhichToolExample,
+    described_tool,
+    named_tool,
+    read_which_tool,
+)
 
 __all__ = ["RoutedTurn", "ToolRouting", "plain_turn", "routed_turn"]
 
@@ -107,6 +113,11 @@ async def routed_turn(request: TurnRequest, sink: TurnSink, routing: ToolRouting
     ``request.body`` is the step's body builder.
     """
     return await _Routed(request, sink, routing).step()
+
+
+def _asks_for_a_tool(planned: Mapping[str, Any]) -> bool:
+    """The first request names a declared tool, or says what one does in its description's words."""
+    return named_tool(planned) is not None or described_tool(planned) is not None
 
 
 def _routable(_c: EndpointCapabilities, m: ModelCapabilities) -> bool:
@@ -190,8 +201,8 @@ class _Routed:
             return on_named
         if asked is None:
             return None
-        if self.routing.question == "which_tool" and named_tool(self.planned) is not None:
-            self.choice = "tool"  # the request names a declared tool in its own words: nothing to ask
+        if self.routing.question == "which_tool" and _asks_for_a_tool(self.planned):
+            self.choice = "tool"  # the request names or describes a declared tool: nothing to ask
             return None
         self.choice, said = await ask_gate(request, self.sink, asked, self._read_gate)
         if self.choice is None and said is not None:

@@ -21,6 +21,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from ..turn.side_tasks import read_json
@@ -31,6 +32,7 @@ __all__ = [
     "NONE",
     "WhichTool",
     "WhichToolExample",
+    "described_tool",
     "named_tool",
     "read_which_tool",
     "which_tool_messages",
@@ -205,6 +207,55 @@ def named_tool(body: Mapping[str, Any]) -> str | None:
     said = _stems(_REQUEST_WORD.findall(found[0]))
     for name in _names(tools):
         if len(_stems(_NAME_WORD.findall(name)) & said) >= _NAMED_WORDS:
+            return name
+    return None
+
+
+# A phrase of a description: two words in a row once the words that join them are set aside ("the area
+# under a curve" holds "area under" and "under curve"). The verbs half of all tools start with tell none apart.
+_PHRASE_WORD = re.compile(r"[A-Za-z]+")
+_JOINING = frozenset(
+    (
+        "a", "about", "after", "an", "and", "any", "are", "as", "at", "be", "been", "by", "can", "could", "do",
+        "does", "for", "from", "given", "has", "have", "how", "i", "in", "into", "is", "it", "its", "me", "my",
+        "of", "on", "or", "please", "s", "some", "that", "the", "their", "them", "then", "this", "to", "using",
+        "was", "what", "when", "which", "will", "with", "would", "you", "your",
+        "calculate", "compute", "find", "get", "gets", "retrieve", "retrieves", "return", "returns",
+    )
+)  # fmt: skip
+_DESCRIPTION_CHARS = 400  # of each description: its opening says what the tool does
+
+
+def _phrases(text: str) -> set[tuple[str, str]]:
+    words = [w[:_STEM] for w in (m.lower() for m in _PHRASE_WORD.findall(text)) if w not in _JOINING]
+    return set(pairwise(words))
+
+
+def described_tool(body: Mapping[str, Any]) -> str | None:
+    """The declared tool a first request describes in its description's words; else ``None``.
+
+    "The compatibility score of Aries with Gemini", with ``get_zodiac_compatibility`` "Retrieve the
+    compatibility score between two Zodiac signs", shares a phrase of two words with what the tool says it
+    does. Such a request asks for that tool as :func:`named_tool`'s do, and the decision may still decline.
+    A single shared word is a subject ("area" with a triangle's area tool, asked a circle's). The first
+    tool in order whose description shares a phrase; only before any tool ran. Linear in the request and
+    the descriptions.
+    """
+    tools = body.get("tools")
+    messages = body.get("messages")
+    found = request_and_results(messages) if isinstance(messages, list) else None
+    if not isinstance(tools, list) or found is None or found[1]:
+        return None
+    said = _phrases(found[0])
+    if not said:
+        return None
+    for tool in tools:
+        function = tool.get("function") if isinstance(tool, Mapping) else None
+        name = function.get("name") if isinstance(function, Mapping) else None
+        description = function.get("description") if isinstance(function, Mapping) else None
+        if not isinstance(name, str) or name == NONE or not isinstance(description, str):
+            continue
+        if _phrases(description[:_DESCRIPTION_CHARS]) & said:
             return name
     return None
 
