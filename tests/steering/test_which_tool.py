@@ -248,18 +248,21 @@ def test_one_shared_word_or_only_common_words_name_no_tool() -> None:
     assert named_tool(_asked("To be or not", "be_or_not")) is None  # words under four letters
 
 
-def test_after_a_tool_ran_or_without_a_request_no_tool_is_named() -> None:
-    later = _asked("The genotype frequency, please.", "calculate_genotype_frequency")
-    later["messages"] += [
-        {
-            "role": "assistant",
-            "content": "",
-            "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "calculate_genotype_frequency"}}
-            ],
-        },
-        {"role": "tool", "tool_call_id": "c1", "content": "0.09"},
+def _after_a_call(body: dict[str, Any], name: str) -> dict[str, Any]:
+    """``body`` with a call of ``name`` and its result after the request."""
+    call = {"id": "c1", "type": "function", "function": {"name": name}}
+    body["messages"] += [
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "done"},
     ]
+    return body
+
+
+def test_after_a_tool_ran_or_without_a_request_no_tool_is_named() -> None:
+    later = _after_a_call(
+        _asked("The genotype frequency, please.", "calculate_genotype_frequency"),
+        "calculate_genotype_frequency",
+    )
     assert named_tool(later) is None
     assert named_tool({"messages": [], "tools": _tools("genotype_frequency")}) is None
     assert named_tool({"messages": "x", "tools": "y"}) is None
@@ -268,10 +271,11 @@ def test_after_a_tool_ran_or_without_a_request_no_tool_is_named() -> None:
 @given(
     st.recursive(st.none() | st.text() | st.integers(), lambda c: st.lists(c) | st.dictionaries(st.text(), c))
 )
-def test_any_body_names_a_declared_tool_or_none(body: Any) -> None:
+def test_any_body_names_or_describes_a_declared_tool_or_none(body: Any) -> None:
     body = body if isinstance(body, dict) else {"messages": body, "tools": body}
-    said = named_tool(body)
-    assert said is None or isinstance(said, str)
+    for read in (named_tool, described_tool):
+        said = read(body)
+        assert said is None or isinstance(said, str)
 
 
 def test_the_check_is_linear_in_the_request_and_the_names() -> None:
@@ -316,29 +320,12 @@ def test_one_shared_word_or_a_shared_verb_describes_no_tool() -> None:
 
 
 def test_after_a_tool_ran_or_without_descriptions_no_tool_is_described() -> None:
-    later = _described("The compatibility score of Leo and Virgo.", _ZODIAC)
-    later["messages"] += [
-        {
-            "role": "assistant",
-            "content": "",
-            "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "get_zodiac_compatibility"}}
-            ],
-        },
-        {"role": "tool", "tool_call_id": "c1", "content": "80%"},
-    ]
+    later = _after_a_call(
+        _described("The compatibility score of Leo and Virgo.", _ZODIAC), "get_zodiac_compatibility"
+    )
     assert described_tool(later) is None
     assert described_tool(_asked("The compatibility score of Leo and Virgo.", "zodiac")) is None
     assert described_tool({"messages": "x", "tools": "y"}) is None
-
-
-@given(
-    st.recursive(st.none() | st.text() | st.integers(), lambda c: st.lists(c) | st.dictionaries(st.text(), c))
-)
-def test_any_body_describes_a_declared_tool_or_none(body: Any) -> None:
-    body = body if isinstance(body, dict) else {"messages": body, "tools": body}
-    said = described_tool(body)
-    assert said is None or isinstance(said, str)
 
 
 def test_the_description_check_is_linear_in_the_request_and_the_descriptions() -> None:

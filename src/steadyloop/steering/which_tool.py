@@ -190,6 +190,16 @@ def _stems(words: Sequence[str]) -> set[str]:
     return {w.lower()[:_STEM] for w in words if len(w) >= 4 and w.lower() not in _COMMON}
 
 
+def _first_request(body: Mapping[str, Any]) -> tuple[list[Any], str] | None:
+    """The declared tools and the request, when no tool has run for it yet; else ``None``."""
+    tools = body.get("tools")
+    messages = body.get("messages")
+    found = request_and_results(messages) if isinstance(messages, list) else None
+    if not isinstance(tools, list) or found is None or found[1]:
+        return None
+    return tools, found[0]
+
+
 def named_tool(body: Mapping[str, Any]) -> str | None:
     """The declared tool a first request names, by two or more words of the tool's name; else ``None``.
 
@@ -199,12 +209,11 @@ def named_tool(body: Mapping[str, Any]) -> str | None:
     subject, not a tool ("the weather" with ``get_weather_alerts``). Only before any tool ran: after
     results, what is left to do is not in the tools' names. Linear in the request and the names.
     """
-    tools = body.get("tools")
-    messages = body.get("messages")
-    found = request_and_results(messages) if isinstance(messages, list) else None
-    if not isinstance(tools, list) or found is None or found[1]:
+    first = _first_request(body)
+    if first is None:
         return None
-    said = _stems(_REQUEST_WORD.findall(found[0]))
+    tools, request = first
+    said = _stems(_REQUEST_WORD.findall(request))
     for name in _names(tools):
         if len(_stems(_NAME_WORD.findall(name)) & said) >= _NAMED_WORDS:
             return name
@@ -241,12 +250,11 @@ def described_tool(body: Mapping[str, Any]) -> str | None:
     tool in order whose description shares a phrase; only before any tool ran. Linear in the request and
     the descriptions.
     """
-    tools = body.get("tools")
-    messages = body.get("messages")
-    found = request_and_results(messages) if isinstance(messages, list) else None
-    if not isinstance(tools, list) or found is None or found[1]:
+    first = _first_request(body)
+    if first is None:
         return None
-    said = _phrases(found[0])
+    tools, request = first
+    said = _phrases(request)
     if not said:
         return None
     for tool in tools:
