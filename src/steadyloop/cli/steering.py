@@ -97,5 +97,9 @@ FILE_TOOL_EXAMPLES = GateExamples(
 
 #: Tool routing as the command asks it of the bundled models: the kinds gate with the examples above and one
 #: call a step, as bench/small_model_tools.py and bench/main_job.py measured it (the which-tool gate and
-#: several calls a step are the library's default, measured on BFCL: docs/steering.md).
-FILE_TOOL_ROUTING = ToolRouting(question="kind", examples=FILE_TOOL_EXAMPLES, several=False)
+#: several calls a step are the library's default, measured on BFCL: docs/steering.md). Unasked choices stay:
+#: the paths the file tools are held to are what the command listed, and the model picking one the request
+#: did not name is its reading of the request.
+FILE_TOOL_ROUTING = ToolRouting(
+    question="kind", examples=FILE_TOOL_EXAMPLES, several=False, drop_unasked=False
+)

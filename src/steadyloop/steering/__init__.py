@@ -30,8 +30,10 @@ from .examples import (
     GateExamples,
 )
 from .grounding import AnswerGaps, answer_gaps, correction
+from .listed_items import listed_calls
 from .routing import RoutedTurn, ToolRouting, plain_turn, routed_turn
 from .tool_gate import GATE_SCHEMA, KIND_SCHEMA, gate_messages, gate_schema, read_gate, tools_on_named_paths
+from .unasked import without_unasked
 from .which_tool import (
     GENERIC_WHICH_TOOL_EXAMPLES,
     NONE,
@@ -75,6 +77,7 @@ __all__ = [
     "gate_messages",
     "gate_schema",
     "grounded_answer",
+    "listed_calls",
     "named_tool",
     "plain_turn",
     "read_decision",
@@ -85,4 +88,5 @@ __all__ = [
     "which_tool_body",
     "which_tool_messages",
     "which_tool_schema",
+    "without_unasked",
 ]

@@ -43,7 +43,9 @@ from .decision import (
     which_tool_body,
 )
 from .examples import GENERIC_EXAMPLES, GateChoice, GateExamples
+from .listed_items import listed_calls
 from .tool_gate import read_gate, request_and_results, tools_on_named_paths
+from .unasked import without_unasked
 from .which_tool import (
     GENERIC_WHICH_TOOL_EXAMPLES,
     WhichToolExample,
@@ -69,7 +71,12 @@ class ToolRouting:
         examples: the kinds gate's worked examples: a host's own, naming its tools, or the generic set.
         which_tool_examples: the which-tool gate's worked examples (each with tools of its own).
         several: a decision may hold several calls (a request that names several items gets a call
-            each in one step), up to ``MAX_CALLS``.
+            each in one step), up to ``MAX_CALLS``; and a first request's list of items, one of which a
+            call holds, gets a call for each of the others (``listed_items.py``).
+        drop_unasked: before any tool ran, an optional argument held to listed values (``enum``) that a
+            decided call chose and the request never spoke of is dropped, so the tool's default stands
+            (``unasked.py``). A host whose listed values are its own findings (the files it listed)
+            turns it off: there, a value the request did not name is the model's reading of it.
         named_in_files: a host's reading of a request against the user's files: the paths (as its tools
             list them in their schemas) of the files that define a name the request mentions (a function,
             a setting). A request naming one is about those files: the step is a call on them, as for a
@@ -82,6 +89,7 @@ class ToolRouting:
     examples: GateExamples = GENERIC_EXAMPLES
     which_tool_examples: tuple[WhichToolExample, ...] = GENERIC_WHICH_TOOL_EXAMPLES
     several: bool = True
+    drop_unasked: bool = True
     named_in_files: Callable[[str], Collection[str]] | None = None
 
 
@@ -162,6 +170,7 @@ class _Routed:
             self._latch_off(decided)
             return RoutedTurn(await send_turn(request, sink))
         decided, decision = await self._not_again(decided, decision, tools)
+        decision = self._against_request(decision, tools)
         # A call made already, its result in the prompt: a small model at temperature 0 repeats it (or two
         # in turn) until the loop guard stops the run. What it has is what it answers from.
         made = calls_for_request(planned)
@@ -269,6 +278,17 @@ class _Routed:
         if second is None:
             return decided, decision
         return Turn(again.content, again.reasoning, [], one_read(decided.usage, again.usage)), second
+
+    def _against_request(self, decision: Decision, tools: Sequence[Mapping[str, Any]]) -> Decision:
+        """The decision read against the first request: without the optional choices it never spoke of,
+        and with a call for each item of a list it names one of the calls' values in."""
+        messages = self.planned.get("messages")
+        found = request_and_results(messages) if isinstance(messages, list) else None
+        if found is None or found[1]:
+            return decision
+        if self.routing.drop_unasked:
+            decision = without_unasked(decision, found[0], tools)
+        return listed_calls(decision, found[0], tools) if self.routing.several else decision
 
     def _latch_off(self, decided: Turn) -> None:
         self.latches.tool_routing = False

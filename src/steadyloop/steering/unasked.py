@@ -1,0 +1,80 @@
+"""Optional choices the request never spoke of, left to the tool; sans I/O.
+
+Held to a call's schema, a small model writes every argument the schema offers, and for an optional one
+held to a list of values (``enum``) it picks one, most often the first: "the weather in Boston" becomes
+``{"location": "Boston, MA", "unit": "celsius"}`` where the tool's default is fahrenheit. The user asked
+for no unit; the tool's own default is the answer to a question nobody put. :func:`without_unasked` drops
+such an argument from a decided call: optional, held to an ``enum``, its value not the schema's
+``default``, and none of the value's words in the request (one word's first five letters beginning the
+other's: "in detail" speaks of "detailed", "descending" of "DESC"). A required argument, one of free text, or one the request names, is
+kept as the model wrote it. Linear in the request and the decision.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .decision import Decision, tool_names
+
+__all__ = ["without_unasked"]
+
+_WORD = re.compile(r"[^\W_]+")
+_STEM = 5
+_SHORTEST = 3  # a shorter word begins too many others ("c" and "celsius")
+# Words of a value that say nothing of it ("Place of Worship" speaks of a place and of worship).
+_EMPTY = frozenset(("a", "an", "and", "at", "by", "for", "in", "of", "on", "or", "the", "to", "with"))
+
+
+def _stems(text: str) -> set[str]:
+    return {w[:_STEM] for w in (m.lower() for m in _WORD.findall(text)) if w not in _EMPTY}
+
+
+class _Said:
+    """The request's words, for "does it speak of this word": one word's first five letters begin the
+    other's ("DESC" and "descending", "detailed" and "in detail"), of three letters or more."""
+
+    __slots__ = ("beginnings", "stems")
+
+    def __init__(self, request: str) -> None:
+        self.stems = _stems(request)
+        self.beginnings = {s[:k] for s in self.stems for k in range(_SHORTEST, len(s) + 1)}
+
+    def speaks_of(self, stem: str) -> bool:
+        if stem in self.stems or (len(stem) >= _SHORTEST and stem in self.beginnings):
+            return True
+        return any(stem[:k] in self.stems for k in range(_SHORTEST, len(stem)))
+
+
+def _unasked(name: str, value: Any, schema: Mapping[str, Any], said: _Said) -> bool:
+    properties = schema.get("properties")
+    spec = properties.get(name) if isinstance(properties, Mapping) else None
+    required = schema.get("required")
+    if not isinstance(spec, Mapping) or (isinstance(required, list) and name in required):
+        return False
+    enum = spec.get("enum")
+    if not isinstance(enum, list) or not isinstance(value, str) or value == spec.get("default"):
+        return False
+    words = _stems(value)
+    return bool(words) and not any(said.speaks_of(w) for w in words)
+
+
+def without_unasked(decision: Decision, request: str, tools: Sequence[Mapping[str, Any]]) -> Decision:
+    """``decision`` without the optional, listed-value arguments its calls chose and the request never
+    spoke of (see the module docstring); an answer is returned as it is.
+
+    Args:
+        request: the user's request, before any tool ran for it.
+        tools: the declared tools (OpenAI format), for each argument's schema.
+    """
+    if decision.answers:
+        return decision
+    schemas = dict(tool_names(tools))
+    said = _Said(request)
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for name, arguments in decision.calls:
+        schema = schemas.get(name, {})
+        calls.append((name, {k: v for k, v in arguments.items() if not _unasked(k, v, schema, said)}))
+    (name, arguments), *more = calls
+    return Decision(name, arguments, tuple(more))
