@@ -130,7 +130,14 @@ def test_a_list_is_one_argument_s_and_calls_stay_within_a_step_s_bound() -> None
         | st.sampled_from(["Paris", "x", "AA"]),
         max_size=4,
     ),
-    more=st.lists(st.dictionaries(st.text(max_size=4), st.text(max_size=8), max_size=2), max_size=3),
+    more=st.lists(
+        st.dictionaries(
+            st.text(max_size=4) | st.just("city"),
+            st.text(max_size=8) | st.lists(st.integers(), max_size=2) | st.just("Paris"),
+            max_size=2,
+        ),
+        max_size=3,
+    ),
 )
 def test_any_request_and_decision_give_a_decision_within_the_bound(
     request: str, arguments: dict[str, Any], more: list[dict[str, Any]]
@@ -143,7 +150,7 @@ def test_any_request_and_decision_give_a_decision_within_the_bound(
         assert name == "t"
         assert any(
             made.keys() == was.keys()
-            and all(made[k] is v or (isinstance(v, str) and made[k] in request) for k, v in was.items())
+            and all(made[k] is v or (isinstance(made[k], str) and made[k] in request) for k, v in was.items())
             for _, was in decision.calls
         )
 

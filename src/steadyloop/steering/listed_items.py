@@ -11,8 +11,9 @@ It holds back wherever the list may not be the argument's: an item is the value 
 call ("from celsius to fahrenheit"), a word that joins or asks rather than names ("and then", "and find"),
 or of another shape than the value ("New York and book a room": lower-case words after a name); a tool
 that takes the list as an array is not touched (only string arguments are). A decision that already made
-calls for two or more of the items read the list itself and is left as it is. Linear in the request and
-the decision's arguments.
+calls for two or more of the items read the list itself and is left as it is, and so is a request whose
+lists pair up ("Drama and Comedy from 2010 and 2012 respectively"). Linear in the request for each string
+argument of the decision's calls.
 """
 
 from __future__ import annotations
@@ -176,7 +177,7 @@ def _fanned(
         others = {str(v).lower() for k, v in arguments.items() if k != argument} - {value.lower()}
         at, listed = _listed(request, value, _enum(schema, argument))
         items = [i for i in listed if i.lower() not in others]
-        made = {a.get(argument) for n, a in decided if n == name}
+        made = {a[argument] for n, a in decided if n == name and isinstance(a.get(argument), str)}
         if len(items) < 2 or at in taken or len(made & set(items)) > 1 or len(calls) * len(items) > MAX_CALLS:
             continue  # no list, or another argument's, or one the decision read itself, or too many calls
         taken.add(at)
