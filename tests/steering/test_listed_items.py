@@ -97,12 +97,26 @@ def test_a_list_that_may_not_be_the_argument_s_is_left_alone() -> None:
         "Drama and Comedy movies from 2010 and 2012 respectively",
     )
     unchanged(Decision("weather", {"city": "Paris"}), "Weather in Paris")
+    unchanged(Decision("lookup", {"organelle": "nucleus"}), "DNA in the nucleus? And whether it has a role")
     assert listed_calls(Decision(ANSWER, {}), "Paris and London", []) == Decision(ANSWER, {})
 
 
 def test_a_decision_that_read_the_list_itself_is_kept() -> None:
     made = Decision("weather", {"city": "Paris"}, (("weather", {"city": "London"}),))
     assert listed_calls(made, "Weather in Paris, London and Rome?", []) == made
+    stores = Decision("stock", {"city": "Berlin"}, (("stock", {"city": "Madrid"}),))
+    assert listed_calls(stores, "A Yamaha P125 in Berlin and Madrid's music stores", []) == stores
+
+
+def test_an_item_another_argument_holds_in_any_call_is_not_listed_again() -> None:
+    rates = Decision("rate", {"base": "USD", "target": "AUD"}, (("rate", {"base": "USD", "target": "CAD"}),))
+    assert listed_calls(rates, "Rates of USD to AUD and USD to CAD", []) == rates
+    shows = Decision(
+        "shows",
+        {"service": "Netflix", "titles": ["Friends"]},
+        (("shows", {"service": "Hulu", "titles": ["Lost"]}),),
+    )
+    assert listed_calls(shows, "Ratings on Netflix for 'Friends', and Hulu for 'Lost'", []) == shows
 
 
 def test_a_list_is_one_argument_s_and_calls_stay_within_a_step_s_bound() -> None:

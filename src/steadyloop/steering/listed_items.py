@@ -7,8 +7,8 @@ value that opens or sits in a list of like words ("copper and aluminum", "Paris,
 several values of an argument's ``enum`` the request names. :func:`listed_calls` adds the call for each
 other item, the same call with only that argument changed, in the order the request lists them.
 
-It holds back wherever the list may not be the argument's: an item is the value of another argument of the
-call ("from celsius to fahrenheit"), a word that joins or asks rather than names ("and then", "and find"),
+It holds back wherever the list may not be the argument's: an item is the value of another argument in
+any of the calls ("from celsius to fahrenheit"), a word that joins or asks rather than names ("and then", "and find"),
 or of another shape than the value ("New York and book a room": lower-case words after a name); a tool
 that takes the list as an array is not touched (only string arguments are). A decision that already made
 calls for two or more of the items read the list itself and is left as it is, and so is a request whose
@@ -27,8 +27,10 @@ from .decision import MAX_CALLS, Decision, tool_names
 __all__ = ["listed_calls"]
 
 # A word of a request: letters and digits, with the dots, dashes and apostrophes that sit inside names
-# ("README.md", "e-mail", "O'Hare"); a sentence's last dot is not part of it.
-_WORD = re.compile(r"\w+(?:[.'/-]\w+)*|,|&")
+# ("README.md", "e-mail", "O'Hare"); the marks that join items (a comma, "&"); and the marks that end a
+# clause, which no list runs across ("... the nucleus? And whether ...").
+_WORD = re.compile(r"\w+(?:[.'/-]\w+)*|[,&.?!;:()\[\]]")
+_MARKS = frozenset(",&.?!;:()[]")
 _AND = frozenset(("and", "or", "&"))
 # "Drama and Comedy ... in 2010 and 2012 respectively": lists that pair up, item by item, across arguments.
 _RESPECTIVELY = re.compile(r"\brespectively\b", re.IGNORECASE)
@@ -44,7 +46,11 @@ _NOT_ITEMS = frozenset(
         "not", "of", "on", "please", "show", "so", "some", "tell", "that", "the", "their", "them", "then",
         "there", "these", "this", "those", "to", "what", "when", "where", "which", "who", "why", "will",
         "with", "would", "you", "your",
-        "calculate", "compute", "find", "list", "retrieve", "return", "search",
+        "about", "after", "all", "before", "between", "both", "did", "either", "he", "her", "his", "just",
+        "let", "may", "might", "more", "most", "must", "need", "now", "only", "other", "our", "she", "should",
+        "than", "they", "us", "want", "was", "we", "were", "whether",
+        "calculate", "check", "compute", "find", "list", "look", "provide", "retrieve", "return",
+        "search", "see", "send", "use",
     )
 )  # fmt: skip
 
@@ -60,7 +66,8 @@ class _Request:
     __slots__ = ("at", "first", "lower", "words")
 
     def __init__(self, text: str) -> None:
-        self.words: list[str] = _WORD.findall(text)
+        # "Madrid's music stores" lists Madrid
+        self.words: list[str] = [w[:-2] if w[-2:].lower() == "'s" else w for w in _WORD.findall(text)]
         self.lower = [w.lower() for w in self.words]
         self.at: dict[str, list[int]] = {}
         self.first: dict[str, int] = {}  # where each word, as written, first stands
@@ -78,7 +85,7 @@ class _Request:
         end = start + len(shape)
         words = self.words[start:end]
         if len(words) != len(shape) or any(
-            w.lower() in _NOT_ITEMS or w in (",", "&") or _shape(w) != s
+            w.lower() in _NOT_ITEMS or w in _MARKS or _shape(w) != s
             for w, s in zip(words, shape, strict=True)
         ):
             return None
@@ -164,8 +171,30 @@ def _enum(schema: Mapping[str, Any], argument: str) -> Sequence[Any] | None:
     return enum if isinstance(enum, list) else None
 
 
+def _said_by_argument(calls: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, set[str]]:
+    """Every value the decision's calls give, lower-cased, by argument name (lists and objects read through)."""
+    said: dict[str, set[str]] = {}
+    for _, arguments in calls:
+        for argument, value in arguments.items():
+            found = said.setdefault(argument, set())
+            stack: list[Any] = [value]
+            while stack:  # not recursive: a model's arguments may nest deeper than Python's stack
+                item = stack.pop()
+                if isinstance(item, list | tuple):
+                    stack.extend(item)
+                elif isinstance(item, dict):
+                    stack.extend(item.values())
+                elif item is not None:
+                    found.add(str(item).lower())
+    return said
+
+
 def _fanned(
-    call: tuple[str, dict[str, Any]], request: _Request, schema: Mapping[str, Any], decided: Sequence[Any]
+    call: tuple[str, dict[str, Any]],
+    request: _Request,
+    schema: Mapping[str, Any],
+    decided: Sequence[tuple[str, dict[str, Any]]],
+    said: Mapping[str, set[str]],
 ) -> list[tuple[str, dict[str, Any]]]:
     """``call``, and a call for each other item of the lists its string arguments open, in order."""
     calls = [call]
@@ -174,7 +203,8 @@ def _fanned(
     for argument, value in arguments.items():
         if not isinstance(value, str) or not value.strip():
             continue
-        others = {str(v).lower() for k, v in arguments.items() if k != argument} - {value.lower()}
+        # an item another argument holds, in any call, is that argument's ("Friends', and Hulu")
+        others = set().union(*(v for k, v in said.items() if k != argument)) - {value.lower()}
         at, listed = _listed(request, value, _enum(schema, argument))
         items = [i for i in listed if i.lower() not in others]
         made = {a[argument] for n, a in decided if n == name and isinstance(a.get(argument), str)}
@@ -197,9 +227,10 @@ def listed_calls(decision: Decision, request: str, tools: Sequence[Mapping[str, 
         return decision
     schemas = dict(tool_names(tools))
     words = _Request(request)
+    said = _said_by_argument(decision.calls)
     calls: list[tuple[str, dict[str, Any]]] = []
     for call in decision.calls:
-        for made in _fanned(call, words, schemas.get(call[0], {}), decision.calls):
+        for made in _fanned(call, words, schemas.get(call[0], {}), decision.calls, said):
             if made not in calls:
                 calls.append(made)
     if len(calls) > MAX_CALLS:
