@@ -108,6 +108,16 @@ def test_a_decision_that_read_the_list_itself_is_kept() -> None:
     assert listed_calls(stores, "A Yamaha P125 in Berlin and Madrid's music stores", []) == stores
 
 
+def test_a_value_also_named_alone_or_given_several_values_is_not_read_as_listed() -> None:
+    target = Decision("regression", {"target": "Spending Score"})
+    asked = "Columns: 'Gender', 'Marital Status', and 'Spending Score'. Predict 'Spending Score' from age."
+    assert listed_calls(target, asked, []) == target
+    savings = Decision(
+        "savings", {"energy": "solar", "months": 12}, (("savings", {"energy": "wind", "months": 8}),)
+    )
+    assert listed_calls(savings, "solar energy for 12 months and wind energy for 8 months", []) == savings
+
+
 def test_an_item_another_argument_holds_in_any_call_is_not_listed_again() -> None:
     rates = Decision("rate", {"base": "USD", "target": "AUD"}, (("rate", {"base": "USD", "target": "CAD"}),))
     assert listed_calls(rates, "Rates of USD to AUD and USD to CAD", []) == rates

@@ -77,6 +77,13 @@ def test_a_choice_the_request_speaks_of_is_kept_in_its_own_words() -> None:
     )
 
 
+def test_a_request_in_another_script_is_not_read_against_the_values() -> None:
+    # "use Celsius to show the temperature": no word of it is a word of the value
+    chosen = {"location": "Shanghai, China", "unit": "celsius"}
+    assert _kept(chosen, "我想知道上海目前的天气状况，可以帮我查询吗？顺便使用摄氏度来显示温度。") == chosen
+    assert _kept(chosen, "¿Qué tiempo hace en Shanghái hoy, por favor?") == {"location": "Shanghai, China"}
+
+
 def test_required_free_text_and_default_values_are_kept() -> None:
     required = {"location": "Boston", "unit": "fahrenheit", "note": "windy"}
     assert _kept(required, "What's it like out?") == required  # the default and free text stay

@@ -11,7 +11,7 @@ It holds back wherever the list may not be the argument's: an item is the value 
 any of the calls ("from celsius to fahrenheit"), a word that joins or asks rather than names ("and then", "and find"),
 or of another shape than the value ("New York and book a room": lower-case words after a name); a tool
 that takes the list as an array is not touched (only string arguments are). A decision that already made
-calls for two or more of the items read the list itself and is left as it is, and so is a request whose
+calls with two values of the argument read the list itself and is left as it is, and so is a request whose
 lists pair up ("Drama and Comedy from 2010 and 2012 respectively"). Linear in the request for each string
 argument of the decision's calls.
 """
@@ -55,9 +55,15 @@ _NOT_ITEMS = frozenset(
 )  # fmt: skip
 
 
-def _shape(word: str) -> tuple[bool, bool, bool]:
-    """What kind of word a value is: opens with a capital, holds digits, holds letters."""
-    return word[:1].isupper(), any(c.isdigit() for c in word), any(c.isalpha() for c in word)
+def _shape(word: str) -> tuple[bool, bool, bool, bool]:
+    """What kind of word a value is: opens with a capital, holds digits, holds letters, holds the marks of
+    a name ("my-bot-id" and "focusing" are not items of one list)."""
+    return (
+        word[:1].isupper(),
+        any(c.isdigit() for c in word),
+        any(c.isalpha() for c in word),
+        any(c in ".'/-" for c in word),
+    )
 
 
 class _Request:
@@ -80,7 +86,7 @@ class _Request:
         first = self.at.get(value[0], [])
         return [i for i in first if self.lower[i : i + len(value)] == value]
 
-    def item(self, start: int, shape: list[tuple[bool, bool, bool]]) -> str | None:
+    def item(self, start: int, shape: list[tuple[bool, bool, bool, bool]]) -> str | None:
         """The item of ``shape`` that starts at ``start``, or ``None`` when the words there are not one."""
         end = start + len(shape)
         words = self.words[start:end]
@@ -141,9 +147,11 @@ class _Request:
         return at, end, [*reversed(before), " ".join(self.words[start : start + size]), *after]
 
 
-def _listed(request: _Request, value: str, enum: Sequence[Any] | None) -> tuple[int, list[str]]:
+def _listed(request: _Request, value: str, enum: Sequence[Any] | None, spare: int) -> tuple[int, list[str]]:
     """Where the list the request names ``value`` in starts, and its items (``value`` among them, as the
-    call wrote it); ``[]`` for no list."""
+    call wrote it); ``[]`` for no list. A value the request also names outside a list, more often than
+    ``spare`` other arguments hold it, is read as named alone ("predict 'Spending Score'" after a list
+    of the data's columns)."""
     allowed = None if enum is None else {v for v in enum if isinstance(v, str)}
     if allowed is not None:
         named = sorted((v for v in allowed if v in request.first), key=request.first.__getitem__)
@@ -152,16 +160,21 @@ def _listed(request: _Request, value: str, enum: Sequence[Any] | None) -> tuple[
     words = [w.lower() for w in _WORD.findall(value)]
     if not words or len(words) > _LONGEST_ITEM or len(value) > _LONGEST_VALUE:
         return 0, []
+    found: tuple[int, list[str]] | None = None
+    alone = 0
     walked = 0  # each word is walked over once, however often the value stands in the request
     for start in request.occurrences(words):
         if start < walked:
-            continue
+            continue  # within a list already read
         first, walked, items = request.listed_with(start, len(words), walked)
-        if len(items) > 1:
-            if allowed is not None and not allowed.issuperset(items):
-                return 0, []
-            return first, [value if i.lower() == value.lower() else i for i in items]
-    return 0, []
+        if len(items) < 2:
+            alone += 1
+        elif found is None:
+            found = first, items
+    if found is None or alone > spare or (allowed is not None and not allowed.issuperset(found[1])):
+        return 0, []
+    first, items = found
+    return first, [value if i.lower() == value.lower() else i for i in items]
 
 
 def _enum(schema: Mapping[str, Any], argument: str) -> Sequence[Any] | None:
@@ -204,12 +217,15 @@ def _fanned(
         if not isinstance(value, str) or not value.strip():
             continue
         # an item another argument holds, in any call, is that argument's ("Friends', and Hulu")
-        others = set().union(*(v for k, v in said.items() if k != argument)) - {value.lower()}
-        at, listed = _listed(request, value, _enum(schema, argument))
-        items = [i for i in listed if i.lower() not in others]
         made = {a[argument] for n, a in decided if n == name and isinstance(a.get(argument), str)}
-        if len(items) < 2 or at in taken or len(made & set(items)) > 1 or len(calls) * len(items) > MAX_CALLS:
-            continue  # no list, or another argument's, or one the decision read itself, or too many calls
+        if len(made) > 1:
+            continue  # the decision gave this argument several values: it read the request's list itself
+        others = set().union(*(v for k, v in said.items() if k != argument)) - {value.lower()}
+        spare = sum(isinstance(v, str) and v.lower() == value.lower() for v in arguments.values()) - 1
+        at, listed = _listed(request, value, _enum(schema, argument), spare)
+        items = [i for i in listed if i.lower() not in others]
+        if len(items) < 2 or at in taken or len(calls) * len(items) > MAX_CALLS:
+            continue  # no list, or another argument's, or more calls than a step holds
         taken.add(at)
         calls = [(name, {**args, argument: item}) for _, args in calls for item in items]
     return calls

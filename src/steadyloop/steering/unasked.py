@@ -7,7 +7,8 @@ for no unit; the tool's own default is the answer to a question nobody put. :fun
 such an argument from a decided call: optional, held to an ``enum``, its value not the schema's
 ``default``, and none of the value's words in the request (one word's first five letters beginning the
 other's: "in detail" speaks of "detailed", "descending" of "DESC"). A required argument, one of free text, or one the request names, is
-kept as the model wrote it. Linear in the request and the decision.
+kept as the model wrote it, and so is every choice where most of the request's letters are not Latin
+(a request in Chinese shares no word with an English value). Linear in the request and the decision.
 """
 
 from __future__ import annotations
@@ -47,6 +48,13 @@ class _Said:
         return any(stem[:k] in self.stems for k in range(_SHORTEST, len(stem)))
 
 
+def _in_latin_letters(request: str) -> bool:
+    """Whether most of the request's letters are Latin: a request in another script ("使用摄氏度", use
+    Celsius) speaks of values it shares no word with."""
+    letters = [c for c in request if c.isalpha()]
+    return sum(c.isascii() or "\u00c0" <= c <= "\u024f" for c in letters) * 2 >= len(letters)
+
+
 def _unasked(name: str, value: Any, schema: Mapping[str, Any], said: _Said) -> bool:
     properties = schema.get("properties")
     spec = properties.get(name) if isinstance(properties, Mapping) else None
@@ -68,7 +76,7 @@ def without_unasked(decision: Decision, request: str, tools: Sequence[Mapping[st
         request: the user's request, before any tool ran for it.
         tools: the declared tools (OpenAI format), for each argument's schema.
     """
-    if decision.answers:
+    if decision.answers or not _in_latin_letters(request):
         return decision
     schemas = dict(tool_names(tools))
     said = _Said(request)
