@@ -98,6 +98,8 @@ def test_a_list_that_may_not_be_the_argument_s_is_left_alone() -> None:
     )
     unchanged(Decision("weather", {"city": "Paris"}), "Weather in Paris")
     unchanged(Decision("lookup", {"organelle": "nucleus"}), "DNA in the nucleus? And whether it has a role")
+    unchanged(Decision("recipe", {"diet": "vegan"}), "A recipe that is vegan, and takes under 30 minutes")
+    unchanged(Decision("poker", {"player2": "Mike"}), "John has 8♥, J♥, Q♥, K♥ and Mike has 9♠, J♠, Q♠, K♠")
     assert listed_calls(Decision(ANSWER, {}), "Paris and London", []) == Decision(ANSWER, {})
 
 

@@ -87,11 +87,11 @@ def test_a_request_in_another_script_is_not_read_against_the_values() -> None:
 def test_required_free_text_and_default_values_are_kept() -> None:
     required = {"location": "Boston", "unit": "fahrenheit", "note": "windy"}
     assert _kept(required, "What's it like out?") == required  # the default and free text stay
-    # a value of fewer than three letters is matched whole only
+    # a value of codes only ("es-ES" for "in Spanish", "C") is not judged
     short = [{"type": "function", "function": {"name": "weather", "parameters": {
         "type": "object", "properties": {"u": {"type": "string", "enum": ["C", "F"]}}}}}]  # fmt: skip
-    assert without_unasked(Decision("weather", {"u": "C"}), "in celsius", short).arguments == {}
-    assert without_unasked(Decision("weather", {"u": "C"}), "in C please", short).arguments == {"u": "C"}
+    assert without_unasked(Decision("weather", {"u": "C"}), "in celsius", short).arguments == {"u": "C"}
+    assert without_unasked(Decision("weather", {"u": "F"}), "no unit named", short).arguments == {"u": "F"}
     assert without_unasked(Decision(ANSWER, {}), "anything", WEATHER) == Decision(ANSWER, {})
 
 

@@ -27,10 +27,10 @@ from .decision import MAX_CALLS, Decision, tool_names
 __all__ = ["listed_calls"]
 
 # A word of a request: letters and digits, with the dots, dashes and apostrophes that sit inside names
-# ("README.md", "e-mail", "O'Hare"); the marks that join items (a comma, "&"); and the marks that end a
-# clause, which no list runs across ("... the nucleus? And whether ...").
-_WORD = re.compile(r"\w+(?:[.'/-]\w+)*|[,&.?!;:()\[\]]")
-_MARKS = frozenset(",&.?!;:()[]")
+# ("README.md", "e-mail", "O'Hare"); and each other mark but quotes, which a list is written with
+# ('"A" and "B"'): a comma or "&" joins items, any other ends the list ("the nucleus? And whether",
+# "J♥, Q♥, K♥ and Mike").
+_WORD = re.compile(r"\w+(?:[.'/-]\w+)*|[^\w\s\"'`‘’“”]")
 _AND = frozenset(("and", "or", "&"))
 # "Drama and Comedy ... in 2010 and 2012 respectively": lists that pair up, item by item, across arguments.
 _RESPECTIVELY = re.compile(r"\brespectively\b", re.IGNORECASE)
@@ -53,6 +53,10 @@ _NOT_ITEMS = frozenset(
         "search", "see", "send", "use",
     )
 )  # fmt: skip
+
+
+def _is_word(token: str) -> bool:
+    return token[:1].isalnum() or token[:1] == "_"
 
 
 def _shape(word: str) -> tuple[bool, bool, bool, bool]:
@@ -91,13 +95,17 @@ class _Request:
         end = start + len(shape)
         words = self.words[start:end]
         if len(words) != len(shape) or any(
-            w.lower() in _NOT_ITEMS or w in _MARKS or _shape(w) != s
+            w.lower() in _NOT_ITEMS or not _is_word(w) or _shape(w) != s
             for w, s in zip(words, shape, strict=True)
         ):
             return None
         if shape[0][0] and (self._a_name(start - 1) or self._a_name(end)):
             return None  # "Paris and New York": a name goes on past the words that would be the item
         return " ".join(words)
+
+    def _ends_there(self, at: int) -> bool:
+        """Whether the request's words stop or turn at ``at``: its end, a mark, or a word that joins."""
+        return at >= len(self.words) or not _is_word(self.words[at]) or self.lower[at] in _NOT_ITEMS
 
     def _a_name(self, at: int) -> bool:
         return 0 <= at < len(self.words) and self.words[at][:1].isupper()
@@ -144,6 +152,8 @@ class _Request:
         # Commas alone join a name to where it is ("Paris, France"): a list says "and" or "or" somewhere.
         if not any(w in _AND for w in self.lower[at:end]):
             return at, end, []
+        if not shape[0][0] and not self._ends_there(end):
+            return at, end, []  # "vegan, and takes under 30 minutes": a clause goes on past a plain word
         return at, end, [*reversed(before), " ".join(self.words[start : start + size]), *after]
 
 

@@ -7,7 +7,7 @@ for no unit; the tool's own default is the answer to a question nobody put. :fun
 such an argument from a decided call: optional, held to an ``enum``, its value not the schema's
 ``default``, and none of the value's words in the request (one word's first five letters beginning the
 other's: "in detail" speaks of "detailed", "descending" of "DESC"). A required argument, one of free text, or one the request names, is
-kept as the model wrote it, and so is every choice where most of the request's letters are not Latin
+kept as the model wrote it, and so is a value of codes only (``es-ES`` is "in Spanish") and every choice where most of the request's letters are not Latin
 (a request in Chinese shares no word with an English value). Linear in the request and the decision.
 """
 
@@ -65,7 +65,9 @@ def _unasked(name: str, value: Any, schema: Mapping[str, Any], said: _Said) -> b
     if not isinstance(enum, list) or not isinstance(value, str) or value == spec.get("default"):
         return False
     words = _stems(value)
-    return bool(words) and not any(said.speaks_of(w) for w in words)
+    if all(len(w) < _SHORTEST for w in words):
+        return False  # a code ("es-ES" for "in Spanish", "C") is not a word the request would use
+    return not any(said.speaks_of(w) for w in words)
 
 
 def without_unasked(decision: Decision, request: str, tools: Sequence[Mapping[str, Any]]) -> Decision:
