@@ -872,15 +872,32 @@ class FakeGuard:
 
 
 async def test_loop_notes_are_added_to_the_results() -> None:
+    async def seen(arguments: dict[str, Any], context: ToolContext) -> str:
+        return f"seen {arguments['n']}"
+
     guard = FakeGuard()
     outcome = await run(
-        [call("a", "look", n=1), call("b", "look", n=2)],
-        [make("look", answering("seen"))],
-        loop_detector=guard,
+        [call("a", "look", n=1), call("b", "look", n=2)], [make("look", seen)], loop_detector=guard
     )
     assert guard.calls == ["a", "b"]
-    assert texts(outcome) == ["seen\n\nsame result again", "seen\n\nyou repeat yourself\n\nsame result again"]
+    assert texts(outcome) == [
+        "seen 1\n\nsame result again",
+        "seen 2\n\nyou repeat yourself\n\nsame result again",
+    ]
     assert outcome.loop is None
+
+
+async def test_one_tools_same_result_is_told_to_the_guard_once_a_batch() -> None:
+    # six lookups in one step that all answer the same are one decision, not six tries without progress
+    guard = FakeGuard(stop_at_result=2)
+    outcome = await run(
+        [call(f"c{n}", "look", n=n) for n in range(6)],
+        [make("look", answering("not found"))],
+        loop_detector=guard,
+    )
+    assert guard.results == [("look", "not found")]
+    assert outcome.loop is None
+    assert [o.disposition for o in outcome.outcomes] == ["completed"] * 6
 
 
 async def test_notes_on_parts_become_another_text_part() -> None:

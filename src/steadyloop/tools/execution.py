@@ -193,6 +193,9 @@ class _Batch:
         self._interrupt = interrupt
         self._interrupted = False
         self._guard = loop_detector
+        # A batch is one decision of the model's: six lookups that all answer "not found" are not six
+        # tries that made no progress. One tool's same result is told to the guard once a batch.
+        self._told: set[tuple[str, str]] = set()
         self._emit = emit
         self._step = step
         self._outcomes: dict[int, CallOutcome] = {}
@@ -425,8 +428,10 @@ class _Batch:
         """Give a call its terminal result: notes added, shared with its repeats, ``ToolExecutionEnd``."""
         call, result = entry.call, answer.result
         notes = [entry.note] if entry.note else []
-        if answer.ran and self._guard is not None:
-            note = self._guard.record_result(call.name, text_of(result.content))
+        told = (call.name, text_of(result.content))
+        if answer.ran and self._guard is not None and told not in self._told:
+            self._told.add(told)
+            note = self._guard.record_result(*told)
             if note:
                 notes.append(note)
         if entry.key is not None and answer.disposition != "failed":
