@@ -92,6 +92,14 @@ def test_required_free_text_and_default_values_are_kept() -> None:
         "type": "object", "properties": {"u": {"type": "string", "enum": ["C", "F"]}}}}}]  # fmt: skip
     assert without_unasked(Decision("weather", {"u": "C"}), "in celsius", short).arguments == {"u": "C"}
     assert without_unasked(Decision("weather", {"u": "F"}), "no unit named", short).arguments == {"u": "F"}
+    free = [{"type": "function", "function": {"name": "weather", "parameters": {
+        "type": "object", "properties": {"free": {"type": "string", "enum": ["True", "False"]},
+                                         "year": {"type": "string", "enum": ["2016", "2017"]}}}}}]  # fmt: skip
+    kept = {"free": "True", "year": "2017"}
+    assert (
+        without_unasked(Decision("weather", kept), "free to enter, from six years ago", free).arguments
+        == kept
+    )
     assert without_unasked(Decision(ANSWER, {}), "anything", WEATHER) == Decision(ANSWER, {})
 
 

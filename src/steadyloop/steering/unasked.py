@@ -7,7 +7,8 @@ for no unit; the tool's own default is the answer to a question nobody put. :fun
 such an argument from a decided call: optional, held to an ``enum``, its value not the schema's
 ``default``, and none of the value's words in the request (one word's first five letters beginning the
 other's: "in detail" speaks of "detailed", "descending" of "DESC"). A required argument, one of free text, or one the request names, is
-kept as the model wrote it, and so is a value of codes only (``es-ES`` is "in Spanish") and every choice where most of the request's letters are not Latin
+kept as the model wrote it, and so is a value of codes only (``es-ES`` is "in Spanish"), one with digits
+or a yes or no ("free to enter" is ``"True"``), and every choice where most of the request's letters are not Latin
 (a request in Chinese shares no word with an English value). Linear in the request and the decision.
 """
 
@@ -24,6 +25,7 @@ __all__ = ["without_unasked"]
 _WORD = re.compile(r"[^\W_]+")
 _STEM = 5
 _SHORTEST = 3  # a shorter word begins too many others ("c" and "celsius")
+_YES_NO = frozenset(("true", "false", "yes", "no", "y", "n", "on", "off"))
 # Words of a value that say nothing of it ("Place of Worship" speaks of a place and of worship).
 _EMPTY = frozenset(("a", "an", "and", "at", "by", "for", "in", "of", "on", "or", "the", "to", "with"))
 
@@ -65,8 +67,10 @@ def _unasked(name: str, value: Any, schema: Mapping[str, Any], said: _Said) -> b
     if not isinstance(enum, list) or not isinstance(value, str) or value == spec.get("default"):
         return False
     words = _stems(value)
-    if all(len(w) < _SHORTEST for w in words):
-        return False  # a code ("es-ES" for "in Spanish", "C") is not a word the request would use
+    if all(len(w) < _SHORTEST for w in words) or any(c.isdigit() for c in value) or value.lower() in _YES_NO:
+        # A code ("es-ES" for "in Spanish"), a number ("2017" for "six years ago") or a yes or no ("free
+        # to enter" is free_entry "True") is said in words the request would not share with it.
+        return False
     return not any(said.speaks_of(w) for w in words)
 
 
