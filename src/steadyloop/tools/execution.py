@@ -428,12 +428,13 @@ class _Batch:
         """Give a call its terminal result: notes added, shared with its repeats, ``ToolExecutionEnd``."""
         call, result = entry.call, answer.result
         notes = [entry.note] if entry.note else []
-        told = (call.name, text_of(result.content))
-        if answer.ran and self._guard is not None and told not in self._told:
-            self._told.add(told)
-            note = self._guard.record_result(*told)
-            if note:
-                notes.append(note)
+        if answer.ran and self._guard is not None:
+            told = (call.name, text_of(result.content))
+            if told not in self._told:
+                self._told.add(told)
+                note = self._guard.record_result(*told)
+                if note:
+                    notes.append(note)
         if entry.key is not None and answer.disposition != "failed":
             # A throw is not shared: the repeat of a call that raised runs for real.
             self._shared[entry.index] = replace(answer, origin=answer.origin or call.id)
