@@ -6,6 +6,7 @@ and a body the document names, and every error is the typed JSON body.
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 import zlib
@@ -104,3 +105,24 @@ def test_the_document_is_served_and_names_every_route(live_url: str) -> None:
         document["paths"]
     )
     assert "CreateSession" in document["components"]["schemas"]
+
+
+def test_a_request_that_is_not_valid_http_gets_the_documented_plain_400(live_url: str) -> None:
+    # A Content-Length that is not a number is refused by the HTTP layer before any route reads the request.
+    host, port = live_url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        conn.sendall(
+            b"DELETE /sessions/abc HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Authorization: Bearer " + TOKEN.encode() + b"\r\nContent-Length: r}H!T08\r\n\r\n"
+        )
+        answer = b""
+        while chunk := conn.recv(4096):
+            answer += chunk
+    head = answer.split(b"\r\n", 1)[0]
+    assert head.startswith(b"HTTP/1.1 400"), answer
+    assert b"text/plain" in answer.lower()
+    for path in openapi_document()["paths"].values():
+        for operation in path.values():
+            if not isinstance(operation, dict) or "responses" not in operation:
+                continue  # a path's shared parameters
+            assert "text/plain" in operation["responses"]["400"]["content"]

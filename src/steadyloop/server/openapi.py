@@ -84,14 +84,25 @@ def _ok(
 def _errors(*codes: str) -> dict[str, Any]:
     """One response per status the codes (and those every route may answer) map to, each an ``ErrorOut``.
 
-    Every route may answer 503 ``unavailable``: while the session store's database is away.
+    Every route may answer 503 ``unavailable``: while the session store's database is away. Every route may
+    also answer 400 in plain text: a request that is not valid HTTP (a `Content-Length` that is not a number,
+    a header name with a space) is refused by the HTTP layer before any route reads it.
     """
     out: dict[str, Any] = {}
     statuses = sorted({CODES[c] for c in ("unauthorized", "forbidden", "internal", "unavailable", *codes)})
     for status in statuses:
         named = ", ".join(sorted(c for c, s in CODES.items() if s == status))
         out[str(status)] = {"description": f"error ({named})", "content": _json(_ref(ErrorOut))}
-    return out
+    not_http = {"text/plain": {"schema": {"type": "string"}}}
+    if "400" in out:
+        out["400"]["content"] = {**out["400"]["content"], **not_http}
+        out["400"]["description"] += "; in plain text, a request that is not valid HTTP"
+    else:
+        out["400"] = {
+            "description": "a request that is not valid HTTP, refused in plain text",
+            "content": not_http,
+        }
+    return dict(sorted(out.items()))
 
 
 def _operation(
