@@ -77,6 +77,15 @@ def test_a_choice_the_request_speaks_of_is_kept_in_its_own_words() -> None:
     )
 
 
+def test_a_choice_where_the_request_names_the_argument_itself_is_kept() -> None:
+    # "Comic" is no value of the list; the user still asked for a kind, and "rain" is the model's reading
+    assert (
+        _kept({"location": "Boston", "kind": "rain"}, "Boston, the comic kind of weather")["kind"] == "rain"
+    )
+    # the whole word names it: "kindly" does not
+    assert "kind" not in _kept({"location": "Boston", "kind": "rain"}, "Kindly tell me Boston's weather")
+
+
 def test_a_request_in_another_script_is_not_read_against_the_values() -> None:
     # "use Celsius to show the temperature": no word of it is a word of the value
     chosen = {"location": "Shanghai, China", "unit": "celsius"}

@@ -6,7 +6,8 @@ held to a list of values (``enum``) it picks one, most often the first: "the wea
 for no unit; the tool's own default is the answer to a question nobody put. :func:`without_unasked` drops
 such an argument from a decided call: optional, held to an ``enum``, its value not the schema's
 ``default``, and none of the value's words in the request (one word's first five letters beginning the
-other's: "in detail" speaks of "detailed", "descending" of "DESC"). A required argument, one of free text, or one the request names, is
+other's: "in detail" speaks of "detailed", "descending" of "DESC"). A required argument, one of free
+text, or one whose value or own name the request speaks of ("in the Comic genre" names ``genre``), is
 kept as the model wrote it, and so is a value of codes only (``es-ES`` is "in Spanish"), one with digits
 or a yes or no ("free to enter" is ``"True"``), and every choice where most of the request's letters are not Latin
 (a request in Chinese shares no word with an English value). Linear in the request and the decision.
@@ -23,6 +24,7 @@ from .decision import Decision, tool_names
 __all__ = ["without_unasked"]
 
 _WORD = re.compile(r"[^\W_]+")
+_NAME_PARTS = re.compile(r"(?<=[a-z])(?=[A-Z])")  # "sortOrder" is "sort Order"; "_" already splits
 _STEM = 5
 _SHORTEST = 3  # a shorter word begins too many others ("c" and "celsius")
 _YES_NO = frozenset(("true", "false", "yes", "no", "y", "n", "on", "off"))
@@ -65,6 +67,11 @@ def _unasked(name: str, value: Any, schema: Mapping[str, Any], said: _Said) -> b
         return False
     enum = spec.get("enum")
     if not isinstance(enum, list) or not isinstance(value, str) or value == spec.get("default"):
+        return False
+    if any(len(w) >= _SHORTEST + 1 and w in said.stems for w in _stems(_NAME_PARTS.sub(" ", name))):
+        # The request names the argument itself ("a movie in the Comic genre" for ``genre``): it asked for
+        # a choice there, and the model's value ("Comedy") is its reading of the words it was given. The
+        # whole word, not a beginning: "showing" does not name ``show_type``.
         return False
     words = _stems(value)
     if all(len(w) < _SHORTEST for w in words) or any(c.isdigit() for c in value) or value.lower() in _YES_NO:
