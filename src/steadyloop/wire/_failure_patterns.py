@@ -132,6 +132,12 @@ RULES: tuple[Rule, ...] = (
     _rule("context_overflow", r"\btrying to keep the first \d+ tokens when context the overflows\b"),
     _rule("context_overflow", r"\bnumber of tokens to keep from the initial prompt is greater than\b"),
     _rule("context_overflow", r"\bcannot truncate prompt with n_keep\b|\bdoes not fit in context length\b"),
+    # llama-server's slots share one cache (`--parallel`, a unified KV cache). A request alone is held to
+    # its window before it runs (400 exceed_context_size_error) and stops at it with finish "length"; the
+    # 500 "Context size has been exceeded." (also relayed as "decode() failed: ...") is the shared cache
+    # filled by other requests at the same moment, which clears when they end: wait and send again,
+    # do not shrink a conversation that fits.
+    _rule("transient", r"\bcontext size has been exceeded\b", statuses=frozenset({500})),
     _rule("context_overflow", r"\bcontext (?:length|size) (?:has been )?exceeded\b"),
     # "context overflow policy" is LM Studio's own setting, not an overflow
     _rule("context_overflow", r"\bcontext overflow\b(?! ?policy)|\breached context length of \d+ tokens\b"),
