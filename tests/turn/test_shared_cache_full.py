@@ -8,6 +8,8 @@ requests of about 500 tokens at once): one refused before any output, one after 
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,7 @@ from steadyloop.testing.chunks import text_chunks
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.turn import RetryPolicy
+from steadyloop.turn.capacity import BUSY_QUIET_S, mark_busy, one_at_a_time
 from steadyloop.wire.failures import classify_failure
 
 CAPTURES = Path(__file__).resolve().parents[1] / "data" / "captures"
@@ -30,9 +33,9 @@ FAST = RetryPolicy(base_delay_s=0.01, max_delay_s=0.05)
 
 def test_the_shared_cache_filling_is_a_wait_and_a_window_too_small_is_not() -> None:
     full = {"error": {"code": 500, "message": "Context size has been exceeded.", "type": "server_error"}}
-    assert classify_failure(500, full).kind == "transient"
+    assert classify_failure(500, full).kind == "busy"
     relayed = {"error": {"code": 500, "message": "decode() failed: Context size has been exceeded."}}
-    assert classify_failure(500, relayed).kind == "transient"
+    assert classify_failure(500, relayed).kind == "busy"
     # the same words with another status are a server's own overflow (LM Studio's engines)
     assert classify_failure(400, "Context size has been exceeded").kind == "context_overflow"
     # and a request longer than llama-server's window is refused before it runs, as an overflow
@@ -57,10 +60,53 @@ async def test_a_step_refused_for_a_full_shared_cache_is_sent_again_and_nothing_
 
 
 async def test_a_full_shared_cache_after_output_stops_the_run_as_unavailable_not_as_too_long() -> None:
+    # (carrying the answer on is tests/run/test_carry_on_cut.py's; here the policy turns it off)
+    retry = RetryPolicy(base_delay_s=0.01, carry_on_cut_answers=False)
     async with ScriptedServer(Reply.from_capture(FULL_AFTER_OUTPUT)) as server:
-        agent = Agent(Endpoint(server.base_url), "m", policy=LoopPolicy(retry=FAST))
+        agent = Agent(Endpoint(server.base_url), "m", policy=LoopPolicy(retry=retry))
         with pytest.raises(RunEndpointUnavailable) as caught:
             await agent.prompt("Count the items.")
         assert len(server.chat_requests) == 1  # what was shown is not shown twice
     assert not isinstance(caught.value, ContextOverflow)
-    assert caught.value.kind == "transient" and caught.value.status == 500
+    assert caught.value.kind == "busy" and caught.value.status == 500
+
+
+async def test_after_a_busy_answer_this_process_sends_that_endpoint_one_request_at_a_time() -> None:
+    busy, other = Endpoint("http://127.0.0.1:9/v1"), Endpoint("http://127.0.0.1:10/v1")
+    inside = {"busy": 0, "other": 0}
+    most = {"busy": 0, "other": 0}
+
+    async def attempt(name: str, endpoint: Endpoint) -> None:
+        async with one_at_a_time(endpoint):
+            inside[name] += 1
+            most[name] = max(most[name], inside[name])
+            await asyncio.sleep(0.02)
+            inside[name] -= 1
+
+    mark_busy(busy)
+    await asyncio.gather(
+        *(attempt("busy", busy) for _ in range(4)), *(attempt("other", other) for _ in range(4))
+    )
+    assert most == {"busy": 1, "other": 4}
+    mark_busy(busy, now=time.monotonic() - BUSY_QUIET_S)  # quiet long enough: all at once again
+    most["busy"] = 0
+    await asyncio.gather(*(attempt("busy", busy) for _ in range(4)))
+    assert most["busy"] == 4
+
+
+async def test_concurrent_steps_cut_by_a_full_cache_all_finish_one_after_another() -> None:
+    # Three steps at once; the server ends the first two streams for its full cache. After that, the
+    # endpoint gets one request at a time, and every step answers.
+    replies = [Reply.from_capture(FULL), Reply.from_capture(FULL)] + [
+        Reply.stream(text_chunks(["Done ", "here."]), delay=0.05) for _ in range(3)
+    ]
+    async with ScriptedServer(*replies) as server:
+        endpoint = Endpoint(server.base_url)
+
+        async def step(i: int) -> str:
+            agent = Agent(endpoint, "m", policy=LoopPolicy(retry=FAST))
+            return (await agent.prompt(f"Count the items, {i}.")).content
+
+        answers = await asyncio.gather(*(step(i) for i in range(3)))
+        assert len(server.chat_requests) == 5
+    assert answers == ["Done here."] * 3

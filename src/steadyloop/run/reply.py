@@ -17,17 +17,17 @@ from ..context.compaction import transcript_tokens
 from ..context.integrity import unique_call_ids
 from ..context.keeper import ContextKeeper
 from ..context.room import REPLY_SHARE, reply_room
-from ..errors import ContextOverflow
+from ..errors import ContextOverflow, EndpointError
 from ..events import Notice, UsageReport
 from ..messages import AssistantMessage, SignedThinking, ToolCall, Turn
 from ..sizing.calibration import chars_per_token_for
 from ..sizing.tokens import reply_ceiling, tool_schema_tokens
 from ..steering.routing import RoutedTurn, ToolRouting, plain_turn, routed_turn
 from ..tools.recovery import recover_tool_calls
-from ..turn.continuation import can_continue, continue_answer
 from ..turn.harmony import mend_harmony
 from ..turn.request import TurnRequest, TurnSink
 from ..wire.windows import learn_window
+from .cut_answers import carry_on_cut, continue_cut
 from .lifecycle import keeper_for
 from .prefix import admit
 from .prepare import Request, fit_window, llm_view, overage, rebuild
@@ -67,15 +67,19 @@ async def step_reply(run: RunState, request: Request) -> Turn:
 
 
 async def _answer(run: RunState, request: Request) -> tuple[Turn, bool]:
-    """The model's answer to the request, carried on when it was cut at the token ceiling: what a
-    ``StepRecorder`` sees as one model request (the same answer for the same request when it is replayed)."""
-    turn, decided = await _send(run, request)
+    """The model's answer to the request, carried on when it was cut at the token ceiling or its stream
+    broke after output: what a ``StepRecorder`` sees as one model request (the same answer for the same
+    request when it is replayed)."""
+    try:
+        turn, decided = await _send(run, request)
+    except EndpointError as error:
+        turn, decided = await carry_on_cut(run, request, error), False
     if turn.finish_reason == "length":
         step = run.events.step
         run.events.say(
             Notice, text="the answer was cut off at the token ceiling (max_tokens)", name="length", step=step
         )
-        turn = await _continue(run, request, turn)
+        turn = await continue_cut(run, request, turn, run.config.policy.max_continuations)
     return turn, decided
 
 
@@ -192,32 +196,6 @@ async def _make_room(run: RunState, request: Request, overflow: ContextOverflow)
         rebuild(run, request, wire)
         changed = True
     return changed
-
-
-async def _continue(run: RunState, request: Request, turn: Turn) -> Turn:
-    policy, events = run.config.policy, run.events
-    if policy.max_continuations <= 0 or not can_continue(turn):
-        return turn
-    # The model that wrote the answer carries it on, at its own endpoint and with no fallback: another
-    # model's continuation would be a stitched answer.
-    answered = request.answered
-    endpoint = answered.endpoint if answered is not None else request.endpoint
-    body = request.last  # the body as last sent, latches applied
-    if answered is not None and answered.model is not None:
-        body = {**body, "model": answered.model}
-    model = body.get("model")
-    carried = TurnRequest(
-        endpoint=endpoint,
-        body=body,
-        model=model if isinstance(model, str) else None,
-        policy=policy.retry,
-        droppable=run.droppable,
-        fences=policy.fences,
-        step=events.step,
-        interceptors=run.config.wire_interceptors,
-    )
-    sink = TurnSink(on_output=events.on_output, on_thinking=events.on_thinking, on_event=events.emit)
-    return await cancellable(continue_answer(carried, sink, turn, policy.max_continuations), run.cancel)
 
 
 def _recover_calls(run: RunState, request: Request, turn: Turn) -> Turn:

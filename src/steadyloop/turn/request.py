@@ -60,6 +60,10 @@ class RetryPolicy:
             is there. ``None`` lifts the bound: each attempt then has the endpoint's whole allowance. An
             endpoint with no allowance at all (``request_timeout=None``) waits as long as it was told to.
         probe_timeout_s: how long the endpoint has to answer that question.
+        carry_on_cut_answers: an answer whose stream broke after some of it was shown (a dropped
+            connection, silence, a server's error event such as a full shared cache) cannot be sent
+            again without showing it twice; in a run it is carried on from where it stopped, once, with
+            the text so far as a prefill, where the model continues one. ``False`` ends the run there.
     """
 
     max_retries: int = 3
@@ -70,6 +74,7 @@ class RetryPolicy:
     loading_poll_s: float = 2.0
     first_token_budget_s: float | None = 90.0
     probe_timeout_s: float = 15.0
+    carry_on_cut_answers: bool = True
 
     @property
     def silence_bound_s(self) -> float | None:

@@ -21,6 +21,7 @@ from ..errors import ContextOverflow, EndpointError, EndpointSilent, QuotaExhaus
 from ..events import Notice, Retry
 from ..messages import Turn
 from .assembly import Produced
+from .capacity import mark_busy, one_at_a_time
 from .failover import Candidate, Chain
 from .request import RetryPolicy, TurnRequest, TurnSink
 
@@ -63,8 +64,12 @@ async def with_retries(request: TurnRequest, sink: TurnSink, chain: Chain) -> tu
             chain.allow_silence(tries.budget - tries.silent_s)
         attempt_started = time.monotonic()
         try:
-            turn, answered = await chain.attempt(produced)
+            async with one_at_a_time(request.endpoint):
+                attempt_started = time.monotonic()  # a wait for its turn is no silence of the endpoint's
+                turn, answered = await chain.attempt(produced)
         except EndpointError as error:
+            if error.kind == "busy":
+                mark_busy(request.endpoint)
             await tries.after(error, produced, attempt_started)
             continue
         usage = turn.usage.with_(
@@ -148,6 +153,6 @@ def _is_transient(error: EndpointError) -> bool:
         return True
     if isinstance(error, QuotaExhausted):
         return False  # a quota counted per day: waiting seconds does not clear it
-    if error.kind in ("transient", "rate_limited"):
+    if error.kind in ("transient", "rate_limited", "busy"):
         return True
     return error.kind is None and (error.status is None or error.status in TRANSIENT_STATUSES)

@@ -25,6 +25,7 @@ FailureKind = Literal[
     "rate_limited",
     "model_loading",
     "transient",
+    "busy",
     "refused_field",
     "refused_value",
     "out_of_range",
@@ -136,8 +137,8 @@ RULES: tuple[Rule, ...] = (
     # its window before it runs (400 exceed_context_size_error) and stops at it with finish "length"; the
     # 500 "Context size has been exceeded." (also relayed as "decode() failed: ...") is the shared cache
     # filled by other requests at the same moment, which clears when they end: wait and send again,
-    # do not shrink a conversation that fits.
-    _rule("transient", r"\bcontext size has been exceeded\b", statuses=frozenset({500})),
+    # one at a time, and do not shrink a conversation that fits.
+    _rule("busy", r"\bcontext size has been exceeded\b", statuses=frozenset({500})),
     _rule("context_overflow", r"\bcontext (?:length|size) (?:has been )?exceeded\b"),
     # "context overflow policy" is LM Studio's own setting, not an overflow
     _rule("context_overflow", r"\bcontext overflow\b(?! ?policy)|\breached context length of \d+ tokens\b"),

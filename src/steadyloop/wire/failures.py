@@ -60,7 +60,7 @@ _BY_STATUS: dict[int, FailureKind] = {
 _NAMES_A_FIELD: frozenset[str] = frozenset(
     {"refused_field", "refused_value", "out_of_range", "tools_unsupported"}
 )
-_WAITABLE: frozenset[str] = frozenset({"rate_limited", "transient"})
+_WAITABLE: frozenset[str] = frozenset({"rate_limited", "transient", "busy"})
 _MAX_DEPTH = 6  # errors wrapped in errors; a body nested deeper than this is not an error shape
 _MAX_TEXT = 8_000  # bounds the regex work on a proxy's HTML error page; the words come first
 _CAMEL = re.compile(r"[a-z]+(?:[A-Z][a-z0-9]*)+")
