@@ -137,6 +137,32 @@ async def test_a_server_that_ignores_the_schema_latches_routing_off() -> None:
     assert any(isinstance(e, Notice) and e.name == "tool_routing" for e in events)
 
 
+def test_the_decision_is_held_below_its_own_ceiling_in_the_models_spelling() -> None:
+    body = {"model": "m", "messages": [], "tools": TOOLS}
+    modern = ModelCapabilities(legacy_token_limit=False)
+    assert decision_body(body, ModelCapabilities(), ceiling=1024)["max_tokens"] == 1024
+    assert decision_body(body, modern, ceiling=1024)["max_completion_tokens"] == 1024
+    asked = decision_body({**body, "max_completion_tokens": 200}, ModelCapabilities(), ceiling=1024)
+    assert asked["max_completion_tokens"] == 200 and "max_tokens" not in asked  # a lower ceiling stands
+    assert decision_body({**body, "max_tokens": 9000}, modern, ceiling=1024)["max_tokens"] == 1024
+    assert "max_tokens" not in decision_body(body, ModelCapabilities())  # no ceiling asked: none set
+
+
+async def test_a_decision_cut_at_its_ceiling_sends_the_step_as_usual_and_routing_stays_on() -> None:
+    ran_on = Reply.stream(
+        stream_of('{"name": "get_weather", "arguments": {"city": "Paris\\n\\n', finish="length")
+    )
+    async with ScriptedServer(ran_on, text("Paris is sunny.")) as server:
+        result, events = await run(server, "Weather in Paris?")
+        bodies = [r.json for r in server.chat_requests]
+        endpoint = Endpoint(server.base_url)
+    assert result.turn.content == "Paris is sunny."
+    assert bodies[0]["max_tokens"] == 1024 and "response_format" not in bodies[1]
+    assert model_capabilities_for(endpoint, "m").tool_routing  # one long decision is no broken server
+    (notice,) = [e.text for e in events if isinstance(e, Notice) and e.name == "tool_routing"]
+    assert "ceiling" in notice
+
+
 async def test_a_refused_schema_latches_structured_output_and_the_step_goes_as_usual() -> None:
     refusal = Reply.json(
         {"error": {"message": "Unrecognized request argument supplied: response_format"}}, status=400

@@ -140,6 +140,7 @@ def decision_body(
     call: bool = False,
     among: Sequence[Mapping[str, Any]] | None = None,
     several: bool = False,
+    ceiling: int | None = None,
 ) -> dict[str, Any] | None:
     """``body`` asked as a decision; ``None`` when there is nothing to decide.
 
@@ -153,6 +154,9 @@ def decision_body(
         among: the calls the schema allows, when fewer than the body's tools (those tools, or narrower
             schemas of them); the body's own tools are sent unchanged, for the prompt cache.
         several: the reply may hold several calls (see :func:`decision_schema`).
+        ceiling: the most tokens the decision may take, below the body's own reply ceiling. Held to a
+            schema, a small model can write a string argument on and on (newline after newline) until the
+            window is full: 30 minutes on two CPU cores, for a reply of a few dozen tokens.
     """
     tools = body.get("tools")
     if not isinstance(tools, list) or not tools:
@@ -177,7 +181,19 @@ def decision_body(
     }
     if model.chosen_temperature:
         out["temperature"] = 0
+    if ceiling is not None:
+        _hold_to(out, ceiling, "max_tokens" if model.legacy_token_limit else "max_completion_tokens")
     return out
+
+
+def _hold_to(body: dict[str, Any], ceiling: int, spelling: str) -> None:
+    """``body``'s reply ceiling lowered to ``ceiling`` under whichever name it has, else set as ``spelling``."""
+    named = [key for key in ("max_tokens", "max_completion_tokens") if key in body]
+    for key in named:
+        asked = body[key]
+        body[key] = min(asked, ceiling) if isinstance(asked, int) and asked > 0 else ceiling
+    if not named:
+        body[spelling] = ceiling
 
 
 def read_decision(text: str, tools: Sequence[Mapping[str, Any]]) -> Decision | None:

@@ -77,6 +77,9 @@ class ToolRouting:
             decided call chose and the request never spoke of is dropped, so the tool's default stands
             (``unasked.py``). A host whose listed values are its own findings (the files it listed)
             turns it off: there, a value the request did not name is the model's reading of it.
+        decision_max_tokens: the most tokens a decision may take (``None``: the step's own ceiling). A
+            decision is a call or two; held to a schema, a small model can write a string argument on
+            and on until the window is full. One cut here is not read: the step is sent as usual.
         named_in_files: a host's reading of a request against the user's files: the paths (as its tools
             list them in their schemas) of the files that define a name the request mentions (a function,
             a setting). A request naming one is about those files: the step is a call on them, as for a
@@ -90,6 +93,7 @@ class ToolRouting:
     which_tool_examples: tuple[WhichToolExample, ...] = GENERIC_WHICH_TOOL_EXAMPLES
     several: bool = True
     drop_unasked: bool = True
+    decision_max_tokens: int | None = 1024
     named_in_files: Callable[[str], Collection[str]] | None = None
 
 
@@ -165,6 +169,9 @@ class _Routed:
         decided = await self._decide(on_named)
         if decided.tool_calls:  # a server that answered with a native call: that is a decision too
             return RoutedTurn(decided, decided=True)
+        if decided.finish_reason == "length":  # read whole, a cut decision could pass for one (repaired)
+            self._ran_on()
+            return RoutedTurn(await send_turn(request, sink))
         decision = read_decision(decided.content, tools) if self.latches.structured_output else None
         if decision is None:
             self._latch_off(decided)
@@ -239,13 +246,15 @@ class _Routed:
     def _deciding(self, among: Sequence[Mapping[str, Any]] | None) -> BodyBuilder:
         """The step's builder held to a decision among ``among`` (default: every declared tool)."""
         # After the kinds gate said "tool", a call it must be; the which-tool gate's decision may decline.
-        build, several = self.build, self.routing.several
+        build, several, ceiling = self.build, self.routing.several, self.routing.decision_max_tokens
         call = self.choice == "tool" and self.routing.question == "kind"
 
         def deciding(c: EndpointCapabilities, m: ModelCapabilities) -> Mapping[str, Any]:
             body = build(c, m)
             asked = (
-                decision_body(body, m, call=call, among=among, several=several) if _routable(c, m) else None
+                decision_body(body, m, call=call, among=among, several=several, ceiling=ceiling)
+                if _routable(c, m)
+                else None
             )
             return asked if asked is not None else body
 
@@ -289,6 +298,17 @@ class _Routed:
         if self.routing.drop_unasked:
             decision = without_unasked(decision, found[0], tools)
         return listed_calls(decision, found[0], tools) if self.routing.several else decision
+
+    def _ran_on(self) -> None:
+        """A decision cut at its ceiling says nothing of the server: this step only is sent as usual."""
+        self.sink.emit(
+            Notice(
+                text=f"the routed decision ran past its token ceiling ({self.routing.decision_max_tokens or 'the'}"
+                f" step's); this step is sent as usual",
+                name="tool_routing",
+                step=self.request.step,
+            )
+        )
 
     def _latch_off(self, decided: Turn) -> None:
         self.latches.tool_routing = False
