@@ -25,7 +25,7 @@ from steadyloop.turn import RetryPolicy
 
 CAPTURES = Path(__file__).resolve().parents[1] / "data" / "captures"
 FULL_AFTER_OUTPUT = CAPTURES / "cache_full_after_output.response.txt"  # shows "item", then the 500 event
-FAST = RetryPolicy(base_delay_s=0.01, max_delay_s=0.05)
+FAST = RetryPolicy(base_delay_s=0.01, max_delay_s=0.05, carry_on_cut_answers=True)
 
 
 async def _prompt(*replies: Any, retry: RetryPolicy = FAST) -> tuple[str, list[Event], list[dict[str, Any]]]:
@@ -79,8 +79,9 @@ async def test_the_cut_stays_an_error_when_the_policy_says_no_or_the_carry_on_fa
         return Reply.stream(text_chunks(["The list: ", "a, b"]), disconnect_after=3)
 
     with pytest.raises(RunEndpointUnavailable):
-        await _prompt(dropped(), Reply.stream(text_chunks(["never asked"])), retry=RetryPolicy(
-            base_delay_s=0.01, carry_on_cut_answers=False))  # fmt: skip
+        await _prompt(
+            dropped(), Reply.stream(text_chunks(["never asked"])), retry=RetryPolicy(base_delay_s=0.01)
+        )  # fmt: skip (off by default)
     refused = Reply.json({"error": {"message": "Assistant prefill is not supported"}}, 400)
     with pytest.raises(RunEndpointUnavailable) as caught:
         await _prompt(dropped(), refused)

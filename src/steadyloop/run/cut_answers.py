@@ -4,7 +4,8 @@ The retry loop never sends a turn again once output was shown, since the user wo
 continuation does not repeat it: the transcript goes again with the text so far as a trailing assistant
 message (a prefill, ``turn.continuation``) and only what follows is shown. An answer cut at the token
 ceiling is carried on where ``LoopPolicy.max_continuations`` allows; one whose stream broke after output
-(a dropped connection, silence, a server's error event) where ``RetryPolicy.carry_on_cut_answers`` does.
+(a dropped connection, silence, a server's error event) where ``RetryPolicy.carry_on_cut_answers`` is on
+(off by default: a server that answers a trailing assistant message afresh would stitch two answers).
 llama-server ends the streams of all its slots at once when their shared cache fills, most of them
 mid-answer: each carry-on waits a backoff first, as a retry does, so the runs it cut do not collide again.
 """

@@ -62,8 +62,12 @@ class RetryPolicy:
         probe_timeout_s: how long the endpoint has to answer that question.
         carry_on_cut_answers: an answer whose stream broke after some of it was shown (a dropped
             connection, silence, a server's error event such as a full shared cache) cannot be sent
-            again without showing it twice; in a run it is carried on from where it stopped, once, with
-            the text so far as a prefill, where the model continues one. ``False`` ends the run there.
+            again without showing it twice; with this on, a run carries it on from where it stopped,
+            with the text so far as a trailing assistant message, after a backoff, up to
+            ``max_retries`` times. Off by default: only a server that continues such a message (llama.cpp's
+            llama-server, Anthropic) gives one answer; one that answers it afresh (OpenAI's API, vLLM by
+            default) can give two stitched together where its fresh answer opens differently. Off, the
+            run stops with the error and keeps what was shown.
     """
 
     max_retries: int = 3
@@ -74,7 +78,7 @@ class RetryPolicy:
     loading_poll_s: float = 2.0
     first_token_budget_s: float | None = 90.0
     probe_timeout_s: float = 15.0
-    carry_on_cut_answers: bool = True
+    carry_on_cut_answers: bool = False
 
     @property
     def silence_bound_s(self) -> float | None:
