@@ -301,26 +301,20 @@ class _Routed:
 
     def _ran_on(self) -> None:
         """A decision cut at its ceiling says nothing of the server: this step only is sent as usual."""
-        self.sink.emit(
-            Notice(
-                text=f"the routed decision ran past its token ceiling ({self.routing.decision_max_tokens or 'the'}"
-                f" step's); this step is sent as usual",
-                name="tool_routing",
-                step=self.request.step,
-            )
-        )
+        ceiling = self.routing.decision_max_tokens
+        said = f"its {ceiling}-token ceiling" if ceiling else "the step's token ceiling"
+        self._say(f"the routed decision ran past {said}; this step is sent as usual")
 
     def _latch_off(self, decided: Turn) -> None:
         self.latches.tool_routing = False
         shown = " ".join(decided.content.split())[:120]
-        self.sink.emit(
-            Notice(
-                text=f"tool routing is off for {self.request.model or 'this model'}: the endpoint did not "
-                f"hold the step to its schema ({shown!r}); steps are sent as usual",
-                name="tool_routing",
-                step=self.request.step,
-            )
+        self._say(
+            f"tool routing is off for {self.request.model or 'this model'}: the endpoint did not "
+            f"hold the step to its schema ({shown!r}); steps are sent as usual"
         )
+
+    def _say(self, text: str) -> None:
+        self.sink.emit(Notice(text=text, name="tool_routing", step=self.request.step))
 
 
 def _after(decided: Turn, answer: Turn) -> RoutedTurn:
