@@ -386,7 +386,7 @@ class Failover:
         to_endpoint: the base URL the turn goes to now.
         to_model: the model asked for there.
         cause: the failure, in the endpoint's words.
-        kind: what the failure was (``auth``, ``rate_limited``, ``not_found``, ``transient``, ``busy``,
+        kind: what the failure was (``auth``, ``rate_limited``, ``not_found``, ``transient``,
             ``model_loading``, ``silent``, ``network``, ...).
         status: the HTTP status, when there was one.
     """

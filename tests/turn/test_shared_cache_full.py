@@ -23,7 +23,7 @@ from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.turn import RetryPolicy
 from steadyloop.turn.capacity import BUSY_QUIET_S, mark_busy, one_at_a_time
-from steadyloop.wire.failures import classify_failure
+from steadyloop.wire.failures import classify_failure, shared_cache_full
 
 CAPTURES = Path(__file__).resolve().parents[1] / "data" / "captures"
 FULL = CAPTURES / "cache_full_stream.response.txt"
@@ -33,9 +33,15 @@ FAST = RetryPolicy(base_delay_s=0.01, max_delay_s=0.05)
 
 def test_the_shared_cache_filling_is_a_wait_and_a_window_too_small_is_not() -> None:
     full = {"error": {"code": 500, "message": "Context size has been exceeded.", "type": "server_error"}}
-    assert classify_failure(500, full).kind == "busy"
+    assert classify_failure(500, full).kind == "transient" and shared_cache_full(
+        500, "Context size has been exceeded."
+    )
     relayed = {"error": {"code": 500, "message": "decode() failed: Context size has been exceeded."}}
-    assert classify_failure(500, relayed).kind == "busy"
+    assert classify_failure(500, relayed).kind == "transient"
+    assert shared_cache_full(500, "decode() failed: Context size has been exceeded.")
+    assert not shared_cache_full(503, "Context size has been exceeded.") and not shared_cache_full(
+        500, "boom"
+    )
     # the same words with another status are a server's own overflow (LM Studio's engines)
     assert classify_failure(400, "Context size has been exceeded").kind == "context_overflow"
     # and a request longer than llama-server's window is refused before it runs, as an overflow
@@ -68,7 +74,7 @@ async def test_a_full_shared_cache_after_output_stops_the_run_as_unavailable_not
             await agent.prompt("Count the items.")
         assert len(server.chat_requests) == 1  # what was shown is not shown twice
     assert not isinstance(caught.value, ContextOverflow)
-    assert caught.value.kind == "busy" and caught.value.status == 500
+    assert caught.value.kind == "transient" and caught.value.status == 500
 
 
 async def test_after_a_busy_answer_this_process_sends_that_endpoint_one_request_at_a_time() -> None:

@@ -22,7 +22,6 @@ KINDS = {
     "rate_limited",
     "model_loading",
     "transient",
-    "busy",
     "refused_field",
     "refused_value",
     "out_of_range",
@@ -187,9 +186,9 @@ def test_the_status_decides_when_the_words_say_nothing(status: int | None, kind:
 
 @pytest.mark.parametrize(
     ("kind", "transient"),
-    [(kind, kind in {"transient", "rate_limited", "busy"}) for kind in sorted(KINDS)],
+    [(kind, kind in {"transient", "rate_limited"}) for kind in sorted(KINDS)],
 )
-def test_only_transient_rate_limited_and_busy_are_waited_for(kind: str, transient: bool) -> None:
+def test_transient_is_transient_and_rate_limited_only(kind: str, transient: bool) -> None:
     assert Failure(kind=kind).transient is transient  # type: ignore[arg-type]
 
 

@@ -64,7 +64,7 @@ def _can_carry_on(run: RunState, error: EndpointError) -> bool:
         policy.retry.carry_on_cut_answers
         and not policy.tool_routing  # a routed step's answer follows a decision this body does not hold
         and not isinstance(error, EndpointRefused)
-        and (error.kind in ("transient", "rate_limited", "busy") or isinstance(error, EndpointSilent))
+        and (error.kind in ("transient", "rate_limited") or isinstance(error, EndpointSilent))
     )
 
 

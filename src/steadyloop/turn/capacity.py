@@ -1,7 +1,7 @@
 """One request at a time to an endpoint whose shared capacity ran out.
 
 A local server's slots can share one cache (llama-server's ``--parallel``): requests that each fit the
-window fill it together, and the server ends all their streams at once (failure kind ``busy``). Sent
+window fill it together, and the server ends all their streams at once (``wire.failures.shared_cache_full``). Sent
 again after a backoff, they fill it again together, and a step on a CPU holds the cache for tens of
 seconds, far longer than any backoff. So once an endpoint said it is busy, this process sends it one
 request at a time until it has been quiet for a while; requests to other endpoints are not held.
@@ -20,7 +20,7 @@ from ..wire.endpoints import Endpoint
 
 __all__ = ["BUSY_QUIET_S", "mark_busy", "one_at_a_time"]
 
-#: How long after its last ``busy`` failure an endpoint is sent one request at a time.
+#: How long after its last shared-cache failure an endpoint is sent one request at a time.
 BUSY_QUIET_S = 120.0
 
 

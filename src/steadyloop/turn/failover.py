@@ -39,9 +39,7 @@ __all__ = ["HOP_KINDS", "Candidate", "Chain", "failover_event", "hop_kind", "hop
 
 #: Failure kinds that say nothing about whether the next endpoint would take the same request: a key it
 #: does not accept, a quota, a model it does not serve, an overloaded or broken server, a model loading.
-HOP_KINDS: frozenset[str] = frozenset(
-    {"auth", "rate_limited", "not_found", "transient", "busy", "model_loading"}
-)
+HOP_KINDS: frozenset[str] = frozenset({"auth", "rate_limited", "not_found", "transient", "model_loading"})
 
 # Statuses that read as the server's trouble rather than the request's when nothing classified them.
 _SERVER_STATUSES = frozenset({401, 403, 404, 408, 425, 429, 500, 502, 503, 504, 529})

@@ -20,6 +20,7 @@ from dataclasses import replace
 from ..errors import ContextOverflow, EndpointError, EndpointSilent, QuotaExhausted, RetryDelayTooLong
 from ..events import Notice, Retry
 from ..messages import Turn
+from ..wire.failures import shared_cache_full
 from .assembly import Produced
 from .capacity import mark_busy, one_at_a_time
 from .failover import Candidate, Chain
@@ -68,7 +69,7 @@ async def with_retries(request: TurnRequest, sink: TurnSink, chain: Chain) -> tu
                 attempt_started = time.monotonic()  # a wait for its turn is no silence of the endpoint's
                 turn, answered = await chain.attempt(produced)
         except EndpointError as error:
-            if error.kind == "busy":
+            if error.kind == "transient" and shared_cache_full(error.status, error.body):
                 mark_busy(request.endpoint)
             await tries.after(error, produced, attempt_started)
             continue
@@ -153,6 +154,6 @@ def _is_transient(error: EndpointError) -> bool:
         return True
     if isinstance(error, QuotaExhausted):
         return False  # a quota counted per day: waiting seconds does not clear it
-    if error.kind in ("transient", "rate_limited", "busy"):
+    if error.kind in ("transient", "rate_limited"):
         return True
     return error.kind is None and (error.status is None or error.status in TRANSIENT_STATUSES)

@@ -25,7 +25,6 @@ FailureKind = Literal[
     "rate_limited",
     "model_loading",
     "transient",
-    "busy",
     "refused_field",
     "refused_value",
     "out_of_range",
@@ -96,6 +95,10 @@ def _rule(
 _LOADING_STATUSES: frozenset[int | None] = frozenset({None, 503})
 _T = "tools"
 
+# llama-server's words for its slots' shared cache filled by requests at once (see the rule below).
+SHARED_CACHE_FULL = re.compile(r"\bcontext size has been exceeded\b", _FLAGS)
+SHARED_CACHE_STATUSES: frozenset[int | None] = frozenset({500})
+
 RULES: tuple[Rule, ...] = (
     # -- a model still loading (llama.cpp, its router, Hugging Face style servers)
     _rule("model_loading", r"^\s*loading model\b", statuses=_LOADING_STATUSES),
@@ -137,8 +140,8 @@ RULES: tuple[Rule, ...] = (
     # its window before it runs (400 exceed_context_size_error) and stops at it with finish "length"; the
     # 500 "Context size has been exceeded." (also relayed as "decode() failed: ...") is the shared cache
     # filled by other requests at the same moment, which clears when they end: wait and send again,
-    # one at a time, and do not shrink a conversation that fits.
-    _rule("busy", r"\bcontext size has been exceeded\b", statuses=frozenset({500})),
+    # one at a time (``SHARED_CACHE_FULL``), and do not shrink a conversation that fits.
+    _rule("transient", SHARED_CACHE_FULL.pattern, statuses=SHARED_CACHE_STATUSES),
     _rule("context_overflow", r"\bcontext (?:length|size) (?:has been )?exceeded\b"),
     # "context overflow policy" is LM Studio's own setting, not an overflow
     _rule("context_overflow", r"\bcontext overflow\b(?! ?policy)|\breached context length of \d+ tokens\b"),

@@ -35,6 +35,8 @@ from ._failure_patterns import (
     QUOTED,
     RETRY_IN_BODY,
     RULES,
+    SHARED_CACHE_FULL,
+    SHARED_CACHE_STATUSES,
     SUPPORTED,
     UNIT_SECONDS,
     FailureKind,
@@ -60,7 +62,7 @@ _BY_STATUS: dict[int, FailureKind] = {
 _NAMES_A_FIELD: frozenset[str] = frozenset(
     {"refused_field", "refused_value", "out_of_range", "tools_unsupported"}
 )
-_WAITABLE: frozenset[str] = frozenset({"rate_limited", "transient", "busy"})
+_WAITABLE: frozenset[str] = frozenset({"rate_limited", "transient"})
 _MAX_DEPTH = 6  # errors wrapped in errors; a body nested deeper than this is not an error shape
 _MAX_TEXT = 8_000  # bounds the regex work on a proxy's HTML error page; the words come first
 _CAMEL = re.compile(r"[a-z]+(?:[A-Z][a-z0-9]*)+")
@@ -283,6 +285,14 @@ def parse_retry_after(
             if match is not None:
                 return _seconds_in(match)
     return None
+
+
+def shared_cache_full(status: int | None, message: str | None) -> bool:
+    """Whether a ``transient`` failure is a local server's shared cache filled by requests at once
+    (llama-server's 500 "Context size has been exceeded."): one request at a time clears it."""
+    if status not in SHARED_CACHE_STATUSES or not message:
+        return False
+    return SHARED_CACHE_FULL.search(message[:_MAX_TEXT]) is not None
 
 
 def prompt_truncated(sent_tokens: int, reported_prompt_tokens: int) -> bool:
