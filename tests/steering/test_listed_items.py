@@ -41,6 +41,20 @@ GENOTYPE = [
 ]
 
 
+CHOICE_VALUES = ["x", "x y", "x_y_z", "y", "Paris", "Paris_and_x"]
+CHOICES = [
+    {
+        "type": "function",
+        "function": {
+            "name": "t",
+            "parameters": {
+                "properties": {"a": {"type": "string"}, "b": {"type": "string", "enum": CHOICE_VALUES}}
+            },
+        },
+    }
+]
+
+
 def _calls(decision: Decision, request: str, tools: list[dict[str, Any]] | None = None) -> list[Any]:
     return [arguments for _, arguments in listed_calls(decision, request, tools or []).calls]
 
@@ -80,6 +94,33 @@ def test_an_enum_s_values_the_request_names_get_a_call_each() -> None:
     assert [c["genotype"] for c in _calls(decision, asked, GENOTYPE)] == ["AA", "Aa", "aa"]
     # a list the enum does not allow is not the argument's
     assert _calls(decision, "genotype AA and BB, frequency 0.7", GENOTYPE) == [decision.arguments]
+
+
+def _one_tool(name: str, argument: str, enum: list[str]) -> list[dict[str, Any]]:
+    properties = {"case": {"type": "string"}, argument: {"type": "string", "enum": enum}}
+    return [{"type": "function", "function": {"name": name, "parameters": {"properties": properties}}}]
+
+
+def test_an_enum_value_of_several_words_is_named_in_words() -> None:
+    case = _one_tool("case_status", "details", ["status", "trial_date"])
+    first = Decision(
+        "case_status",
+        {"case": "XY1234", "details": "status"},
+        (("case_status", {"case": "GH5678", "details": "status"}),),
+    )
+    asked = "What is the status and scheduled trial date for case XY1234, and case GH5678?"
+    assert [(c["case"], c["details"]) for c in _calls(first, asked, case)] == [
+        ("XY1234", "status"),
+        ("XY1234", "trial_date"),
+        ("GH5678", "status"),
+        ("GH5678", "trial_date"),
+    ]
+    # a value named only inside a longer one is not named: "Asian Fusion" is one cuisine, not two
+    food = _one_tool("restaurants", "category", ["Asian", "Asian Fusion", "Italian"])
+    fusion = Decision("restaurants", {"case": "Santa Clara", "category": "Asian Fusion"})
+    assert _calls(fusion, "I'm craving Asian Fusion cuisine in Santa Clara.", food) == [fusion.arguments]
+    both = _calls(fusion, "Asian Fusion or plain Asian food in Santa Clara?", food)
+    assert [c["category"] for c in both] == ["Asian Fusion", "Asian"]
 
 
 def test_a_list_that_may_not_be_the_argument_s_is_left_alone() -> None:
@@ -146,14 +187,14 @@ def test_a_list_is_one_argument_s_and_calls_stay_within_a_step_s_bound() -> None
 
 @given(
     request=st.text(max_size=300)
-    | st.lists(st.sampled_from(["Paris", "and", ",", "or", "x", "AA", " "])).map(" ".join),
+    | st.lists(st.sampled_from(["Paris", "and", ",", "or", "x", "y", "z", "AA", " "])).map(" ".join),
     arguments=st.dictionaries(
-        st.text(max_size=8),
+        st.sampled_from(["a", "b"]) | st.text(max_size=8),
         st.none()
         | st.integers()
         | st.floats()
         | st.text(max_size=20)
-        | st.sampled_from(["Paris", "x", "AA"]),
+        | st.sampled_from(["Paris", "x", "x y", "AA"]),
         max_size=4,
     ),
     more=st.lists(
@@ -169,16 +210,21 @@ def test_any_request_and_decision_give_a_decision_within_the_bound(
     request: str, arguments: dict[str, Any], more: list[dict[str, Any]]
 ) -> None:
     decision = Decision("t", arguments, tuple(("t", m) for m in more))
-    out = listed_calls(decision, request, GENOTYPE)
-    assert 1 <= len(out.calls) <= max(MAX_CALLS, len(decision.calls))
-    # every call made is one of the decision's with string values changed to words of the request
-    for name, made in out.calls:
-        assert name == "t"
-        assert any(
-            made.keys() == was.keys()
-            and all(made[k] is v or (isinstance(made[k], str) and made[k] in request) for k, v in was.items())
-            for _, was in decision.calls
-        )
+    for tools, choices in ((GENOTYPE, set[str]()), (CHOICES, set(CHOICE_VALUES))):
+        out = listed_calls(decision, request, tools)
+        assert 1 <= len(out.calls) <= max(MAX_CALLS, len(decision.calls))
+        # every call made is one of the decision's with string values changed to words of the request or
+        # to an enum's values
+        for name, made in out.calls:
+            assert name == "t"
+            assert any(
+                made.keys() == was.keys()
+                and all(
+                    made[k] is v or (isinstance(made[k], str) and (made[k] in request or made[k] in choices))
+                    for k, v in was.items()
+                )
+                for _, was in decision.calls
+            )
 
 
 def test_the_reading_is_linear_in_the_request() -> None:
@@ -186,6 +232,8 @@ def test_the_reading_is_linear_in_the_request() -> None:
         request = "x, " * n + "x and y " + "x or " * n
         started = time.perf_counter()
         listed_calls(Decision("t", {"a": "x", "b": "x y"}), request, [])
+        # an enum's values of one and several words, each named everywhere, some inside others
+        listed_calls(Decision("t", {"a": "x", "b": "x y"}), request + " x y z" * n, CHOICES)
         return time.perf_counter() - started
 
     timed(1_000)

@@ -4,8 +4,10 @@ Asked "the resistance of a wire ... with the resistivity of copper and aluminum"
 call for copper and closes the list; asked for the frequency of the genotypes (AA), (Aa) and (aa), the
 call for AA. The request says which items it wants, in the words the call already holds: an argument's
 value that opens or sits in a list of like words ("copper and aluminum", "Paris, Lyon or Nice"), or one of
-several values of an argument's ``enum`` the request names. :func:`listed_calls` adds the call for each
-other item, the same call with only that argument changed, in the order the request lists them.
+several values of an argument's ``enum`` the request names (one of several words may be named in words:
+"the status and scheduled trial date" names ``status`` and ``trial_date``; "Asian Fusion" names ``Asian
+Fusion`` alone). :func:`listed_calls` adds the call for each other item, the same call with only that
+argument changed, in the order the request lists them.
 
 It holds back wherever the list may not be the argument's: an item is the value of another argument in
 any of the calls ("from celsius to fahrenheit"), a word that joins or asks rather than names ("and then", "and find"),
@@ -13,7 +15,7 @@ or of another shape than the value ("New York and book a room": lower-case words
 that takes the list as an array is not touched (only string arguments are). A decision that already made
 calls with two values of the argument read the list itself and is left as it is, and so is a request whose
 lists pair up ("Drama and Comedy from 2010 and 2012 respectively"). Linear in the request for each string
-argument of the decision's calls.
+argument of the decision's calls and each value of its ``enum``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ _WORD = re.compile(r"\w+(?:[.'/-]\w+)*|[^\w\s\"'`‘’“”]")
 _AND = frozenset(("and", "or", "&"))
 # "Drama and Comedy ... in 2010 and 2012 respectively": lists that pair up, item by item, across arguments.
 _RESPECTIVELY = re.compile(r"\brespectively\b", re.IGNORECASE)
+# An enum value's words: "trial_date" and "trial date" are both said "trial date" in a request.
+_CHOICE_WORD = re.compile(r"[^\W_]+")
 _LONGEST_ITEM = 3  # words in a listed value: "San Francisco" and "New York City", not a clause
 _LONGEST_VALUE = 60  # characters of an argument's value read as an item
 
@@ -89,6 +93,16 @@ class _Request:
         """Where ``value`` (its words, lower-cased) stands in the request."""
         first = self.at.get(value[0], [])
         return [i for i in first if self.lower[i : i + len(value)] == value]
+
+    def names(self, choice: str) -> list[tuple[int, int]]:
+        """Where the request names an ``enum`` value (start and end of each place): as written, or a value
+        of several words in any case with its underscores read as spaces ("trial date" names ``trial_date``)."""
+        if choice in self.first:
+            return [(i, i + 1) for i in self.at[choice.lower()] if self.words[i] == choice]
+        words = [w.lower() for w in _CHOICE_WORD.findall(choice)]
+        if len(words) < 2 or len(words) > _LONGEST_ITEM or not self.at.get(words[0]):
+            return []
+        return [(i, i + len(words)) for i in self.occurrences(words)]
 
     def item(self, start: int, shape: list[tuple[bool, bool, bool, bool]]) -> str | None:
         """The item of ``shape`` that starts at ``start``, or ``None`` when the words there are not one."""
@@ -157,6 +171,31 @@ class _Request:
         return at, end, [*reversed(before), " ".join(self.words[start : start + size]), *after]
 
 
+def _named_choices(request: _Request, allowed: set[str]) -> dict[str, int]:
+    """The ``enum`` values the request names, and where it first does, in that order. A value named only
+    inside a longer one is not named ("Asian Fusion" names ``Asian Fusion``, not ``Asian`` as well)."""
+    places = {v: found for v in allowed if (found := request.names(v))}
+    ends: dict[int, set[int]] = {}  # where each named value ends, by where it starts
+    for found in places.values():
+        for start, end in found:
+            ends.setdefault(start, set()).add(end)
+
+    def inside_longer(start: int, end: int) -> bool:
+        # a value is at most _LONGEST_ITEM words, so one holding this place starts at most that far before
+        return any(
+            e >= end and (s, e) != (start, end)
+            for s in range(max(0, end - _LONGEST_ITEM), start + 1)
+            for e in ends.get(s, ())
+        )
+
+    first: dict[str, int] = {}  # where each value is first named on its own
+    for value, found in places.items():
+        alone = [start for start, end in found if not inside_longer(start, end)]
+        if alone:
+            first[value] = alone[0]
+    return dict(sorted(first.items(), key=lambda named: named[1]))
+
+
 def _listed(request: _Request, value: str, enum: Sequence[Any] | None, spare: int) -> tuple[int, list[str]]:
     """Where the list the request names ``value`` in starts, and its items (``value`` among them, as the
     call wrote it); ``[]`` for no list. A value the request also names outside a list, more often than
@@ -164,9 +203,9 @@ def _listed(request: _Request, value: str, enum: Sequence[Any] | None, spare: in
     of the data's columns)."""
     allowed = None if enum is None else {v for v in enum if isinstance(v, str)}
     if allowed is not None:
-        named = sorted((v for v in allowed if v in request.first), key=request.first.__getitem__)
+        named = _named_choices(request, allowed)
         if value in named and len(named) > 1:
-            return request.first[named[0]], named
+            return next(iter(named.values())), list(named)
     words = [w.lower() for w in _WORD.findall(value)]
     if not words or len(words) > _LONGEST_ITEM or len(value) > _LONGEST_VALUE:
         return 0, []
