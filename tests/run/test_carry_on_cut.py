@@ -79,9 +79,10 @@ async def test_the_cut_stays_an_error_when_the_policy_says_no_or_the_carry_on_fa
         return Reply.stream(text_chunks(["The list: ", "a, b"]), disconnect_after=3)
 
     with pytest.raises(RunEndpointUnavailable):
+        # the carry-on is off by default
         await _prompt(
             dropped(), Reply.stream(text_chunks(["never asked"])), retry=RetryPolicy(base_delay_s=0.01)
-        )  # fmt: skip (off by default)
+        )
     refused = Reply.json({"error": {"message": "Assistant prefill is not supported"}}, 400)
     with pytest.raises(RunEndpointUnavailable) as caught:
         await _prompt(dropped(), refused)
