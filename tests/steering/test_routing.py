@@ -215,6 +215,8 @@ def test_tool_choice_shapes_the_decision() -> None:
 
 
 async def test_the_call_just_made_again_is_read_as_the_choice_to_answer() -> None:
+    # "." is list_dir's default: the first call goes out without it (unasked.py), and the second, with
+    # it, is still the same call
     again = text('{"name": "list_dir", "arguments": {"path": "."}}')
     async with ScriptedServer(again, again, text("It holds notes.txt and docs/.")) as server:
         result, _ = await run(server, "What is in this folder?")

@@ -93,9 +93,11 @@ def test_a_request_in_another_script_is_not_read_against_the_values() -> None:
     assert _kept(chosen, "¿Qué tiempo hace en Shanghái hoy, por favor?") == {"location": "Shanghai, China"}
 
 
-def test_required_free_text_and_default_values_are_kept() -> None:
-    required = {"location": "Boston", "unit": "fahrenheit", "note": "windy"}
-    assert _kept(required, "What's it like out?") == required  # the default and free text stay
+def test_required_free_text_and_spoken_defaults_are_kept() -> None:
+    required = {"location": "Boston", "note": "windy"}
+    assert _kept(required, "What's it like out?") == required  # free text stays
+    # the schema's default stays where the request speaks of it
+    assert _kept({"location": "Boston", "unit": "fahrenheit"}, "Boston in Fahrenheit")["unit"] == "fahrenheit"
     # a value of codes only ("es-ES" for "in Spanish", "C") is not judged
     short = [{"type": "function", "function": {"name": "weather", "parameters": {
         "type": "object", "properties": {"u": {"type": "string", "enum": ["C", "F"]}}}}}]  # fmt: skip
@@ -110,6 +112,95 @@ def test_required_free_text_and_default_values_are_kept() -> None:
         == kept
     )
     assert without_unasked(Decision(ANSWER, {}), "anything", WEATHER) == Decision(ANSWER, {})
+
+
+GAME = [
+    {
+        "type": "function",
+        "function": {
+            "name": "game",
+            "parameters": {
+                "type": "object",
+                "required": ["teams"],
+                "properties": {
+                    "teams": {"type": "array", "items": {"type": "string"}},
+                    "venue": {"type": "string", "description": "Optional: The venue. Default is 'home'."},
+                    "unit": {"type": "string", "description": "Distance unit. Defaults to miles."},
+                    "date": {
+                        "type": "string",
+                        "description": "The day; the default value of 'null' is today.",
+                    },
+                    "limit": {"type": "integer", "description": "How many. Default: 5"},
+                    "sep": {"type": "string", "default": ""},
+                    "include_visuals": {"type": "boolean", "default": True},
+                    "name": {"type": "string", "default": "Not specified"},
+                    "when": {"type": "string", "description": "Defaults to the current date."},
+                },
+            },
+        },
+    }
+]
+
+
+def _game(arguments: dict[str, Any], request: str) -> dict[str, Any]:
+    return without_unasked(Decision("game", {"teams": ["A", "B"], **arguments}), request, GAME).arguments
+
+
+def test_a_default_the_schema_or_description_names_is_left_to_the_tool() -> None:
+    copied = {
+        "venue": "Home",
+        "unit": "miles",
+        "date": "null",
+        "limit": 5,
+        "sep": "",
+        "name": "Not specified",
+    }
+    assert _game(copied, "Who won the game between A and B on Jan 28?") == {"teams": ["A", "B"]}
+    assert _game({"limit": "5.0", "include_visuals": "true"}, "the game of A and B") == {"teams": ["A", "B"]}
+    assert _game({"date": None}, "the game of A and B") == {"teams": ["A", "B"]}
+    listed = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+        "properties": {"a": {"type": "array", "default": ["x"]}, "n": {"type": "integer", "default": 1}}}}}]  # fmt: skip
+    huge = {"a": ["x", "y"], "n": 10**400}
+    assert without_unasked(Decision("f", {"a": ["x"], "n": 1}), "f it", listed).arguments == {}
+    assert without_unasked(Decision("f", huge), "f it", listed).arguments == huge
+
+
+def test_a_default_the_request_speaks_of_or_asks_for_is_kept() -> None:
+    assert _game({"venue": "home"}, "A and B, at home")["venue"] == "home"
+    assert _game({"limit": 5}, "the 5 games of A and B")["limit"] == 5
+    # the request names the argument: the user asked for it, whatever the default
+    assert _game({"include_visuals": True}, "A and B, including visual outputs")["include_visuals"] is True
+    assert _game({"name": "Not specified"}, "A and B, under any name")["name"] == "Not specified"
+
+
+def test_a_value_other_than_the_default_is_kept() -> None:
+    # a space is not the empty default; "the current date" names no value; other values stay
+    chosen = {"sep": " ", "when": "the", "venue": "away", "unit": "km", "limit": 6}
+    assert _game(chosen, "A and B") == {"teams": ["A", "B"], **chosen}
+
+
+@given(
+    description=st.text(max_size=300),
+    value=st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
+)
+def test_any_description_is_read_and_only_its_argument_is_dropped(description: str, value: Any) -> None:
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a": {"type": "string", "description": description}}}}}]  # fmt: skip
+    out = without_unasked(Decision("f", {"a": value, "b": value}), "a request", tools).arguments
+    assert out.get("b", "missing") is value
+    assert out.keys() <= {"a", "b"}
+
+
+def test_a_description_is_read_in_time_linear_in_it() -> None:
+    def timed(n: int) -> float:
+        tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+            "properties": {"a": {"type": "string", "description": "Default is '" * n}}}}}]  # fmt: skip
+        started = time.perf_counter()
+        without_unasked(Decision("f", {"a": "x"}), "a request", tools)
+        return time.perf_counter() - started
+
+    timed(1_000)
+    assert timed(100_000) < 100 * max(timed(1_000), 1e-4) * 4
 
 
 @given(

@@ -17,6 +17,7 @@ from typing import Any
 from ..turn.capabilities import ModelCapabilities
 from ..turn.side_tasks import read_json
 from ..usage import Usage
+from .defaults import without_defaults
 from .examples import GENERIC_EXAMPLES, GateExamples
 from .tool_gate import gate_messages, gate_schema
 from .which_tool import (
@@ -36,6 +37,7 @@ __all__ = [
     "decision_body",
     "decision_schema",
     "gate_body",
+    "not_made",
     "one_read",
     "ran_tools",
     "read_decision",
@@ -275,8 +277,22 @@ def calls_for_request(body: Mapping[str, Any]) -> list[tuple[Any, Any]]:
 
 def already_made(body: Mapping[str, Any], decision: Decision) -> bool:
     """Whether every call of ``decision`` was made already for the request ``body`` ends with."""
-    made = calls_for_request(body)
-    return bool(decision.calls) and all(call in made for call in decision.calls)
+    return bool(decision.calls) and not not_made(body, decision)
+
+
+def not_made(body: Mapping[str, Any], decision: Decision) -> list[tuple[str, dict[str, Any]]]:
+    """The calls of ``decision`` not made already for the request ``body`` ends with. A call is made
+    already if one of the same name and arguments was, an argument at the default its schema names
+    counting as left out (the first may have been sent without it: ``unasked.py``)."""
+    tools = body.get("tools")
+    schemas = dict(tool_names(tools)) if isinstance(tools, list) else {}
+
+    def seen(name: Any, arguments: Any) -> tuple[Any, Any]:
+        schema = schemas.get(name) if isinstance(name, str) else None
+        return name, arguments if schema is None else without_defaults(arguments, schema)
+
+    made = [seen(name, arguments) for name, arguments in calls_for_request(body)]
+    return [call for call in decision.calls if seen(*call) not in made]
 
 
 def one_read(first: Usage, then: Usage) -> Usage:

@@ -36,6 +36,7 @@ from .decision import (
     calls_for_request,
     decision_body,
     gate_body,
+    not_made,
     one_read,
     ran_tools,
     read_decision,
@@ -74,7 +75,8 @@ class ToolRouting:
             each in one step), up to ``MAX_CALLS``; and a first request's list of items, one of which a
             call holds, gets a call for each of the others (``listed_items.py``).
         drop_unasked: before any tool ran, an optional argument held to listed values (``enum``) that a
-            decided call chose and the request never spoke of is dropped, so the tool's default stands
+            decided call chose and the request never spoke of is dropped, so the tool's default stands,
+            and so is an optional argument set to the default its schema or description names
             (``unasked.py``). A host whose listed values are its own findings (the files it listed)
             turns it off: there, a value the request did not name is the model's reading of it.
         decision_max_tokens: the most tokens a decision may take (``None``: the step's own ceiling). A
@@ -180,8 +182,7 @@ class _Routed:
         decision = self._against_request(decision, tools)
         # A call made already, its result in the prompt: a small model at temperature 0 repeats it (or two
         # in turn) until the loop guard stops the run. What it has is what it answers from.
-        made = calls_for_request(planned)
-        fresh = [call for call in decision.calls if call not in made]
+        fresh = not_made(planned, decision)
         if fresh:
             calls = [
                 ToolCall(f"call_routed_{request.step}" + (f"_{i}" if i else ""), name, arguments)

@@ -4,13 +4,19 @@ Held to a call's schema, a small model writes every argument the schema offers, 
 held to a list of values (``enum``) it picks one, most often the first: "the weather in Boston" becomes
 ``{"location": "Boston, MA", "unit": "celsius"}`` where the tool's default is fahrenheit. The user asked
 for no unit; the tool's own default is the answer to a question nobody put. :func:`without_unasked` drops
-such an argument from a decided call: optional, held to an ``enum``, its value not the schema's
-``default``, and none of the value's words in the request (one word's first five letters beginning the
+such an argument from a decided call: optional, held to an ``enum``, and none of the value's words in
+the request (one word's first five letters beginning the
 other's: "in detail" speaks of "detailed", "descending" of "DESC"). A required argument, one of free
 text, or one whose value or own name the request speaks of ("in the Comic genre" names ``genre``), is
-kept as the model wrote it, and so is a value of codes only (``es-ES`` is "in Spanish"), one with digits
-or a yes or no ("free to enter" is ``"True"``), and every choice where most of the request's letters are not Latin
-(a request in Chinese shares no word with an English value). Linear in the request and the decision.
+kept as the model wrote it, and so is a value of codes only (``es-ES`` is "in Spanish"), one with
+digits or a yes or no ("free to enter" is ``"True"``), and every choice where most of the request's
+letters are not Latin (a request in Chinese shares no word with an English value).
+
+The same holds for any optional argument whose value is the default its schema or its description
+names (``defaults.py``) ("Default is 'home'", "Defaults to 'miles'", ``"default": "Not specified"``): the model copied the
+tool's own default into the call, which leaves the call as it was and, for a reader of the call, says
+the user chose it. It is dropped unless the request speaks of the value or names the argument ("including
+visual outputs" for ``include_visuals``, whose default is true). Linear in the request and the decision.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .decision import Decision, tool_names
+from .defaults import at_default
 
 __all__ = ["without_unasked"]
 
@@ -59,19 +66,29 @@ def _in_latin_letters(request: str) -> bool:
     return sum(c.isascii() or "\u00c0" <= c <= "\u024f" for c in letters) * 2 >= len(letters)
 
 
+def _speaks_of_value(value: Any, said: _Said) -> bool:
+    if isinstance(value, bool) or value is None:
+        return False  # a yes or no, or nothing, is never a word of the request
+    if isinstance(value, int | float):
+        return any(said.speaks_of(w) for w in _stems(str(value) if isinstance(value, int) else f"{value:g}"))
+    return isinstance(value, str) and any(said.speaks_of(w) for w in _stems(value))
+
+
 def _unasked(name: str, value: Any, schema: Mapping[str, Any], said: _Said) -> bool:
     properties = schema.get("properties")
     spec = properties.get(name) if isinstance(properties, Mapping) else None
     required = schema.get("required")
     if not isinstance(spec, Mapping) or (isinstance(required, list) and name in required):
         return False
-    enum = spec.get("enum")
-    if not isinstance(enum, list) or not isinstance(value, str) or value == spec.get("default"):
-        return False
     if any(len(w) >= _SHORTEST + 1 and w in said.stems for w in _stems(_NAME_PARTS.sub(" ", name))):
         # The request names the argument itself ("a movie in the Comic genre" for ``genre``): it asked for
         # a choice there, and the model's value ("Comedy") is its reading of the words it was given. The
         # whole word, not a beginning: "showing" does not name ``show_type``.
+        return False
+    if at_default(name, value, schema):
+        return not _speaks_of_value(value, said)
+    enum = spec.get("enum")
+    if not isinstance(enum, list) or not isinstance(value, str):
         return False
     words = _stems(value)
     if all(len(w) < _SHORTEST for w in words) or any(c.isdigit() for c in value) or value.lower() in _YES_NO:
