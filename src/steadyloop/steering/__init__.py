@@ -31,6 +31,7 @@ from .examples import (
 )
 from .grounding import AnswerGaps, answer_gaps, correction
 from .listed_items import listed_calls
+from .numbered_calls import without_numbered_calls
 from .routing import RoutedTurn, ToolRouting, plain_turn, routed_turn
 from .tool_gate import GATE_SCHEMA, KIND_SCHEMA, gate_messages, gate_schema, read_gate, tools_on_named_paths
 from .unasked import without_unasked
@@ -88,5 +89,6 @@ __all__ = [
     "which_tool_body",
     "which_tool_messages",
     "which_tool_schema",
+    "without_numbered_calls",
     "without_unasked",
 ]

@@ -45,6 +45,7 @@ from .decision import (
 )
 from .examples import GENERIC_EXAMPLES, GateChoice, GateExamples
 from .listed_items import listed_calls
+from .numbered_calls import without_numbered_calls
 from .tool_gate import read_gate, request_and_results, tools_on_named_paths
 from .unasked import without_unasked
 from .which_tool import (
@@ -73,7 +74,9 @@ class ToolRouting:
         which_tool_examples: the which-tool gate's worked examples (each with tools of its own).
         several: a decision may hold several calls (a request that names several items gets a call
             each in one step), up to ``MAX_CALLS``; and a first request's list of items, one of which a
-            call holds, gets a call for each of the others (``listed_items.py``).
+            call holds, gets a call for each of the others (``listed_items.py``), while calls that only
+            a series of numbers the request never wrote tells apart ("Mission 1" to "Mission 5") are
+            one (``numbered_calls.py``).
         drop_unasked: before any tool ran, an optional argument held to listed values (``enum``) that a
             decided call chose and the request never spoke of is dropped, so the tool's default stands,
             and so is an optional argument set to the default its schema or description names
@@ -291,14 +294,17 @@ class _Routed:
 
     def _against_request(self, decision: Decision, tools: Sequence[Mapping[str, Any]]) -> Decision:
         """The decision read against the first request: without the optional choices it never spoke of,
-        and with a call for each item of a list it names one of the calls' values in."""
+        without calls only numbers it never wrote tell apart, and with a call for each item of a list it
+        names one of the calls' values in."""
         messages = self.planned.get("messages")
         found = request_and_results(messages) if isinstance(messages, list) else None
         if found is None or found[1]:
             return decision
         if self.routing.drop_unasked:
             decision = without_unasked(decision, found[0], tools)
-        return listed_calls(decision, found[0], tools) if self.routing.several else decision
+        if not self.routing.several:
+            return decision
+        return listed_calls(without_numbered_calls(decision, found[0], tools), found[0], tools)
 
     def _ran_on(self) -> None:
         """A decision cut at its ceiling says nothing of the server: this step only is sent as usual."""
