@@ -77,6 +77,38 @@ def test_a_choice_the_request_speaks_of_is_kept_in_its_own_words() -> None:
     )
 
 
+RECIPE = [
+    {
+        "type": "function",
+        "function": {
+            "name": "calories",
+            "parameters": {
+                "type": "object",
+                "required": ["recipe"],
+                "properties": {
+                    "recipe": {"type": "string", "description": "e.g. 'Lasagna' or 'Soup'"},
+                    "meal": {"type": "string", "description": "Could be 'Breakfast', 'Lunch', \"Dinner\"."},
+                    "site": {"type": "string", "description": "The website, e.g. 'food.com'."},
+                },
+            },
+        },
+    }
+]
+
+
+def test_free_text_among_values_its_description_quotes_is_a_listed_choice() -> None:
+    def kept(arguments: dict[str, Any], request: str) -> dict[str, Any]:
+        return without_unasked(Decision("calories", arguments), request, RECIPE).arguments
+
+    chosen = {"recipe": "Beef Lasagna", "meal": "Dinner"}
+    assert kept(chosen, "How many calories in the Beef Lasagna Recipe?") == {"recipe": "Beef Lasagna"}
+    assert kept(chosen, "Calories of a lasagna dinner") == chosen  # spoken of
+    assert kept({"recipe": "Soup", "meal": "Supper"}, "Soup calories")["meal"] == "Supper"  # not quoted there
+    # one quoted example is an example, not a list; a required argument is kept
+    assert kept({"recipe": "Soup", "site": "food.com"}, "Soup calories")["site"] == "food.com"
+    assert kept({"recipe": "Lasagna"}, "calories, please") == {"recipe": "Lasagna"}
+
+
 def test_a_choice_where_the_request_names_the_argument_itself_is_kept() -> None:
     # "Comic" is no value of the list; the user still asked for a kind, and "rain" is the model's reading
     assert (

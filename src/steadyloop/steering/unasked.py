@@ -4,19 +4,21 @@ Held to a call's schema, a small model writes every argument the schema offers, 
 held to a list of values (``enum``) it picks one, most often the first: "the weather in Boston" becomes
 ``{"location": "Boston, MA", "unit": "celsius"}`` where the tool's default is fahrenheit. The user asked
 for no unit; the tool's own default is the answer to a question nobody put. :func:`without_unasked` drops
-such an argument from a decided call: optional, held to an ``enum``, and none of the value's words in
-the request (one word's first five letters beginning the
-other's: "in detail" speaks of "detailed", "descending" of "DESC"). A required argument, one of free
-text, or one whose value or own name the request speaks of ("in the Comic genre" names ``genre``), is
-kept as the model wrote it, and so is a value of codes only (``es-ES`` is "in Spanish"), one with
-digits or a yes or no ("free to enter" is ``"True"``), and every choice where most of the request's
-letters are not Latin (a request in Chinese shares no word with an English value).
+such an argument from a decided call: optional, one of its listed values (its ``enum``, or two or more
+values its description quotes: "could be 'Breakfast', 'Lunch', 'Dinner'"), and none of the value's words
+in the request (one word's first five letters beginning the other's: "in detail" speaks of "detailed",
+"descending" of "DESC"). A required argument, free text the description does not list, or one whose
+value or own name the request speaks of ("in the Comic genre" names ``genre``), is kept as the model
+wrote it, and so is a value of codes only (``es-ES`` is "in Spanish"), one with digits or a yes or no
+("free to enter" is ``"True"``), and every choice where most of the request's letters are not Latin (a
+request in Chinese shares no word with an English value).
 
-The same holds for any optional argument whose value is the default its schema or its description
-names (``defaults.py``) ("Default is 'home'", "Defaults to 'miles'", ``"default": "Not specified"``): the model copied the
-tool's own default into the call, which leaves the call as it was and, for a reader of the call, says
-the user chose it. It is dropped unless the request speaks of the value or names the argument ("including
-visual outputs" for ``include_visuals``, whose default is true). Linear in the request and the decision.
+The same holds for any optional argument whose value is the default its schema or its description names
+("Default is 'home'", "Defaults to 'miles'", ``"default": "Not specified"``; ``defaults.py``): the model
+copied the tool's own default into the call, which leaves the call as it was and, for a reader of the
+call, says the user chose it. It is dropped unless the request speaks of the value or names the argument
+("including visual outputs" for ``include_visuals``, whose default is true). Linear in the request and
+the decision.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ _NAME_PARTS = re.compile(r"(?<=[a-z])(?=[A-Z])")  # "sortOrder" is "sort Order";
 _STEM = 5
 _SHORTEST = 3  # a shorter word begins too many others ("c" and "celsius")
 _YES_NO = frozenset(("true", "false", "yes", "no", "y", "n", "on", "off"))
+# A value a description quotes: "could be 'Breakfast', 'Lunch', 'Dinner'", 'e.g. "asc" or "desc"'.
+_QUOTED = re.compile(r"'([^'\n]{1,40})'|\"([^\"\n]{1,40})\"")
 # Words of a value that say nothing of it ("Place of Worship" speaks of a place and of worship).
 _EMPTY = frozenset(("a", "an", "and", "at", "by", "for", "in", "of", "on", "or", "the", "to", "with"))
 
@@ -74,6 +78,19 @@ def _speaks_of_value(value: Any, said: _Said) -> bool:
     return isinstance(value, str) and any(said.speaks_of(w) for w in _stems(value))
 
 
+def _listed(value: str, spec: Mapping[str, Any]) -> bool:
+    """Whether ``value`` is one of the argument's listed values: its ``enum``, or, for free text, two or
+    more values its description quotes ("could be 'Breakfast', 'Lunch', 'Dinner'")."""
+    enum = spec.get("enum")
+    if isinstance(enum, list):
+        return True
+    description = spec.get("description")
+    if not isinstance(description, str):
+        return False
+    quoted = [a or b for a, b in _QUOTED.findall(description)]
+    return len(quoted) >= 2 and value.lower() in {q.lower() for q in quoted}
+
+
 def _unasked(name: str, value: Any, schema: Mapping[str, Any], said: _Said) -> bool:
     properties = schema.get("properties")
     spec = properties.get(name) if isinstance(properties, Mapping) else None
@@ -87,8 +104,7 @@ def _unasked(name: str, value: Any, schema: Mapping[str, Any], said: _Said) -> b
         return False
     if at_default(name, value, schema):
         return not _speaks_of_value(value, said)
-    enum = spec.get("enum")
-    if not isinstance(enum, list) or not isinstance(value, str):
+    if not isinstance(value, str) or not _listed(value, spec):
         return False
     words = _stems(value)
     if all(len(w) < _SHORTEST for w in words) or any(c.isdigit() for c in value) or value.lower() in _YES_NO:
