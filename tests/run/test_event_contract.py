@@ -421,6 +421,22 @@ async def test_a_run_refuses_an_empty_or_answered_transcript() -> None:
     assert events == []  # refused before it started
 
 
+async def test_a_chat_message_written_as_a_mapping_is_refused_not_dropped() -> None:
+    # A host's own messages stay out of the prompt; one in the wire's shape would vanish without a word.
+    events: list[Event] = []
+    endpoint = sl.Endpoint("http://127.0.0.1:9/v1")
+    written = [{"role": "assistant", "content": "Earlier answer."}, sl.UserMessage(content="And now?")]
+    refused = r"message 0 is a plain mapping \(role 'assistant'\).*steadyloop\.messages\.from_openai"
+    with pytest.raises(sl.InvalidInput, match=refused):
+        await sl.run_agent_loop(
+            endpoint,
+            sl.ModelParams(model="m"),
+            messages=written,  # type: ignore[list-item]
+            on_event=events.append,
+        )
+    assert events == []
+
+
 async def test_a_sync_tool_that_times_out_reports_its_late_settlement() -> None:
     import threading
 

@@ -469,8 +469,20 @@ def check_start(messages: Sequence[Any], *, converted: bool = False) -> None:
     hook's to turn into something to answer.
 
     Raises:
-        InvalidInput: nothing to answer, or the last message is the assistant's.
+        InvalidInput: nothing to answer, the last message is the assistant's, or (without
+            ``convert_to_llm``) a message is a plain mapping with a ``role``, as a chat message written
+            in the wire's shape would be.
     """
+    if not converted:
+        for index, message in enumerate(messages):
+            if isinstance(message, Mapping) and "role" in message:
+                # A host's own messages stay out of the model's prompt by design; a chat message written
+                # as a plain mapping looks like one and would be dropped without a word.
+                raise InvalidInput(
+                    f"message {index} is a plain mapping (role {str(message['role'])[:40]!r}), which the "
+                    "model never reads: pass Message values (steadyloop.messages.from_openai converts "
+                    "the chat-completions shape), or give hooks.convert_to_llm to turn host messages into them"
+                )
     view = messages if converted else [m for m in messages if isinstance(m, LLM_TYPES)]
     if not view:
         raise InvalidInput("a run needs a transcript to answer: it is empty")
