@@ -9,11 +9,12 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steadyloop.events import Event, SideTask
+from steadyloop.events import Event, MessageUpdate, SideTask
 from steadyloop.loop import LoopPolicy, run_agent_loop
-from steadyloop.messages import AssistantMessage, UserMessage
+from steadyloop.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 from steadyloop.request_body import ModelParams
 from steadyloop.steering.examples import ALREADY_SAID, FIRST_EXAMPLES, FOLLOW_UP_EXAMPLES, KINDS, GateExamples
+from steadyloop.steering.grounding import AnswerGaps, count_gaps, counted_earlier
 from steadyloop.steering.routing import ToolRouting
 from steadyloop.steering.tool_gate import (
     FOLLOW_UP_SCHEMA,
@@ -145,3 +146,87 @@ async def test_a_follow_up_filed_as_already_said_is_answered_without_a_call() ->
         "content": "How many is that?",
     }
     assert [e.kind for e in events if isinstance(e, SideTask)] == ["tool_gate"]
+
+
+BULLETED = "- a.md\n- b.md\n- docs/"
+COUNTED = [
+    {"role": "user", "content": "List the files here."},
+    {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": BULLETED},
+    {"role": "assistant", "content": "Here: a.md, b.md and docs/."},
+    {"role": "user", "content": "How many files are in that list?"},
+]
+
+
+def test_a_count_that_refers_back_is_held_to_the_earlier_result() -> None:
+    assert counted_earlier(COUNTED) == ("How many files are in that list?", BULLETED)
+    for request in ("how many of them are folders?", "What is the number of entries listed?"):
+        assert counted_earlier([*COUNTED[:-1], {"role": "user", "content": request}]) is not None
+    # a count that asks nothing of the earlier result, and one that is no count, are not held
+    for request in ("How many planets are there?", "How many files start with a letter that is a vowel?"):
+        assert counted_earlier([*COUNTED[:-1], {"role": "user", "content": request}]) is None
+    assert counted_earlier([*COUNTED[:-1], {"role": "user", "content": "Read that list."}]) is None
+    # a tool ran for the question already: the usual check holds its answer
+    assert counted_earlier([*COUNTED, *COUNTED[1:3]]) is None
+    # the earlier request got no result, or one that says no count, or two
+    assert counted_earlier([COUNTED[0], COUNTED[3], COUNTED[4]]) is None
+    prose = [*COUNTED[:2], {**COUNTED[2], "content": "Some text."}, *COUNTED[3:]]
+    assert counted_earlier(prose) is None
+    two = [*COUNTED[:3], COUNTED[2], *COUNTED[3:]]
+    assert counted_earlier(two) is None
+    assert counted_earlier(COUNTED[-1:]) is None
+
+
+def test_only_the_count_is_held() -> None:
+    assert count_gaps("There are 3 entries.", BULLETED, "how many in that list?") == AnswerGaps()
+    assert count_gaps("Two files and one folder.", BULLETED, "how many in that list?") == AnswerGaps()
+    wrong = count_gaps("There are 8 files, like z.md.", BULLETED, "how many files are in that list?")
+    assert wrong == AnswerGaps(count="3 entries: 2 files and 1 folder")
+    assert count_gaps("", BULLETED, "how many in that list?") == AnswerGaps()
+
+
+@given(st.lists(st.one_of(_MESSAGE, st.integers(), st.none()), max_size=8))
+def test_reading_a_count_of_any_messages_is_total(messages: list[Any]) -> None:
+    found = counted_earlier(messages)
+    assert found is None or all(isinstance(s, str) for s in found)
+
+
+@tool
+def listing(path: str = ".") -> str:
+    """List a folder."""
+    return BULLETED
+
+
+async def test_a_miscounted_follow_up_is_sent_back_once_and_shown_right() -> None:
+    policy = LoopPolicy(
+        tool_routing=ToolRouting(question="kind", examples=WITH_FOLLOW_UPS, several=False),
+        retry=RetryPolicy(base_delay_s=0.01, max_retries=1),
+    )
+    events: list[Event] = []
+    replies = [
+        text(json.dumps({"about": ALREADY_SAID})),
+        text("There are 8 files."),
+        text("There are 3 entries."),
+    ]
+    async with ScriptedServer(*replies) as server:
+        result = await run_agent_loop(
+            Endpoint(server.base_url),
+            ModelParams(model="m", temperature=0.2),
+            messages=[
+                UserMessage(content="List the files here."),
+                AssistantMessage(tool_calls=(ToolCall("c1", "listing", {}),)),
+                ToolResultMessage(call_id="c1", content=BULLETED, name="listing"),
+                AssistantMessage(content="Here: a.md, b.md and docs/."),
+                UserMessage(content="How many files are in that list?"),
+            ],
+            tools=[listing],
+            policy=policy,
+            on_event=events.append,
+        )
+        _, first, again = (r.json for r in server.chat_requests)
+    # the wrong count is never shown: the answer is held, then passed on whole
+    shown = "".join(e.delta for e in events if isinstance(e, MessageUpdate) and e.kind == "text")
+    assert result.turn.content == "There are 3 entries." and shown == "There are 3 entries."
+    assert first["temperature"] == 0 and "tools" not in first
+    assert again["messages"][-2] == {"role": "assistant", "content": "There are 8 files."}
+    assert "the tool returned 3 entries: 2 files and 1 folder" in again["messages"][-1]["content"]

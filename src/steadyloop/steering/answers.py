@@ -8,11 +8,13 @@ temperature 0 and not streamed while it is written (:func:`grounded_answer`): on
 a listing returned, miscounts a result it was asked to count, or names paths none returned
 (``grounding.py``), is sent back once with a correction,
 and the one with fewer gaps is passed on whole; one still short of a listing gives way to the listing.
+A count question that refers back to an earlier request's one result ("How many files are in that
+list?") is held to that result's count in the same way (``grounding.counted_earlier``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -22,7 +24,7 @@ from ..turn.capabilities import EndpointCapabilities, ModelCapabilities
 from ..turn.request import BodyBuilder, TurnRequest, TurnSink
 from ..turn.send import send_turn
 from .decision import ANSWER_GRAMMAR, one_read
-from .grounding import AnswerGaps, answer_gaps, correction, request_and_results
+from .grounding import AnswerGaps, answer_gaps, correction, count_gaps, request_and_results
 
 __all__ = ["ANSWER_HELD", "answering", "answering_bare", "ask_answer", "grounded_answer"]
 
@@ -57,29 +59,46 @@ def answering_bare(build: BodyBuilder) -> BodyBuilder:
     return bare
 
 
-async def ask_answer(request: TurnRequest, sink: TurnSink, grounded: bool, bare: bool) -> Turn:
+async def ask_answer(
+    request: TurnRequest,
+    sink: TurnSink,
+    grounded: bool,
+    bare: bool,
+    earlier: tuple[str, str] | None = None,
+) -> Turn:
     """The answer to ``request`` (whose body is a builder): held to its tool results when ``grounded``,
-    else streamed, without the tools when ``bare``."""
+    held to the count of an earlier result when ``earlier`` (the request, and the result it counts:
+    ``grounding.counted_earlier``), else streamed; without the tools when ``bare``."""
     assert callable(request.body), "a routed step's body is a builder"
     asked = replace(request, droppable=(*request.droppable, "grammar"))
+    build = answering_bare(request.body) if bare else answering(request.body)
     if grounded:
         return await grounded_answer(replace(asked, body=answering(request.body)), sink)
-    build = answering_bare(request.body) if bare else answering(request.body)
+    if earlier is not None:
+        return await grounded_answer(replace(asked, body=build), sink, earlier)
     return await send_turn(replace(asked, body=build), sink)
 
 
-async def grounded_answer(request: TurnRequest, sink: TurnSink) -> Turn:
+async def grounded_answer(
+    request: TurnRequest, sink: TurnSink, earlier: tuple[str, str] | None = None
+) -> Turn:
     """An answer written from tool results, held to them (``grounding.py``) before it is shown.
 
     It is asked at temperature 0 and not streamed while it is written: an answer that leaves out entries a
     listing returned, or names paths none returned, is sent back once with a correction, and the one with
     fewer gaps is passed on to ``on_output`` whole; one still short of a listing gives way to the listing.
+    With ``earlier`` (a count question, and the one result of an earlier request it refers back to), only
+    the count is held to that result.
     """
     held = _Held(request, sink)
     quiet = replace(sink, on_output=held.writing)
     answer = await send_turn(replace(request, body=held.first), quiet)
-    asked, results = request_and_results(held.sent.get("messages", []))
-    gaps = answer_gaps(answer.content, results, asked) if not answer.tool_calls else AnswerGaps()
+    if earlier is not None:
+        asked, results = earlier[0], [earlier[1]]
+        held.gaps = _count_only
+    else:
+        asked, results = request_and_results(held.sent.get("messages", []))
+    gaps = held.gaps(answer.content, results, asked) if not answer.tool_calls else AnswerGaps()
     if gaps:
         answer = await held.corrected(answer, gaps, (asked, results))
     if sink.on_output is not None and answer.content:
@@ -90,10 +109,11 @@ async def grounded_answer(request: TurnRequest, sink: TurnSink) -> Turn:
 class _Held:
     """One held answer: the body it was last sent with, and the notice given as its text starts."""
 
-    __slots__ = ("build", "request", "sent", "sink", "started")
+    __slots__ = ("build", "gaps", "request", "sent", "sink", "started")
 
     def __init__(self, request: TurnRequest, sink: TurnSink) -> None:
         assert callable(request.body), "a routed step's body is a builder"
+        self.gaps: Callable[[str, Sequence[str], str], AnswerGaps] = answer_gaps
         self.request = request
         self.sink = sink
         self.build: BodyBuilder = request.body
@@ -140,7 +160,7 @@ class _Held:
         quiet = replace(self.sink, on_output=self.writing)
         second = await send_turn(replace(self.request, body=again), quiet)
         usage = one_read(answer.usage, second.usage)
-        better = answer_gaps(second.content, results, asked)
+        better = self.gaps(second.content, results, asked)
         if not second.tool_calls and better.size < gaps.size:
             answer, gaps = second, better
         content = answer.content
@@ -149,6 +169,10 @@ class _Held:
             # tool gave it (docs/steering.md).
             content = "\n".join(r.strip() for r in results)
         return Turn(content, answer.reasoning, answer.tool_calls, usage, answer.finish_reason)
+
+
+def _count_only(answer: str, results: Sequence[str], asked: str) -> AnswerGaps:
+    return count_gaps(answer, results[0], asked)
 
 
 def _said(gaps: AnswerGaps) -> str:

@@ -38,6 +38,7 @@ __all__ = [
     "answer_gaps",
     "chat_text",
     "correction",
+    "counted_earlier",
     "counts_held",
     "last_request",
     "listed_entries",
@@ -90,6 +91,14 @@ _NUMBER_WORDS = {
 # A whole number as an answer writes it: "7", "1,024", "seven"; not a part of "2.5", "v3" or "file2".
 _NUMBER = re.compile(
     r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d+)(?![\w]|[.,]\d)|\b(" + "|".join(_NUMBER_WORDS) + r")\b", re.I
+)
+# A count question about what an earlier request's tool returned: "How many files are in that list?",
+# "how many of them are folders?". Not "are there" ("How many planets are there?" after a listing asks
+# nothing of it), nor a bare "that" ("files that start with d" counts a part).
+_REFERS_BACK = re.compile(
+    r"\b(?:that|the|this|those|these)\s+(?:list|listing|folder|directory|results?|output)\b"
+    r"|\b(?:of|in)\s+(?:them|those|these|it)\b|\blisted\b",
+    re.IGNORECASE,
 )
 _ARRAY_SCAN = 200_000  # characters of a result parsed as JSON, at most: a count is asked of small results
 
@@ -184,6 +193,39 @@ def stated_numbers(text: str) -> set[int]:
         digits, word = match.group(1), match.group(2)
         found.add(int(digits.replace(",", "")) if digits else _NUMBER_WORDS[word.lower()])
     return found
+
+
+def count_gaps(answer: str, result: str, request: str) -> AnswerGaps:
+    """What ``answer`` misses of the one earlier ``result`` a count ``request`` refers back to: only the
+    count (see :func:`counted_earlier`)."""
+    return AnswerGaps(count=_wrong_count(answer, [result], request) if answer.strip() else None)
+
+
+def counted_earlier(messages: Sequence[Any]) -> tuple[str, str] | None:
+    """The request and the one tool result it counts, for a count question that refers back to what an
+    earlier request's tool returned ("List the files in docs." then "How many files are in that list?");
+    ``None`` when the last request is no such question, a tool ran for it already, or the request before
+    it got other than one result that says how many things it holds.
+
+    The model answers such a question from the conversation, and a small one miscounts there as it does
+    after a fresh listing ("There are 8 files in the list." for 7).
+    """
+    users = [i for i, m in enumerate(messages) if isinstance(m, Mapping) and m.get("role") == "user"]
+    if len(users) < 2:
+        return None
+    request = chat_text(messages[users[-1]].get("content"))
+    after = [m for m in messages[users[-1] + 1 :] if isinstance(m, Mapping)]
+    if any(m.get("role") == "tool" for m in after) or not _COUNT_ASKED.search(request):
+        return None
+    if not _REFERS_BACK.search(request):
+        return None
+    before = messages[users[-2] + 1 : users[-1]]
+    results = [
+        chat_text(m.get("content")) for m in before if isinstance(m, Mapping) and m.get("role") == "tool"
+    ]
+    if len(results) != 1 or counts_held(results[0]) is None:
+        return None
+    return request, results[0]
 
 
 def _wrong_count(answer: str, results: Sequence[str], request: str) -> str | None:

@@ -44,6 +44,7 @@ from .decision import (
     which_tool_body,
 )
 from .examples import GENERIC_EXAMPLES, GateChoice, GateExamples
+from .grounding import counted_earlier
 from .listed_items import listed_calls
 from .numbered_calls import without_numbered_calls
 from .tool_gate import read_gate, request_and_results, tools_on_named_paths
@@ -168,7 +169,9 @@ class _Routed:
             # Before any tool ran, the tools are left out of the answer's prompt: they only invite a small
             # model to write about them. After results they stay: the prompt then matches the steps before
             # it, which the server has cached, and an answer from the results needs no second read of them.
-            answer = await ask_answer(request, sink, ran_tools(planned), not ran_tools(planned))
+            answer = await ask_answer(
+                request, sink, ran_tools(planned), not ran_tools(planned), self._earlier()
+            )
             return RoutedTurn(answer, decided=True)
         tools: list[Mapping[str, Any]] = list(planned["tools"])
         decided = await self._decide(on_named)
@@ -192,7 +195,7 @@ class _Routed:
                 for i, (name, arguments) in enumerate(fresh)
             ]
             return RoutedTurn(Turn("", decided.reasoning, calls, decided.usage, "tool_calls"), decided=True)
-        return _after(decided, await ask_answer(request, sink, ran_tools(planned), False))
+        return _after(decided, await ask_answer(request, sink, ran_tools(planned), False, self._earlier()))
 
     def _gate_body(self) -> dict[str, Any] | None:
         """The gate's request, where the gate is on and there is something to ask."""
@@ -237,6 +240,12 @@ class _Routed:
                 )
             )
         return None
+
+    def _earlier(self) -> tuple[str, str] | None:
+        """A count question about an earlier request's one result, and that result: its answer is held to
+        the result's count (``grounding.counted_earlier``)."""
+        messages = self.planned.get("messages")
+        return counted_earlier(messages) if isinstance(messages, list) else None
 
     def _defined_in(self) -> Collection[str]:
         """The files the host says define a name the request mentions, before any tool ran for it."""
