@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from steadyloop.steering.tool_gate import (
     GATE_SCHEMA,
     KIND_SCHEMA,
     KINDS,
+    asks_how,
     gate_messages,
     gate_schema,
     read_gate,
@@ -214,6 +216,89 @@ def test_tool_calls_of_the_wrong_kind_are_skipped() -> None:
         }
         asked = gate_messages(body)
         assert asked is not None and asked[-1]["content"] == "hi"
+
+
+@pytest.mark.parametrize(
+    ("request_text", "only_how"),
+    [
+        ("How do I create an empty file in Bash?", True),
+        ("how to make a folder", True),
+        ("How can we delete a branch in git?", True),
+        ("Can you show me how to write a file in Python?", True),
+        ("Please explain how to rename a file.", True),
+        ("  How   do I\n open notes.txt?  ", True),  # a path's dot ends no sentence
+        ("How do I create an empty file in Bash? Then do it.", False),  # says more than how
+        ("Create notes.txt. How do I open it?", False),
+        ("How do I add a file todo.md with the text: ship it", False),
+        ("How many files are there?", False),
+        ("How does grep work?", False),
+        ("How did you do that?", False),
+        ("Show me how my files are organised.", False),
+        ("Create an empty file called a.txt.", False),
+        ("", False),
+        ("How do I " + "x" * 500 + "?", False),  # longer than one question about how
+    ],
+)
+def test_a_request_that_only_asks_how(request_text: str, only_how: bool) -> None:
+    assert asks_how(request_text) is only_how
+
+
+@pytest.mark.parametrize("kind", ["creating or changing files", "an action to do"])
+def test_a_change_asked_how_to_make_is_read_as_an_answer(kind: str) -> None:
+    reply = json.dumps({"about": kind})
+    assert read_gate(reply) == "tool"
+    assert read_gate(reply, asked_how=True) == "answer"
+
+
+@pytest.mark.parametrize("kind", ["looking in the user's files", "live data (weather, prices, news)"])
+def test_a_look_asked_how_to_make_is_still_a_tool(kind: str) -> None:
+    # Reading changes nothing: "How do I find the file that mentions nginx?" may as well be looked up.
+    assert read_gate(json.dumps({"about": kind}), asked_how=True) == "tool"
+
+
+@given(st.text(max_size=500))
+def test_reading_any_request_for_how_is_total(request_text: str) -> None:
+    assert asks_how(request_text) in (True, False)
+
+
+@given(
+    st.one_of(st.text(max_size=50), st.lists(st.text(max_size=5)), st.integers(), st.none()), st.booleans()
+)
+def test_reading_any_kind_asked_how_is_total(kind: Any, asked_how: bool) -> None:
+    # {"about": ["creating or changing files"]} is no kind: a list is not looked up as one
+    assert read_gate(json.dumps({"about": kind}), asked_how=asked_how) in (None, "tool", "answer")
+
+
+def test_reading_a_huge_request_for_how_is_linear() -> None:
+    for huge in ("How do I " * 100_000, "How to? " * 100_000, " " * 1_000_000 + "How do I x?"):
+        started = time.perf_counter()
+        asks_how(huge)
+        assert time.perf_counter() - started < 2.0
+
+
+async def test_a_request_that_only_asks_how_to_change_files_is_answered_without_a_call() -> None:
+    async with ScriptedServer(
+        text(json.dumps({"about": "creating or changing files"})), text("Use touch: `touch empty.txt`.")
+    ) as server:
+        result, _ = await run(server, "How do I create an empty file in Bash?")
+        gate, answer = (r.json for r in server.chat_requests)
+    assert result.turn.content == "Use touch: `touch empty.txt`."
+    assert not [c for m in result.messages for c in getattr(m, "tool_calls", ())]
+    assert "tools" not in answer and answer["grammar"] == ANSWER_GRAMMAR
+    assert gate["messages"][-1]["content"] == "How do I create an empty file in Bash?"
+
+
+async def test_a_request_to_change_files_is_still_a_call() -> None:
+    async with ScriptedServer(
+        text(json.dumps({"about": "creating or changing files"})),
+        text('{"name": "read_file", "arguments": {"path": "a.txt"}}'),
+        choose("answer"),
+        text("It says Lisbon."),
+    ) as server:
+        result, _ = await run(server, "Create a.txt, then tell me what it says.")
+        assert len(server.chat_requests) == 4
+    calls = [c for m in result.messages for c in getattr(m, "tool_calls", ())]
+    assert [c.name for c in calls] == ["read_file"]
 
 
 async def test_an_answer_the_gate_chose_is_asked_for_without_a_decision() -> None:

@@ -14,6 +14,7 @@ from typing import Literal
 
 __all__ = [
     "ALREADY_SAID",
+    "CHANGES",
     "FIRST_EXAMPLES",
     "FOLLOW_UP_EXAMPLES",
     "GENERIC_EXAMPLES",
@@ -42,6 +43,11 @@ KINDS: dict[str, GateChoice] = {
 }
 
 _FILES, _CHANGE, _LIVE, _MONEY, _ACTION, _HOW, _WRITING, _KNOWLEDGE, _MATHS, _CHAT = KINDS
+
+#: The kinds that change something for the user. A request that only asks how to do such a thing ("How do I
+#: create an empty file in Bash?") is told how, not done for them: the 1.5B model filed that request under
+#: "creating or changing files" and wrote empty.txt before it explained `touch` (``tool_gate.asks_how``).
+CHANGES: frozenset[str] = frozenset((_CHANGE, _ACTION))
 
 #: The kind of a follow-up the conversation's earlier answer already holds ("how many is that?" after a
 #: listing): an answer. Offered only when there is an earlier answer to read, so a first request is sorted

@@ -47,7 +47,7 @@ from .examples import GENERIC_EXAMPLES, GateChoice, GateExamples
 from .grounding import counted_earlier
 from .listed_items import listed_calls
 from .numbered_calls import without_numbered_calls
-from .tool_gate import read_gate, request_and_results, tools_on_named_paths
+from .tool_gate import asks_how, read_gate, request_and_results, tools_on_named_paths
 from .unasked import without_unasked
 from .which_tool import (
     GENERIC_WHICH_TOOL_EXAMPLES,
@@ -208,7 +208,7 @@ class _Routed:
 
     def _read_gate(self, text: str) -> GateChoice | None:
         if self.routing.question == "kind":
-            return read_gate(text)
+            return read_gate(text, asked_how=self._asks_how())
         said = read_which_tool(text, self.planned.get("tools") or [])
         return None if said is None else ("tool" if said.needs_tool else "answer")
 
@@ -240,6 +240,12 @@ class _Routed:
                 )
             )
         return None
+
+    def _asks_how(self) -> bool:
+        """The request only asks how to do something, and nothing was done for it yet."""
+        messages = self.planned.get("messages")
+        found = request_and_results(messages) if isinstance(messages, list) else None
+        return found is not None and not found[1] and asks_how(found[0])
 
     def _earlier(self) -> tuple[str, str] | None:
         """A count question about an earlier request's one result, and that result: its answer is held to

@@ -28,7 +28,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from ..turn.side_tasks import read_json
-from .examples import ALREADY_SAID, GENERIC_EXAMPLES, KINDS, GateChoice, GateExamples
+from .examples import ALREADY_SAID, CHANGES, GENERIC_EXAMPLES, KINDS, GateChoice, GateExamples
 from .grounding import chat_text, last_request
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "KINDS",
     "KIND_SCHEMA",
     "GateChoice",
+    "asks_how",
     "gate_messages",
     "gate_schema",
     "names_a_listed_path",
@@ -347,15 +348,42 @@ def gate_schema(body: Mapping[str, Any], examples: GateExamples = GENERIC_EXAMPL
     return KIND_SCHEMA
 
 
-def read_gate(text: str) -> GateChoice | None:
-    """The gate's choice in a reply (a choice, or a kind of :data:`KINDS`); ``None`` when it holds neither."""
+# "How do I ...", "How can we ...", "How to ...", "Can you show me how to ...", "Explain how I ...".
+_HOW_TO = re.compile(
+    r"(?:(?:can|could|would|will) you )?(?:please )?(?:(?:show|tell|teach) me |explain )?"
+    r"how (?:to\b|(?:do|does|can|could|would|should|might|must) (?:i|we|you|one)\b)",
+    re.IGNORECASE,
+)
+_SENTENCE_END = re.compile(r"[.?!;:](?:\s|$)")
+_HOW_CHARS = 400  # a longer request is more than one question about how
+
+
+def asks_how(request: str) -> bool:
+    """Whether ``request`` only asks how to do something: one question that opens "How do I ...", "How to
+    ...", "Can you show me how to ..." and says nothing else ("... in Bash? Then do it." says more). Told
+    how, the user chooses whether to do it; a change made for them is one they did not ask for, so the
+    gate's "creating or changing files" for such a request is read as "how to" (:func:`read_gate`). Linear
+    in the request."""
+    text = " ".join(request.split())
+    if len(text) > _HOW_CHARS or not _HOW_TO.match(text):
+        return False
+    return _SENTENCE_END.search(text.rstrip("?!. ")) is None
+
+
+def read_gate(text: str, *, asked_how: bool = False) -> GateChoice | None:
+    """The gate's choice in a reply (a choice, or a kind of :data:`KINDS`); ``None`` when it holds neither.
+
+    ``asked_how``: the request only asks how to do something (:func:`asks_how`), so a kind that changes
+    something (:data:`~.examples.CHANGES`) is an answer that says how."""
     value = read_json(text)
     if not isinstance(value, dict):
         return None
     kind = value.get("about")
-    if kind == ALREADY_SAID:
+    if not isinstance(kind, str):
+        kind = None
+    if kind == ALREADY_SAID or (asked_how and kind in CHANGES):
         return "answer"
-    if isinstance(kind, str) and kind in KINDS:
+    if kind in KINDS:
         return KINDS[kind]
     choice = value.get("choice")
     if choice == "tool":
