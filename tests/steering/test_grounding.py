@@ -80,6 +80,31 @@ def test_a_count_asked_for_is_not_held_to_the_names(request_text: str) -> None:
     assert answer_gaps("2 files: README.md and setup.py", [LISTING], request_text).invented == ("setup.py",)
 
 
+@pytest.mark.parametrize(
+    "request_text",
+    [
+        "Which of them is the largest?",
+        "Which one was changed last?",
+        "Which file is the biggest?",
+        "Show me the newest file in docs.",
+        "What is the most recent entry?",
+    ],
+)
+def test_a_pick_among_the_entries_is_not_held_to_all_of_them(request_text: str) -> None:
+    assert not answer_gaps("The largest is pyproject.toml.", [LISTING], request_text)
+    # a pick is still one of the entries: a path none of the results named is made up
+    assert answer_gaps("setup.py is the largest.", [LISTING], request_text).invented == ("setup.py",)
+
+
+@pytest.mark.parametrize("request_text", ["Which files are in src?", "What is in this folder?", ""])
+def test_a_listing_asked_for_is_still_held_to_every_entry(request_text: str) -> None:
+    assert answer_gaps("The largest is pyproject.toml.", [LISTING], request_text).missing == (
+        "docs/",
+        "src/",
+        "README.md",
+    )
+
+
 HOW_MANY = "How many files are in the docs folder?"
 SEVEN = "\n".join(f"- line{i}.txt (2 lines)" for i in range(7))
 

@@ -20,7 +20,8 @@ many" too.
 A listing is a result whose lines are bulleted names (one word each, a note in parentheses after it
 allowed), with notes in parentheses between them: a file's own bulleted prose is no listing. The entries
 are checked only when every result of the request is a listing, so an answer that read a file after
-listing a folder is not held to the listing.
+listing a folder is not held to the listing, and only when the request neither counts nor picks among
+them ("Which of them is the largest?", "the newest file" is answered by the ones it picks).
 
 All of it is sans I/O: :func:`answer_gaps` reads, :func:`correction` writes the message.
 """
@@ -60,6 +61,13 @@ _SHOWN_IN_CORRECTION = 12  # entries named in a correction, at most
 # A request for a count is answered by a number, not by the names: held to the listing, a count asked for
 # was sent back for leaving the names out and came back with them and no count.
 _COUNT_ASKED = re.compile(r"\bhow many\b|\bnumber of\b|\bcount\b", re.IGNORECASE)
+# A request that picks among entries ("Which of them is the largest?", "the newest file") is answered by the
+# ones it picks: held to the whole listing, "Which of them is the largest?" came back as every entry.
+_PICK_ASKED = re.compile(
+    r"\b(?:largest|biggest|smallest|newest|oldest|longest|shortest|latest|earliest|heaviest|lightest)\b"
+    r"|\b(?:most|least) recent\b|\bwhich (?:one|of)\b|\bwhich \w+ (?:is|was|has)\b",
+    re.IGNORECASE,
+)
 _NUMBER_WORDS = {
     w: n
     for n, w in enumerate(
@@ -279,7 +287,8 @@ def answer_gaps(answer: str, results: Sequence[str], request: str = "") -> Answe
         return AnswerGaps()
     listings = [listed_entries(r) for r in results]
     missing: list[str] = []
-    if all(entries is not None for entries in listings) and not _COUNT_ASKED.search(request):
+    whole = not _COUNT_ASKED.search(request) and not _PICK_ASKED.search(request)
+    if whole and all(entries is not None for entries in listings):
         for entries in listings:
             missing += [e for e in entries or () if not _names(answer, e) and e not in missing]
     sources = [s.lower() for s in (*results, request)]
