@@ -71,9 +71,9 @@ async def ask_answer(
     ``grounding.counted_earlier``), else streamed; without the tools when ``bare``."""
     assert callable(request.body), "a routed step's body is a builder"
     asked = replace(request, droppable=(*request.droppable, "grammar"))
-    build = answering_bare(request.body) if bare else answering(request.body)
-    if grounded:
+    if grounded:  # after tool results the tools stay: the prompt is then the one the server has cached
         return await grounded_answer(replace(asked, body=answering(request.body)), sink)
+    build = answering_bare(request.body) if bare else answering(request.body)
     if earlier is not None:
         return await grounded_answer(replace(asked, body=build), sink, earlier)
     return await send_turn(replace(asked, body=build), sink)
@@ -90,12 +90,11 @@ async def grounded_answer(
     With ``earlier`` (a count question, and the one result of an earlier request it refers back to), only
     the count is held to that result.
     """
-    held = _Held(request, sink)
+    held = _Held(request, sink, answer_gaps if earlier is None else _count_only)
     quiet = replace(sink, on_output=held.writing)
     answer = await send_turn(replace(request, body=held.first), quiet)
     if earlier is not None:
         asked, results = earlier[0], [earlier[1]]
-        held.gaps = _count_only
     else:
         asked, results = request_and_results(held.sent.get("messages", []))
     gaps = held.gaps(answer.content, results, asked) if not answer.tool_calls else AnswerGaps()
@@ -111,9 +110,11 @@ class _Held:
 
     __slots__ = ("build", "gaps", "request", "sent", "sink", "started")
 
-    def __init__(self, request: TurnRequest, sink: TurnSink) -> None:
+    def __init__(
+        self, request: TurnRequest, sink: TurnSink, gaps: Callable[[str, Sequence[str], str], AnswerGaps]
+    ) -> None:
         assert callable(request.body), "a routed step's body is a builder"
-        self.gaps: Callable[[str, Sequence[str], str], AnswerGaps] = answer_gaps
+        self.gaps = gaps  # what an answer misses of the results it is held to
         self.request = request
         self.sink = sink
         self.build: BodyBuilder = request.body
