@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -12,6 +14,7 @@ from steadyloop.steering.grounding import (
     correction,
     counts_held,
     last_request,
+    line_counts,
     listed_entries,
     path_words,
     request_and_results,
@@ -110,7 +113,10 @@ SEVEN = "\n".join(f"- line{i}.txt (2 lines)" for i in range(7))
 
 
 def test_what_a_result_says_it_holds() -> None:
-    assert counts_held(LISTING) == (frozenset({4, 2}), "4 entries: 2 files and 2 folders")
+    # every entry, the files, the folders, and the files of each kind (one .md, one .toml)
+    assert counts_held(LISTING) == (frozenset({4, 2, 1}), "4 entries: 2 files and 2 folders")
+    python = "- a.py\n- b.py\n- c.py\n- notes.md\n- src/"
+    assert counts_held(python) == (frozenset({5, 4, 1, 3}), "5 entries: 4 files and 1 folder")
     assert counts_held(SEVEN) == (frozenset({7}), "7 entries")
     assert counts_held("- a/\n- b/") == (frozenset({2}), "2 entries")
     assert counts_held('[{"id": 1}, {"id": 2}, {"id": 3}]') == (frozenset({3}), "3 items")
@@ -234,3 +240,91 @@ def test_huge_adversarial_text_is_read_in_one_pass() -> None:
         counts_held("[" * 100_000)
         path_words(text)
         listed_entries(text)
+
+
+POEM = "Roses are red\nViolets are blue\nSugar is sweet\n\nAnd so are you\n"
+LINES = "How many lines are in poem.txt?"
+
+
+def test_what_a_result_holds_in_lines() -> None:
+    assert line_counts(POEM) == (frozenset({5, 4}), "5 lines, 4 of them not blank")
+    assert line_counts("red\nblue") == (frozenset({2}), "2 lines")
+    # a tool that counted, or a note saying how many lines of how many were shown: its numbers stand
+    assert line_counts("12 poem.txt")[0] == frozenset({1, 12})
+    assert line_counts("a\nb\n[lines 1-2 of 3,412; search_text finds lines in the rest]")[0] >= {3412}
+    assert line_counts("") == (frozenset({0}), "0 lines")
+
+
+@pytest.mark.parametrize(
+    ("answer", "wrong"),
+    [
+        ("There are 10 lines in poem.txt.", True),  # the 1.5B model's count for this poem
+        ("Roses are red, violets are blue, sugar is sweet and so are you.", True),  # restated, no count
+        ("There are 5 lines in poem.txt.", False),
+        ("Four lines of verse, and one blank line.", False),
+        ("5", False),
+    ],
+)
+def test_a_count_of_lines_is_held_to_the_lines_the_result_holds(answer: str, wrong: bool) -> None:
+    gaps = answer_gaps(answer, [POEM], LINES)
+    assert (gaps.count == "5 lines, 4 of them not blank") is wrong
+    assert not gaps.missing and not gaps.invented
+
+
+@pytest.mark.parametrize(
+    ("request_text", "held"),
+    [
+        ("How many files have more than 100 lines?", False),
+        ("How many Python files are larger than 1 KB?", False),
+        ("How many lines start with a hash?", False),
+        ("What is the number of files that mention nginx?", False),
+        ("How many files are in the docs folder?", True),
+        ("How many lines does poem.txt have?", True),
+        ("How many Python files are in src?", True),
+    ],
+)
+def test_a_count_of_a_part_the_check_cannot_weigh_is_not_held(request_text: str, held: bool) -> None:
+    listing = "- a.py (4,000 bytes, 120 lines)\n- b.py (90 bytes, 4 lines)\n- c.py (9,000 bytes, 300 lines)"
+    assert bool(answer_gaps("There are 17 of them.", [listing], request_text).count) is held
+
+
+def test_a_count_of_lines_stated_by_the_tool_itself_passes() -> None:
+    # wc -l through a shell tool, and a listing's own line notes: the number is the result's
+    assert not answer_gaps("poem.txt has 5 lines.", ["5 poem.txt"], LINES)
+    listing = "- README.md (35,613 bytes, 326 lines)\n- pyproject.toml (5,672 bytes, 120 lines)"
+    assert not answer_gaps("README.md has 326 lines.", [listing], "How many lines does README.md have?")
+
+
+def test_lines_not_counted_are_not_held() -> None:
+    # no count asked, or a count of something else than lines, or more than one result: left as it was
+    assert not answer_gaps("The poem has ten lines about roses.", [POEM], "What does poem.txt say?")
+    assert not answer_gaps("There are 3 lines.", [POEM, POEM], LINES)
+    listing = "- a.py (4,000 bytes, 120 lines)\n- b.py (90 bytes, 4 lines)\n- c.py (9,000 bytes, 300 lines)"
+    assert not answer_gaps("2 files do.", [listing], "How many files have more than 100 lines?")
+
+
+@pytest.mark.parametrize(
+    "request_text",
+    [
+        "How many lines does poem.txt have?",
+        "What is the number of non-empty lines?",
+        "Count the lines of it.",
+    ],
+)
+def test_the_ways_a_count_of_lines_is_asked(request_text: str) -> None:
+    assert answer_gaps("There are 10 lines.", [POEM], request_text).count == "5 lines, 4 of them not blank"
+
+
+@given(st.text(max_size=300), st.text(max_size=300))
+def test_holding_any_answer_to_any_result_in_lines_is_total(answer: str, result: str) -> None:
+    gaps = answer_gaps(answer, [result], LINES)
+    assert gaps.count is None or gaps.count.endswith(("line", "lines", "not blank"))
+
+
+def test_counting_a_huge_result_in_lines_is_linear() -> None:
+    huge = "Roses are red 12\n" * 200_000
+    started = time.perf_counter()
+    assert answer_gaps("There are 200,000 lines.", [huge], LINES).count is None
+    asked = "how many of the files that are " * 50_000 + "lines?"
+    assert answer_gaps("There are 3.", [huge], asked).count is None
+    assert time.perf_counter() - started < 5.0

@@ -360,6 +360,34 @@ async def test_a_miscounted_listing_is_sent_back_with_its_count_and_the_right_co
     assert any(isinstance(e, Notice) and e.name == "grounding" and "wrong count" in e.text for e in events)
 
 
+@tool
+def read_poem(path: str) -> str:
+    """Read a text file."""
+    return "Roses are red\nViolets are blue\nSugar is sweet\n\nAnd so are you"
+
+
+async def test_a_miscounted_file_is_sent_back_with_its_lines_and_the_right_count_is_shown() -> None:
+    events: list[Event] = []
+    async with ScriptedServer(
+        text('{"name": "read_poem", "arguments": {"path": "poem.txt"}}'),
+        text('{"name": "answer"}'),
+        text("There are 10 lines in poem.txt."),
+        text("There are 5 lines in poem.txt."),
+    ) as server:
+        result = await run_agent_loop(
+            Endpoint(server.base_url),
+            ModelParams(model="m", temperature=0.2),
+            messages=[UserMessage(content="How many lines are in poem.txt?")],
+            tools=[read_poem],
+            policy=ROUTED,
+            on_event=events.append,
+        )
+        told = server.chat_requests[3].json["messages"][-1]["content"]
+    assert "Your count is wrong: the tool returned 5 lines, 4 of them not blank." in told
+    assert result.turn.content == "There are 5 lines in poem.txt."
+    assert shown_text(events) == "There are 5 lines in poem.txt."  # the wrong count was never shown
+
+
 async def test_a_count_still_wrong_after_the_correction_is_shown_as_the_model_gave_it() -> None:
     # No listing stands in for a count: the first answer is kept, not made up from the result.
     async with ScriptedServer(

@@ -11,11 +11,12 @@ itself.
 
 A count asked for ("how many ...") is held to the one result it was read from, when that result says how
 many things it holds: a whole listing (no note with a number, as one saying it was cut short) or a JSON
-array, of any tool. The
-answer's numbers must include one of its counts (every entry; or only the files, or only the folders, of a
-listing that marks folders with a trailing slash); an answer that states other numbers ("There are 5
-lines" for 7) is sent back. An answer with no number at all is let pass: "only README.md" answers "how
-many" too.
+array, of any tool. The answer's numbers must include one of its counts (every entry; or only the files,
+or only the folders, of a listing that marks folders with a trailing slash); an answer that states other
+numbers is sent back. An answer with no number at all is let pass: "only README.md" answers "how many"
+too. A count of lines ("How many lines does poem.txt have?") is held to the one result's lines, any
+result of any tool (all of them, those not blank, or a number the result states itself), and there an
+answer must state one: "There are 10 lines" for 5, or the lines restated with no count, is sent back.
 
 A listing is a result whose lines are bulleted names (one word each, a note in parentheses after it
 allowed), with notes in parentheses between them: a file's own bulleted prose is no listing. The entries
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +44,7 @@ __all__ = [
     "counted_earlier",
     "counts_held",
     "last_request",
+    "line_counts",
     "listed_entries",
     "path_words",
     "request_and_results",
@@ -61,6 +64,21 @@ _SHOWN_IN_CORRECTION = 12  # entries named in a correction, at most
 # A request for a count is answered by a number, not by the names: held to the listing, a count asked for
 # was sent back for leaving the names out and came back with them and no count.
 _COUNT_ASKED = re.compile(r"\bhow many\b|\bnumber of\b|\bcount\b", re.IGNORECASE)
+# A count of lines ("How many lines does poem.txt have?", "the number of non-empty lines"), held to the
+# result's lines; not one of other things that speaks of lines ("How many files have over 100 lines?").
+# A count of a part picked by a condition the check cannot weigh ("How many files have more than 100
+# lines?", "how many lines start with #"): held to the whole, a right answer would be sent back.
+_PART_ASKED = re.compile(
+    r"\b(?:how many|number of)\s+(?:(?!(?:do|does|did|is|are|was|were|in|of|on|at|for)\b)[\w.-]+\s+){1,3}?"
+    r"(?:that|which|whose|with|without|ha(?:ve|s)|"
+    r"contain\w*|start\w*|begin\w*|end\w*|match\w*|mention\w*|named|called|"
+    r"(?:are|is)\s+(?:over|under|above|below|at|more|less|fewer|larger|bigger|smaller|longer|shorter|"
+    r"older|newer)|over|under|above|below|larger|bigger|smaller|longer|shorter|more|less|fewer)\b",
+    re.IGNORECASE,
+)
+_LINES_ASKED = re.compile(
+    r"\b(?:how many|number of|count(?: the| all)?)\s+(?:[\w-]+\s+){0,2}?lines\b", re.IGNORECASE
+)
 # A request that picks among entries ("Which of them is the largest?", "the newest file") is answered by the
 # ones it picks: held to the whole listing, "Which of them is the largest?" came back as every entry.
 _PICK_ASKED = re.compile(
@@ -161,7 +179,10 @@ def counts_held(result: str) -> tuple[frozenset[int], str] | None:
         said = f"{len(entries)} {_plural(len(entries), 'entry', 'entries')}"
         if folders and files:
             said += f": {files} {_plural(files, 'file', 'files')} and {folders} {_plural(folders, 'folder', 'folders')}"
-        return frozenset({len(entries), files, folders} - ({0} if entries else set())), said
+        # "How many Python files are in src?" counts the files of one kind: each extension's count stands
+        kinds = Counter(e.rsplit(".", 1)[1].lower() for e in entries if "." in e.strip(".") and e[-1] != "/")
+        counts = {len(entries), files, folders, *kinds.values()}
+        return frozenset(counts - ({0} if entries else set())), said
     items = _json_array(result)
     if items is None:
         return None
@@ -236,9 +257,27 @@ def counted_earlier(messages: Sequence[Any]) -> tuple[str, str] | None:
     return request, results[0]
 
 
+def line_counts(result: str) -> tuple[frozenset[int], str]:
+    """The counts a question about ``result``'s lines may be answered with ("How many lines does poem.txt
+    have?"): its lines, those not blank, and every number it states itself (a tool that counted, as
+    ``wc -l`` does, or a note saying how many lines a file holds of which some were shown); and how to say
+    the first two."""
+    lines = result.splitlines()
+    filled = sum(bool(line.strip()) for line in lines)
+    said = f"{len(lines)} {_plural(len(lines), 'line', 'lines')}"
+    if filled != len(lines):
+        said += f", {filled} of them not blank"
+    return frozenset({len(lines), filled} | stated_numbers(result)), said
+
+
 def _wrong_count(answer: str, results: Sequence[str], request: str) -> str | None:
-    if len(results) != 1 or not _COUNT_ASKED.search(request):
+    if len(results) != 1 or not _COUNT_ASKED.search(request) or _PART_ASKED.search(request):
         return None
+    if _LINES_ASKED.search(request):
+        # Asked how many lines one result holds, the 1.5B model said "10 lines" for a poem of 5, and
+        # restated the lines of another with no count: an answer that states no number says none.
+        counts, said = line_counts(results[0])
+        return None if stated_numbers(answer) & counts else said
     held = counts_held(results[0])
     if held is None:
         return None
