@@ -114,6 +114,24 @@ async def test_a_listing_sorted_by_size_puts_the_largest_file_first(project: Pat
     ]
 
 
+async def test_a_file_asked_to_be_listed_is_listed_as_ls_lists_one(project: Path) -> None:
+    # "How many lines does it have?" was sent to list_dir with the file's path; "not a folder" alone was
+    # answered with "I cannot list its contents"; given the entry alone, "How many items are in todo.txt?"
+    # was answered "1 entry". The entry, then the text as read_file reads it.
+    got = await _call(_tools(project)["list_dir"], path="src/middle.py")
+    head = "- middle.py (240 bytes, 40 lines)\n(src/middle.py is a file, not a folder; what it holds:)\n"
+    read = await _call(_tools(project)["read_file"], path="src/middle.py")
+    assert got == head + read and read.startswith("     1  z = 3")
+    compact = await _call(_tools(project, compact=True)["list_dir"], path="src/middle.py")
+    assert compact == head + "z = 3\n" * 39 + "z = 3"
+    assert listed_entries(got) is None  # the file's text is no listing to hold an answer to
+    # a long file within the room, a binary one by its entry alone
+    assert len(await _call(_tools(project)["list_dir"], budget=500, path="README.md")) <= 2000
+    assert await _call(_tools(project)["list_dir"], path="logo.png") == "- logo.png (106 bytes)"
+    with pytest.raises(NotADirectoryError):
+        await _call(_tools(project)["list_dir"], path="nowhere")
+
+
 async def test_a_listing_cut_short_says_how_many_of_how_many(tmp_path: Path) -> None:
     for n in range(300):
         (tmp_path / f"file{n:03}.txt").write_text("x\n")

@@ -27,6 +27,7 @@ __all__ = [
     "SKIPPED_DIRS",
     "Root",
     "glob_paths",
+    "list_file",
     "list_folder",
     "read_lines",
     "room_for",
@@ -202,6 +203,17 @@ def _entry(path: Path) -> _Entry:
             lines = data.count(b"\n") + (not data.endswith(b"\n"))
             note += f", {lines:,} line{'s' if lines != 1 else ''}"
     return _Entry(path.name, False, size, note)
+
+
+def list_file(target: Path, shown: str) -> str:
+    """A file asked to be listed, as ``ls`` lists one: its entry, and a note that says it is a file.
+
+    Told only "not a folder", the 1.5B model that listed notes.txt to count its lines answered "The file
+    is not a folder, so I cannot list its contents". The command's ``list_dir`` goes on with the file's
+    text: given the entry alone, the same model answered "How many items are in todo.txt?" with "1 entry".
+    """
+    entry = _entry(target)
+    return f"- {entry.name} ({entry.note})\n({shown} is a file, not a folder; what it holds:)"
 
 
 def list_folder(target: Path, *, sort: SortOrder, room: int, finder: str | None) -> str:

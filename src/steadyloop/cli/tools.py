@@ -20,10 +20,12 @@ from .. import Tool, ToolContext, tool
 from ..context import cut_middle
 from ..tools import ResourceClaim
 from .file_reads import (
+    FLOOR_CHARS,
     SKIPPED_DIRS,
     Root,
     file_text,
     glob_paths,
+    list_file,
     list_folder,
     read_lines,
     room_for,
@@ -80,6 +82,16 @@ def file_tools(root: Path, *, writable: bool = True, paged: bool = True, glob: b
         room = room_for(context, _MAX_READ_CHARS)
         return read_lines(text, path, offset=offset, limit=limit, numbered=paged, room=room)
 
+    def listed_file(target: Path, path: str, context: ToolContext) -> str:
+        """A file named to ``list_dir``: its entry, then its text as ``read_file`` reads it from the start."""
+        entry = list_file(target, path)
+        try:
+            text = file_text(target, path)
+        except ValueError:  # a binary file: its entry says its size
+            return entry.rsplit("\n", 1)[0]
+        room = max(room_for(context, _MAX_READ_CHARS) - len(entry) - 1, FLOOR_CHARS)
+        return f"{entry}\n{read_lines(text, path, offset=1, limit=_READ_LIMIT, numbered=paged, room=room)}"
+
     @tool(effect="read", claims=_READ)
     def read_file(path: str, context: ToolContext, offset: int = 1, limit: int = _READ_LIMIT) -> str:
         """Read a text file, with line numbers.
@@ -117,6 +129,8 @@ def file_tools(root: Path, *, writable: bool = True, paged: bool = True, glob: b
             sort: name, or size for the largest files first.
         """
         target = where.inside(path)
+        if target.is_file():
+            return listed_file(target, path, context)
         if not target.is_dir():
             raise NotADirectoryError(f"{path}: not a folder")
         room = room_for(context, _MAX_LISTING_CHARS)
