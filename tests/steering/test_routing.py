@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ from steadyloop.steering.routing import ToolRouting
 from steadyloop.testing.chunks import stream_of, usage_chunk
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
-from steadyloop.tools.definition import tool
+from steadyloop.tools.definition import Tool, tool
 from steadyloop.turn import RetryPolicy
 from steadyloop.turn.capabilities import ModelCapabilities, model_capabilities_for
 from steadyloop.wire.endpoints import Endpoint
@@ -258,14 +259,14 @@ def list_files(path: str = ".") -> str:
 
 
 async def run_listing(
-    server: ScriptedServer, question: str = "What is in this folder?"
+    server: ScriptedServer, question: str = "What is in this folder?", tools: Sequence[Tool] = (list_files,)
 ) -> tuple[Any, list[Event], list[dict[str, Any]]]:
     events: list[Event] = []
     result = await run_agent_loop(
         Endpoint(server.base_url),
         ModelParams(model="m", temperature=0.2),
         messages=[UserMessage(content=question)],
-        tools=[list_files],
+        tools=tools,
         policy=ROUTED,
         on_event=events.append,
     )
@@ -367,22 +368,14 @@ def read_poem(path: str) -> str:
 
 
 async def test_a_miscounted_file_is_sent_back_with_its_lines_and_the_right_count_is_shown() -> None:
-    events: list[Event] = []
     async with ScriptedServer(
         text('{"name": "read_poem", "arguments": {"path": "poem.txt"}}'),
         text('{"name": "answer"}'),
         text("There are 10 lines in poem.txt."),
         text("There are 5 lines in poem.txt."),
     ) as server:
-        result = await run_agent_loop(
-            Endpoint(server.base_url),
-            ModelParams(model="m", temperature=0.2),
-            messages=[UserMessage(content="How many lines are in poem.txt?")],
-            tools=[read_poem],
-            policy=ROUTED,
-            on_event=events.append,
-        )
-        told = server.chat_requests[3].json["messages"][-1]["content"]
+        result, events, bodies = await run_listing(server, "How many lines are in poem.txt?", [read_poem])
+    told = bodies[3]["messages"][-1]["content"]
     assert "Your count is wrong: the tool returned 5 lines, 4 of them not blank." in told
     assert result.turn.content == "There are 5 lines in poem.txt."
     assert shown_text(events) == "There are 5 lines in poem.txt."  # the wrong count was never shown
