@@ -337,6 +337,9 @@ HELD_OUT: tuple[Case, ...] = (
     Case("no-tool", "What is 15 plus 27?", (), says("42"), half="held-out"),
     Case("no-tool", "Name the four seasons of the year.", (), says("spring", "summer", "winter"), half="held-out"),
     Case("no-tool", "How do I create an empty file in Bash?", (), says("touch"), half="held-out"),
+    # Written after the rule the prompt above was a miss for (a request that only asks how is told how),
+    # so that something nothing was tuned on tries the rule.
+    Case("no-tool", "How can I rename a file in Linux?", (), says("mv"), half="held-out"),
     Case("no-tool", "What is inside a .zip file, in one sentence?", (), says("compress", "archive", at_least=1), half="held-out"),
     Case("no-tool", "Translate 'thank you' into French.", (), says("merci"), half="held-out"),
     Case("custom", "What's the weather like in Berlin?", (weather("berlin"),), says("18"), "custom", half="held-out"),
