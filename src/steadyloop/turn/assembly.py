@@ -23,6 +23,7 @@ from ..errors import ToolArgumentsError
 from ..messages import SignedThinking, ToolCall, Turn
 from ..usage import Usage
 from .fences import DEFAULT_FENCES, Fence, FenceSplitter
+from .repetition import RepetitionWatch
 
 __all__ = ["Produced", "StreamAssembler", "usage_from"]
 
@@ -80,6 +81,8 @@ class StreamAssembler:
         opened_before_reply: a closing thinking tag came with no opening one: the reply began inside a
             thinking block the prompt opened, and the content released before the tag was reasoning.
         guess_was_wrong: ``guessed_reasoning_start`` was set and no closing tag ever came.
+        looping: the answer or the thinking fell into a loop (``repetition.py``): the length of the piece
+            it repeats; ``None`` until then.
     """
 
     def __init__(
@@ -117,6 +120,11 @@ class StreamAssembler:
         self.guess_was_wrong = False
         # Content held while a batch is fed: run through the fences and told once, at the batch's end.
         self._held: list[str] | None = None
+        # The answer and the thinking, each watched for a loop (``repetition.py``): ``looping`` is then the
+        # length of the piece repeated, and the attempt stops reading.
+        self._answer_loop = RepetitionWatch()
+        self._thinking_loop = RepetitionWatch()
+        self.looping: int | None = None
 
     def feed_many(self, chunks: Sequence[Any]) -> None:
         """Take the chunks one read of the socket completed, telling their text once rather than per chunk.
@@ -287,10 +295,12 @@ class StreamAssembler:
     def _tell(self, content: str, reasoning: str) -> None:
         if reasoning:
             self.produced.value = True
+            self.looping = self.looping or self._thinking_loop.feed(reasoning)
             if self._on_thinking is not None:
                 self._on_thinking(reasoning)
         if content:
             self.produced.value = True
+            self.looping = self.looping or self._answer_loop.feed(content)
             if self._on_output is not None:
                 self._on_output(content)
 
@@ -300,6 +310,7 @@ class StreamAssembler:
         # Content held before this reasoning is told first, so the order of the two is kept.
         self._tell_held()
         self._field_reasoning.append(text)
+        self.looping = self.looping or self._thinking_loop.feed(text)
         if self._on_thinking is not None:
             self._on_thinking(text)
 

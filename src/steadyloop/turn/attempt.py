@@ -36,6 +36,7 @@ from ..wire.typed_errors import error_for_failure
 from .assembly import Produced, StreamAssembler, TextCallback
 from .capabilities import ModelCapabilities
 from .fences import DEFAULT_FENCES, Fence
+from .repetition import WINDOW
 from .request import TurnSink
 from .watchdog import Probe, Watchdog
 
@@ -224,6 +225,9 @@ class _Reading:
             if not watchdog.talking and assembler.active:
                 first_token_ms = (time.perf_counter() - started) * 1000
                 watchdog.begin_talking()
+            if assembler.looping is not None:
+                self._stop_loop(assembler.looping)
+                return first_token_ms
         if not saw_done and not assembler.finish_reason:
             raise EndpointUnavailable(
                 "the stream ended before the endpoint said it was finished",
@@ -232,6 +236,20 @@ class _Reading:
                 kind="transient",
             )
         return first_token_ms
+
+    def _stop_loop(self, period: int) -> None:
+        """The reply fell into a loop: its end is the turn's (closing the stream stops the server), and a
+        notice says why it ended there."""
+        self.assembler.finish_reason = "repetition"
+        sink = self.attempt.sink
+        sink.emit(
+            Notice(
+                text=f"the reply fell into a loop (its last {WINDOW:,} characters repeat one piece of "
+                f"{period:,}); it was stopped there",
+                name="repetition",
+                step=self.attempt.step,
+            )
+        )
 
     def _silent(self, watchdog: Watchdog) -> EndpointSilent:
         waited = watchdog.fired or 0.0

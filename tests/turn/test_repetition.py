@@ -1,0 +1,111 @@
+"""A reply that falls into a loop: seen as it streams, and stopped there."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from steadyloop.events import Event, Notice
+from steadyloop.loop import run_agent_loop
+from steadyloop.messages import UserMessage
+from steadyloop.request_body import ModelParams
+from steadyloop.testing.chunks import text_chunks
+from steadyloop.testing.replies import Reply
+from steadyloop.testing.server import ScriptedServer
+from steadyloop.turn.repetition import EVERY, MOST_PERIOD, WINDOW, RepetitionWatch
+from steadyloop.wire.endpoints import Endpoint
+
+UNO = "Each player is dealt seven cards. The first player to play all their cards wins the round. "
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+
+
+def fed(text: str, piece: int = 7) -> int | None:
+    watch = RepetitionWatch()
+    found = None
+    for start in range(0, len(text), piece):
+        found = watch.feed(text[start : start + piece])
+    return found
+
+
+def test_a_sentence_said_again_and_again_is_a_loop_of_its_length() -> None:
+    opening = "Uno is a card game for two to ten players.\n\n"
+    assert fed(opening + UNO * 30) == len(UNO)
+    assert fed("\n" * 3000) == 1  # a model that writes nothing but line breaks
+    assert fed("1. Draw a card.\n" * 200, piece=1) == len("1. Draw a card.\n")
+
+
+def test_a_loop_shorter_than_the_window_is_not_one_yet() -> None:
+    assert fed(UNO * (WINDOW // len(UNO) - 1)) is None
+
+
+def test_prose_tables_and_code_are_not_loops() -> None:
+    assert fed(README) is None
+    table = "".join(f"| row {i} | {i * i} | {'yes' if i % 2 else 'no'} |\n" for i in range(400))
+    assert fed("| n | square | odd |\n|---|---|---|\n" + table) is None
+    code = "".join(f"    values[{i}] = compute({i}, scale)\n" for i in range(300))
+    assert fed(code) is None
+
+
+def test_a_piece_longer_than_the_most_is_not_a_loop() -> None:
+    rng = random.Random(3)
+    page = "".join(rng.choice("abcdefgh ") for _ in range(MOST_PERIOD + 50))
+    assert fed(page * 6) is None
+
+
+@given(st.text(min_size=1, max_size=MOST_PERIOD), st.integers(min_value=1, max_value=300))
+def test_any_piece_repeated_past_the_window_is_found(piece: str, chunk: int) -> None:
+    times = (WINDOW + 2 * EVERY) // len(piece) + 2 * MOST_PERIOD // len(piece) + 2
+    period = fed(piece * times, chunk)
+    assert period is not None and len(piece) % period == 0
+
+
+@given(st.lists(st.text(max_size=400), max_size=40))
+def test_watching_any_text_is_total(pieces: list[str]) -> None:
+    watch = RepetitionWatch()
+    for piece in pieces:
+        found = watch.feed(piece)
+        assert found is None or 0 < found <= MOST_PERIOD
+
+
+def test_watching_is_linear_in_the_text() -> None:
+    rng = random.Random(7)
+    text = "".join(rng.choice("abcdefghij klmnop\n") for _ in range(1_000_000))
+    started = time.perf_counter()
+    assert fed(text, piece=5) is None
+    assert time.perf_counter() - started < 5.0
+
+
+async def test_a_looping_answer_is_stopped_and_the_run_ends_with_what_it_said() -> None:
+    # The server would go on for ever (it stalls after the loop and never finishes): only the watch ends it.
+    pieces = ["Uno is a card game. ", *([UNO] * 40)]
+    reply = Reply.stream(text_chunks(pieces), stall_after=len(pieces) + 1, delay=0.005)
+    events: list[Event] = []
+    async with ScriptedServer(reply) as server:
+        running = run_agent_loop(
+            Endpoint(server.base_url),
+            ModelParams(model="m"),
+            messages=[UserMessage(content="What are the rules of Uno?")],
+            on_event=events.append,
+        )
+        result = await asyncio.wait_for(running, timeout=60)
+    assert result.turn.finish_reason == "repetition"
+    assert result.turn.content.startswith("Uno is a card game. " + UNO)
+    assert len(result.turn.content) < len("".join(pieces))  # stopped once the loop was seen, not at its end
+    said = [e for e in events if isinstance(e, Notice) and e.name == "repetition"]
+    assert len(said) == 1 and f"one piece of {len(UNO)}" in said[0].text
+
+
+async def test_a_long_answer_that_does_not_loop_is_read_to_its_end() -> None:
+    answer = README[:6000]
+    async with ScriptedServer(Reply.stream(text_chunks(answer))) as server:
+        result = await run_agent_loop(
+            Endpoint(server.base_url),
+            ModelParams(model="m"),
+            messages=[UserMessage(content="What does the README say?")],
+        )
+    assert result.turn.content == answer and result.turn.finish_reason == "stop"
