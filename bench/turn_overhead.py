@@ -11,6 +11,7 @@ Run: ``.venv/bin/python bench/turn_overhead.py [runs]``. Prints per-chunk micros
 from __future__ import annotations
 
 import asyncio
+import random
 import statistics
 import sys
 import time
@@ -51,7 +52,10 @@ def _pieces() -> list[str]:
         "by",
         "one",
     ]
-    return [f"{words[i % len(words)]} " for i in range(CHUNKS)]
+    # Drawn, not cycled: a stream that repeats one piece to the letter is a reply stuck in a loop, which
+    # steadyloop stops reading (turn/repetition.py), and a real answer is not one.
+    rng = random.Random(2000)
+    return [f"{rng.choice(words)} " for _ in range(CHUNKS)]
 
 
 async def _raw(client: AsyncOpenAI) -> tuple[float, int]:
