@@ -164,6 +164,21 @@ async def test_a_decision_cut_at_its_ceiling_sends_the_step_as_usual_and_routing
     assert "ceiling" in notice
 
 
+async def test_a_decision_that_falls_into_a_loop_sends_the_step_as_usual() -> None:
+    # Stopped mid-string, a looping decision would be repaired into a call with the loop as its value.
+    looping = Reply.stream(
+        stream_of(['{"name": "get_weather", "arguments": {"city": "', *(["Paris, "] * 400)], finish=None),
+        stall_after=300,
+    )
+    async with ScriptedServer(looping, text("Paris is sunny.")) as server:
+        result, events = await run(server, "Weather in Paris?")
+        endpoint = Endpoint(server.base_url)
+    assert result.turn.content == "Paris is sunny." and not result.turn.tool_calls
+    assert model_capabilities_for(endpoint, "m").tool_routing
+    notices = {e.name: e.text for e in events if isinstance(e, Notice)}
+    assert "loop" in notices["repetition"] and "fell into a loop" in notices["tool_routing"]
+
+
 async def test_a_refused_schema_latches_structured_output_and_the_step_goes_as_usual() -> None:
     refusal = Reply.json(
         {"error": {"message": "Unrecognized request argument supplied: response_format"}}, status=400

@@ -64,8 +64,6 @@ _SHOWN_IN_CORRECTION = 12  # entries named in a correction, at most
 # A request for a count is answered by a number, not by the names: held to the listing, a count asked for
 # was sent back for leaving the names out and came back with them and no count.
 _COUNT_ASKED = re.compile(r"\bhow many\b|\bnumber of\b|\bcount\b", re.IGNORECASE)
-# A count of lines ("How many lines does poem.txt have?", "the number of non-empty lines"), held to the
-# result's lines; not one of other things that speaks of lines ("How many files have over 100 lines?").
 # A count of a part picked by a condition the check cannot weigh ("How many files have more than 100
 # lines?", "how many lines start with #"): held to the whole, a right answer would be sent back.
 _PART_ASKED = re.compile(
@@ -76,6 +74,8 @@ _PART_ASKED = re.compile(
     r"older|newer)|over|under|above|below|larger|bigger|smaller|longer|shorter|more|less|fewer)\b",
     re.IGNORECASE,
 )
+# A count of lines ("How many lines does poem.txt have?", "the number of non-empty lines"), held to the
+# result's lines; not a count of other things that speaks of lines ("How many files have 100 lines?").
 _LINES_ASKED = re.compile(
     r"\b(?:how many|number of|count(?: the| all)?)\s+(?:[\w-]+\s+){0,2}?lines\b", re.IGNORECASE
 )

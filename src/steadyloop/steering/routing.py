@@ -177,8 +177,9 @@ class _Routed:
         decided = await self._decide(on_named)
         if decided.tool_calls:  # a server that answered with a native call: that is a decision too
             return RoutedTurn(decided, decided=True)
-        if decided.finish_reason == "length":  # read whole, a cut decision could pass for one (repaired)
-            self._ran_on()
+        # Read whole, a decision cut at its ceiling or where it fell into a loop could pass for one (repaired).
+        if decided.finish_reason in ("length", "repetition"):
+            self._ran_on(decided.finish_reason)
             return RoutedTurn(await send_turn(request, sink))
         decision = read_decision(decided.content, tools) if self.latches.structured_output else None
         if decision is None:
@@ -321,8 +322,12 @@ class _Routed:
             return decision
         return listed_calls(without_numbered_calls(decision, found[0], tools), found[0], tools)
 
-    def _ran_on(self) -> None:
-        """A decision cut at its ceiling says nothing of the server: this step only is sent as usual."""
+    def _ran_on(self, reason: str) -> None:
+        """A decision cut at its ceiling, or stopped in a loop, says nothing of the server: this step only
+        is sent as usual."""
+        if reason == "repetition":
+            self._say("the routed decision fell into a loop; this step is sent as usual")
+            return
         ceiling = self.routing.decision_max_tokens
         said = f"its {ceiling}-token ceiling" if ceiling else "the step's token ceiling"
         self._say(f"the routed decision ran past {said}; this step is sent as usual")
