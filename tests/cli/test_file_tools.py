@@ -132,6 +132,39 @@ async def test_a_file_asked_to_be_listed_is_listed_as_ls_lists_one(project: Path
         await _call(_tools(project)["list_dir"], path="nowhere")
 
 
+async def test_a_name_without_its_extension_reads_the_one_file_it_means(project: Path) -> None:
+    # Asked "What does the README say?" beside README.md, the 1.5B model read "README", was told there
+    # was no such file, and answered from a search's scattered lines.
+    for compact in (False, True):
+        read = _tools(project, compact=compact)["read_file"]
+        whole = await _call(read, path="README.md")
+        note = "\n[this is README.md: no file is named README]"
+        assert await _call(read, path="README") == whole + note
+        assert (
+            await _call(read, path="readme.MD") == whole + "\n[this is README.md: no file is named readme.MD]"
+        )
+    assert (await _call(_tools(project)["read_file"], path="src/small")).startswith(
+        "     1  y = 2\n[this is src/small.py"
+    )
+    # a long file is still read within the room, the note kept
+    got = await _call(_tools(project)["read_file"], budget=500, path="README")
+    assert len(got) <= 2000 and got.endswith("for more]\n[this is README.md: no file is named README]")
+
+
+async def test_a_name_that_means_several_files_or_none_is_not_read(project: Path) -> None:
+    (project / "README.rst").write_text("Another readme.\n")
+    (project / "notes").mkdir()
+    read = _tools(project)["read_file"]
+    with pytest.raises(FileNotFoundError, match=r"^README: no such file; there are README.md, README.rst$"):
+        await _call(read, path="README")
+    # a folder is not a file a name means, nor is a longer name, nor a file of another folder
+    for path in ("notes", "note", "READ", "src/nothing", "small"):
+        with pytest.raises(FileNotFoundError, match=r"no such file( \(it is a directory\))?$"):
+            await _call(read, path=path)
+    with pytest.raises(PermissionError):
+        await _call(read, path="../README")
+
+
 async def test_a_listing_cut_short_says_how_many_of_how_many(tmp_path: Path) -> None:
     for n in range(300):
         (tmp_path / f"file{n:03}.txt").write_text("x\n")

@@ -26,8 +26,8 @@ __all__ = [
     "FLOOR_CHARS",
     "SKIPPED_DIRS",
     "Root",
+    "file_entry",
     "glob_paths",
-    "list_file",
     "list_folder",
     "read_lines",
     "room_for",
@@ -53,6 +53,8 @@ _COUNTED_BYTES = 8_000_000
 _BINARY_PROBE = 8192
 _FOOTER = 160  # characters kept for the note that says what was left out
 _QUOTES = "\"'`"
+_MAX_NEAR_SCAN = 5_000  # entries of a folder looked through for the file a missing name means
+_NEAR_NAMED = 5  # of the files a missing name may mean, the most an error names
 
 SortOrder = Literal["name", "size"]
 
@@ -92,6 +94,42 @@ class Root:
                 f"{given!r} is outside the working directory {self.path}; only paths inside it"
             )
         return target
+
+    def file_for(self, given: str) -> Path:
+        """The file ``given`` names, or the one it means when it names nothing: the same name in another
+        case (``readme.md``), or the name with an extension (``README`` for ``README.md``).
+
+        Asked "What does the README say?" in a folder holding README.md, the 1.5B model read ``README``,
+        was told there was no such file, and answered from a search's scattered lines instead.
+
+        Raises:
+            FileNotFoundError: no file there, and not exactly one meant; the message names those that may be.
+            PermissionError: outside the root.
+        """
+        target = self.inside(given)
+        if target.exists():
+            return target
+        near = self.near(given)
+        if len(near) == 1:
+            return near[0]
+        named = ", ".join(self.show(p) for p in near[:_NEAR_NAMED])
+        raise FileNotFoundError(f"{given}: no such file" + (f"; there are {named}" if near else ""))
+
+    def near(self, given: str) -> list[Path]:
+        """The files of ``given``'s folder that it may mean (see :meth:`file_for`), in name order."""
+        wanted = self.inside(given)
+        folder, name = wanted.parent, wanted.name.lower()
+        if not name or not folder.is_dir() or (folder != self.path and self.path not in folder.parents):
+            return []
+        found: list[Path] = []
+        for count, path in enumerate(folder.iterdir()):
+            if count >= _MAX_NEAR_SCAN:
+                break
+            low = path.name.lower()
+            same = low == name or (low.startswith(name + ".") and "." not in low[len(name) + 1 :])
+            if same and path.is_file():
+                found.append(path)
+        return sorted(found)
 
     def show(self, path: Path) -> str:
         return "." if path == self.path else str(path.relative_to(self.path))
@@ -205,15 +243,11 @@ def _entry(path: Path) -> _Entry:
     return _Entry(path.name, False, size, note)
 
 
-def list_file(target: Path, shown: str) -> str:
-    """A file asked to be listed, as ``ls`` lists one: its entry, and a note that says it is a file.
-
-    Told only "not a folder", the 1.5B model that listed notes.txt to count its lines answered "The file
-    is not a folder, so I cannot list its contents". The command's ``list_dir`` goes on with the file's
-    text: given the entry alone, the same model answered "How many items are in todo.txt?" with "1 entry".
-    """
+def file_entry(target: Path) -> str:
+    """A file's entry as a listing gives it (``- notes.txt (40 bytes, 3 lines)``): ``list_dir`` given a
+    file lists it as ``ls`` lists one, then gives its text (``tools.listed_file``)."""
     entry = _entry(target)
-    return f"- {entry.name} ({entry.note})\n({shown} is a file, not a folder; what it holds:)"
+    return f"- {entry.name} ({entry.note})"
 
 
 def list_folder(target: Path, *, sort: SortOrder, room: int, finder: str | None) -> str:

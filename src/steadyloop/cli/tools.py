@@ -23,9 +23,9 @@ from .file_reads import (
     FLOOR_CHARS,
     SKIPPED_DIRS,
     Root,
+    file_entry,
     file_text,
     glob_paths,
-    list_file,
     list_folder,
     read_lines,
     room_for,
@@ -78,17 +78,28 @@ def file_tools(root: Path, *, writable: bool = True, paged: bool = True, glob: b
     finders = "list_dir and glob find files by name" if globbing else "list_dir shows the files of a folder"
 
     def read(path: str, offset: int, limit: int, context: ToolContext) -> str:
-        text = file_text(where.inside(path), path)
-        room = room_for(context, _MAX_READ_CHARS)
-        return read_lines(text, path, offset=offset, limit=limit, numbered=paged, room=room)
+        target = where.file_for(path)
+        shown = where.show(target)
+        # The file read in place of a name that names none says so: the answer may name it.
+        meant = "" if target == where.inside(path) else f"\n[this is {shown}: no file is named {path}]"
+        named = shown if meant else path
+        text = file_text(target, named)
+        room = room_for(context, _MAX_READ_CHARS) - len(meant)
+        return read_lines(text, named, offset=offset, limit=limit, numbered=paged, room=room) + meant
 
     def listed_file(target: Path, path: str, context: ToolContext) -> str:
-        """A file named to ``list_dir``: its entry, then its text as ``read_file`` reads it from the start."""
-        entry = list_file(target, path)
+        """A file named to ``list_dir``: its entry, then its text as ``read_file`` reads it from the start.
+
+        Told only "not a folder", the 1.5B model that listed notes.txt to count its lines answered "The
+        file is not a folder, so I cannot list its contents"; given the entry alone, it answered "How many
+        items are in todo.txt?" with "1 entry".
+        """
+        entry = file_entry(target)
         try:
             text = file_text(target, path)
         except ValueError:  # a binary file: its entry says its size
-            return entry.rsplit("\n", 1)[0]
+            return entry
+        entry += f"\n({path} is a file, not a folder; what it holds:)"
         room = max(room_for(context, _MAX_READ_CHARS) - len(entry) - 1, FLOOR_CHARS)
         return f"{entry}\n{read_lines(text, path, offset=1, limit=_READ_LIMIT, numbered=paged, room=room)}"
 
