@@ -91,6 +91,8 @@ def test_a_count_asked_for_is_not_held_to_the_names(request_text: str) -> None:
         "Which file is the biggest?",
         "Show me the newest file in docs.",
         "What is the most recent entry?",
+        "Which tests folder has the most files?",
+        "Which of the folders holds the fewest files?",
     ],
 )
 def test_a_pick_among_the_entries_is_not_held_to_all_of_them(request_text: str) -> None:
@@ -124,6 +126,45 @@ def test_what_a_result_says_it_holds() -> None:
     # a list cut short, prose, a JSON object or broken JSON: no count to hold an answer to
     for result in ("- a\n- b\n(the first 2 of 40 entries)", "Blend one banana.", '{"n": 3}', "[1, 2"):
         assert counts_held(result) is None
+
+
+SRC = "\n".join(
+    [*(f"- {d}/ (folder)" for d in ("cli", "turn", "wire")), *(f"- m{i}.py (10 bytes, 1 line)" for i in range(5))]
+    + ["- py.typed (0 bytes)", "- notes.md (5 bytes, 1 line)"]
+)
+
+
+@pytest.mark.parametrize(
+    ("request_text", "counts", "said"),
+    [
+        ("How many Python files are in src?", {5}, "5 files ending in .py"),
+        ("how many .md files are there", {1}, "1 file ending in .md"),
+        ("Count the *.py files.", {5}, "5 files ending in .py"),
+        ("How many py files?", {5}, "5 files ending in .py"),
+        ("How many Rust files are here?", {0}, "0 files ending in .rs"),
+        ("How many folders does src have?", {3}, "3 folders"),
+        ("How many subdirectories?", {3}, "3 folders"),
+        # files of no kind: the files, or every entry taken loosely; never the folders alone
+        ("How many files are in src?", {7, 10}, "10 entries: 7 files and 3 folders"),
+        # two kinds, or no kind, named: every count stands
+        ("How many files and folders are in src?", {10, 7, 3, 5, 1}, "10 entries: 7 files and 3 folders"),
+        ("How many Python and Markdown files?", {10, 7, 3, 5, 1}, "10 entries: 7 files and 3 folders"),
+        ("How many Python scripts are in src?", {5}, "5 files ending in .py"),
+        ("How many modules are in src?", {10, 7, 3, 5, 1}, "10 entries: 7 files and 3 folders"),
+        ("How many tests files are there?", {7, 10}, "10 entries: 7 files and 3 folders"),
+    ],
+)
+def test_a_count_of_one_kind_is_held_to_that_kinds_count(request_text: str, counts: set[int], said: str) -> None:
+    assert counts_held(SRC, request_text) == (frozenset(counts), said)
+
+
+def test_a_count_of_one_kind_stated_as_another_kinds_count_is_sent_back() -> None:
+    # Asked how many Python files src/ holds, the 1.5B model answered with its count of folders.
+    asked = "How many Python files are in src/steadyloop?"
+    assert answer_gaps("There are 3 Python files in src.", [SRC], asked).count == "5 files ending in .py"
+    assert not answer_gaps("There are 5 Python files in src.", [SRC], asked)
+    assert answer_gaps("src holds 3 files.", [SRC], "How many files are in src?").count
+    assert not answer_gaps("There are 3 folders.", [SRC], "How many folders are in src?")
 
 
 def test_numbers_as_an_answer_states_them() -> None:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,7 +83,8 @@ _LINES_ASKED = re.compile(
 # ones it picks: held to the whole listing, "Which of them is the largest?" came back as every entry.
 _PICK_ASKED = re.compile(
     r"\b(?:largest|biggest|smallest|newest|oldest|longest|shortest|latest|earliest|heaviest|lightest)\b"
-    r"|\b(?:most|least) recent\b|\bwhich (?:one|of)\b|\bwhich \w+ (?:is|was|has)\b",
+    r"|\b(?:most|least) recent\b|\bwhich (?:one|of)\b|\bwhich (?:\w+ ){1,2}(?:is|was|has|holds)\b"
+    r"|\bthe (?:most|fewest|least)\b",
     re.IGNORECASE,
 )
 _NUMBER_WORDS = {
@@ -126,6 +127,40 @@ _REFERS_BACK = re.compile(
     r"|\b(?:of|in)\s+(?:them|those|these|it)\b|\blisted\b",
     re.IGNORECASE,
 )
+# The file kinds a count may name, by the extensions their files end in (the first is how a correction
+# says it).
+_KINDS: dict[str, tuple[str, ...]] = {
+    "python": ("py", "pyi"),
+    "markdown": ("md", "markdown"),
+    "json": ("json",),
+    "yaml": ("yaml", "yml"),
+    "toml": ("toml",),
+    "javascript": ("js", "mjs", "cjs"),
+    "typescript": ("ts", "tsx"),
+    "rust": ("rs",),
+    "go": ("go",),
+    "shell": ("sh", "bash"),
+    "java": ("java",),
+    "html": ("html", "htm"),
+    "css": ("css",),
+    "csv": ("csv",),
+    "log": ("log",),
+}
+# "Python files", "python source files", ".md files", "*.txt files"; an extension written bare ("py
+# files") is read only when the listing holds files of it.
+_KIND_ASKED = re.compile(
+    r"\b(" + "|".join(_KINDS) + r")\s+(?:source\s+|script\s+|code\s+)?files?\b"
+    r"|(?<![\w.])\*?\.([a-z0-9]{1,8})\s+files?\b"
+    r"|\b([a-z0-9]{1,8})\s+files?\b",
+    re.IGNORECASE,
+)
+# A language named anywhere in a count request names its files ("Python and Markdown files", "Python
+# scripts"); those that are English words too ("go", "shell", "log") only right before "files".
+_LANGUAGE_NAMED = re.compile(
+    r"\b(" + "|".join(k for k in _KINDS if k not in ("go", "shell", "log")) + r")\b", re.IGNORECASE
+)
+_FOLDERS_ASKED = re.compile(r"\b(?:sub)?(?:folders|directories|dirs)\b", re.IGNORECASE)
+_FILES_ASKED = re.compile(r"\bfiles?\b", re.IGNORECASE)
 _ARRAY_SCAN = 200_000  # characters of a result parsed as JSON, at most: a count is asked of small results
 
 
@@ -169,24 +204,62 @@ def listed_entries(result: str) -> list[str] | None:
     return entries or None
 
 
-def counts_held(result: str) -> tuple[frozenset[int], str] | None:
+def counts_held(result: str, asked: str = "") -> tuple[frozenset[int], str] | None:
     """The counts a count question may be answered with from ``result``, and how to say them; ``None`` when
-    the result does not say how many things it holds (no listing, or one cut short; no JSON array)."""
+    the result does not say how many things it holds (no listing, or one cut short; no JSON array).
+
+    A listing's counts are every entry, its files and its folders, and each kind of file's; the request
+    ``asked``, when it names one kind ("How many Python files", "how many .md files", "how many folders"),
+    narrows them to that kind's.
+    """
     entries = _whole_listing(result)
     if entries is not None:
-        folders = sum(e.endswith("/") for e in entries)
-        files = len(entries) - folders
-        said = f"{len(entries)} {_plural(len(entries), 'entry', 'entries')}"
-        if folders and files:
-            said += f": {files} {_plural(files, 'file', 'files')} and {folders} {_plural(folders, 'folder', 'folders')}"
-        # "How many Python files are in src?" counts the files of one kind: each extension's count stands
-        kinds = Counter(e.rsplit(".", 1)[1].lower() for e in entries if "." in e.strip(".") and e[-1] != "/")
-        counts = {len(entries), files, folders, *kinds.values()}
-        return frozenset(counts - ({0} if entries else set())), said
+        return _listing_counts(entries, asked)
     items = _json_array(result)
     if items is None:
         return None
     return frozenset({items}), f"{items} {_plural(items, 'item', 'items')}"
+
+
+def _listing_counts(entries: list[str], asked: str) -> tuple[frozenset[int], str]:
+    folders = sum(e.endswith("/") for e in entries)
+    files = len(entries) - folders
+    kinds = Counter(e.rsplit(".", 1)[1].lower() for e in entries if "." in e.strip(".") and e[-1] != "/")
+    named = _kind_asked(asked, kinds)
+    if named is not None and named not in ("folders", "files"):
+        # Asked how many Python files src/ holds, the 1.5B model answered 14, its count of folders,
+        # and the listing's other counts let it pass.
+        extensions = _KINDS.get(named, (named,))
+        count = sum(kinds[e] for e in extensions)
+        return frozenset({count}), f"{count} {_plural(count, 'file', 'files')} ending in .{extensions[0]}"
+    if named == "folders":
+        return frozenset({folders}), f"{folders} {_plural(folders, 'folder', 'folders')}"
+    said = f"{len(entries)} {_plural(len(entries), 'entry', 'entries')}"
+    if folders and files:
+        said += f": {files} {_plural(files, 'file', 'files')} and {folders} {_plural(folders, 'folder', 'folders')}"
+    if named == "files":  # the files, or every entry taken loosely for one; never the folders alone
+        return frozenset({files, len(entries)} - ({0} if entries else set())), said
+    # With no kind named ("How many Python scripts are in src?") one may still be counted: each
+    # extension's count stands.
+    counts = {len(entries), files, folders, *kinds.values()}
+    return frozenset(counts - ({0} if entries else set())), said
+
+
+def _kind_asked(asked: str, extensions: Container[str]) -> str | None:
+    """The one kind of entry a count request names: a language's name as in ``_KINDS``, an extension,
+    ``"folders"``, or ``"files"`` of no kind; ``None`` for none, or more than one."""
+    named: set[str] = set()
+    for match in _KIND_ASKED.finditer(asked):
+        language, dotted, bare = match.groups()
+        if language or dotted:
+            named.add((language or dotted).lower())
+        elif bare.lower() in extensions:
+            named.add(bare.lower())
+    named |= {m.group(1).lower() for m in _LANGUAGE_NAMED.finditer(asked)}
+    folders, files = _FOLDERS_ASKED.search(asked), _FILES_ASKED.search(asked)
+    if not named and (folders is None) != (files is None):
+        named.add("folders" if folders else "files")
+    return named.pop() if len(named) == 1 else None
 
 
 def _plural(n: int, one: str, many: str) -> str:
@@ -278,7 +351,7 @@ def _wrong_count(answer: str, results: Sequence[str], request: str) -> str | Non
         # restated the lines of another with no count: an answer that states no number says none.
         counts, said = line_counts(results[0])
         return None if stated_numbers(answer) & counts else said
-    held = counts_held(results[0])
+    held = counts_held(results[0], request)
     if held is None:
         return None
     counts, said = held
