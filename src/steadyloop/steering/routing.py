@@ -145,7 +145,7 @@ def _routable(_c: EndpointCapabilities, m: ModelCapabilities) -> bool:
 class _Routed:
     """One routed step: its request, its plan, and what the gate and the decision said."""
 
-    __slots__ = ("build", "choice", "latches", "planned", "request", "routing", "sink")
+    __slots__ = ("build", "choice", "found", "latches", "planned", "request", "routing", "sink")
 
     def __init__(self, request: TurnRequest, sink: TurnSink, routing: ToolRouting) -> None:
         assert callable(request.body), "a routed step's body is a builder"
@@ -157,6 +157,9 @@ class _Routed:
         self.latches = caps.model(request.model)
         self.planned = self.build(caps, self.latches)
         self.choice: GateChoice | None = None
+        # The step's request, and what tools did for it so far: read once, by the gate and the decision.
+        messages = self.planned.get("messages")
+        self.found = request_and_results(messages) if isinstance(messages, list) else None
 
     async def step(self) -> RoutedTurn:
         request, sink, planned = self.request, self.sink, self.planned
@@ -244,8 +247,7 @@ class _Routed:
 
     def _asks_how(self) -> bool:
         """The request only asks how to do something, and nothing was done for it yet."""
-        messages = self.planned.get("messages")
-        found = request_and_results(messages) if isinstance(messages, list) else None
+        found = self.found
         return found is not None and not found[1] and asks_how(found[0])
 
     def _earlier(self) -> tuple[str, str] | None:
@@ -256,9 +258,7 @@ class _Routed:
 
     def _defined_in(self) -> Collection[str]:
         """The files the host says define a name the request mentions, before any tool ran for it."""
-        named_in_files = self.routing.named_in_files
-        messages = self.planned.get("messages")
-        found = request_and_results(messages) if isinstance(messages, list) else None
+        named_in_files, found = self.routing.named_in_files, self.found
         if named_in_files is None or found is None or found[1] or not found[0]:
             return ()
         return named_in_files(found[0])
@@ -312,8 +312,7 @@ class _Routed:
         """The decision read against the first request: without the optional choices it never spoke of,
         without calls only numbers it never wrote tell apart, and with a call for each item of a list it
         names one of the calls' values in."""
-        messages = self.planned.get("messages")
-        found = request_and_results(messages) if isinstance(messages, list) else None
+        found = self.found
         if found is None or found[1]:
             return decision
         if self.routing.drop_unasked:
