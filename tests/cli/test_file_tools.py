@@ -3,11 +3,14 @@ lines in listings, a search that finds nothing saying what it searched, counts t
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from steadyloop.cli.render import result_summary
 from steadyloop.cli.tools import default_tools, file_tools, shell_tool
@@ -163,6 +166,24 @@ async def test_a_name_that_means_several_files_or_none_is_not_read(project: Path
             await _call(read, path=path)
     with pytest.raises(PermissionError):
         await _call(read, path="../README")
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.text(max_size=300)
+    | st.sampled_from(
+        ["README", "readme", "src/small", "../README", "src", "README.", "README..md", ".git/x"]
+    ).flatmap(lambda p: st.sampled_from([p, p + "\x00", p.upper(), f'"{p}"', "/" + p, p * 40]))
+)
+def test_any_path_is_read_or_refused_as_the_model_reads_a_failure(project: Path, path: str) -> None:
+    # A model writes any path at all: the file read, or an OSError or ValueError whose message it reads.
+    read = _tools(project)["read_file"]
+    try:
+        got = asyncio.run(_call(read, path=path))
+    except (OSError, ValueError) as error:
+        assert str(error)
+    else:
+        assert got
 
 
 async def test_a_listing_cut_short_says_how_many_of_how_many(tmp_path: Path) -> None:
