@@ -1,0 +1,228 @@
+"""A newcomer's first questions about real projects nobody here wrote: ``steadyloop run`` in the source of a
+published Python package.
+
+``bench/newcomer.py`` asks about a folder this repository makes up, small enough that the command's
+compact tools list its paths in their schemas. A newcomer's own folder is a real project: a README named
+``README.rst``, a license in ``LICENSE.rst`` or only in the package metadata, more files than the schemas
+list. Here the questions are asked in the unpacked source distributions of published packages (fetched
+from the package index with pip, once, and kept in a cache), and every expected answer is read off the
+project's own files by code: the top-level entries, the README's file name, the Python files of the package
+folder and their lines, the license and the Python version in ``PKG-INFO``. None of it was tuned on: the
+whole bench is held out.
+
+Each question goes through ``steadyloop run``'s own set-up for the bundled model (as ``bench/newcomer.py``
+does). Graded by code, never by a model:
+
+- ``folder``: "What is in this folder?" names every top-level entry;
+- ``readme``: "What does the README say?" reads the README (whatever its extension) and names the project;
+- ``count-py``: "How many Python files are in src/PKG?" states the count of ``*.py`` there, and no other;
+- ``most-lines``: "Which file in src/PKG has the most lines?" names that file, and not three others;
+- ``license``: "What license does this project use?" names the license of ``PKG-INFO``;
+- ``python``: "Which Python version does this project require?" gives ``Requires-Python``'s version.
+
+Run: ``.venv/bin/python bench/real_projects.py --base-url URL [--only KEYS] [--json F]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import steadyloop as sl
+from steadyloop.cli.config import BUNDLED, Resolved
+
+sys.path.insert(0, str(Path(__file__).parent))
+from newcomer import Answer, Question, ask  # the newcomer bench's own set-up
+
+#: The projects: published source distributions, pinned so the expected answers stay put.
+PROJECTS = ("click==8.1.7", "attrs==24.2.0", "requests==2.32.3")
+CACHE = Path.home() / ".cache" / "steadyloop-bench" / "sdists"
+
+_NUMBER_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
+_LICENSES = {"mit": r"\bMIT\b", "bsd": r"\bBSD\b", "apache": r"\bApache\b", "gpl": r"\bGPL\b"}
+
+
+@dataclass(frozen=True)
+class Project:
+    name: str
+    root: Path
+    package: str  # the package folder, from the project's root: "src/click"
+
+
+def fetch(spec: str) -> Path:
+    """The source distribution of ``spec`` (``name==version``), downloaded once into the cache."""
+    name, version = spec.split("==")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    found = sorted(CACHE.glob(f"{name}-{version}.tar.gz"))
+    if not found:
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-binary",
+                ":all:",
+                "--no-deps",
+                "-d",
+                str(CACHE),
+                spec,
+            ],
+            check=True,
+        )
+        found = sorted(CACHE.glob(f"{name}-{version}.tar.gz"))
+    if not found:
+        raise SystemExit(f"no source distribution of {spec} in {CACHE}")
+    return found[0]
+
+
+def unpack(archive: Path, into: Path) -> Path:
+    with tarfile.open(archive) as tar:
+        tar.extractall(into, filter="data")
+    (root,) = [p for p in into.iterdir() if p.is_dir()]
+    return root
+
+
+def _metadata(root: Path) -> dict[str, list[str]]:
+    fields: dict[str, list[str]] = {}
+    for line in (root / "PKG-INFO").read_text(errors="replace").splitlines():
+        if not line.strip():
+            break  # the headers end where the description begins
+        key, _, value = line.partition(": ")
+        fields.setdefault(key, []).append(value.strip())
+    return fields
+
+
+def questions_for(project: Project) -> list[Question]:
+    """The questions about ``project``, each with what its files say the answer is."""
+    root, package = project.root, project.package
+    visible = sorted(p for p in root.iterdir() if not p.name.startswith("."))
+    folder = "".join(rf"(?=.*{re.escape(p.name)})" for p in visible)
+    python = sorted(p for p in (root / package).glob("*.py"))
+    count = len(python)
+    word = _NUMBER_WORDS[count] if count < len(_NUMBER_WORDS) else str(count)
+    lines = {p.name: len(p.read_text(errors="replace").splitlines()) for p in python}
+    most = max(lines, key=lambda n: lines[n])
+    others = "|".join(re.escape(n) for n in lines if n != most)
+    meta = _metadata(root)
+    said = " ".join(meta.get("License", []) + meta.get("License-Expression", []) + meta.get("Classifier", []))
+    family = next(pattern for key, pattern in _LICENSES.items() if key in said.lower())
+    version = re.search(r"3\.\d+", " ".join(meta.get("Requires-Python", [])))
+    assert version is not None, f"{project.name}: no Requires-Python"
+    v = version.group(0)
+    minor = v.split(".")[1]
+    name = project.name
+    return [
+        Question(f"{name}/folder", "held-out", "What is in this folder?", f"(?s){folder}"),
+        Question(f"{name}/readme", "held-out", "What does the README say?", rf"\b{re.escape(name)}\b"),
+        Question(
+            f"{name}/count-py",
+            "held-out",
+            f"How many Python files are in {package}?",
+            rf"\b({count}|{word})\b",
+            rf"(?<![\w.])(?!{count}\b)\d+(?![\w.])",
+        ),
+        Question(
+            f"{name}/most-lines",
+            "held-out",
+            f"Which file in {package} has the most lines?",
+            re.escape(most),
+            rf"(?s)({others}).*({others}).*({others})",
+        ),
+        Question(f"{name}/license", "held-out", "What license does this project use?", family),
+        Question(
+            f"{name}/python",
+            "held-out",
+            "Which Python version does this project require?",
+            re.escape(v),
+            rf"\b3\.(?!{minor}\b)\d+",
+        ),
+    ]
+
+
+def _read_readme(answer: Answer) -> bool:
+    return any(c.startswith("read_file(") and "readme" in c.lower() for c in answer.calls)
+
+
+async def run_all(base_url: str, model: str | None, keys: set[str]) -> list[Answer]:
+    endpoint = sl.Endpoint(base_url, request_timeout=900.0)
+    if model is None:
+        model = (await sl.list_models(endpoint))[0].id
+    resolved = Resolved(endpoint, model, BUNDLED)
+    base = Path(tempfile.mkdtemp(prefix="steadyloop-real-projects-"))
+    answers: list[Answer] = []
+    try:
+        for spec in PROJECTS:
+            name = spec.split("==")[0]
+            root = unpack(fetch(spec), base / name)
+            package = f"src/{name}" if (root / "src" / name).is_dir() else name
+            project = Project(name, root, package)
+            for question in questions_for(project):
+                if keys and question.key.split("/")[1] not in keys and question.key not in keys:
+                    continue
+                answer = await ask(resolved, root, base / f"{name}.db", question)
+                if question.key.endswith("/readme") and not _read_readme(answer):
+                    answer.right = False
+                answers.append(answer)
+                mark = "ok " if answer.right else "BAD"
+                said = (answer.error or answer.answer).replace("\n", " ")[:110]
+                print(
+                    f"{mark} {answer.seconds:6.1f}s {question.key:<20} calls={answer.calls} {said}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    finally:
+        await sl.aclose_clients()
+        shutil.rmtree(base, ignore_errors=True)
+    return answers
+
+
+def report(answers: Sequence[Answer]) -> dict[str, Any]:
+    kinds: dict[str, list[Answer]] = {}
+    for a in answers:
+        kinds.setdefault(a.key.split("/")[1], []).append(a)
+    print(f"\n{'question':<11} {'asked':>5} {'right':>6} {'seconds':>8}")
+    figures: dict[str, Any] = {}
+    for kind, mine in kinds.items():
+        right = sum(a.right for a in mine)
+        seconds = round(sum(a.seconds for a in mine), 1)
+        figures[kind] = {"asked": len(mine), "right": right, "seconds": seconds}
+        print(f"{kind:<11} {len(mine):>5} {right:>6} {seconds:>8.0f}")
+    right = sum(a.right for a in answers)
+    print(f"{'all':<11} {len(answers):>5} {right:>6} {sum(a.seconds for a in answers):>8.0f}")
+    return {"kinds": figures, "right": right, "asked": len(answers), "answers": [a.__dict__ for a in answers]}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--base-url", required=True, help="a running server (python -m steadyloop.local up)")
+    ap.add_argument("-m", "--model", help="the model name (default: the first the server lists)")
+    ap.add_argument(
+        "--only", default="", help="comma-separated question kinds (readme, license, ...) or keys"
+    )
+    ap.add_argument("--json", type=Path, help="also write the figures and answers to this file")
+    args = ap.parse_args(argv)
+    started = time.monotonic()
+    answers = asyncio.run(run_all(args.base_url, args.model, {k for k in args.only.split(",") if k}))
+    figures = report(answers)
+    figures["wall_seconds"] = round(time.monotonic() - started, 1)
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
