@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steadyloop.cli.described_paths import described_paths
+from steadyloop.cli.described_paths import described_paths, names_the_project
 from steadyloop.cli.kit import _file_tool_routing
 from steadyloop.cli.tools import default_tools, listed_files, listed_folders
 from steadyloop.loop import LoopPolicy, run_agent_loop
@@ -140,3 +140,73 @@ async def test_the_command_reads_the_config_named_in_words_before_it_answers(tmp
     assert result.turn.content == "The theme is paper."
     read = [m for m in result.messages if isinstance(m, ToolResultMessage)]
     assert read and 'theme = "paper"' in str(read[0].content)
+
+
+@pytest.mark.parametrize(
+    "request_text",
+    [
+        "What does this project do?",
+        "What license does this project use?",
+        "What is this repo about?",
+        "Summarize the repository for me.",
+        "Which Python version does our codebase need?",
+        "How is my package laid out?",
+        "What does this code base depend on?",
+    ],
+)
+def test_a_request_about_the_project_as_a_whole_is_about_its_files(request_text: str) -> None:
+    assert names_the_project(request_text)
+
+
+@pytest.mark.parametrize(
+    "request_text",
+    [
+        "How do I start a Python project?",
+        "What is a repository?",
+        "How do I install the package requests?",
+        "What does the library function strlen do?",
+        "Projects I like: none.",
+        "",
+    ],
+)
+def test_a_request_that_speaks_of_projects_in_general_is_not(request_text: str) -> None:
+    assert not names_the_project(request_text)
+
+
+@given(st.text(max_size=400))
+def test_naming_the_project_is_read_from_any_text(text: str) -> None:
+    assert names_the_project(text) in (True, False)
+
+
+def test_naming_the_project_is_linear_in_the_request() -> None:
+    assert growth(lambda n: names_the_project("this " * n + "projec"), 2_000) < LINEAR_BOUND
+
+
+async def test_the_command_reads_the_project_for_a_question_about_it_with_no_gate_question(
+    tmp_path: Path,
+) -> None:
+    """End to end through the loop with the command's routing: "What does this project do?" names no file,
+    and its first request is the decision, a call, not the gate's question (which filed it under general
+    knowledge, and the answer was made up)."""
+    _project(tmp_path)
+    decision = json.dumps({"name": "read_file", "arguments": {"path": "README.md"}})
+    async with ScriptedServer(
+        Reply.stream(stream_of(decision)),
+        Reply.stream(stream_of(json.dumps({"choice": "answer"}))),
+        Reply.stream(stream_of("It builds a site.")),
+    ) as server:
+        result = await run_agent_loop(
+            Endpoint(server.base_url),
+            ModelParams(model="m"),
+            messages=[UserMessage(content="What does this project do?")],
+            tools=default_tools(tmp_path, compact=True),
+            policy=LoopPolicy(
+                tool_routing=_file_tool_routing(tmp_path), retry=RetryPolicy(base_delay_s=0.01, max_retries=1)
+            ),
+        )
+        first = server.chat_requests[0].json
+    assert first["response_format"]["json_schema"]["name"] == "step"  # the decision, not the gate
+    assert "answer" not in json.dumps(first["response_format"]["json_schema"]["schema"])  # a call it must be
+    assert result.turn.content == "It builds a site."
+    read = [m for m in result.messages if isinstance(m, ToolResultMessage)]
+    assert read and "# Site" in str(read[0].content)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection, Iterable, Sequence
 
-__all__ = ["described_paths", "paths_described_by"]
+__all__ = ["described_paths", "names_the_project", "paths_described_by"]
 
 _MOST = 3
 _SHORTEST = 3  # a name shorter than this ("a", "io") is too common to name one path
@@ -103,3 +103,21 @@ def paths_described_by(files: Sequence[str], folders: Sequence[str]) -> Callable
         return described_paths(request, files, folders)
 
     return named
+
+
+# "this project", "the repo", "our codebase", "my package": the folder's project as a whole. A package or
+# library only with "this", "our" or "my" ("the package" is often one the request goes on to name).
+_THE_PROJECT = re.compile(
+    r"\b(?:(?:this|the|our|my)\s+(?:project|repo|repository|codebase|code\s+base)"
+    r"|(?:this|our|my)\s+(?:package|library))\b",
+    re.IGNORECASE,
+)
+
+
+def names_the_project(request: str) -> bool:
+    """Whether ``request`` speaks of the project in the working folder as a whole ("What does this project
+    do?", "What license does the repo use?"). Its files answer it: the 1.5B model's kinds gate filed both of
+    those under general knowledge, and the answers were made up ("a web application that provides
+    information"; "the MIT License", a guess). Gate examples that said otherwise cost two other requests
+    of the tuning half (bench/small_model_tools.py). Linear in the request."""
+    return _THE_PROJECT.search(request) is not None

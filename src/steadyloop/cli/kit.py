@@ -28,7 +28,7 @@ from ..steering import ToolRouting
 from ..tools import ApprovalBroker
 from ..wire import context_limit_for
 from .config import Resolved
-from .described_paths import paths_described_by
+from .described_paths import names_the_project, paths_described_by
 from .named_in_files import files_defining
 from .steering import FILE_TOOL_ROUTING
 from .tools import COMPACT_WINDOW, default_tools, listed_files, listed_folders, system_prompt
@@ -280,4 +280,4 @@ def _file_tool_routing(cwd: Path) -> ToolRouting:
     def named_in_files(request: str) -> list[str]:
         return list(dict.fromkeys([*described(request), *defining(request)]))
 
-    return replace(FILE_TOOL_ROUTING, named_in_files=named_in_files)
+    return replace(FILE_TOOL_ROUTING, named_in_files=named_in_files, about_files=names_the_project)

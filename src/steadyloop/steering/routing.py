@@ -91,6 +91,10 @@ class ToolRouting:
             a setting). A request naming one is about those files: the step is a call on them, as for a
             request naming a listed file, without the gate's question. It does I/O of the host's; keep
             it quick and bounded.
+        about_files: a host's reading that a first request is about the user's files though it names
+            none of them ("What does this project do?"): the step is a call, without the gate's question.
+            A small model's kinds gate files such a request under general knowledge, and the answer is
+            made up.
     """
 
     gate: bool = True
@@ -101,6 +105,7 @@ class ToolRouting:
     drop_unasked: bool = True
     decision_max_tokens: int | None = 1024
     named_in_files: Callable[[str], Collection[str]] | None = None
+    about_files: Callable[[str], bool] | None = None
 
 
 _ROUTING = ToolRouting()
@@ -228,6 +233,9 @@ class _Routed:
             return on_named
         if asked is None:
             return None
+        if self._about_files():
+            self.choice = "tool"  # the host reads the request as one about the user's files
+            return None
         if self.routing.question == "which_tool" and _asks_for_a_tool(self.planned):
             self.choice = "tool"  # the request names or describes a declared tool: nothing to ask
             return None
@@ -249,6 +257,11 @@ class _Routed:
         """The request only asks how to do something, and nothing was done for it yet."""
         found = self.found
         return found is not None and not found[1] and asks_how(found[0])
+
+    def _about_files(self) -> bool:
+        """The host reads the request as one about the user's files, and nothing was done for it yet."""
+        about_files, found = self.routing.about_files, self.found
+        return about_files is not None and found is not None and not found[1] and about_files(found[0])
 
     def _earlier(self) -> tuple[str, str] | None:
         """A count question about an earlier request's one result, and that result: its answer is held to
