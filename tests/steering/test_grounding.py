@@ -129,8 +129,12 @@ def test_what_a_result_says_it_holds() -> None:
 
 
 SRC = "\n".join(
-    [*(f"- {d}/ (folder)" for d in ("cli", "turn", "wire")), *(f"- m{i}.py (10 bytes, 1 line)" for i in range(5))]
-    + ["- py.typed (0 bytes)", "- notes.md (5 bytes, 1 line)"]
+    [
+        *(f"- {d}/ (folder)" for d in ("cli", "turn", "wire")),
+        *(f"- m{i}.py (10 bytes, 1 line)" for i in range(5)),
+        "- py.typed (0 bytes)",
+        "- notes.md (5 bytes, 1 line)",
+    ]
 )
 
 
@@ -154,7 +158,9 @@ SRC = "\n".join(
         ("How many tests files are there?", {7, 10}, "10 entries: 7 files and 3 folders"),
     ],
 )
-def test_a_count_of_one_kind_is_held_to_that_kinds_count(request_text: str, counts: set[int], said: str) -> None:
+def test_a_count_of_one_kind_is_held_to_that_kinds_count(
+    request_text: str, counts: set[int], said: str
+) -> None:
     assert counts_held(SRC, request_text) == (frozenset(counts), said)
 
 
@@ -165,6 +171,59 @@ def test_a_count_of_one_kind_stated_as_another_kinds_count_is_sent_back() -> Non
     assert not answer_gaps("There are 5 Python files in src.", [SRC], asked)
     assert answer_gaps("src holds 3 files.", [SRC], "How many files are in src?").count
     assert not answer_gaps("There are 3 folders.", [SRC], "How many folders are in src?")
+
+
+SIZED = "\n".join(
+    [
+        "- sub/ (folder)",
+        "- core.py (90,000 bytes, 3,042 lines)",
+        "- _textwrap.py (1,400 bytes, 41 lines)",
+        "- io.py (95,000 bytes, 1,000 lines)",
+        "- logo.png (120,000 bytes)",
+        "- py.typed (0 bytes)",
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    ("request_text", "answer", "pick"),
+    [
+        # Asked this in click's source, the 1.5B model named _textwrap.py (41 lines); core.py has 3,042.
+        (
+            "Which file in src/click has the most lines?",
+            "_textwrap.py has the most, 41.",
+            "core.py, with 3,042 lines",
+        ),
+        ("Which file in src/click has the most lines?", "core.py, with 3,042 lines.", None),
+        ("Which file is the longest?", "io.py", "core.py, with 3,042 lines"),
+        ("Which file has the fewest lines?", "core.py", "_textwrap.py, with 41 lines"),
+        ("Which file in the tests folder is the largest?", "io.py is.", "logo.png, with 120,000 bytes"),
+        ("Which file in the tests folder is the largest?", "logo.png (120,000 bytes).", None),
+        ("What is the smallest file here?", "py.typed, which is empty.", None),
+        # folders have no size in a listing; a pick that is not a file's is not held
+        ("Which folder is the largest?", "sub/", None),
+        ("Which of them is the newest?", "io.py", None),
+    ],
+)
+def test_a_pick_by_size_or_lines_is_held_to_the_listings_own_figures(
+    request_text: str, answer: str, pick: str | None
+) -> None:
+    gaps = answer_gaps(answer, [SIZED], request_text)
+    assert gaps.pick == pick and not gaps.missing
+    if pick is not None:
+        told = correction(gaps)
+        assert pick in told and "pick" in told
+
+
+def test_a_pick_is_held_only_to_one_whole_listing_of_sized_files() -> None:
+    asked = "Which file has the most lines?"
+    assert not answer_gaps("io.py", [SIZED, SIZED], asked).pick  # two listings: which one is unknown
+    # one listing and a search after it (the 1.5B model searched for "lines"): the listing picks
+    found = "src/click/_textwrap.py:12: lines = []"
+    assert answer_gaps("_textwrap.py", [SIZED, found], asked).pick == "core.py, with 3,042 lines"
+    assert not answer_gaps("io.py", [SIZED + "\n(the first 6 of 90 entries)"], asked).pick  # cut short
+    assert not answer_gaps("io.py", ["- a.py (3 bytes, 1 line)"], asked).pick  # nothing to pick among
+    assert not answer_gaps("io.py", ["- a.py\n- b.py"], asked).pick  # no figures
 
 
 def test_numbers_as_an_answer_states_them() -> None:

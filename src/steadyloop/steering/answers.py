@@ -184,4 +184,6 @@ def _said(gaps: AnswerGaps) -> str:
         said.append(f"{len(gaps.invented)} paths no tool returned")
     if gaps.count:
         said.append("a wrong count")
+    if gaps.pick:
+        said.append("a wrong pick")
     return ", ".join(said)

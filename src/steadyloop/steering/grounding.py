@@ -87,6 +87,18 @@ _PICK_ASKED = re.compile(
     r"|\bthe (?:most|fewest|least)\b",
     re.IGNORECASE,
 )
+# What a pick among a listing's files measures: lines ("the most lines", "the longest") or bytes ("the
+# largest"); the word says which end.
+_PICK_MEASURE = re.compile(
+    r"\b(?:(most|fewest|least)\s+lines|(largest|biggest|heaviest|smallest|lightest)|(longest|shortest))\b",
+    re.IGNORECASE,
+)
+# A pick of folders, which a listing gives no size: a folder named, and no file ("Which folder is the
+# largest?"; not "Which file in the tests folder is the largest?").
+_FOLDER_WORD = re.compile(r"\b(?:(?:sub)?folders?|director(?:y|ies)|dirs?)\b", re.IGNORECASE)
+_FILE_WORD = re.compile(r"\bfiles?\b", re.IGNORECASE)
+# A listed file with its size, and its lines when it is text: "- core.py (2,053 bytes, 170 lines)".
+_SIZED_ENTRY = re.compile(r"^[-*•]\s+(\S+)\s+\(([\d,]+) bytes?(?:, ([\d,]+) lines?)?\)\s*$", re.MULTILINE)
 _NUMBER_WORDS = {
     w: n
     for n, w in enumerate(
@@ -173,19 +185,22 @@ class AnswerGaps:
         invented: path-like words of the answer that no tool result (and not the request) holds.
         count: what the result a count was asked of holds ("7 entries: 5 files and 2 folders"), when the
             answer's numbers include none of its counts.
+        pick: the file a listing's sizes or lines pick ("core.py, with 3,104 lines"), when the request
+            asked for the largest, smallest, longest or shortest and the answer names another.
     """
 
     missing: tuple[str, ...] = ()
     invented: tuple[str, ...] = ()
     count: str | None = None
+    pick: str | None = None
 
     def __bool__(self) -> bool:
-        return bool(self.missing or self.invented or self.count)
+        return bool(self.missing or self.invented or self.count or self.pick)
 
     @property
     def size(self) -> int:
         """How many gaps: an answer with fewer is the better of two."""
-        return len(self.missing) + len(self.invented) + (self.count is not None)
+        return len(self.missing) + len(self.invented) + (self.count is not None) + (self.pick is not None)
 
 
 def listed_entries(result: str) -> list[str] | None:
@@ -405,7 +420,41 @@ def answer_gaps(answer: str, results: Sequence[str], request: str = "") -> Answe
             missing += [e for e in entries or () if not _names(answer, e) and e not in missing]
     sources = [s.lower() for s in (*results, request)]
     invented = list(dict.fromkeys(w for w in path_words(answer) if not _grounded(w, sources)))
-    return AnswerGaps(tuple(missing), tuple(invented), _wrong_count(answer, results, request))
+    return AnswerGaps(
+        tuple(missing),
+        tuple(invented),
+        _wrong_count(answer, results, request),
+        _wrong_pick(answer, results, request),
+    )
+
+
+def _wrong_pick(answer: str, results: Sequence[str], request: str) -> str | None:
+    """The file one whole listing's sizes or lines pick for a request that asks for the extreme one ("Which
+    file in src/click has the most lines?"), when the answer names none that ties for it. Asked that, the
+    1.5B model named _textwrap.py (41 lines) in a listing whose core.py has 3,042."""
+    measure = _PICK_MEASURE.search(request)
+    if measure is None or (_FOLDER_WORD.search(request) and not _FILE_WORD.search(request)):
+        return None
+    # The one whole listing among the results: after it, the same model searched for "lines" as well.
+    listings = [r for r in results if _whole_listing(r) is not None]
+    if len(listings) != 1:
+        return None
+    lines = measure.group(1) or measure.group(3)
+    word = (measure.group(1) or measure.group(2) or measure.group(3)).lower()
+    values: dict[str, int] = {}
+    for match in _SIZED_ENTRY.finditer(listings[0]):
+        value = match.group(3) if lines else match.group(2)
+        if value is not None:
+            values[match.group(1)] = int(value.replace(",", ""))
+    if len(values) < 2:
+        return None
+    most = word in ("most", "longest", "largest", "biggest", "heaviest")
+    extreme = max(values.values()) if most else min(values.values())
+    picked = [name for name, value in values.items() if value == extreme]
+    if any(_names(answer, name) for name in picked):
+        return None
+    unit = _plural(extreme, "line", "lines") if lines else _plural(extreme, "byte", "bytes")
+    return f"{picked[0]}, with {extreme:,} {unit}"
 
 
 def _some(names: Sequence[str]) -> str:
@@ -424,6 +473,8 @@ def correction(gaps: AnswerGaps) -> str:
         said.append(f"Your answer names {_some(gaps.invented)}, which no tool returned.")
     if gaps.count:
         said.append(f"Your count is wrong: the tool returned {gaps.count}.")
+    if gaps.pick:
+        said.append(f"Your pick is wrong: of the files the tool returned, it is {gaps.pick}.")
     # "and nothing else" costs a count asked for, and without it a small model left the same entry out
     # again (docs/steering.md); a listing named in full wins over a count.
     wanted = (
@@ -431,6 +482,8 @@ def correction(gaps: AnswerGaps) -> str:
         if gaps.missing
         else "give the count the tool returned"
         if gaps.count and not gaps.invented
+        else "name that file"
+        if gaps.pick and not gaps.invented
         else "name only what the tools returned"
     )
     return " ".join([*said, f"Answer the question again from the tool results: {wanted}, and nothing else."])
