@@ -161,9 +161,29 @@ async def test_a_name_that_means_several_files_or_none_is_not_read(project: Path
     with pytest.raises(FileNotFoundError, match=r"^README: no such file; there are README.md, README.rst$"):
         await _call(read, path="README")
     # a folder is not a file a name means, nor is a longer name, nor a file of another folder
-    for path in ("notes", "note", "READ", "src/nothing", "small"):
-        with pytest.raises(FileNotFoundError, match=r"no such file( \(it is a directory\))?$"):
+    with pytest.raises(FileNotFoundError, match=r"^notes: no such file \(it is a directory\)$"):
+        await _call(read, path="notes")
+    for path in ("note", "READ", "small"):
+        with pytest.raises(FileNotFoundError, match=rf"^{path}: no such file; the working folder holds"):
             await _call(read, path=path)
+    # what the folder holds is named, for the model to pick from: asked which Python version a project
+    # needs, the 1.5B model read requirements.txt, which the project does not have, and made one up
+    with pytest.raises(FileNotFoundError) as missing:
+        await _call(read, path="src/nothing")
+    assert str(missing.value) == "src/nothing: no such file; src/ holds big.py, middle.py, small.py"
+    with pytest.raises(FileNotFoundError) as missing:
+        await _call(read, path="requirements.txt")
+    assert str(missing.value) == (
+        "requirements.txt: no such file; the working folder holds README.md, README.rst, logo.png, notes/, src/"
+    )
+    with pytest.raises(FileNotFoundError, match=r"^nowhere/x: no such file$"):  # no folder there either
+        await _call(read, path="nowhere/x")
+    (project / "many").mkdir()
+    for n in range(60):
+        (project / "many" / f"f{n:02}.txt").write_text("")
+    with pytest.raises(FileNotFoundError) as missing:
+        await _call(read, path="many/x")
+    assert str(missing.value).endswith(", f39.txt and more") and "f40" not in str(missing.value)
     with pytest.raises(PermissionError):
         await _call(read, path="../README")
 

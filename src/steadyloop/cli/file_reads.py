@@ -55,6 +55,7 @@ _FOOTER = 160  # characters kept for the note that says what was left out
 _QUOTES = "\"'`"
 _MAX_NEAR_SCAN = 5_000  # entries of a folder looked through for the file a missing name means
 _NEAR_NAMED = 5  # of the files a missing name may mean, the most an error names
+_HELD_NAMED = 40  # of the entries of a missing file's folder, the most an error names
 
 SortOrder = Literal["name", "size"]
 
@@ -112,8 +113,25 @@ class Root:
         near = self.near(given)
         if len(near) == 1:
             return near[0]
-        named = ", ".join(self.show(p) for p in near[:_NEAR_NAMED])
-        raise FileNotFoundError(f"{given}: no such file" + (f"; there are {named}" if near else ""))
+        if near:
+            named = ", ".join(self.show(p) for p in near[:_NEAR_NAMED])
+            raise FileNotFoundError(f"{given}: no such file; there are {named}")
+        raise FileNotFoundError(f"{given}: no such file" + self._held_by(target.parent))
+
+    def _held_by(self, folder: Path) -> str:
+        """What a missing file's folder holds, for the model to pick from: asked which Python version a
+        project needs, the 1.5B model read requirements.txt, which it does not have, and answered "3.8 or
+        higher" from nothing."""
+        if not folder.is_dir() or (folder != self.path and self.path not in folder.parents):
+            return ""
+        where = "the working folder" if folder == self.path else f"{self.show(folder)}/"
+        names: list[str] = []
+        for count, path in enumerate(sorted(folder.iterdir())):
+            if count >= _MAX_NEAR_SCAN or len(names) >= _HELD_NAMED:
+                return f"; {where} holds {', '.join(names)} and more"
+            if not path.name.startswith("."):
+                names.append(path.name + "/" if path.is_dir() else path.name)
+        return f"; {where} holds {', '.join(names)}" if names else ""
 
     def near(self, given: str) -> list[Path]:
         """The files of ``given``'s folder that it may mean (see :meth:`file_for`), in name order."""
