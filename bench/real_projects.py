@@ -15,7 +15,8 @@ does). Graded by code, never by a model:
 
 - ``folder``: "What is in this folder?" names every top-level entry;
 - ``readme``: "What does the README say?" reads the README (whatever its extension) and names the project;
-- ``count-py``: "How many Python files are in src/PKG?" states the count of ``*.py`` there, and no other;
+- ``count-py``: "How many Python files are in src/PKG?" states the count of ``*.py`` there (or of ``*.py``
+  and ``*.pyi``), and no other;
 - ``most-lines``: "Which file in src/PKG has the most lines?" names that file, and not three others;
 - ``license``: "What license does this project use?" names the license of ``PKG-INFO``;
 - ``python``: "Which Python version does this project require?" gives ``Requires-Python``'s version.
@@ -113,7 +114,13 @@ def questions_for(project: Project) -> list[Question]:
     folder = "".join(rf"(?=.*{re.escape(p.name)})" for p in visible)
     python = sorted(p for p in (root / package).glob("*.py"))
     count = len(python)
-    word = _NUMBER_WORDS[count] if count < len(_NUMBER_WORDS) else str(count)
+    # A stub (.pyi) is a Python file too: a count with the stubs stands as well as one without.
+    counts = sorted({count, count + len(list((root / package).glob("*.pyi")))})
+    spelled = (
+        "|".join(str(n) for n in counts)
+        + "|"
+        + "|".join(_NUMBER_WORDS[n] for n in counts if n < len(_NUMBER_WORDS))
+    )
     lines = {p.name: len(p.read_text(errors="replace").splitlines()) for p in python}
     most = max(lines, key=lambda n: lines[n])
     others = "|".join(re.escape(n) for n in lines if n != most)
@@ -132,8 +139,8 @@ def questions_for(project: Project) -> list[Question]:
             f"{name}/count-py",
             "held-out",
             f"How many Python files are in {package}?",
-            rf"\b({count}|{word})\b",
-            rf"(?<![\w.])(?!{count}\b)\d+(?![\w.])",
+            rf"\b({spelled})\b",
+            rf"(?<![\w.])(?!(?:{'|'.join(str(n) for n in counts)})\b)\d+(?![\w.])",
         ),
         Question(
             f"{name}/most-lines",

@@ -31,6 +31,7 @@ def _project(root: Path) -> object:
     for name, lines in (("__init__.py", 3), ("core.py", 40), ("util.py", 12), ("io.py", 5), ("cli.py", 9)):
         (root / "src" / "widget" / name).write_text("x = 1\n" * lines)
     (root / "src" / "widget" / "py.typed").write_text("")
+    (root / "src" / "widget" / "core.pyi").write_text("x: int\n")
     return real_projects.Project("widget", root, "src/widget")
 
 
@@ -47,8 +48,9 @@ def _graded(tmp_path: Path) -> dict[str, object]:
         ("readme", "The README could not be found.", False),
         ("count-py", "There are 5 Python files in src/widget.", True),
         ("count-py", "There are five Python files.", True),
-        ("count-py", "There are 6 files.", False),
-        ("count-py", "5 of the 6 files are Python files.", False),
+        ("count-py", "There are 6 Python files, counting the stub.", True),
+        ("count-py", "There are 7 files.", False),
+        ("count-py", "5 of the 7 files are Python files.", False),
         ("most-lines", "core.py has the most lines (40).", True),
         ("most-lines", "util.py has the most lines.", False),
         (
