@@ -17,7 +17,8 @@ does). Graded by code, never by a model:
 - ``readme``: "What does the README say?" reads the README (whatever its extension) and names the project;
 - ``count-py``: "How many Python files are in src/PKG?" states the count of ``*.py`` there (or of ``*.py``
   and ``*.pyi``), and no other;
-- ``most-lines``: "Which file in src/PKG has the most lines?" names that file, and not three others;
+- ``most-lines``: "Which file in src/PKG has the most lines?" names that file (of every file there, stubs
+  included), and not three others;
 - ``license``: "What license does this project use?" names the license of ``PKG-INFO``;
 - ``python``: "Which Python version does this project require?" gives ``Requires-Python``'s version.
 
@@ -121,9 +122,11 @@ def questions_for(project: Project) -> list[Question]:
         + "|"
         + "|".join(_NUMBER_WORDS[n] for n in counts if n < len(_NUMBER_WORDS))
     )
-    lines = {p.name: len(p.read_text(errors="replace").splitlines()) for p in python}
+    # Every file of the folder, as the question asks: a stub may have the most lines (attrs' __init__.pyi).
+    files = sorted(p for p in (root / package).iterdir() if p.is_file() and not p.name.startswith("."))
+    lines = {p.name: len(p.read_text(errors="replace").splitlines()) for p in files}
     most = max(lines, key=lambda n: lines[n])
-    others = "|".join(re.escape(n) for n in lines if n != most)
+    others = "|".join(re.escape(n) + r"(?!\w)" for n in lines if n != most)
     meta = _metadata(root)
     said = " ".join(meta.get("License", []) + meta.get("License-Expression", []) + meta.get("Classifier", []))
     family = next(pattern for key, pattern in _LICENSES.items() if key in said.lower())
@@ -146,7 +149,7 @@ def questions_for(project: Project) -> list[Question]:
             f"{name}/most-lines",
             "held-out",
             f"Which file in {package} has the most lines?",
-            re.escape(most),
+            re.escape(most) + r"(?!\w)",
             rf"(?s)({others}).*({others}).*({others})",
         ),
         Question(f"{name}/license", "held-out", "What license does this project use?", family),

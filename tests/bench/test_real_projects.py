@@ -53,6 +53,7 @@ def _graded(tmp_path: Path) -> dict[str, object]:
         ("count-py", "5 of the 7 files are Python files.", False),
         ("most-lines", "core.py has the most lines (40).", True),
         ("most-lines", "util.py has the most lines.", False),
+        ("most-lines", "core.pyi has the most lines.", False),  # a name is not the start of another
         (
             "most-lines",
             "- cli.py (9 lines)\n- core.py (40 lines)\n- io.py (5 lines)\n- util.py (12 lines)",
