@@ -281,11 +281,23 @@ async def ask(resolved: Resolved, root: Path, store: Path, question: Question) -
     return answer
 
 
-async def run_all(base_url: str, model: str | None, questions: Sequence[Question], n: int) -> list[Answer]:
+async def resolved_for(base_url: str, model: str | None) -> Resolved:
+    """The endpoint as ``steadyloop run`` resolves the bundled model's, with the server's first model by default."""
     endpoint = sl.Endpoint(base_url, request_timeout=900.0)
     if model is None:
         model = (await sl.list_models(endpoint))[0].id
-    resolved = Resolved(endpoint, model, BUNDLED)
+    return Resolved(endpoint, model, BUNDLED)
+
+
+def say(answer: Answer, what: str) -> None:
+    """One answer's line on stderr as it comes: right or not, how long it took, ``what`` it was, what it said."""
+    mark = "ok " if answer.right else "BAD"
+    said = (answer.error or answer.answer).replace("\n", " ")[:110]
+    print(f"{mark} {answer.seconds:6.1f}s {what} {said}", file=sys.stderr, flush=True)
+
+
+async def run_all(base_url: str, model: str | None, questions: Sequence[Question], n: int) -> list[Answer]:
+    resolved = await resolved_for(base_url, model)
     base = Path(tempfile.mkdtemp(prefix="steadyloop-newcomer-"))
     root = base / "inkwell"
     root.mkdir()
@@ -296,14 +308,7 @@ async def run_all(base_url: str, model: str | None, questions: Sequence[Question
             for i in range(n):
                 answer = await ask(resolved, root, base / "sessions.db", question)
                 answers.append(answer)
-                mark = "ok " if answer.right else "BAD"
-                said = (answer.error or answer.answer).replace("\n", " ")[:110]
-                print(
-                    f"{mark} {answer.seconds:6.1f}s {question.half:<8} {question.key:<13} #{i + 1} "
-                    f"calls={len(answer.calls)} {said}",
-                    file=sys.stderr,
-                    flush=True,
-                )
+                say(answer, f"{question.half:<8} {question.key:<13} #{i + 1} calls={len(answer.calls)}")
     finally:
         await sl.aclose_clients()
         shutil.rmtree(base, ignore_errors=True)

@@ -43,10 +43,9 @@ from pathlib import Path
 from typing import Any
 
 import steadyloop as sl
-from steadyloop.cli.config import BUNDLED, Resolved
 
 sys.path.insert(0, str(Path(__file__).parent))
-from newcomer import Answer, Question, ask  # the newcomer bench's own set-up
+from newcomer import Answer, Question, ask, resolved_for, say  # the newcomer bench's own set-up
 
 #: The projects: published source distributions, pinned so the expected answers stay put.
 PROJECTS = ("click==8.1.7", "attrs==24.2.0", "requests==2.32.3")
@@ -168,10 +167,7 @@ def _read_readme(answer: Answer) -> bool:
 
 
 async def run_all(base_url: str, model: str | None, keys: set[str]) -> list[Answer]:
-    endpoint = sl.Endpoint(base_url, request_timeout=900.0)
-    if model is None:
-        model = (await sl.list_models(endpoint))[0].id
-    resolved = Resolved(endpoint, model, BUNDLED)
+    resolved = await resolved_for(base_url, model)
     base = Path(tempfile.mkdtemp(prefix="steadyloop-real-projects-"))
     answers: list[Answer] = []
     try:
@@ -187,13 +183,7 @@ async def run_all(base_url: str, model: str | None, keys: set[str]) -> list[Answ
                 if question.key.endswith("/readme") and not _read_readme(answer):
                     answer.right = False
                 answers.append(answer)
-                mark = "ok " if answer.right else "BAD"
-                said = (answer.error or answer.answer).replace("\n", " ")[:110]
-                print(
-                    f"{mark} {answer.seconds:6.1f}s {question.key:<20} calls={answer.calls} {said}",
-                    file=sys.stderr,
-                    flush=True,
-                )
+                say(answer, f"{question.key:<20} calls={answer.calls}")
     finally:
         await sl.aclose_clients()
         shutil.rmtree(base, ignore_errors=True)

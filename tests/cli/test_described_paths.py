@@ -13,17 +13,11 @@ from hypothesis import strategies as st
 from steadyloop.cli.described_paths import described_paths, names_the_project
 from steadyloop.cli.kit import _file_tool_routing
 from steadyloop.cli.tools import default_tools, listed_files, listed_folders
-from steadyloop.loop import LoopPolicy, run_agent_loop
-from steadyloop.messages import ToolResultMessage, UserMessage
-from steadyloop.request_body import ModelParams
+from steadyloop.messages import ToolResultMessage
 from steadyloop.steering.tool_gate import tools_on_named_paths
-from steadyloop.testing.chunks import stream_of
-from steadyloop.testing.replies import Reply
-from steadyloop.testing.server import ScriptedServer
-from steadyloop.turn import RetryPolicy
-from steadyloop.wire.endpoints import Endpoint
 
 from ..edges._edges import LINEAR_BOUND, growth
+from ._routed_read import read_then_answer
 
 FILES = [
     "README.md",
@@ -118,22 +112,13 @@ async def test_the_command_reads_the_config_named_in_words_before_it_answers(tmp
     """End to end through the loop with the command's routing over a real folder: "the site config" makes
     the first request a decision held to a read of config/site.toml, with no gate question first."""
     _project(tmp_path)
-    decision = json.dumps({"name": "read_file", "arguments": {"path": "config/site.toml"}})
-    async with ScriptedServer(
-        Reply.stream(stream_of(decision)),
-        Reply.stream(stream_of(json.dumps({"choice": "answer"}))),
-        Reply.stream(stream_of("The theme is paper.")),
-    ) as server:
-        result = await run_agent_loop(
-            Endpoint(server.base_url),
-            ModelParams(model="m"),
-            messages=[UserMessage(content="Which theme does the site config use?")],
-            tools=default_tools(tmp_path, compact=True),
-            policy=LoopPolicy(
-                tool_routing=_file_tool_routing(tmp_path), retry=RetryPolicy(base_delay_s=0.01, max_retries=1)
-            ),
-        )
-        first = server.chat_requests[0].json
+    result, first = await read_then_answer(
+        tmp_path,
+        _file_tool_routing(tmp_path),
+        "Which theme does the site config use?",
+        "config/site.toml",
+        "The theme is paper.",
+    )
     assert first["response_format"]["json_schema"]["name"] == "step"  # the decision, not the gate
     schema = json.dumps(first["response_format"]["json_schema"]["schema"])
     assert '"config/site.toml"' in schema and '"README.md"' not in schema and "list_dir" not in schema
@@ -189,22 +174,9 @@ async def test_the_command_reads_the_project_for_a_question_about_it_with_no_gat
     and its first request is the decision, a call, not the gate's question (which filed it under general
     knowledge, and the answer was made up)."""
     _project(tmp_path)
-    decision = json.dumps({"name": "read_file", "arguments": {"path": "README.md"}})
-    async with ScriptedServer(
-        Reply.stream(stream_of(decision)),
-        Reply.stream(stream_of(json.dumps({"choice": "answer"}))),
-        Reply.stream(stream_of("It builds a site.")),
-    ) as server:
-        result = await run_agent_loop(
-            Endpoint(server.base_url),
-            ModelParams(model="m"),
-            messages=[UserMessage(content="What does this project do?")],
-            tools=default_tools(tmp_path, compact=True),
-            policy=LoopPolicy(
-                tool_routing=_file_tool_routing(tmp_path), retry=RetryPolicy(base_delay_s=0.01, max_retries=1)
-            ),
-        )
-        first = server.chat_requests[0].json
+    result, first = await read_then_answer(
+        tmp_path, _file_tool_routing(tmp_path), "What does this project do?", "README.md", "It builds a site."
+    )
     assert first["response_format"]["json_schema"]["name"] == "step"  # the decision, not the gate
     assert "answer" not in json.dumps(first["response_format"]["json_schema"]["schema"])  # a call it must be
     assert result.turn.content == "It builds a site."

@@ -14,17 +14,11 @@ from hypothesis import strategies as st
 from steadyloop.cli.named_in_files import code_names, defines, files_defining
 from steadyloop.cli.steering import FILE_TOOL_ROUTING
 from steadyloop.cli.tools import default_tools, listed_files
-from steadyloop.loop import LoopPolicy, run_agent_loop
-from steadyloop.messages import ToolResultMessage, UserMessage
-from steadyloop.request_body import ModelParams
+from steadyloop.messages import ToolResultMessage
 from steadyloop.steering.tool_gate import tools_on_named_paths
-from steadyloop.testing.chunks import stream_of
-from steadyloop.testing.replies import Reply
-from steadyloop.testing.server import ScriptedServer
-from steadyloop.turn import RetryPolicy
-from steadyloop.wire.endpoints import Endpoint
 
 from ..edges._edges import LINEAR_BOUND, growth
+from ._routed_read import read_then_answer
 
 
 @pytest.mark.parametrize(
@@ -115,20 +109,13 @@ async def test_the_command_reads_the_file_defining_a_named_function_before_it_an
     decision, held to a read of the file that defines ``build_site``, asked without the gate's question."""
     _project(tmp_path)
     routing = replace(FILE_TOOL_ROUTING, named_in_files=files_defining(tmp_path, listed_files(tmp_path)))
-    decision = json.dumps({"name": "read_file", "arguments": {"path": "src/build.py"}})
-    async with ScriptedServer(
-        Reply.stream(stream_of(decision)),
-        Reply.stream(stream_of(json.dumps({"choice": "answer"}))),
-        Reply.stream(stream_of("It defaults to 6.")),
-    ) as server:
-        result = await run_agent_loop(
-            Endpoint(server.base_url),
-            ModelParams(model="m"),
-            messages=[UserMessage(content="What is the default value of max_workers in build_site?")],
-            tools=default_tools(tmp_path, compact=True),
-            policy=LoopPolicy(tool_routing=routing, retry=RetryPolicy(base_delay_s=0.01, max_retries=1)),
-        )
-        first = server.chat_requests[0].json
+    result, first = await read_then_answer(
+        tmp_path,
+        routing,
+        "What is the default value of max_workers in build_site?",
+        "src/build.py",
+        "It defaults to 6.",
+    )
     assert first["response_format"]["json_schema"]["name"] == "step"  # the decision, not the gate
     schema = json.dumps(first["response_format"]["json_schema"]["schema"])
     assert '"src/build.py"' in schema and '"src/cli.py"' not in schema and "list_dir" not in schema
