@@ -226,6 +226,28 @@ def test_a_pick_is_held_only_to_one_whole_listing_of_sized_files() -> None:
     assert not answer_gaps("io.py", ["- a.py\n- b.py"], asked).pick  # no figures
 
 
+FAILED = "FileNotFoundError: requirements.txt: no such file; the working folder holds setup.cfg, setup.py"
+
+
+@pytest.mark.parametrize(
+    ("answer", "results", "invented"),
+    [
+        ("The project requires Python 3.8 or higher.", [FAILED], ("3.8",)),
+        ("It listens on port 8043, version 2.1.0.", [FAILED, "PermissionError: x"], ("8043", "2.1.0")),
+        ("There is no requirements.txt; setup.cfg may say.", [FAILED], ()),
+        ("Python 3.8 it says.", [FAILED], ()),  # the request wrote it
+        # a result that did not fail holds the answer's figures or not: only paths are held there
+        ("The project requires Python 3.8 or higher.", ["[metadata]\nname = click"], ()),
+        ("The project requires Python 3.8 or higher.", [FAILED, "python_requires = >=3.7"], ()),
+    ],
+)
+def test_a_figure_from_nowhere_after_every_tool_failed_is_invented(
+    answer: str, results: list[str], invented: tuple[str, ...]
+) -> None:
+    request = "Does it need Python 3.8?" if answer.startswith("Python 3.8 it") else "Which Python version?"
+    assert answer_gaps(answer, results, request).invented == invented
+
+
 def test_numbers_as_an_answer_states_them() -> None:
     assert stated_numbers("There are 5 lines, 1,024 bytes and Seven files.") == {5, 1024, 7}
     assert stated_numbers("v3 of file2 is 2.5 MB; see 3.") == {3}

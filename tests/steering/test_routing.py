@@ -339,6 +339,45 @@ async def test_a_made_up_path_is_sent_back_and_a_worse_second_answer_is_not_take
     assert result.turn.content == first and shown_text(events) == first
 
 
+@tool
+def read_notes(path: str) -> str:
+    """Read a file."""
+    raise FileNotFoundError(f"{path}: no such file; the working folder holds setup.cfg, setup.py")
+
+
+async def test_a_figure_from_nowhere_after_every_tool_failed_gives_way_to_the_failure() -> None:
+    # Told requirements.txt was not there, the 1.5B model answered "The project requires Python 3.8 or
+    # higher." and, sent back, said it again: the failure is what is shown.
+    made_up = "The project requires Python 3.8 or higher."
+    async with ScriptedServer(
+        text('{"name": "read_notes", "arguments": {"path": "requirements.txt"}}'),
+        text('{"name": "answer"}'),
+        text(made_up),
+        text(made_up),
+    ) as server:
+        result, events, bodies = await run_listing(
+            server, "Which Python version does this project require?", tools=(read_notes,)
+        )
+    assert "3.8" in bodies[3]["messages"][-1]["content"]  # sent back, naming what no tool returned
+    failure = (
+        "FileNotFoundError: requirements.txt: no such file; the working folder holds setup.cfg, setup.py"
+    )
+    assert result.turn.content == failure and shown_text(events) == failure
+
+
+async def test_an_answer_that_says_what_failed_after_every_tool_failed_stands() -> None:
+    honest = "There is no requirements.txt; setup.cfg or setup.py may say."
+    async with ScriptedServer(
+        text('{"name": "read_notes", "arguments": {"path": "requirements.txt"}}'),
+        text('{"name": "answer"}'),
+        text(honest),
+    ) as server:
+        result, _events, bodies = await run_listing(
+            server, "Which Python version does this project require?", tools=(read_notes,)
+        )
+    assert len(bodies) == 3 and result.turn.content == honest
+
+
 async def test_an_answer_true_to_its_results_is_asked_once() -> None:
     async with ScriptedServer(
         text('{"name": "list_files", "arguments": {}}'),

@@ -24,7 +24,7 @@ from ..turn.capabilities import EndpointCapabilities, ModelCapabilities
 from ..turn.request import BodyBuilder, TurnRequest, TurnSink
 from ..turn.send import send_turn
 from .decision import ANSWER_GRAMMAR, one_read
-from .grounding import AnswerGaps, answer_gaps, correction, count_gaps, request_and_results
+from .grounding import AnswerGaps, all_failed, answer_gaps, correction, count_gaps, request_and_results
 
 __all__ = ["ANSWER_HELD", "answering", "answering_bare", "ask_answer", "grounded_answer"]
 
@@ -165,9 +165,10 @@ class _Held:
         if not second.tool_calls and better.size < gaps.size:
             answer, gaps = second, better
         content = answer.content
-        if gaps.missing:
+        if gaps.missing or (gaps.invented and all_failed(results)):
             # Still short of the listing after the correction: the listing itself is the answer, as the
-            # tool gave it (docs/steering.md).
+            # tool gave it (docs/steering.md). Still naming what no tool returned when every tool failed:
+            # the failures are the answer, not a figure from nowhere.
             content = "\n".join(r.strip() for r in results)
         return Turn(content, answer.reasoning, answer.tool_calls, usage, answer.finish_reason)
 
@@ -181,7 +182,7 @@ def _said(gaps: AnswerGaps) -> str:
     if gaps.missing:
         said.append(f"{len(gaps.missing)} entries left out")
     if gaps.invented:
-        said.append(f"{len(gaps.invented)} paths no tool returned")
+        said.append(f"{len(gaps.invented)} names or figures no tool returned")
     if gaps.count:
         said.append("a wrong count")
     if gaps.pick:

@@ -38,6 +38,7 @@ from typing import Any
 
 __all__ = [
     "AnswerGaps",
+    "all_failed",
     "answer_gaps",
     "chat_text",
     "correction",
@@ -99,6 +100,10 @@ _FOLDER_WORD = re.compile(r"\b(?:(?:sub)?folders?|director(?:y|ies)|dirs?)\b", r
 _FILE_WORD = re.compile(r"\bfiles?\b", re.IGNORECASE)
 # A listed file with its size, and its lines when it is text: "- core.py (2,053 bytes, 170 lines)".
 _SIZED_ENTRY = re.compile(r"^[-*•]\s+(\S+)\s+\(([\d,]+) bytes?(?:, ([\d,]+) lines?)?\)\s*$", re.MULTILINE)
+# A tool's failure as the loop writes it for the model (``tools/_call.py``): its exception's name first.
+_FAILED = re.compile(r"[A-Z]\w*(?:Error|Exception)\b")
+# A figure an answer gives: a number or a version ("8043", "3.8", "2.1.0").
+_FIGURE = re.compile(r"(?<![\w.])\d+(?:\.\d+)*(?![\w])")
 _NUMBER_WORDS = {
     w: n
     for n, w in enumerate(
@@ -182,7 +187,8 @@ class AnswerGaps:
 
     Attributes:
         missing: entries of the listing results the answer does not name.
-        invented: path-like words of the answer that no tool result (and not the request) holds.
+        invented: path-like words of the answer that no tool result (and not the request) holds; and,
+            where every tool failed, the numbers and versions it gives that none holds.
         count: what the result a count was asked of holds ("7 entries: 5 files and 2 folders"), when the
             answer's numbers include none of its counts.
         pick: the file a listing's sizes or lines pick ("core.py, with 3,104 lines"), when the request
@@ -420,12 +426,22 @@ def answer_gaps(answer: str, results: Sequence[str], request: str = "") -> Answe
             missing += [e for e in entries or () if not _names(answer, e) and e not in missing]
     sources = [s.lower() for s in (*results, request)]
     invented = list(dict.fromkeys(w for w in path_words(answer) if not _grounded(w, sources)))
+    if all_failed(results):
+        # Every tool failed: a number or version the answer gives came from nowhere. Told requirements.txt
+        # was not there, the 1.5B model answered "The project requires Python 3.8 or higher."
+        invented += [n for n in dict.fromkeys(_FIGURE.findall(answer)) if not any(n in s for s in sources)]
     return AnswerGaps(
         tuple(missing),
         tuple(invented),
         _wrong_count(answer, results, request),
         _wrong_pick(answer, results, request),
     )
+
+
+def all_failed(results: Sequence[str]) -> bool:
+    """Whether every one of ``results`` (at least one) is a tool's failure, as the loop writes it for the
+    model: the exception's name first (``FileNotFoundError: ...``)."""
+    return bool(results) and all(_FAILED.match(r.lstrip()) for r in results)
 
 
 def _wrong_pick(answer: str, results: Sequence[str], request: str) -> str | None:
