@@ -1,5 +1,5 @@
 """A request asked through the loop with the command's routing over a real folder, against a scripted server
-that decides one read, says the request needs nothing more, and answers."""
+that decides one read (or listing), says the request needs nothing more, and answers."""
 
 from __future__ import annotations
 
@@ -20,10 +20,11 @@ from steadyloop.wire.endpoints import Endpoint
 
 
 async def read_then_answer(
-    root: Path, routing: ToolRouting, request: str, path: str, answer: str
+    root: Path, routing: ToolRouting, request: str, path: str, answer: str, *, tool: str = "read_file"
 ) -> tuple[LoopResult, dict[str, Any]]:
-    """The loop's result, and the first request the server was sent (the gate's question or the decision)."""
-    decision = json.dumps({"name": "read_file", "arguments": {"path": path}})
+    """The loop's result, and the first request the server was sent (the gate's question or the decision);
+    the call decided is ``tool`` on ``path``."""
+    decision = json.dumps({"name": tool, "arguments": {"path": path}})
     async with ScriptedServer(
         Reply.stream(stream_of(decision)),
         Reply.stream(stream_of(json.dumps({"choice": "answer"}))),

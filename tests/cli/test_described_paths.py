@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steadyloop.cli.described_paths import described_paths, names_the_project
+from steadyloop.cli.described_paths import described_paths, names_the_project, written_folders
 from steadyloop.cli.kit import _file_tool_routing
 from steadyloop.cli.tools import default_tools, listed_files, listed_folders
 from steadyloop.messages import ToolResultMessage
@@ -182,3 +182,69 @@ async def test_the_command_reads_the_project_for_a_question_about_it_with_no_gat
     assert result.turn.content == "It builds a site."
     read = [m for m in result.messages if isinstance(m, ToolResultMessage)]
     assert read and "# Site" in str(read[0].content)
+
+
+@pytest.mark.parametrize(
+    ("request_text", "folders"),
+    [
+        ("How many Python files are in src/steadyloop/cli?", ["src/steadyloop/cli"]),
+        ("List ./tests/cli/ and src/app, then src/app again.", ["tests/cli", "src/app"]),
+        ("What is in docs/page.", ["docs/page"]),  # the sentence's full stop is no part of it
+        ("Read src/app/build.py", []),  # a file
+        ("See https://example.com/a/b and ../up/there", []),
+        ("What is in docs?", []),  # one name: the listed folders and the words around "folder" cover it
+        ("a/1 a/2 a/3 a/4 a/5 a/6 a/7 a/8 a/9", []),  # too many to be the places asked about
+    ],
+)
+def test_the_nested_paths_a_request_writes_out(request_text: str, folders: list[str]) -> None:
+    assert written_folders(request_text) == folders
+
+
+@given(st.text(alphabet=st.sampled_from("ab./-_ ?:\n"), max_size=300) | st.text(max_size=300))
+def test_reading_written_paths_is_total(text: str) -> None:
+    found = written_folders(text)
+    assert all(isinstance(p, str) and p and not p.endswith("/") and ".." not in p.split("/") for p in found)
+
+
+def test_reading_written_paths_is_linear() -> None:
+    assert growth(lambda n: written_folders("a/" * n), 2_000) < LINEAR_BOUND
+    assert growth(lambda n: written_folders("a-b.c" * n + "/"), 2_000) < LINEAR_BOUND
+
+
+def _deep_project(root: Path) -> None:
+    for path in ("src/app/cli/main.py", "src/app/cli/run.py", "src/app/core.py", ".hidden/x/y.txt"):
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text("x = 1\n")
+
+
+def test_a_folder_written_out_below_the_listed_ones_is_named_to_the_routing(tmp_path: Path) -> None:
+    _deep_project(tmp_path)
+    assert "src/app/cli" not in listed_folders(tmp_path)  # the schema lists two levels down
+    routing = _file_tool_routing(tmp_path)
+    assert routing.named_in_files is not None
+    assert routing.named_in_files("How many Python files are in src/app/cli?") == ["src/app/cli/"]
+    for missing in ("src/app/gone", "src/zzz/x", ".hidden/x", "src/../src/app"):
+        assert routing.named_in_files(f"What is in {missing}?") == [], missing
+
+
+async def test_the_command_lists_a_folder_its_schema_does_not_list_when_the_request_writes_it_out(
+    tmp_path: Path,
+) -> None:
+    """End to end through the loop with the command's routing: a folder three levels down, written out in
+    the request, is the one path the decision may list (before, the schema let a small model list only
+    src/app, and the count it gave was that folder's)."""
+    _deep_project(tmp_path)
+    result, first = await read_then_answer(
+        tmp_path,
+        _file_tool_routing(tmp_path),
+        "How many Python files are in src/app/cli?",
+        "src/app/cli",
+        "There are 2 Python files.",
+        tool="list_dir",
+    )
+    assert first["response_format"]["json_schema"]["name"] == "step"  # the decision, not the gate
+    schema = json.dumps(first["response_format"]["json_schema"]["schema"])
+    assert '"src/app/cli"' in schema and '"src/app"' not in schema and "read_file" not in schema
+    assert result.turn.content == "There are 2 Python files."
+    listed = [m for m in result.messages if isinstance(m, ToolResultMessage)]
+    assert listed and "main.py" in str(listed[0].content) and "core.py" not in str(listed[0].content)

@@ -13,6 +13,7 @@ from steadyloop.steering.grounding import (
     answer_gaps,
     correction,
     counts_held,
+    elsewhere,
     last_request,
     line_counts,
     listed_entries,
@@ -348,9 +349,40 @@ def test_the_last_request_and_the_messages_after_it() -> None:
     assert last_request([]) == (None, [])
 
 
-@given(st.text(), st.lists(st.text(), max_size=4), st.text())
-def test_reading_any_answer_and_results_is_total(answer: str, results: list[str], request: str) -> None:
-    gaps = answer_gaps(answer, results, request)
+@pytest.mark.parametrize(
+    ("request_text", "called", "away"),
+    [
+        ("How many Python files are in src/steadyloop/cli?", ["src/steadyloop"], True),
+        ("How many Python files are in src/steadyloop/cli?", ["./src/steadyloop/cli/", "name"], False),
+        ("How many Python files are in SRC/app?", ["src/app"], False),
+        ("How many files are in docs/api and src/app?", ["docs/api"], False),  # one of the places asked
+        ("How many files are in this folder?", ["src"], False),  # no path written out
+        ("How many files does docs/ hold?", [], False),  # "docs/" is one folder, not a nested path
+        ("What is in docs/faq.md?", ["docs"], True),
+    ],
+)
+def test_a_request_naming_a_path_no_call_was_made_on_asks_elsewhere(
+    request_text: str, called: list[str], away: bool
+) -> None:
+    assert elsewhere(request_text, called) is away
+
+
+def test_results_from_elsewhere_hold_no_count_pick_or_listing_only_what_is_invented() -> None:
+    asked = "How many entries are in src/app/cli?"
+    assert answer_gaps("There are 9 entries.", [LISTING], asked).count  # not told where the calls went
+    assert answer_gaps("There are 9 entries.", [LISTING], asked, called=["src/app/cli"]).count
+    assert not answer_gaps("There are 9 entries.", [LISTING], asked, called=["src"])
+    listed = "What is in src/app/cli?"
+    assert answer_gaps("docs/ only", [LISTING], listed, called=["src/app/cli"]).missing
+    gaps = answer_gaps("docs/ and setup.py", [LISTING], listed, called=["src"])
+    assert gaps == AnswerGaps(invented=("setup.py",))
+
+
+@given(st.text(), st.lists(st.text(), max_size=4), st.text(), st.none() | st.lists(st.text(), max_size=3))
+def test_reading_any_answer_and_results_is_total(
+    answer: str, results: list[str], request: str, called: list[str] | None
+) -> None:
+    gaps = answer_gaps(answer, results, request, called)
     assert isinstance(gaps, AnswerGaps)
     assert isinstance(correction(gaps), str)
 
@@ -358,6 +390,7 @@ def test_reading_any_answer_and_results_is_total(answer: str, results: list[str]
 def test_huge_adversarial_text_is_read_in_one_pass() -> None:
     for text in ("a/" * 50_000, "a." * 50_000, "a" * 100_000 + ".py", "- x\n" * 20_000, "1," * 50_000):
         answer_gaps(text, [text[:2_000]], "how many " + text[:100])
+        answer_gaps(text, [text[:2_000]], text, called=[text[:1_000]])
         stated_numbers(text)
         counts_held("[" * 100_000)
         path_words(text)

@@ -415,6 +415,28 @@ async def test_a_miscounted_listing_is_sent_back_with_its_count_and_the_right_co
     assert any(isinstance(e, Notice) and e.name == "grounding" and "wrong count" in e.text for e in events)
 
 
+async def test_a_count_of_a_folder_the_tools_did_not_list_is_not_held_to_the_listing_they_made() -> None:
+    # Asked about src/app/cli, the model listed src: holding its answer to that listing's count would
+    # "correct" it to the wrong folder's.
+    async with ScriptedServer(
+        text('{"name": "list_files", "arguments": {"path": "src"}}'),
+        text('{"name": "answer"}'),
+        text("There are 5 entries."),
+    ) as server:
+        result, events, bodies = await run_listing(server, "How many entries are in src/app/cli?")
+    assert len(bodies) == 3 and result.turn.content == "There are 5 entries."
+    assert not any(isinstance(e, Notice) and e.name == "grounding" for e in events)
+    # listed where it was asked, the same count is sent back
+    async with ScriptedServer(
+        text('{"name": "list_files", "arguments": {"path": "./src/app/cli/"}}'),
+        text('{"name": "answer"}'),
+        text("There are 5 entries."),
+        text("There are 3 entries."),
+    ) as server:
+        result, _events, bodies = await run_listing(server, "How many entries are in src/app/cli?")
+    assert len(bodies) == 4 and result.turn.content == "There are 3 entries."
+
+
 @tool
 def read_poem(path: str) -> str:
     """Read a text file."""

@@ -530,6 +530,39 @@ def test_a_request_naming_a_file_is_first_a_call_on_that_file() -> None:
     assert tools_on_named_paths({**asked, "messages": ran}) is None
 
 
+def test_a_folder_the_host_found_below_the_listed_ones_is_taken_by_the_argument_listing_folders() -> None:
+    from steadyloop.steering.tool_gate import tools_on_named_paths
+
+    def fn(name: str, values: list[str]) -> dict[str, Any]:
+        schema = {
+            "type": "object",
+            "properties": {"path": {"type": "string", "enum": values}},
+            "required": ["path"],
+        }
+        return {"type": "function", "function": {"name": name, "parameters": schema}}
+
+    tools = [fn("list_dir", [".", "src", "src/app"]), fn("read_file", ["README.md", "src/app/main.py"])]
+    asked = {"tools": tools, "messages": [{"role": "user", "content": "How many files are in src/app/cli?"}]}
+
+    def held(also: list[str]) -> dict[str, list[str]] | None:
+        found = tools_on_named_paths(asked, also)
+        if found is None:
+            return None
+        return {
+            t["function"]["name"]: t["function"]["parameters"]["properties"]["path"]["enum"] for t in found
+        }
+
+    assert held(["src/app/cli/"]) == {"list_dir": ["src/app/cli"]}
+    assert held(["src/app/cli/", "src/app/"]) == {"list_dir": ["src/app", "src/app/cli"]}
+    # a path with no trailing slash is a file, or a listed value: the listing does not grow
+    assert held(["src/app/cli"]) is None
+    assert held(["src/app/other.py"]) is None
+    assert held(["/", ""]) is None
+    assert tools[0]["function"]["parameters"]["properties"]["path"]["enum"] == [".", "src", "src/app"]
+    # no argument lists a folder it is under: nothing to hold
+    assert tools_on_named_paths({**asked, "tools": tools[1:]}, ["src/app/cli/"]) is None
+
+
 async def test_a_routed_step_on_a_named_file_reads_it_before_anything_else() -> None:
     @tool
     def read_file(path: str) -> str:

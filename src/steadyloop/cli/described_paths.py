@@ -23,11 +23,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection, Iterable, Sequence
 
-__all__ = ["described_paths", "names_the_project", "paths_described_by"]
+__all__ = ["described_paths", "names_the_project", "paths_described_by", "written_folders"]
 
 _MOST = 3
 _SHORTEST = 3  # a name shorter than this ("a", "io") is too common to name one path
 _WORD = re.compile(r"[a-z0-9_]+")
+# A path the request writes out: name/name, a leading ./ and a trailing slash allowed.
+_WRITTEN_PATH = re.compile(r"(?<![\w./-])(?:\./)?[\w-][\w.-]*(?:/[\w.-]+)+/?")
+_MOST_WRITTEN = 8
 _FOLDER_WORDS = frozenset({"folder", "folders", "directory", "directories", "dir", "subfolder"})
 _WORKING_FOLDER = frozenset({"this", "current", "working"})
 _KIND_WORDS: dict[str, frozenset[str]] = {
@@ -103,6 +106,25 @@ def paths_described_by(files: Sequence[str], folders: Sequence[str]) -> Callable
         return described_paths(request, files, folders)
 
     return named
+
+
+def written_folders(request: str) -> list[str]:
+    """The nested paths ``request`` writes out that could be folders (``src/steadyloop/cli``; not a file
+    name with an extension, not a URL's: a word right after a slash is no path's start), in order, without a leading ``./`` or a trailing slash; none past
+    eight. Which of them are folders is the caller's to check: listed folders stop a few levels down, and
+    a small model asked about a deeper one lists the nearest it may (``tools.listed_folders``)."""
+    found: list[str] = []
+    for match in _WRITTEN_PATH.finditer(request):
+        written = match.group(0).removeprefix("./")
+        if ".." in written.split("/"):
+            continue
+        path = written.rstrip("/.")  # a sentence's full stop, a trailing slash or "/."
+        if "/" not in path or "." in path.rsplit("/", 1)[-1] or path in found:
+            continue
+        found.append(path)
+        if len(found) > _MOST_WRITTEN:
+            return []
+    return found
 
 
 # "this project", "the repo", "our codebase", "my package": the folder's project as a whole. A package or

@@ -28,7 +28,8 @@ from ..steering import ToolRouting
 from ..tools import ApprovalBroker
 from ..wire import context_limit_for
 from .config import Resolved
-from .described_paths import names_the_project, paths_described_by
+from .described_paths import names_the_project, paths_described_by, written_folders
+from .file_reads import SKIPPED_DIRS, Root
 from .named_in_files import files_defining
 from .steering import FILE_TOOL_ROUTING
 from .tools import COMPACT_WINDOW, default_tools, listed_files, listed_folders, system_prompt
@@ -278,6 +279,22 @@ def _file_tool_routing(cwd: Path) -> ToolRouting:
     described = paths_described_by(files, listed_folders(cwd))
 
     def named_in_files(request: str) -> list[str]:
-        return list(dict.fromkeys([*described(request), *defining(request)]))
+        return list(dict.fromkeys([*described(request), *defining(request), *_folders_under(cwd, request)]))
 
     return replace(FILE_TOOL_ROUTING, named_in_files=named_in_files, about_files=names_the_project)
+
+
+def _folders_under(cwd: Path, request: str) -> list[str]:
+    """The folders under ``cwd`` the request writes out as paths, each with a trailing slash (the routing
+    then lets ``list_dir`` take one its schema does not list)."""
+    root = Root(cwd)
+    found: list[str] = []
+    for path in written_folders(request):
+        try:
+            target = root.inside(path)
+        except (OSError, ValueError):
+            continue
+        parts = target.relative_to(root.path).parts
+        if parts and target.is_dir() and not any(p in SKIPPED_DIRS or p.startswith(".") for p in parts):
+            found.append("/".join(parts) + "/")
+    return found

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from ..events import Notice
@@ -23,7 +24,7 @@ from ..messages import Turn
 from ..turn.capabilities import EndpointCapabilities, ModelCapabilities
 from ..turn.request import BodyBuilder, TurnRequest, TurnSink
 from ..turn.send import send_turn
-from .decision import ANSWER_GRAMMAR, one_read
+from .decision import ANSWER_GRAMMAR, calls_for_request, one_read
 from .grounding import AnswerGaps, all_failed, answer_gaps, correction, count_gaps, request_and_results
 
 __all__ = ["ANSWER_HELD", "answering", "answering_bare", "ask_answer", "grounded_answer"]
@@ -90,13 +91,15 @@ async def grounded_answer(
     With ``earlier`` (a count question, and the one result of an earlier request it refers back to), only
     the count is held to that result.
     """
-    held = _Held(request, sink, answer_gaps if earlier is None else _count_only)
+    held = _Held(request, sink)
     quiet = replace(sink, on_output=held.writing)
     answer = await send_turn(replace(request, body=held.first), quiet)
     if earlier is not None:
         asked, results = earlier[0], [earlier[1]]
+        held.gaps = _count_only
     else:
         asked, results = request_and_results(held.sent.get("messages", []))
+        held.gaps = partial(answer_gaps, called=_called_on(held.sent))
     gaps = held.gaps(answer.content, results, asked) if not answer.tool_calls else AnswerGaps()
     if gaps:
         answer = await held.corrected(answer, gaps, (asked, results))
@@ -110,11 +113,10 @@ class _Held:
 
     __slots__ = ("build", "gaps", "request", "sent", "sink", "started")
 
-    def __init__(
-        self, request: TurnRequest, sink: TurnSink, gaps: Callable[[str, Sequence[str], str], AnswerGaps]
-    ) -> None:
+    def __init__(self, request: TurnRequest, sink: TurnSink) -> None:
         assert callable(request.body), "a routed step's body is a builder"
-        self.gaps = gaps  # what an answer misses of the results it is held to
+        # What an answer misses of the results it is held to: set once the first answer's body is known.
+        self.gaps: Callable[[str, Sequence[str], str], AnswerGaps] = answer_gaps
         self.request = request
         self.sink = sink
         self.build: BodyBuilder = request.body
@@ -171,6 +173,17 @@ class _Held:
             # the failures are the answer, not a figure from nowhere.
             content = "\n".join(r.strip() for r in results)
         return Turn(content, answer.reasoning, answer.tool_calls, usage, answer.finish_reason)
+
+
+def _called_on(body: Mapping[str, Any]) -> list[str]:
+    """The string arguments of the calls made for the request ``body`` ends with."""
+    return [
+        value
+        for _name, arguments in calls_for_request(body)
+        if isinstance(arguments, Mapping)
+        for value in arguments.values()
+        if isinstance(value, str)
+    ]
 
 
 def _count_only(answer: str, results: Sequence[str], asked: str) -> AnswerGaps:

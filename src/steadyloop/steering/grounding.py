@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Collection, Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +44,7 @@ __all__ = [
     "correction",
     "counted_earlier",
     "counts_held",
+    "elsewhere",
     "last_request",
     "line_counts",
     "listed_entries",
@@ -409,33 +410,54 @@ def _grounded(word: str, sources: Sequence[str]) -> bool:
     return len(parts) > 1 and all(any(p in source for source in sources) for p in parts)
 
 
-def answer_gaps(answer: str, results: Sequence[str], request: str = "") -> AnswerGaps:
+def answer_gaps(
+    answer: str, results: Sequence[str], request: str = "", called: Collection[str] | None = None
+) -> AnswerGaps:
     """What ``answer`` misses of the tool ``results`` it was written from (``request``: what the user asked,
     whose own words are no invention).
+
+    ``called``: the string arguments of the calls the results came from. When given, and the request writes
+    out a path (``src/steadyloop/cli``) none of them is, the results are of some other place: the answer is
+    held to no listing, count or pick of theirs, only to naming nothing no result holds.
 
     Returns:
         The gaps; empty (false) when there are none, or no results to hold the answer to.
     """
     if not results or not answer.strip():
         return AnswerGaps()
-    listings = [listed_entries(r) for r in results]
-    missing: list[str] = []
-    whole = not _COUNT_ASKED.search(request) and not _PICK_ASKED.search(request)
-    if whole and all(entries is not None for entries in listings):
-        for entries in listings:
-            missing += [e for e in entries or () if not _names(answer, e) and e not in missing]
     sources = [s.lower() for s in (*results, request)]
     invented = list(dict.fromkeys(w for w in path_words(answer) if not _grounded(w, sources)))
     if all_failed(results):
         # Every tool failed: a number or version the answer gives came from nowhere. Told requirements.txt
         # was not there, the 1.5B model answered "The project requires Python 3.8 or higher."
         invented += [n for n in dict.fromkeys(_FIGURE.findall(answer)) if not any(n in s for s in sources)]
+    if called is not None and elsewhere(request, called):
+        # Asked how many Python files src/steadyloop/cli holds, the 1.5B model listed src/steadyloop, and
+        # held to that listing, its answer was "corrected" to the wrong folder's count.
+        return AnswerGaps(invented=tuple(invented))
+    listings = [listed_entries(r) for r in results]
+    missing: list[str] = []
+    whole = not _COUNT_ASKED.search(request) and not _PICK_ASKED.search(request)
+    if whole and all(entries is not None for entries in listings):
+        for entries in listings:
+            missing += [e for e in entries or () if not _names(answer, e) and e not in missing]
     return AnswerGaps(
         tuple(missing),
         tuple(invented),
         _wrong_count(answer, results, request),
         _wrong_pick(answer, results, request),
     )
+
+
+def elsewhere(request: str, called: Collection[str]) -> bool:
+    """Whether ``request`` writes out a nested path (``src/steadyloop/cli``, ``docs/faq.md``) and none of
+    the ``called`` arguments is one of them (a leading ``./`` and a trailing slash aside)."""
+    asked = {_bare_path(w) for w in path_words(request) if "/" in w.strip("/")}
+    return bool(asked) and asked.isdisjoint(_bare_path(c) for c in called)
+
+
+def _bare_path(path: str) -> str:
+    return path.strip().removeprefix("./").rstrip("/").lower()
 
 
 def all_failed(results: Sequence[str]) -> bool:

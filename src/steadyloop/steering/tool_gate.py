@@ -197,7 +197,31 @@ def _named_paths(body: Mapping[str, Any], also: Collection[str] = ()) -> set[str
             v for tool in tools for _name, vs in _path_properties(tool) for v in vs if isinstance(v, str)
         }
         named |= {p for p in also if isinstance(p, str) and p in values}
+        named |= {p for p in _folders_below(also) if not values.isdisjoint(_ancestors(p))}
     return named
+
+
+def _folders_below(also: Collection[str]) -> set[str]:
+    """The folders among a host's paths (written with a trailing slash), without the slash."""
+    return {p.rstrip("/") for p in also if isinstance(p, str) and p.endswith("/") and p.strip("/")}
+
+
+def _ancestors(folder: str) -> list[str]:
+    """The folders ``folder`` is in, the working folder (``.``) first."""
+    parts = folder.split("/")
+    return [".", *("/".join(parts[:i]) for i in range(1, len(parts)))]
+
+
+def _held_values(values: Sequence[Any], named: Collection[str], below: Collection[str]) -> list[Any]:
+    """An argument's listed ``values`` held to the ``named`` paths: those it lists, and the folders of
+    ``below`` that sit under a folder it lists (a schema lists subfolders only so deep: asked how many
+    Python files src/steadyloop/cli holds, the 1.5B model could list only src/steadyloop, and counted that)."""
+    listed = {v for v in values if isinstance(v, str)}
+    held: list[Any] = [v for v in values if v in named]
+    held += sorted(
+        p for p in below if p in named and p not in listed and not listed.isdisjoint(_ancestors(p))
+    )
+    return held
 
 
 def names_a_listed_path(body: Mapping[str, Any]) -> bool:
@@ -212,7 +236,9 @@ def tools_on_named_paths(body: Mapping[str, Any], also: Collection[str] = ()) ->
     """The step's tools that list a path its request names, each held to the named paths; ``None``: none named.
 
     ``also``: paths the request names in other ways, as a host found them (the files that define a
-    function the request mentions); only those the tools list count.
+    function the request mentions); only those the tools list count, and folders written with a trailing
+    slash (``src/steadyloop/cli/``) that sit under a folder an argument lists, which that argument then
+    takes.
 
     A request that names one of the user's files depends on what the file holds: "the weather in the city
     named in city.txt" is not answered by a call of ``get_weather`` with a city the model picks, and a small
@@ -222,17 +248,15 @@ def tools_on_named_paths(body: Mapping[str, Any], also: Collection[str] = ()) ->
     rather than read it). Only before any tool ran for the request, as :func:`names_a_listed_path`.
     """
     named = _named_paths(body, also)
+    below = _folders_below(also)
     tools = body.get("tools")
     if not named or not isinstance(tools, list):
         return None
     out: list[dict[str, Any]] = []
     whole: list[dict[str, Any]] = []  # the tools that need nothing but the named path
     for tool in tools:
-        held = {
-            name: [v for v in values if v in named]
-            for name, values in _path_properties(tool)
-            if any(v in named for v in values)
-        }
+        held = {name: _held_values(values, named, below) for name, values in _path_properties(tool)}
+        held = {name: values for name, values in held.items() if values}
         if not held:
             continue
         function = dict(tool["function"])
