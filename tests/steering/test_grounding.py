@@ -350,6 +350,38 @@ def test_the_last_request_and_the_messages_after_it() -> None:
 
 
 @pytest.mark.parametrize(
+    ("answer", "wrong"),
+    [
+        ("There are 11 files and folders: docs/, src/, README.md and pyproject.toml.", True),
+        ("It holds 3 Python files: docs/, src/, README.md and pyproject.toml.", True),
+        ("It holds two .md files: docs/, src/, README.md and pyproject.toml.", True),
+        ("It holds 2 files and two folders: docs/, src/, README.md and pyproject.toml.", False),
+        ("Four entries: docs/, src/, README.md and pyproject.toml.", False),
+        ("It holds one .md file: docs/, src/, README.md and pyproject.toml.", False),
+        ("docs/, src/, README.md and pyproject.toml, and 2 other files hidden.", False),  # a part
+        ("docs/, src/, README.md and pyproject.toml; the 3 largest files are...", False),  # a part
+    ],
+)
+def test_a_count_stated_unasked_is_held_to_the_listing(answer: str, wrong: bool) -> None:
+    gaps = answer_gaps(answer, [LISTING], "What is in this folder?")
+    assert gaps == (AnswerGaps(stated="4 entries: 2 files and 2 folders") if wrong else AnswerGaps())
+    if wrong:
+        told = correction(gaps)
+        assert "the tool returned 4 entries: 2 files and 2 folders" in told and "name every entry" in told
+
+
+def test_a_count_stated_unasked_is_held_only_to_one_whole_listing() -> None:
+    wrong = "There are 11 files: docs/, src/, README.md and pyproject.toml."
+    assert not answer_gaps(wrong, [LISTING, LISTING], "What is in these folders?").stated
+    assert not answer_gaps(wrong, [LISTING + "\n(the first 4 of 11 entries)"], "What is in it?").stated
+    assert not answer_gaps(wrong, ["docs, src, README.md"], "What is in it?").stated  # no listing
+    # asked for, it is the count check's: held to that
+    assert answer_gaps(wrong, [LISTING], "How many files are here?") == AnswerGaps(
+        count="4 entries: 2 files and 2 folders"
+    )
+
+
+@pytest.mark.parametrize(
     ("request_text", "called", "away"),
     [
         ("How many Python files are in src/steadyloop/cli?", ["src/steadyloop"], True),

@@ -415,6 +415,27 @@ async def test_a_miscounted_listing_is_sent_back_with_its_count_and_the_right_co
     assert any(isinstance(e, Notice) and e.name == "grounding" and "wrong count" in e.text for e in events)
 
 
+async def test_a_count_stated_unasked_and_wrong_is_sent_back_and_then_gives_way_to_the_listing() -> None:
+    async with ScriptedServer(
+        text('{"name": "list_files", "arguments": {}}'),
+        text('{"name": "answer"}'),
+        text("There are 5 files: docs/, README.md and pyproject.toml."),
+        text("docs/, README.md and pyproject.toml."),
+    ) as server:
+        result, events, bodies = await run_listing(server)
+    assert "the tool returned 3 entries: 2 files and 1 folder" in bodies[3]["messages"][-1]["content"]
+    assert result.turn.content == "docs/, README.md and pyproject.toml."
+    assert shown_text(events) == result.turn.content  # the wrong count was never shown
+    async with ScriptedServer(
+        text('{"name": "list_files", "arguments": {}}'),
+        text('{"name": "answer"}'),
+        text("There are 5 files: docs/, README.md and pyproject.toml."),
+        text("There are 6 files: docs/, README.md and pyproject.toml."),
+    ) as server:
+        result, events, _ = await run_listing(server)
+    assert result.turn.content == "- docs/ (folder)\n- README.md\n- pyproject.toml"
+
+
 async def test_a_count_of_a_folder_the_tools_did_not_list_is_not_held_to_the_listing_they_made() -> None:
     # Asked about src/app/cli, the model listed src: holding its answer to that listing's count would
     # "correct" it to the wrong folder's.

@@ -167,9 +167,9 @@ class _Held:
         if not second.tool_calls and better.size < gaps.size:
             answer, gaps = second, better
         content = answer.content
-        if gaps.missing or (gaps.invented and all_failed(results)):
-            # Still short of the listing after the correction: the listing itself is the answer, as the
-            # tool gave it (docs/steering.md). Still naming what no tool returned when every tool failed:
+        if gaps.missing or gaps.stated or (gaps.invented and all_failed(results)):
+            # Still short of the listing, or miscounting it, after the correction: the listing itself is
+            # the answer, as the tool gave it (docs/steering.md). Still naming what no tool returned when every tool failed:
             # the failures are the answer, not a figure from nowhere.
             content = "\n".join(r.strip() for r in results)
         return Turn(content, answer.reasoning, answer.tool_calls, usage, answer.finish_reason)
@@ -196,7 +196,7 @@ def _said(gaps: AnswerGaps) -> str:
         said.append(f"{len(gaps.missing)} entries left out")
     if gaps.invented:
         said.append(f"{len(gaps.invented)} names or figures no tool returned")
-    if gaps.count:
+    if gaps.count or gaps.stated:
         said.append("a wrong count")
     if gaps.pick:
         said.append("a wrong pick")

@@ -137,6 +137,15 @@ _NUMBER_WORDS = {
 _NUMBER = re.compile(
     r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d+)(?![\w]|[.,]\d)|\b(" + "|".join(_NUMBER_WORDS) + r")\b", re.I
 )
+# A count an answer states of a listing's entries: "11 files and folders", "9 entries", "3 Python files",
+# "two .md files"; not "2 other files" or "the 2 largest files", which count a part: a word between the
+# number and "files" must name a kind (``_KINDS``, or an extension the listing holds).
+_COUNT_STATED = re.compile(
+    r"(?<![\w.,])(?:(\d{1,3}(?:,\d{3})+|\d+)|(" + "|".join(_NUMBER_WORDS) + r"))\s+"
+    r"(?:([A-Za-z]+|\.[a-z0-9]{1,8})\s+(?=files?\b))?"
+    r"(?:files?|folders?|subfolders?|director(?:y|ies)|entries|entry|items?)\b",
+    re.IGNORECASE,
+)
 # A count question about what an earlier request's tool returned: "How many files are in that list?",
 # "how many of them are folders?". Not "are there" ("How many planets are there?" after a listing asks
 # nothing of it), nor a bare "that" ("files that start with d" counts a part).
@@ -194,20 +203,24 @@ class AnswerGaps:
             answer's numbers include none of its counts.
         pick: the file a listing's sizes or lines pick ("core.py, with 3,104 lines"), when the request
             asked for the largest, smallest, longest or shortest and the answer names another.
+        stated: what a listing holds ("9 entries: 7 files and 2 folders"), when no count was asked and
+            the answer states one of its entries that it does not hold ("There are 11 files and folders").
     """
 
     missing: tuple[str, ...] = ()
     invented: tuple[str, ...] = ()
     count: str | None = None
     pick: str | None = None
+    stated: str | None = None
 
     def __bool__(self) -> bool:
-        return bool(self.missing or self.invented or self.count or self.pick)
+        return bool(self.missing or self.invented or self.count or self.pick or self.stated)
 
     @property
     def size(self) -> int:
         """How many gaps: an answer with fewer is the better of two."""
-        return len(self.missing) + len(self.invented) + (self.count is not None) + (self.pick is not None)
+        singles = (self.count, self.pick, self.stated)
+        return len(self.missing) + len(self.invented) + sum(gap is not None for gap in singles)
 
 
 def listed_entries(result: str) -> list[str] | None:
@@ -446,7 +459,29 @@ def answer_gaps(
         tuple(invented),
         _wrong_count(answer, results, request),
         _wrong_pick(answer, results, request),
+        _wrong_count_stated(answer, results, request),
     )
+
+
+def _wrong_count_stated(answer: str, results: Sequence[str], request: str) -> str | None:
+    """What the one whole listing among ``results`` holds, when no count was asked and ``answer`` states a
+    count of its entries ("11 files and folders", "3 Python files") that none of its counts is. Asked what
+    was in a folder of 9 entries, the 1.5B model opened with "There are 11 files and folders"."""
+    if len(results) != 1 or _COUNT_ASKED.search(request):
+        return None
+    entries = _whole_listing(results[0])
+    if entries is None:
+        return None
+    extensions = {e.rsplit(".", 1)[1].lower() for e in entries if "." in e.strip(".") and e[-1] != "/"}
+    for match in _COUNT_STATED.finditer(answer):
+        digits, word, kind = match.groups()
+        if kind is not None and kind.lower() not in _KINDS and kind.lower().lstrip(".") not in extensions:
+            continue
+        number = int(digits.replace(",", "")) if digits else _NUMBER_WORDS[word.lower()]
+        counts = _listing_counts(entries, match.group(0))[0]
+        if number not in counts:
+            return _listing_counts(entries, "")[1]
+    return None
 
 
 def elsewhere(request: str, called: Collection[str]) -> bool:
@@ -513,11 +548,13 @@ def correction(gaps: AnswerGaps) -> str:
         said.append(f"Your count is wrong: the tool returned {gaps.count}.")
     if gaps.pick:
         said.append(f"Your pick is wrong: of the files the tool returned, it is {gaps.pick}.")
+    if gaps.stated:
+        said.append(f"Your count is wrong: the tool returned {gaps.stated}.")
     # "and nothing else" costs a count asked for, and without it a small model left the same entry out
     # again (docs/steering.md); a listing named in full wins over a count.
     wanted = (
         "name every entry the tool returned"
-        if gaps.missing
+        if gaps.missing or (gaps.stated and not gaps.invented)
         else "give the count the tool returned"
         if gaps.count and not gaps.invented
         else "name that file"
