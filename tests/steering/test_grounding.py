@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from steadyloop.steering.grounding import (
     AnswerGaps,
+    all_failed,
     answer_gaps,
     correction,
     counts_held,
@@ -515,3 +516,12 @@ def test_counting_a_huge_result_in_lines_is_linear() -> None:
     asked = "how many of the files that are " * 50_000 + "lines?"
     assert answer_gaps("There are 3.", [huge], asked).count is None
     assert time.perf_counter() - started < 5.0
+
+
+def test_a_failure_is_read_as_the_loop_writes_it_for_the_model() -> None:
+    from steadyloop.tools._call import describe
+
+    failures = [describe(FileNotFoundError("no file 'requirements.txt'")), describe(ValueError())]
+    assert all_failed(failures) and all_failed(["  " + failures[0]])
+    assert not all_failed([*failures, "- README.md"])  # one tool answered
+    assert not all_failed([]) and not all_failed(["No such file here."])

@@ -96,9 +96,10 @@ class Root:
             )
         return target
 
-    def file_for(self, given: str) -> Path:
+    def file_for(self, given: str) -> tuple[Path, bool]:
         """The file ``given`` names, or the one it means when it names nothing: the same name in another
-        case (``readme.md``), or the name with an extension (``README`` for ``README.md``).
+        case (``readme.md``), or the name with an extension (``README`` for ``README.md``); and whether it
+        is the one named.
 
         Asked "What does the README say?" in a folder holding README.md, the 1.5B model read ``README``,
         was told there was no such file, and answered from a search's scattered lines instead.
@@ -109,10 +110,10 @@ class Root:
         """
         target = self.inside(given)
         if target.exists():
-            return target
-        near = self.near(given)
+            return target, True
+        near = self._near(target)
         if len(near) == 1:
-            return near[0]
+            return near[0], False
         if near:
             named = ", ".join(self.show(p) for p in near[:_NEAR_NAMED])
             raise FileNotFoundError(f"{given}: no such file; there are {named}")
@@ -133,9 +134,8 @@ class Root:
                 names.append(path.name + "/" if path.is_dir() else path.name)
         return f"; {where} holds {', '.join(names)}" if names else ""
 
-    def near(self, given: str) -> list[Path]:
-        """The files of ``given``'s folder that it may mean (see :meth:`file_for`), in name order."""
-        wanted = self.inside(given)
+    def _near(self, wanted: Path) -> list[Path]:
+        """The files of ``wanted``'s folder that it may mean (see :meth:`file_for`), in name order."""
         folder, name = wanted.parent, wanted.name.lower()
         if not name or not folder.is_dir() or (folder != self.path and self.path not in folder.parents):
             return []

@@ -78,10 +78,10 @@ def file_tools(root: Path, *, writable: bool = True, paged: bool = True, glob: b
     finders = "list_dir and glob find files by name" if globbing else "list_dir shows the files of a folder"
 
     def read(path: str, offset: int, limit: int, context: ToolContext) -> str:
-        target = where.file_for(path)
+        target, named_so = where.file_for(path)
         shown = where.show(target)
         # The file read in place of a name that names none says so: the answer may name it.
-        meant = "" if target == where.inside(path) else f"\n[this is {shown}: no file is named {path}]"
+        meant = "" if named_so else f"\n[this is {shown}: no file is named {path}]"
         named = shown if meant else path
         text = file_text(target, named)
         room = room_for(context, _MAX_READ_CHARS) - len(meant)

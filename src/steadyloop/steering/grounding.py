@@ -186,8 +186,8 @@ _KIND_ASKED = re.compile(
 _LANGUAGE_NAMED = re.compile(
     r"\b(" + "|".join(k for k in _KINDS if k not in ("go", "shell", "log")) + r")\b", re.IGNORECASE
 )
+# Folders counted: the plural only ("How many files are in the tests folder?" counts files).
 _FOLDERS_ASKED = re.compile(r"\b(?:sub)?(?:folders|directories|dirs)\b", re.IGNORECASE)
-_FILES_ASKED = re.compile(r"\bfiles?\b", re.IGNORECASE)
 _ARRAY_SCAN = 200_000  # characters of a result parsed as JSON, at most: a count is asked of small results
 
 
@@ -291,7 +291,7 @@ def _kind_asked(asked: str, extensions: Container[str]) -> str | None:
         elif bare.lower() in extensions:
             named.add(bare.lower())
     named |= {m.group(1).lower() for m in _LANGUAGE_NAMED.finditer(asked)}
-    folders, files = _FOLDERS_ASKED.search(asked), _FILES_ASKED.search(asked)
+    folders, files = _FOLDERS_ASKED.search(asked), _FILE_WORD.search(asked)
     if not named and (folders is None) != (files is None):
         named.add("folders" if folders else "files")
     return named.pop() if len(named) == 1 else None
