@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from steadyloop.cli.render import result_summary
 from steadyloop.cli.tools import default_tools, file_tools, shell_tool
-from steadyloop.steering.grounding import listed_entries
+from steadyloop.steering.result_counts import listed_entries
 from steadyloop.tools.definition import Tool, ToolContext
 
 README = "".join(f"Line {n} of the readme says something about the project.\n" for n in range(1, 328))

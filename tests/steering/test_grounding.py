@@ -13,15 +13,12 @@ from steadyloop.steering.grounding import (
     all_failed,
     answer_gaps,
     correction,
-    counts_held,
     elsewhere,
     last_request,
-    line_counts,
-    listed_entries,
     path_words,
     request_and_results,
-    stated_numbers,
 )
+from steadyloop.steering.result_counts import counts_held, line_counts, listed_entries, stated_numbers
 
 LISTING = "- docs/ (folder)\n- src/ (folder)\n- README.md\n- pyproject.toml\n(hidden entries are not shown)"
 

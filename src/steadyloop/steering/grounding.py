@@ -18,23 +18,38 @@ too. A count of lines ("How many lines does poem.txt have?") is held to the one 
 result of any tool (all of them, those not blank, or a number the result states itself), and there an
 answer must state one: "There are 10 lines" for 5, or the lines restated with no count, is sent back.
 
-A listing is a result whose lines are bulleted names (one word each, a note in parentheses after it
-allowed), with notes in parentheses between them: a file's own bulleted prose is no listing. The entries
-are checked only when every result of the request is a listing, so an answer that read a file after
-listing a folder is not held to the listing, and only when the request neither counts nor picks among
-them ("Which of them is the largest?", "the newest file" is answered by the ones it picks).
+A listing's entries (what a listing is, and what it counts: ``result_counts.py``) are checked only when
+every result of the request is a listing, so an answer that read a file after listing a folder is not
+held to the listing, and only when the request neither counts nor picks among them ("Which of them is the
+largest?", "the newest file" is answered by the ones it picks). A pick of the largest, smallest, longest
+or shortest file is held to the one whole listing's sizes or lines; a count the answer states unasked
+("There are 11 files and folders") to the one whole listing's counts. None of that is held when the
+request writes out a path none of the calls was made on: the results are of another place.
 
 All of it is sans I/O: :func:`answer_gaps` reads, :func:`correction` writes the message.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections import Counter
-from collections.abc import Collection, Container, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from .result_counts import (
+    FILE_KINDS,
+    FILE_WORD,
+    NUMBER_WORDS,
+    QUOTES,
+    counts_held,
+    line_counts,
+    listed_entries,
+    listing_counts,
+    plural,
+    sized_values,
+    stated_numbers,
+    whole_listing,
+)
 
 __all__ = [
     "AnswerGaps",
@@ -43,25 +58,18 @@ __all__ = [
     "chat_text",
     "correction",
     "counted_earlier",
-    "counts_held",
     "elsewhere",
     "last_request",
-    "line_counts",
-    "listed_entries",
     "path_words",
     "request_and_results",
-    "stated_numbers",
 ]
 
-_BULLET = re.compile(r"[-*•]\s+(\S+)(?:\s+\([^()\n]*\))?")
-_NOTE = re.compile(r"\([^\n]*\)")
 # A path-like word: one or more "name/" parts (with a name after the last or not), or a name ending in a
 # file extension (a dot, then a letter and up to seven letters or digits).
 _PATH_WORD = re.compile(
     r"(?<![\w./@:-])(?:[\w.-]+/)+[\w.-]*|(?<![\w./@:-])[\w-][\w.-]*\.[A-Za-z][A-Za-z0-9]{0,7}(?![\w/@])"
 )
 _NOT_PATHS = frozenset({"e.g", "i.e", "etc", "vs", "a.m", "p.m"})
-_QUOTES = "`'\"*"
 _SHOWN_IN_CORRECTION = 12  # entries named in a correction, at most
 # A request for a count is answered by a number, not by the names: held to the listing, a count asked for
 # was sent back for leaving the names out and came back with them and no count.
@@ -98,50 +106,15 @@ _PICK_MEASURE = re.compile(
 # A pick of folders, which a listing gives no size: a folder named, and no file ("Which folder is the
 # largest?"; not "Which file in the tests folder is the largest?").
 _FOLDER_WORD = re.compile(r"\b(?:(?:sub)?folders?|director(?:y|ies)|dirs?)\b", re.IGNORECASE)
-_FILE_WORD = re.compile(r"\bfiles?\b", re.IGNORECASE)
-# A listed file with its size, and its lines when it is text: "- core.py (2,053 bytes, 170 lines)".
-_SIZED_ENTRY = re.compile(r"^[-*•]\s+(\S+)\s+\(([\d,]+) bytes?(?:, ([\d,]+) lines?)?\)\s*$", re.MULTILINE)
 # A tool's failure as the loop writes it for the model (``tools/_call.py``): its exception's name first.
 _FAILED = re.compile(r"[A-Z]\w*(?:Error|Exception)\b")
 # A figure an answer gives: a number or a version ("8043", "3.8", "2.1.0").
 _FIGURE = re.compile(r"(?<![\w.])\d+(?:\.\d+)*(?![\w])")
-_NUMBER_WORDS = {
-    w: n
-    for n, w in enumerate(
-        [
-            "zero",
-            "one",
-            "two",
-            "three",
-            "four",
-            "five",
-            "six",
-            "seven",
-            "eight",
-            "nine",
-            "ten",
-            "eleven",
-            "twelve",
-            "thirteen",
-            "fourteen",
-            "fifteen",
-            "sixteen",
-            "seventeen",
-            "eighteen",
-            "nineteen",
-            "twenty",
-        ]
-    )
-}
-# A whole number as an answer writes it: "7", "1,024", "seven"; not a part of "2.5", "v3" or "file2".
-_NUMBER = re.compile(
-    r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d+)(?![\w]|[.,]\d)|\b(" + "|".join(_NUMBER_WORDS) + r")\b", re.I
-)
 # A count an answer states of a listing's entries: "11 files and folders", "9 entries", "3 Python files",
 # "two .md files"; not "2 other files" or "the 2 largest files", which count a part: a word between the
-# number and "files" must name a kind (``_KINDS``, or an extension the listing holds).
+# number and "files" must name a kind (``FILE_KINDS``, or an extension the listing holds).
 _COUNT_STATED = re.compile(
-    r"(?<![\w.,])(?:(\d{1,3}(?:,\d{3})+|\d+)|(" + "|".join(_NUMBER_WORDS) + r"))\s+"
+    r"(?<![\w.,])(?:(\d{1,3}(?:,\d{3})+|\d+)|(" + "|".join(NUMBER_WORDS) + r"))\s+"
     r"(?:([A-Za-z]+|\.[a-z0-9]{1,8})\s+(?=files?\b))?"
     r"(?:files?|folders?|subfolders?|director(?:y|ies)|entries|entry|items?)\b",
     re.IGNORECASE,
@@ -154,41 +127,6 @@ _REFERS_BACK = re.compile(
     r"|\b(?:of|in)\s+(?:them|those|these|it)\b|\blisted\b",
     re.IGNORECASE,
 )
-# The file kinds a count may name, by the extensions their files end in (the first is how a correction
-# says it).
-_KINDS: dict[str, tuple[str, ...]] = {
-    "python": ("py", "pyi"),
-    "markdown": ("md", "markdown"),
-    "json": ("json",),
-    "yaml": ("yaml", "yml"),
-    "toml": ("toml",),
-    "javascript": ("js", "mjs", "cjs"),
-    "typescript": ("ts", "tsx"),
-    "rust": ("rs",),
-    "go": ("go",),
-    "shell": ("sh", "bash"),
-    "java": ("java",),
-    "html": ("html", "htm"),
-    "css": ("css",),
-    "csv": ("csv",),
-    "log": ("log",),
-}
-# "Python files", "python source files", ".md files", "*.txt files"; an extension written bare ("py
-# files") is read only when the listing holds files of it.
-_KIND_ASKED = re.compile(
-    r"\b(" + "|".join(_KINDS) + r")\s+(?:source\s+|script\s+|code\s+)?files?\b"
-    r"|(?<![\w.])\*?\.([a-z0-9]{1,8})\s+files?\b"
-    r"|\b([a-z0-9]{1,8})\s+files?\b",
-    re.IGNORECASE,
-)
-# A language named anywhere in a count request names its files ("Python and Markdown files", "Python
-# scripts"); those that are English words too ("go", "shell", "log") only right before "files".
-_LANGUAGE_NAMED = re.compile(
-    r"\b(" + "|".join(k for k in _KINDS if k not in ("go", "shell", "log")) + r")\b", re.IGNORECASE
-)
-# Folders counted: the plural only ("How many files are in the tests folder?" counts files).
-_FOLDERS_ASKED = re.compile(r"\b(?:sub)?(?:folders|directories|dirs)\b", re.IGNORECASE)
-_ARRAY_SCAN = 200_000  # characters of a result parsed as JSON, at most: a count is asked of small results
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,115 +159,6 @@ class AnswerGaps:
         """How many gaps: an answer with fewer is the better of two."""
         singles = (self.count, self.pick, self.stated)
         return len(self.missing) + len(self.invented) + sum(gap is not None for gap in singles)
-
-
-def listed_entries(result: str) -> list[str] | None:
-    """The entries of a listing result, as it names them (``docs/``, ``README.md``); ``None`` when the
-    result is no listing (see the module docstring)."""
-    entries: list[str] = []
-    for raw in result.splitlines():
-        line = raw.strip()
-        if not line:
-            continue
-        bullet = _BULLET.fullmatch(line)
-        if bullet is not None:
-            entries.append(bullet.group(1).strip(_QUOTES))
-        elif not _NOTE.fullmatch(line):
-            return None
-    return entries or None
-
-
-def counts_held(result: str, asked: str = "") -> tuple[frozenset[int], str] | None:
-    """The counts a count question may be answered with from ``result``, and how to say them; ``None`` when
-    the result does not say how many things it holds (no listing, or one cut short; no JSON array).
-
-    A listing's counts are every entry, its files and its folders, and each kind of file's; the request
-    ``asked``, when it names one kind ("How many Python files", "how many .md files", "how many folders"),
-    narrows them to that kind's.
-    """
-    entries = _whole_listing(result)
-    if entries is not None:
-        return _listing_counts(entries, asked)
-    items = _json_array(result)
-    if items is None:
-        return None
-    return frozenset({items}), f"{items} {_plural(items, 'item', 'items')}"
-
-
-def _listing_counts(entries: list[str], asked: str) -> tuple[frozenset[int], str]:
-    folders = sum(e.endswith("/") for e in entries)
-    files = len(entries) - folders
-    kinds = Counter(e.rsplit(".", 1)[1].lower() for e in entries if "." in e.strip(".") and e[-1] != "/")
-    named = _kind_asked(asked, kinds)
-    if named is not None and named not in ("folders", "files"):
-        # Asked how many Python files src/ holds, the 1.5B model answered 14, its count of folders,
-        # and the listing's other counts let it pass.
-        extensions = _KINDS.get(named, (named,))
-        count = sum(kinds[e] for e in extensions)
-        return frozenset({count}), f"{count} {_plural(count, 'file', 'files')} ending in .{extensions[0]}"
-    if named == "folders":
-        return frozenset({folders}), f"{folders} {_plural(folders, 'folder', 'folders')}"
-    said = f"{len(entries)} {_plural(len(entries), 'entry', 'entries')}"
-    if folders and files:
-        said += f": {files} {_plural(files, 'file', 'files')} and {folders} {_plural(folders, 'folder', 'folders')}"
-    if named == "files":  # the files, or every entry taken loosely for one; never the folders alone
-        return frozenset({files, len(entries)} - ({0} if entries else set())), said
-    # With no kind named ("How many Python scripts are in src?") one may still be counted: each
-    # extension's count stands.
-    counts = {len(entries), files, folders, *kinds.values()}
-    return frozenset(counts - ({0} if entries else set())), said
-
-
-def _kind_asked(asked: str, extensions: Container[str]) -> str | None:
-    """The one kind of entry a count request names: a language's name as in ``_KINDS``, an extension,
-    ``"folders"``, or ``"files"`` of no kind; ``None`` for none, or more than one."""
-    named: set[str] = set()
-    for match in _KIND_ASKED.finditer(asked):
-        language, dotted, bare = match.groups()
-        if language or dotted:
-            named.add((language or dotted).lower())
-        elif bare.lower() in extensions:
-            named.add(bare.lower())
-    named |= {m.group(1).lower() for m in _LANGUAGE_NAMED.finditer(asked)}
-    folders, files = _FOLDERS_ASKED.search(asked), _FILE_WORD.search(asked)
-    if not named and (folders is None) != (files is None):
-        named.add("folders" if folders else "files")
-    return named.pop() if len(named) == 1 else None
-
-
-def _plural(n: int, one: str, many: str) -> str:
-    return one if n == 1 else many
-
-
-def _whole_listing(result: str) -> list[str] | None:
-    # A note with a number in it may say the list was cut short ("the first 100 of 3,412"): no count
-    # then. One without ("hidden entries are not shown") leaves the entries shown the ones counted.
-    entries = listed_entries(result)
-    if entries is None or any(
-        _NOTE.fullmatch(line.strip()) and any(c.isdigit() for c in line) for line in result.splitlines()
-    ):
-        return None
-    return entries
-
-
-def _json_array(result: str) -> int | None:
-    text = result.strip()
-    if not text.startswith("[") or len(text) > _ARRAY_SCAN:
-        return None
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
-        return None
-    return len(value) if isinstance(value, list) else None
-
-
-def stated_numbers(text: str) -> set[int]:
-    """The whole numbers ``text`` states, in digits ("1,024") or in words up to twenty."""
-    found: set[int] = set()
-    for match in _NUMBER.finditer(text):
-        digits, word = match.group(1), match.group(2)
-        found.add(int(digits.replace(",", "")) if digits else _NUMBER_WORDS[word.lower()])
-    return found
 
 
 def count_gaps(answer: str, result: str, request: str) -> AnswerGaps:
@@ -365,19 +194,6 @@ def counted_earlier(messages: Sequence[Any]) -> tuple[str, str] | None:
     return request, results[0]
 
 
-def line_counts(result: str) -> tuple[frozenset[int], str]:
-    """The counts a question about ``result``'s lines may be answered with ("How many lines does poem.txt
-    have?"): its lines, those not blank, and every number it states itself (a tool that counted, as
-    ``wc -l`` does, or a note saying how many lines a file holds of which some were shown); and how to say
-    the first two."""
-    lines = result.splitlines()
-    filled = sum(bool(line.strip()) for line in lines)
-    said = f"{len(lines)} {_plural(len(lines), 'line', 'lines')}"
-    if filled != len(lines):
-        said += f", {filled} of them not blank"
-    return frozenset({len(lines), filled} | stated_numbers(result)), said
-
-
 def _wrong_count(answer: str, results: Sequence[str], request: str) -> str | None:
     if len(results) != 1 or not _COUNT_ASKED.search(request) or _PART_ASKED.search(request):
         return None
@@ -398,7 +214,7 @@ def path_words(text: str) -> list[str]:
     """The path-like words of ``text``, in order, without quotes, a leading ``./`` or a sentence's full stop."""
     found: list[str] = []
     for match in _PATH_WORD.finditer(text):
-        word = match.group(0).strip(_QUOTES).removeprefix("./").rstrip(".,;:")
+        word = match.group(0).strip(QUOTES).removeprefix("./").rstrip(".,;:")
         if word.rstrip("/") and word.rstrip("/").lower() not in _NOT_PATHS and "://" not in word:
             found.append(word)
     return found
@@ -469,18 +285,18 @@ def _wrong_count_stated(answer: str, results: Sequence[str], request: str) -> st
     was in a folder of 9 entries, the 1.5B model opened with "There are 11 files and folders"."""
     if len(results) != 1 or _COUNT_ASKED.search(request):
         return None
-    entries = _whole_listing(results[0])
+    entries = whole_listing(results[0])
     if entries is None:
         return None
     extensions = {e.rsplit(".", 1)[1].lower() for e in entries if "." in e.strip(".") and e[-1] != "/"}
     for match in _COUNT_STATED.finditer(answer):
         digits, word, kind = match.groups()
-        if kind is not None and kind.lower() not in _KINDS and kind.lower().lstrip(".") not in extensions:
+        if kind is not None and kind.lower() not in FILE_KINDS and kind.lower().lstrip(".") not in extensions:
             continue
-        number = int(digits.replace(",", "")) if digits else _NUMBER_WORDS[word.lower()]
-        counts = _listing_counts(entries, match.group(0))[0]
+        number = int(digits.replace(",", "")) if digits else NUMBER_WORDS[word.lower()]
+        counts = listing_counts(entries, match.group(0))[0]
         if number not in counts:
-            return _listing_counts(entries, "")[1]
+            return listing_counts(entries, "")[1]
     return None
 
 
@@ -506,19 +322,15 @@ def _wrong_pick(answer: str, results: Sequence[str], request: str) -> str | None
     file in src/click has the most lines?"), when the answer names none that ties for it. Asked that, the
     1.5B model named _textwrap.py (41 lines) in a listing whose core.py has 3,042."""
     measure = _PICK_MEASURE.search(request)
-    if measure is None or (_FOLDER_WORD.search(request) and not _FILE_WORD.search(request)):
+    if measure is None or (_FOLDER_WORD.search(request) and not FILE_WORD.search(request)):
         return None
     # The one whole listing among the results: after it, the same model searched for "lines" as well.
-    listings = [r for r in results if _whole_listing(r) is not None]
+    listings = [r for r in results if whole_listing(r) is not None]
     if len(listings) != 1:
         return None
     lines = measure.group(1) or measure.group(3)
     word = (measure.group(1) or measure.group(2) or measure.group(3)).lower()
-    values: dict[str, int] = {}
-    for match in _SIZED_ENTRY.finditer(listings[0]):
-        value = match.group(3) if lines else match.group(2)
-        if value is not None:
-            values[match.group(1)] = int(value.replace(",", ""))
+    values = sized_values(listings[0], lines=bool(lines))
     if len(values) < 2:
         return None
     most = word in ("most", "longest", "largest", "biggest", "heaviest")
@@ -526,7 +338,7 @@ def _wrong_pick(answer: str, results: Sequence[str], request: str) -> str | None
     picked = [name for name, value in values.items() if value == extreme]
     if any(_names(answer, name) for name in picked):
         return None
-    unit = _plural(extreme, "line", "lines") if lines else _plural(extreme, "byte", "bytes")
+    unit = plural(extreme, "line", "lines") if lines else plural(extreme, "byte", "bytes")
     return f"{picked[0]}, with {extreme:,} {unit}"
 
 
