@@ -348,6 +348,24 @@ def test_the_last_request_and_the_messages_after_it() -> None:
 
 
 @pytest.mark.parametrize(
+    "request_text",
+    [
+        "How do I run the tests of this project?",
+        "Is there a Dockerfile here?",
+        "Are there any images in docs?",
+        "Does this folder hold a README?",
+        "Where is the config?",
+        "Can you tell me why the build fails?",
+    ],
+)
+def test_a_request_a_listing_only_helps_answer_is_not_held_to_every_entry(request_text: str) -> None:
+    assert answer_gaps("Run pytest.", [LISTING], request_text) == AnswerGaps()
+    assert answer_gaps("Run it with tox.ini.", [LISTING], request_text).invented == ("tox.ini",)
+    # asking for the contents, the same answer leaves every entry out
+    assert len(answer_gaps("Run pytest.", [LISTING], "What is in this folder?").missing) == 4
+
+
+@pytest.mark.parametrize(
     ("answer", "wrong"),
     [
         ("There are 11 files and folders: docs/, src/, README.md and pyproject.toml.", True),

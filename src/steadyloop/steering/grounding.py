@@ -89,6 +89,14 @@ _PART_ASKED = re.compile(
 _LINES_ASKED = re.compile(
     r"\b(?:how many|number of|count(?: the| all)?)\s+(?:[\w-]+\s+){0,2}?lines\b", re.IGNORECASE
 )
+# A request a listing helps answer but does not answer: how to do something, yes or no ("Is there a
+# Dockerfile?", "Does docs hold any images?"), where, why or when. Held to naming every entry, "How do I run
+# the tests of this project?" came out as the 47 entries of tests/.
+_NOT_CONTENTS_ASKED = re.compile(
+    r"\W*(?:(?:can|could|would|will) you (?:please )?(?:tell|show|explain to) me )?"
+    r"(?:how|why|where|when|is|are|does|do|did|has|have|was|were)\b",
+    re.IGNORECASE,
+)
 # A request that picks among entries ("Which of them is the largest?", "the newest file") is answered by the
 # ones it picks: held to the whole listing, "Which of them is the largest?" came back as every entry.
 _PICK_ASKED = re.compile(
@@ -266,7 +274,9 @@ def answer_gaps(
         return AnswerGaps(invented=tuple(invented))
     listings = [listed_entries(r) for r in results]
     missing: list[str] = []
-    whole = not _COUNT_ASKED.search(request) and not _PICK_ASKED.search(request)
+    whole = not (
+        _COUNT_ASKED.search(request) or _PICK_ASKED.search(request) or _NOT_CONTENTS_ASKED.match(request)
+    )
     if whole and all(entries is not None for entries in listings):
         for entries in listings:
             missing += [e for e in entries or () if not _names(answer, e) and e not in missing]
