@@ -116,3 +116,37 @@ async def test_concurrent_steps_cut_by_a_full_cache_all_finish_one_after_another
         answers = await asyncio.gather(*(step(i) for i in range(3)))
         assert len(server.chat_requests) == 5
     assert answers == ["Done here."] * 3
+
+
+async def test_a_cache_other_processes_keep_full_is_waited_out_without_spending_retries() -> None:
+    # Other processes' requests are not seen by this one: their steps hold the cache for tens of seconds,
+    # and three quick retries ran out while they did (three processes on one bundled server).
+    events: list[Event] = []
+    retry = RetryPolicy(max_retries=1, base_delay_s=0.01, max_delay_s=0.02, busy_timeout_s=30)
+    replies = [Reply.from_capture(FULL) for _ in range(6)] + [Reply.stream(text_chunks("All done."))]
+    async with ScriptedServer(*replies) as server:
+        agent = Agent(Endpoint(server.base_url), "m", policy=LoopPolicy(retry=retry))
+        agent.subscribe(events.append)
+        turn = await agent.prompt("Count the items.")
+        assert len(server.chat_requests) == 7
+    assert turn.content == "All done."
+    assert [e.attempt for e in events if isinstance(e, Retry)] == [1, 2, 3, 4, 5, 6]
+
+
+async def test_a_cache_still_full_past_the_busy_timeout_stops_the_run_as_unavailable() -> None:
+    retry = RetryPolicy(max_retries=5, base_delay_s=0.02, max_delay_s=0.02, busy_timeout_s=0.1)
+    async with ScriptedServer(*[Reply.from_capture(FULL) for _ in range(40)]) as server:
+        agent = Agent(Endpoint(server.base_url), "m", policy=LoopPolicy(retry=retry))
+        started = time.monotonic()
+        with pytest.raises(RunEndpointUnavailable) as caught:
+            await agent.prompt("Count the items.")
+        sent = len(server.chat_requests)
+    assert caught.value.status == 500 and not isinstance(caught.value, ContextOverflow)
+    assert 2 <= sent < 40 and time.monotonic() - started < 5
+    # off: such a failure spends retries like any transient one
+    off = RetryPolicy(max_retries=2, base_delay_s=0.01, busy_timeout_s=0)
+    async with ScriptedServer(*[Reply.from_capture(FULL) for _ in range(5)]) as server:
+        agent = Agent(Endpoint(server.base_url), "m", policy=LoopPolicy(retry=off))
+        with pytest.raises(RunEndpointUnavailable):
+            await agent.prompt("Count the items.")
+        assert len(server.chat_requests) == 3

@@ -55,6 +55,12 @@ class RetryPolicy:
             which carries the wait asked for, rather than waiting or sending again. 0 lifts the cap.
         loading_timeout_s: how long to wait for a model still loading; 0 turns the wait off.
         loading_poll_s: how often to ask again while it loads.
+        busy_timeout_s: how long to keep sending again, with backoffs of up to ``max_delay_s``, to a local
+            server whose slots' shared cache other requests filled (llama-server's "Context size has been
+            exceeded", before anything was shown); such waits do not spend ``max_retries``. Other
+            processes' requests hold that cache for tens of seconds on a CPU, far past three short backoffs:
+            with three processes on one bundled server, runs stopped with that error. 0: such failures
+            are retried as any transient one.
         first_token_budget_s: seconds one turn may spend, over all its attempts, on attempts that got no
             first token (silence before it, connections that timed out) before the endpoint must show it
             is there. ``None`` lifts the bound: each attempt then has the endpoint's whole allowance. An
@@ -76,6 +82,7 @@ class RetryPolicy:
     max_retry_delay_s: float = 60.0
     loading_timeout_s: float = 120.0
     loading_poll_s: float = 2.0
+    busy_timeout_s: float = 180.0
     first_token_budget_s: float | None = 90.0
     probe_timeout_s: float = 15.0
     carry_on_cut_answers: bool = False

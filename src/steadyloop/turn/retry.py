@@ -69,12 +69,15 @@ async def with_retries(request: TurnRequest, sink: TurnSink, chain: Chain) -> tu
                 attempt_started = time.monotonic()  # a wait for its turn is no silence of the endpoint's
                 turn, answered = await chain.attempt(produced)
         except EndpointError as error:
-            if error.kind == "transient" and shared_cache_full(error.status, error.body):
+            busy = error.kind == "transient" and shared_cache_full(error.status, error.body)
+            if busy:
                 mark_busy(request.endpoint)
-            await tries.after(error, produced, attempt_started)
+            await tries.after(error, produced, attempt_started, busy=busy)
             continue
         usage = turn.usage.with_(
-            wall_ms=(time.perf_counter() - started) * 1000, retries=tries.retries, timeouts=tries.timeouts
+            wall_ms=(time.perf_counter() - started) * 1000,
+            retries=tries.retries + tries.busy_waits,
+            timeouts=tries.timeouts,
         )
         return replace(turn, usage=usage), answered
 
@@ -82,7 +85,18 @@ async def with_retries(request: TurnRequest, sink: TurnSink, chain: Chain) -> tu
 class _Tries:
     """One turn's count of its attempts: retries, silences, the loading clock, the first-token budget."""
 
-    __slots__ = ("budget", "loading_since", "policy", "request", "retries", "silent_s", "sink", "timeouts")
+    __slots__ = (
+        "budget",
+        "busy_since",
+        "busy_waits",
+        "loading_since",
+        "policy",
+        "request",
+        "retries",
+        "silent_s",
+        "sink",
+        "timeouts",
+    )
 
     def __init__(self, request: TurnRequest, sink: TurnSink) -> None:
         self.request = request
@@ -91,16 +105,23 @@ class _Tries:
         self.retries = 0
         self.timeouts = 0
         self.loading_since: float | None = None
+        self.busy_since: float | None = None
+        self.busy_waits = 0
         allowance = request.endpoint.first_chunk_timeout
         self.budget = policy.first_token_budget_s if allowance is not None else None
         self.silent_s = 0.0
 
-    async def after(self, error: EndpointError, produced: Produced, attempt_started: float) -> None:
+    async def after(
+        self, error: EndpointError, produced: Produced, attempt_started: float, *, busy: bool = False
+    ) -> None:
         """Wait before the next attempt, or raise ``error`` when there is to be none."""
         if produced.value or isinstance(error, ContextOverflow):
             raise error
         if error.kind == "model_loading" and self.policy.loading_timeout_s > 0:
             await self._wait_for_loading(error)
+            return
+        if busy and self.policy.busy_timeout_s > 0:
+            await self._wait_while_busy(error)
             return
         if not _is_transient(error) or self.retries >= self.policy.max_retries:
             raise error
@@ -115,6 +136,20 @@ class _Tries:
         delay = backoff_delay(self.retries, self.policy, error.retry_after)
         self.retries += 1
         self.sink.emit(Retry(attempt=self.retries, delay_s=delay, reason=str(error), step=self.request.step))
+        await asyncio.sleep(delay)
+
+    async def _wait_while_busy(self, error: EndpointError) -> None:
+        """A shared cache other requests filled: sent again after a growing backoff, on its own clock."""
+        now = time.monotonic()
+        if self.busy_since is None:
+            self.busy_since = now
+        if now - self.busy_since >= self.policy.busy_timeout_s:
+            raise error
+        delay = min(backoff_delay(self.busy_waits, self.policy), self.policy.busy_timeout_s)
+        self.busy_waits += 1
+        self.sink.emit(
+            Retry(attempt=self.busy_waits, delay_s=delay, reason=str(error), step=self.request.step)
+        )
         await asyncio.sleep(delay)
 
     async def _wait_for_loading(self, error: EndpointError) -> None:
