@@ -12,6 +12,7 @@ from steadyloop.steering.grounding import (
     AnswerGaps,
     all_failed,
     answer_gaps,
+    calls_written,
     correction,
     elsewhere,
     last_request,
@@ -365,6 +366,19 @@ def test_a_request_a_listing_only_helps_answer_is_not_held_to_every_entry(reques
     assert len(answer_gaps("Run pytest.", [LISTING], "What is in this folder?").missing) == 4
 
 
+def test_a_declared_tools_call_written_out_in_an_answer_is_no_answer() -> None:
+    answer = 'deploy.md says:\n```json\n{"name": "read_file", "arguments": {"path": "docs/faq.md"}}\n```'
+    assert calls_written(answer, ["read_file", "list_dir"]) == ("read_file",)
+    assert calls_written(answer, ["list_dir"]) == ()  # no tool of that name: JSON of the user's
+    assert calls_written('{ "name" : "list_dir" , "parameters": {}} and {"name": "read_file",', ["read_file", "list_dir"]) == ("list_dir",)  # fmt: skip
+    assert calls_written('Set {"name": "Ada", "age": 3} in it.', ["Ada"]) == ()
+    docs = ["- deploy.md\n- faq.md", "# Deploying"]
+    gaps = answer_gaps(answer, docs, "Show me the docs.", tools=["read_file"])
+    assert gaps == AnswerGaps(calls=("read_file",)) and gaps.size == 1
+    assert "say in words" in correction(gaps)
+    assert not answer_gaps(answer, docs, "Show me the docs.")  # tools not given
+
+
 @pytest.mark.parametrize(
     ("answer", "wrong"),
     [
@@ -430,7 +444,7 @@ def test_results_from_elsewhere_hold_no_count_pick_or_listing_only_what_is_inven
 def test_reading_any_answer_and_results_is_total(
     answer: str, results: list[str], request: str, called: list[str] | None
 ) -> None:
-    gaps = answer_gaps(answer, results, request, called)
+    gaps = answer_gaps(answer, results, request, called, tools=called or ())
     assert isinstance(gaps, AnswerGaps)
     assert isinstance(correction(gaps), str)
 
@@ -438,7 +452,8 @@ def test_reading_any_answer_and_results_is_total(
 def test_huge_adversarial_text_is_read_in_one_pass() -> None:
     for text in ("a/" * 50_000, "a." * 50_000, "a" * 100_000 + ".py", "- x\n" * 20_000, "1," * 50_000):
         answer_gaps(text, [text[:2_000]], "how many " + text[:100])
-        answer_gaps(text, [text[:2_000]], text, called=[text[:1_000]])
+        answer_gaps(text, [text[:2_000]], text, called=[text[:1_000]], tools=["a", "x"])
+        calls_written('{"name": "a", "arguments":' * 5_000 + text, ["a"])
         stated_numbers(text)
         counts_held("[" * 100_000)
         path_words(text)

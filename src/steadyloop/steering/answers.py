@@ -24,7 +24,7 @@ from ..messages import Turn
 from ..turn.capabilities import EndpointCapabilities, ModelCapabilities
 from ..turn.request import BodyBuilder, TurnRequest, TurnSink
 from ..turn.send import send_turn
-from .decision import ANSWER_GRAMMAR, calls_for_request, one_read
+from .decision import ANSWER_GRAMMAR, calls_for_request, one_read, tool_names
 from .grounding import AnswerGaps, all_failed, answer_gaps, correction, count_gaps, request_and_results
 
 __all__ = ["ANSWER_HELD", "answering", "answering_bare", "ask_answer", "grounded_answer"]
@@ -99,7 +99,9 @@ async def grounded_answer(
         held.gaps = _count_only
     else:
         asked, results = request_and_results(held.sent.get("messages", []))
-        held.gaps = partial(answer_gaps, called=_called_on(held.sent))
+        tools = held.sent.get("tools")
+        names = [name for name, _ in tool_names(tools)] if isinstance(tools, list) else []
+        held.gaps = partial(answer_gaps, called=_called_on(held.sent), tools=names)
     gaps = held.gaps(answer.content, results, asked) if not answer.tool_calls else AnswerGaps()
     if gaps:
         answer = await held.corrected(answer, gaps, (asked, results))
@@ -200,4 +202,6 @@ def _said(gaps: AnswerGaps) -> str:
         said.append("a wrong count")
     if gaps.pick:
         said.append("a wrong pick")
+    if gaps.calls:
+        said.append("a call written out as text")
     return ", ".join(said)

@@ -55,6 +55,7 @@ __all__ = [
     "AnswerGaps",
     "all_failed",
     "answer_gaps",
+    "calls_written",
     "chat_text",
     "correction",
     "counted_earlier",
@@ -116,6 +117,8 @@ _PICK_MEASURE = re.compile(
 _FOLDER_WORD = re.compile(r"\b(?:(?:sub)?folders?|director(?:y|ies)|dirs?)\b", re.IGNORECASE)
 # A tool's failure as the loop writes it for the model (``tools/_call.py``): its exception's name first.
 _FAILED = re.compile(r"[A-Z]\w*(?:Error|Exception)\b")
+# A call written out as JSON, OpenAI's or the decision's shape: {"name": "read_file", "arguments": ...}.
+_CALL_WRITTEN = re.compile(r'\{\s*"name"\s*:\s*"([\w.-]{1,64})"\s*,\s*"(?:arguments|parameters)"\s*:')
 # A figure an answer gives: a number or a version ("8043", "3.8", "2.1.0").
 _FIGURE = re.compile(r"(?<![\w.])\d+(?:\.\d+)*(?![\w])")
 # A count an answer states of a listing's entries: "11 files and folders", "9 entries", "3 Python files",
@@ -151,6 +154,8 @@ class AnswerGaps:
             asked for the largest, smallest, longest or shortest and the answer names another.
         stated: what a listing holds ("9 entries: 7 files and 2 folders"), when no count was asked and
             the answer states one of its entries that it does not hold ("There are 11 files and folders").
+        calls: the declared tools whose calls the answer writes out as JSON for the user to read
+            (``{"name": "read_file", "arguments": ...}``): a step it wanted, not an answer.
     """
 
     missing: tuple[str, ...] = ()
@@ -158,15 +163,17 @@ class AnswerGaps:
     count: str | None = None
     pick: str | None = None
     stated: str | None = None
+    calls: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.missing or self.invented or self.count or self.pick or self.stated)
+        return bool(self.missing or self.invented or self.count or self.pick or self.stated or self.calls)
 
     @property
     def size(self) -> int:
         """How many gaps: an answer with fewer is the better of two."""
         singles = (self.count, self.pick, self.stated)
-        return len(self.missing) + len(self.invented) + sum(gap is not None for gap in singles)
+        listed = len(self.missing) + len(self.invented) + len(self.calls)
+        return listed + sum(gap is not None for gap in singles)
 
 
 def count_gaps(answer: str, result: str, request: str) -> AnswerGaps:
@@ -248,10 +255,15 @@ def _grounded(word: str, sources: Sequence[str]) -> bool:
 
 
 def answer_gaps(
-    answer: str, results: Sequence[str], request: str = "", called: Collection[str] | None = None
+    answer: str,
+    results: Sequence[str],
+    request: str = "",
+    called: Collection[str] | None = None,
+    tools: Collection[str] = (),
 ) -> AnswerGaps:
     """What ``answer`` misses of the tool ``results`` it was written from (``request``: what the user asked,
-    whose own words are no invention).
+    whose own words are no invention; ``tools``: the names of the tools declared, whose calls written out
+    as JSON are no answer).
 
     ``called``: the string arguments of the calls the results came from. When given, and the request writes
     out a path (``src/steadyloop/cli``) none of them is, the results are of some other place: the answer is
@@ -268,10 +280,11 @@ def answer_gaps(
         # Every tool failed: a number or version the answer gives came from nowhere. Told requirements.txt
         # was not there, the 1.5B model answered "The project requires Python 3.8 or higher."
         invented += [n for n in dict.fromkeys(_FIGURE.findall(answer)) if not any(n in s for s in sources)]
+    calls = calls_written(answer, tools)
     if called is not None and elsewhere(request, called):
         # Asked how many Python files src/steadyloop/cli holds, the 1.5B model listed src/steadyloop, and
         # held to that listing, its answer was "corrected" to the wrong folder's count.
-        return AnswerGaps(invented=tuple(invented))
+        return AnswerGaps(invented=tuple(invented), calls=calls)
     listings = [listed_entries(r) for r in results]
     missing: list[str] = []
     whole = not (
@@ -286,7 +299,20 @@ def answer_gaps(
         _wrong_count(answer, results, request),
         _wrong_pick(answer, results, request),
         _wrong_count_stated(answer, results, request),
+        calls,
     )
+
+
+def calls_written(answer: str, tools: Collection[str]) -> tuple[str, ...]:
+    """The ``tools`` whose calls ``answer`` writes out as JSON (``{"name": "read_file", "arguments":``), in
+    order. Asked to show what the docs folder holds, the 1.5B model read one file and answered 'The file
+    "deploy.md" contains the following text:' and a fenced call reading the other, in 4 runs of 4."""
+    found: list[str] = []
+    for match in _CALL_WRITTEN.finditer(answer):
+        name = match.group(1)
+        if name in tools and name not in found:
+            found.append(name)
+    return tuple(found)
 
 
 def _wrong_count_stated(answer: str, results: Sequence[str], request: str) -> str | None:
@@ -372,6 +398,10 @@ def correction(gaps: AnswerGaps) -> str:
         said.append(f"Your pick is wrong: of the files the tool returned, it is {gaps.pick}.")
     if gaps.stated:
         said.append(f"Your count is wrong: the tool returned {gaps.stated}.")
+    if gaps.calls:
+        said.append(
+            f"Your answer writes out a call of {_some(gaps.calls)} for the user to read; the user cannot run it."
+        )
     # "and nothing else" costs a count asked for, and without it a small model left the same entry out
     # again (docs/steering.md); a listing named in full wins over a count.
     wanted = (
@@ -381,6 +411,8 @@ def correction(gaps: AnswerGaps) -> str:
         if gaps.count and not gaps.invented
         else "name that file"
         if gaps.pick and not gaps.invented
+        else "say in words what the tools returned"
+        if gaps.calls and not gaps.invented
         else "name only what the tools returned"
     )
     return " ".join([*said, f"Answer the question again from the tool results: {wanted}, and nothing else."])
