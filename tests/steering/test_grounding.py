@@ -18,6 +18,7 @@ from steadyloop.steering.grounding import (
     last_request,
     path_words,
     request_and_results,
+    tools_spoken_of,
 )
 from steadyloop.steering.result_counts import counts_held, line_counts, listed_entries, stated_numbers
 
@@ -374,9 +375,27 @@ def test_a_declared_tools_call_written_out_in_an_answer_is_no_answer() -> None:
     assert calls_written('Set {"name": "Ada", "age": 3} in it.', ["Ada"]) == ()
     docs = ["- deploy.md\n- faq.md", "# Deploying"]
     gaps = answer_gaps(answer, docs, "Show me the docs.", tools=["read_file"])
-    assert gaps == AnswerGaps(calls=("read_file",)) and gaps.size == 1
+    assert gaps == AnswerGaps(tools=("read_file",)) and gaps.size == 1
     assert "say in words" in correction(gaps)
     assert not answer_gaps(answer, docs, "Show me the docs.")  # tools not given
+
+
+@pytest.mark.parametrize(
+    ("answer", "spoken"),
+    [
+        ("To run the tests, use the list_dir function with the path tests.", ("list_dir",)),
+        ("Call `getWeather` for it.", ("getWeather",)),
+        ("Run them with pytest; list_dir-like helpers are in tests/.", ()),  # no tool of that word
+        ("I will add it and search again.", ()),  # tools named as plain words
+        ("Its read_file helper reads the file.", ()),  # a result holds the name
+        ("Use read_files.", ()),
+    ],
+)
+def test_a_tool_an_answer_names_where_nothing_did_is_spoken_of(answer: str, spoken: tuple[str, ...]) -> None:
+    sources = ["def read_file(path): ...", "how do i run the tests?"]
+    assert (
+        tools_spoken_of(answer, ["list_dir", "read_file", "getWeather", "add", "search"], sources) == spoken
+    )
 
 
 @pytest.mark.parametrize(

@@ -447,9 +447,9 @@ async def test_an_answer_that_writes_out_a_call_is_sent_back_for_one_in_words() 
     ) as server:
         result, events, bodies = await run_listing(server, "Where are the docs?")
     told = bodies[3]["messages"][-1]["content"]
-    assert "writes out a call of list_files" in told and "say in words" in told
+    assert "speaks to the user of list_files" in told and "say in words" in told
     assert result.turn.content == in_words and shown_text(events) == in_words
-    assert any(isinstance(e, Notice) and "call written out as text" in e.text for e in events)
+    assert any(isinstance(e, Notice) and "tools spoken of" in e.text for e in events)
 
 
 async def test_a_count_of_a_folder_the_tools_did_not_list_is_not_held_to_the_listing_they_made() -> None:

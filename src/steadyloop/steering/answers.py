@@ -202,6 +202,6 @@ def _said(gaps: AnswerGaps) -> str:
         said.append("a wrong count")
     if gaps.pick:
         said.append("a wrong pick")
-    if gaps.calls:
-        said.append("a call written out as text")
+    if gaps.tools:
+        said.append("tools spoken of")
     return ", ".join(said)

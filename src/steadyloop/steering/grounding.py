@@ -63,6 +63,7 @@ __all__ = [
     "last_request",
     "path_words",
     "request_and_results",
+    "tools_spoken_of",
 ]
 
 # A path-like word: one or more "name/" parts (with a name after the last or not), or a name ending in a
@@ -117,6 +118,8 @@ _PICK_MEASURE = re.compile(
 _FOLDER_WORD = re.compile(r"\b(?:(?:sub)?folders?|director(?:y|ies)|dirs?)\b", re.IGNORECASE)
 # A tool's failure as the loop writes it for the model (``tools/_call.py``): its exception's name first.
 _FAILED = re.compile(r"[A-Z]\w*(?:Error|Exception)\b")
+# A tool's name that is no word: snake_case, dotted, or camelCase.
+_CODE_NAME = re.compile(r"\w+[_.]\w+(?:[_.]\w+)*|[a-z]+[A-Z]\w*")
 # A call written out as JSON, OpenAI's or the decision's shape: {"name": "read_file", "arguments": ...}.
 _CALL_WRITTEN = re.compile(r'\{\s*"name"\s*:\s*"([\w.-]{1,64})"\s*,\s*"(?:arguments|parameters)"\s*:')
 # A figure an answer gives: a number or a version ("8043", "3.8", "2.1.0").
@@ -154,8 +157,9 @@ class AnswerGaps:
             asked for the largest, smallest, longest or shortest and the answer names another.
         stated: what a listing holds ("9 entries: 7 files and 2 folders"), when no count was asked and
             the answer states one of its entries that it does not hold ("There are 11 files and folders").
-        calls: the declared tools whose calls the answer writes out as JSON for the user to read
-            (``{"name": "read_file", "arguments": ...}``): a step it wanted, not an answer.
+        tools: the declared tools the answer speaks of to the user, who cannot use them: those whose
+            calls it writes out as JSON (``{"name": "read_file", "arguments": ...}``, a step it wanted),
+            and those it names where no result and not the request does ("use the list_dir function").
     """
 
     missing: tuple[str, ...] = ()
@@ -163,16 +167,16 @@ class AnswerGaps:
     count: str | None = None
     pick: str | None = None
     stated: str | None = None
-    calls: tuple[str, ...] = ()
+    tools: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.missing or self.invented or self.count or self.pick or self.stated or self.calls)
+        return bool(self.missing or self.invented or self.count or self.pick or self.stated or self.tools)
 
     @property
     def size(self) -> int:
         """How many gaps: an answer with fewer is the better of two."""
         singles = (self.count, self.pick, self.stated)
-        listed = len(self.missing) + len(self.invented) + len(self.calls)
+        listed = len(self.missing) + len(self.invented) + len(self.tools)
         return listed + sum(gap is not None for gap in singles)
 
 
@@ -280,11 +284,11 @@ def answer_gaps(
         # Every tool failed: a number or version the answer gives came from nowhere. Told requirements.txt
         # was not there, the 1.5B model answered "The project requires Python 3.8 or higher."
         invented += [n for n in dict.fromkeys(_FIGURE.findall(answer)) if not any(n in s for s in sources)]
-    calls = calls_written(answer, tools)
+    spoken = tools_spoken_of(answer, tools, sources)
     if called is not None and elsewhere(request, called):
         # Asked how many Python files src/steadyloop/cli holds, the 1.5B model listed src/steadyloop, and
         # held to that listing, its answer was "corrected" to the wrong folder's count.
-        return AnswerGaps(invented=tuple(invented), calls=calls)
+        return AnswerGaps(invented=tuple(invented), tools=spoken)
     listings = [listed_entries(r) for r in results]
     missing: list[str] = []
     whole = not (
@@ -299,8 +303,26 @@ def answer_gaps(
         _wrong_count(answer, results, request),
         _wrong_pick(answer, results, request),
         _wrong_count_stated(answer, results, request),
-        calls,
+        spoken,
     )
+
+
+def tools_spoken_of(answer: str, tools: Collection[str], sources: Sequence[str]) -> tuple[str, ...]:
+    """The ``tools`` ``answer`` speaks of to the user: those it writes a call of (:func:`calls_written`),
+    and those it names as a word where none of ``sources`` (the results and the request, lower-cased)
+    does, if it is no word (``list_dir``, not ``add``). Asked how to run a project's tests, the 1.5B model listed tests/ and answered "you can use the
+    list_dir function with the path tests"."""
+    spoken = list(calls_written(answer, tools))
+    low = answer.lower()
+    for name in tools:
+        # Only a name no sentence uses as a word ("list_dir", "getWeather"): a tool named "add" or
+        # "search" is spoken of in any answer.
+        if name in spoken or not _CODE_NAME.fullmatch(name) or name.lower() not in low:
+            continue
+        named = re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", answer, re.IGNORECASE)
+        if named is not None and not any(name.lower() in source for source in sources):
+            spoken.append(name)
+    return tuple(spoken)
 
 
 def calls_written(answer: str, tools: Collection[str]) -> tuple[str, ...]:
@@ -398,9 +420,10 @@ def correction(gaps: AnswerGaps) -> str:
         said.append(f"Your pick is wrong: of the files the tool returned, it is {gaps.pick}.")
     if gaps.stated:
         said.append(f"Your count is wrong: the tool returned {gaps.stated}.")
-    if gaps.calls:
+    if gaps.tools:
         said.append(
-            f"Your answer writes out a call of {_some(gaps.calls)} for the user to read; the user cannot run it."
+            f"Your answer speaks to the user of {_some(gaps.tools)}, a tool only you can use: the user "
+            "wants what the tools returned, not how to call them."
         )
     # "and nothing else" costs a count asked for, and without it a small model left the same entry out
     # again (docs/steering.md); a listing named in full wins over a count.
@@ -412,7 +435,7 @@ def correction(gaps: AnswerGaps) -> str:
         else "name that file"
         if gaps.pick and not gaps.invented
         else "say in words what the tools returned"
-        if gaps.calls and not gaps.invented
+        if gaps.tools and not gaps.invented
         else "name only what the tools returned"
     )
     return " ".join([*said, f"Answer the question again from the tool results: {wanted}, and nothing else."])
