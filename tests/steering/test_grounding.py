@@ -389,6 +389,12 @@ def test_a_declared_tools_call_written_out_in_an_answer_is_no_answer() -> None:
         ("I will add it and search again.", ()),  # tools named as plain words
         ("Its read_file helper reads the file.", ()),  # a result holds the name
         ("Use read_files.", ()),
+        ("The tool returned: # Deploying\nRun it on port 9090.", ("the tool",)),
+        ("The tool's result shows list_dir output.", ("the tool", "list_dir")),
+        ("This function returns the port.", ()),  # code explained
+        ("The tool sorts photos by date.", ()),  # the project's own tool
+        ("The tool gave 3 entries: a, b and c.", ("the tool",)),
+        ("The port is 9090, as the tool returned.", ()),  # a sentence that answers first
     ],
 )
 def test_a_tool_an_answer_names_where_nothing_did_is_spoken_of(answer: str, spoken: tuple[str, ...]) -> None:

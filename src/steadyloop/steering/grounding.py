@@ -118,6 +118,13 @@ _PICK_MEASURE = re.compile(
 _FOLDER_WORD = re.compile(r"\b(?:(?:sub)?folders?|director(?:y|ies)|dirs?)\b", re.IGNORECASE)
 # A tool's failure as the loop writes it for the model (``tools/_call.py``): its exception's name first.
 _FAILED = re.compile(r"[A-Z]\w*(?:Error|Exception)\b")
+# An answer that opens by speaking of the tool: "The tool returned: # Deploying ...", "The tool's result
+# shows ...". Asked what port docs/deploy.md mentions, the 1.5B model answered "The tool returned: " and
+# the file, in 4 runs of 4.
+# Not "This function returns the port" (code explained) nor "The tool sorts photos" (a project's own).
+_TOOL_TALK = re.compile(
+    r"\W*the tool(?:'s (?:result|output)| (?:call )?(?:returned|gave|output|produced))\b", re.IGNORECASE
+)
 # A tool's name that is no word: snake_case, dotted, or camelCase.
 _CODE_NAME = re.compile(r"\w+[_.]\w+(?:[_.]\w+)*|[a-z]+[A-Z]\w*")
 # A call written out as JSON, OpenAI's or the decision's shape: {"name": "read_file", "arguments": ...}.
@@ -309,10 +316,12 @@ def answer_gaps(
 
 def tools_spoken_of(answer: str, tools: Collection[str], sources: Sequence[str]) -> tuple[str, ...]:
     """The ``tools`` ``answer`` speaks of to the user: those it writes a call of (:func:`calls_written`),
-    and those it names as a word where none of ``sources`` (the results and the request, lower-cased)
+    ``"the tool"`` when it opens with what "the tool returned", and those it names as a word where none of ``sources`` (the results and the request, lower-cased)
     does, if it is no word (``list_dir``, not ``add``). Asked how to run a project's tests, the 1.5B model listed tests/ and answered "you can use the
     list_dir function with the path tests"."""
     spoken = list(calls_written(answer, tools))
+    if _TOOL_TALK.match(answer):
+        spoken.append("the tool")
     low = answer.lower()
     for name in tools:
         # Only a name no sentence uses as a word ("list_dir", "getWeather"): a tool named "add" or
@@ -422,8 +431,8 @@ def correction(gaps: AnswerGaps) -> str:
         said.append(f"Your count is wrong: the tool returned {gaps.stated}.")
     if gaps.tools:
         said.append(
-            f"Your answer speaks to the user of {_some(gaps.tools)}, a tool only you can use: the user "
-            "wants what the tools returned, not how to call them."
+            f"Your answer speaks to the user of {_some(gaps.tools)}, which only you can use: the user "
+            "wants what the tools returned, not how they work."
         )
     # "and nothing else" costs a count asked for, and without it a small model left the same entry out
     # again (docs/steering.md); a listing named in full wins over a count.
