@@ -19,6 +19,7 @@ from steadyloop.steering.grounding import (
     path_words,
     request_and_results,
     tools_spoken_of,
+    without_tool_talk,
 )
 from steadyloop.steering.result_counts import counts_held, line_counts, listed_entries, stated_numbers
 
@@ -389,12 +390,7 @@ def test_a_declared_tools_call_written_out_in_an_answer_is_no_answer() -> None:
         ("I will add it and search again.", ()),  # tools named as plain words
         ("Its read_file helper reads the file.", ()),  # a result holds the name
         ("Use read_files.", ()),
-        ("The tool returned: # Deploying\nRun it on port 9090.", ("the tool",)),
-        ("The tool's result shows list_dir output.", ("the tool", "list_dir")),
-        ("This function returns the port.", ()),  # code explained
-        ("The tool sorts photos by date.", ()),  # the project's own tool
-        ("The tool gave 3 entries: a, b and c.", ("the tool",)),
-        ("The port is 9090, as the tool returned.", ()),  # a sentence that answers first
+        ("The tool's result shows list_dir output.", ("list_dir",)),
     ],
 )
 def test_a_tool_an_answer_names_where_nothing_did_is_spoken_of(answer: str, spoken: tuple[str, ...]) -> None:
@@ -580,3 +576,19 @@ def test_a_failure_is_read_as_the_loop_writes_it_for_the_model() -> None:
     assert all_failed(failures) and all_failed(["  " + failures[0]])
     assert not all_failed([*failures, "- README.md"])  # one tool answered
     assert not all_failed([]) and not all_failed(["No such file here."])
+
+
+@pytest.mark.parametrize(
+    ("answer", "shown"),
+    [
+        ("The tool returned: # Deploying\nRun it on port 9090.", "# Deploying\nRun it on port 9090."),
+        ("The tool returned:\n- a.txt\n- b/", "- a.txt\n- b/"),
+        ("the tool's output: 42", "42"),
+        ("The tool returned:   ", "The tool returned:   "),  # nothing after it: left as it is
+        ("The tool returned a list of files.", "The tool returned a list of files."),
+        ("The port is 9090. The tool returned: that.", "The port is 9090. The tool returned: that."),
+        ("This function returns: the port.", "This function returns: the port."),
+    ],
+)
+def test_an_opening_that_hands_on_the_tools_output_is_dropped(answer: str, shown: str) -> None:
+    assert without_tool_talk(answer) == shown

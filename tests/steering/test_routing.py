@@ -452,6 +452,18 @@ async def test_an_answer_that_writes_out_a_call_is_sent_back_for_one_in_words() 
     assert any(isinstance(e, Notice) and "tools spoken of" in e.text for e in events)
 
 
+async def test_an_answer_handing_on_the_tools_output_is_shown_without_saying_so() -> None:
+    async with ScriptedServer(
+        text('{"name": "list_files", "arguments": {}}'),
+        text('{"name": "answer"}'),
+        text("The tool returned: docs/, README.md and pyproject.toml."),
+    ) as server:
+        result, events, bodies = await run_listing(server)
+    assert len(bodies) == 3  # not sent back: asked again, the model said it again
+    assert result.turn.content == "docs/, README.md and pyproject.toml."
+    assert shown_text(events) == result.turn.content
+
+
 async def test_a_count_of_a_folder_the_tools_did_not_list_is_not_held_to_the_listing_they_made() -> None:
     # Asked about src/app/cli, the model listed src: holding its answer to that listing's count would
     # "correct" it to the wrong folder's.

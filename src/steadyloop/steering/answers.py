@@ -25,7 +25,15 @@ from ..turn.capabilities import EndpointCapabilities, ModelCapabilities
 from ..turn.request import BodyBuilder, TurnRequest, TurnSink
 from ..turn.send import send_turn
 from .decision import ANSWER_GRAMMAR, calls_for_request, one_read, tool_names
-from .grounding import AnswerGaps, all_failed, answer_gaps, correction, count_gaps, request_and_results
+from .grounding import (
+    AnswerGaps,
+    all_failed,
+    answer_gaps,
+    correction,
+    count_gaps,
+    request_and_results,
+    without_tool_talk,
+)
 
 __all__ = ["ANSWER_HELD", "answering", "answering_bare", "ask_answer", "grounded_answer"]
 
@@ -105,6 +113,7 @@ async def grounded_answer(
     gaps = held.gaps(answer.content, results, asked) if not answer.tool_calls else AnswerGaps()
     if gaps:
         answer = await held.corrected(answer, gaps, (asked, results))
+    answer = replace(answer, content=without_tool_talk(answer.content))
     if sink.on_output is not None and answer.content:
         sink.on_output(answer.content)
     return answer

@@ -64,6 +64,7 @@ __all__ = [
     "path_words",
     "request_and_results",
     "tools_spoken_of",
+    "without_tool_talk",
 ]
 
 # A path-like word: one or more "name/" parts (with a name after the last or not), or a name ending in a
@@ -118,12 +119,11 @@ _PICK_MEASURE = re.compile(
 _FOLDER_WORD = re.compile(r"\b(?:(?:sub)?folders?|director(?:y|ies)|dirs?)\b", re.IGNORECASE)
 # A tool's failure as the loop writes it for the model (``tools/_call.py``): its exception's name first.
 _FAILED = re.compile(r"[A-Z]\w*(?:Error|Exception)\b")
-# An answer that opens by speaking of the tool: "The tool returned: # Deploying ...", "The tool's result
-# shows ...". Asked what port docs/deploy.md mentions, the 1.5B model answered "The tool returned: " and
-# the file, in 4 runs of 4.
-# Not "This function returns the port" (code explained) nor "The tool sorts photos" (a project's own).
+# An answer that opens by handing on the tool's output: "The tool returned: # Deploying ...". Asked what
+# port docs/deploy.md mentions, the 1.5B model answered so in 4 runs of 4, and sent back saying so, again.
 _TOOL_TALK = re.compile(
-    r"\W*the tool(?:'s (?:result|output)| (?:call )?(?:returned|gave|output|produced))\b", re.IGNORECASE
+    r"[ \t]*the tool(?:'s (?:result|output)| (?:call )?(?:returned|gave|output|produced))[ \t]*:[ \t]*\n?",
+    re.IGNORECASE,
 )
 # A tool's name that is no word: snake_case, dotted, or camelCase.
 _CODE_NAME = re.compile(r"\w+[_.]\w+(?:[_.]\w+)*|[a-z]+[A-Z]\w*")
@@ -316,12 +316,10 @@ def answer_gaps(
 
 def tools_spoken_of(answer: str, tools: Collection[str], sources: Sequence[str]) -> tuple[str, ...]:
     """The ``tools`` ``answer`` speaks of to the user: those it writes a call of (:func:`calls_written`),
-    ``"the tool"`` when it opens with what "the tool returned", and those it names as a word where none of ``sources`` (the results and the request, lower-cased)
+    and those it names as a word where none of ``sources`` (the results and the request, lower-cased)
     does, if it is no word (``list_dir``, not ``add``). Asked how to run a project's tests, the 1.5B model listed tests/ and answered "you can use the
     list_dir function with the path tests"."""
     spoken = list(calls_written(answer, tools))
-    if _TOOL_TALK.match(answer):
-        spoken.append("the tool")
     low = answer.lower()
     for name in tools:
         # Only a name no sentence uses as a word ("list_dir", "getWeather"): a tool named "add" or
@@ -332,6 +330,14 @@ def tools_spoken_of(answer: str, tools: Collection[str], sources: Sequence[str])
         if named is not None and not any(name.lower() in source for source in sources):
             spoken.append(name)
     return tuple(spoken)
+
+
+def without_tool_talk(answer: str) -> str:
+    """``answer`` without an opening that hands on the tool's output ("The tool returned: "), when text
+    follows it: the user asked for what the tool returned, not who returned it."""
+    opening = _TOOL_TALK.match(answer)
+    rest = answer[opening.end() :] if opening is not None else ""
+    return rest if rest.strip() else answer
 
 
 def calls_written(answer: str, tools: Collection[str]) -> tuple[str, ...]:
