@@ -390,7 +390,11 @@ def test_a_declared_tools_call_written_out_in_an_answer_is_no_answer() -> None:
         ("I will add it and search again.", ()),  # tools named as plain words
         ("Its read_file helper reads the file.", ()),  # a result holds the name
         ("Use read_files.", ()),
-        ("The tool's result shows list_dir output.", ("list_dir",)),
+        ("The tool's result shows list_dir output.", ("the tool", "list_dir")),
+        ("The tool returned 3 entries: atlas, docs and setup.cfg.", ("the tool",)),
+        ("The tool returned: atlas/, docs/ and setup.cfg", ()),  # handed on: its opening is dropped
+        ("This function returns the port.", ()),  # code explained
+        ("The tool sorts photos by date.", ()),  # the project's own tool
     ],
 )
 def test_a_tool_an_answer_names_where_nothing_did_is_spoken_of(answer: str, spoken: tuple[str, ...]) -> None:
