@@ -100,7 +100,7 @@ async def grounded_answer(
     the count is held to that result.
     """
     held = _Held(request, sink)
-    quiet = replace(sink, on_output=held.writing)
+    quiet = replace(sink, on_output=held.writing, output_held=True)
     answer = await send_turn(replace(request, body=held.first), quiet)
     if earlier is not None:
         asked, results = earlier[0], [earlier[1]]
@@ -171,7 +171,7 @@ class _Held:
             ]
             return body
 
-        quiet = replace(self.sink, on_output=self.writing)
+        quiet = replace(self.sink, on_output=self.writing, output_held=True)
         second = await send_turn(replace(self.request, body=again), quiet)
         usage = one_read(answer.usage, second.usage)
         better = self.gaps(second.content, results, asked)

@@ -73,6 +73,8 @@ class StreamAssembler:
         start_in_reasoning: the prompt opened a thinking block, so content starts as reasoning.
         guessed_reasoning_start: ``start_in_reasoning`` is a guess from earlier replies (a latch), not the
             caller's word: a reply with no closing tag at all was answer after all, and is kept as such.
+        output_held: ``on_output`` shows nothing until the turn is whole, so answer text sets no
+            ``produced`` (reasoning still does).
 
     Attributes:
         active: something arrived that carries the turn (text, reasoning or a piece of a call); it need
@@ -94,8 +96,10 @@ class StreamAssembler:
         fences: Sequence[Fence] = DEFAULT_FENCES,
         start_in_reasoning: bool = False,
         guessed_reasoning_start: bool = False,
+        output_held: bool = False,
     ) -> None:
         self._on_output = on_output
+        self._output_held = output_held
         self._on_thinking = on_thinking
         self.produced = produced if produced is not None else Produced()
         self._splitter = FenceSplitter(
@@ -299,7 +303,7 @@ class StreamAssembler:
             if self._on_thinking is not None:
                 self._on_thinking(reasoning)
         if content:
-            self.produced.value = True
+            self.produced.value = self.produced.value or not self._output_held
             self.looping = self.looping or self._answer_loop.feed(content)
             if self._on_output is not None:
                 self._on_output(content)

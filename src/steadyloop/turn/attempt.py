@@ -139,6 +139,8 @@ def _assembler(
         fences=attempt.fences,
         start_in_reasoning=attempt.start_in_reasoning,
         guessed_reasoning_start=latches is not None and not latches.answer_first,
+        # A hook that was told the text has seen it: only a holder's text may be asked for again.
+        output_held=attempt.sink.output_held and hooks.on_assistant_event is None,
     )
 
 

@@ -152,12 +152,16 @@ class TurnSink:
         on_event: ``RequestSent``, ``Retry``, ``Failover``, ``Downgrade`` and ``Notice`` events.
         on_answered: told which endpoint and model answered, without fallbacks: where anything that
             carries this answer on (a continuation) must go, so that no other model adds to it.
+        output_held: ``on_output`` holds the text back and shows none of it until the turn is whole (an
+            answer checked before it is shown): answer text alone then does not keep a failed request
+            from being sent again, as text shown to someone does.
     """
 
     on_output: TextCallback | None = None
     on_thinking: TextCallback | None = None
     on_event: Callable[[Event], object] | None = None
     on_answered: Callable[[Target], object] | None = None
+    output_held: bool = False
 
     def emit(self, event: Event) -> None:
         """Tell ``on_event`` of ``event``, when there is one to tell."""
