@@ -10,11 +10,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steadyloop.cli.described_paths import described_paths, names_the_project, written_folders
+from steadyloop.cli.described_paths import described_paths, names_the_project, readme_for_how, written_folders
 from steadyloop.cli.kit import _file_tool_routing
 from steadyloop.cli.tools import default_tools, listed_files, listed_folders
-from steadyloop.messages import ToolResultMessage
+from steadyloop.loop import LoopPolicy, run_agent_loop
+from steadyloop.messages import ToolResultMessage, UserMessage
+from steadyloop.request_body import ModelParams
 from steadyloop.steering.tool_gate import tools_on_named_paths
+from steadyloop.testing.chunks import stream_of
+from steadyloop.testing.replies import Reply
+from steadyloop.testing.server import ScriptedServer
+from steadyloop.turn import RetryPolicy
+from steadyloop.wire.endpoints import Endpoint
 
 from ..edges._edges import LINEAR_BOUND, growth
 from ._routed_read import read_then_answer
@@ -248,3 +255,97 @@ async def test_the_command_lists_a_folder_its_schema_does_not_list_when_the_requ
     assert result.turn.content == "There are 2 Python files."
     listed = [m for m in result.messages if isinstance(m, ToolResultMessage)]
     assert listed and "main.py" in str(listed[0].content) and "core.py" not in str(listed[0].content)
+
+
+@pytest.mark.parametrize(
+    ("request_text", "named"),
+    [
+        ("How do I run the tests of this project?", ["README.md"]),
+        ("How can I install this package?", ["README.md"]),
+        ("how to run the tests", ["README.md"]),
+        ("How do we build the repo?", ["README.md"]),
+        # not about the project, or not asking how
+        ("How do I delete a folder in Linux?", []),
+        ("How do I parse JSON in JavaScript?", []),
+        ("What does this project do?", []),
+        ("Run the tests of this project.", []),
+    ],
+)
+def test_a_question_how_to_do_something_with_the_project_names_its_readme(
+    request_text: str, named: list[str]
+) -> None:
+    assert readme_for_how(request_text, ["docs/README.md", "README.md", "setup.py"]) == named
+    assert readme_for_how(request_text, ["docs/README.md", "setup.py"]) == []  # none at the top
+
+
+@given(st.text(max_size=300), st.lists(st.text(max_size=30), max_size=10))
+def test_finding_the_readme_is_total(request_text: str, files: list[str]) -> None:
+    found = readme_for_how(request_text, files)
+    assert len(found) <= 1 and all(p in files for p in found)
+
+
+def test_finding_the_readme_is_linear() -> None:
+    files = ["README.md", *(f"f{i}.py" for i in range(50))]
+    assert growth(lambda n: readme_for_how("how do I this project " * n, files), 2_000) < LINEAR_BOUND
+
+
+def _big_project(root: Path) -> None:
+    """More files than a schema lists: read_file and list_dir then take free text."""
+    _project(root)
+    (root / "README.md").write_text("# Site\n\nRun the tests with `make check`.\n")
+    for i in range(70):
+        (root / "src" / "app" / f"mod{i}.py").parent.mkdir(parents=True, exist_ok=True)
+        (root / "src" / "app" / f"mod{i}.py").write_text("x = 1\n")
+
+
+def test_in_a_folder_too_big_to_list_the_paths_named_in_words_still_hold_the_first_call(
+    tmp_path: Path,
+) -> None:
+    _big_project(tmp_path)
+    assert listed_files(tmp_path) == []  # the schema lists no files
+    routing = _file_tool_routing(tmp_path)
+    assert routing.named_in_files is not None
+    tools = [t.definition() for t in default_tools(tmp_path, compact=True)]
+    [read] = [t for t in tools if t["function"]["name"] == "read_file"]
+    assert "enum" not in read["function"]["parameters"]["properties"]["path"]
+
+    def held(request: str) -> dict[str, list[str]] | None:
+        body = {"tools": tools, "messages": [{"role": "user", "content": request}]}
+        found = tools_on_named_paths(body, routing.named_in_files(request), routing.path_arguments)
+        if found is None:
+            return None
+        return {
+            t["function"]["name"]: t["function"]["parameters"]["properties"]["path"]["enum"] for t in found
+        }
+
+    assert held("Which theme does the site config use?") == {"read_file": ["config/site.toml"]}
+    assert held("How do I run the tests of this project?") == {"read_file": ["README.md"]}
+    assert held("Which file in the tests folder is the largest?") == {"list_dir": ["tests"]}
+    assert held("What is the weather in Paris?") is None
+
+
+async def test_the_command_answers_how_from_the_readme_it_read_with_no_gate_question(tmp_path: Path) -> None:
+    """End to end through the loop with the command's routing, in a folder too big for the schemas to list:
+    "How do I run the tests of this project?" is a read of the README, and once it is read, the answer,
+    with no gate question before either (the 1.5B model's gate, shown the README's first lines, asked for
+    a listing of tests/ next)."""
+    _big_project(tmp_path)
+    decision = json.dumps({"name": "read_file", "arguments": {"path": "README.md"}})
+    answer = "Run `make check`."
+    async with ScriptedServer(Reply.stream(stream_of(decision)), Reply.stream(stream_of(answer))) as server:
+        result = await run_agent_loop(
+            Endpoint(server.base_url),
+            ModelParams(model="m"),
+            messages=[UserMessage(content="How do I run the tests of this project?")],
+            tools=default_tools(tmp_path, compact=True),
+            policy=LoopPolicy(
+                tool_routing=_file_tool_routing(tmp_path), retry=RetryPolicy(base_delay_s=0.01, max_retries=1)
+            ),
+        )
+        bodies = [r.json for r in server.chat_requests]
+    assert len(bodies) == 2 and bodies[0]["response_format"]["json_schema"]["name"] == "step"
+    assert '"README.md"' in json.dumps(bodies[0]["response_format"]["json_schema"]["schema"])
+    assert "response_format" not in bodies[1]  # the answer, asked without a gate question before it
+    assert result.turn.content == answer
+    read = [m for m in result.messages if isinstance(m, ToolResultMessage)]
+    assert read and "make check" in str(read[0].content)

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steadyloop.cli.named_in_files import code_names, defines, files_defining
+from steadyloop.cli.kit import _file_tool_routing
+from steadyloop.cli.named_in_files import code_names, defines, files_defining, settings_asked
 from steadyloop.cli.steering import FILE_TOOL_ROUTING
 from steadyloop.cli.tools import default_tools, listed_files
 from steadyloop.messages import ToolResultMessage
@@ -122,3 +123,52 @@ async def test_the_command_reads_the_file_defining_a_named_function_before_it_an
     assert result.turn.content == "It defaults to 6."
     read = [m for m in result.messages if isinstance(m, ToolResultMessage)]
     assert read and "max_workers=6" in str(read[0].content)
+
+
+@pytest.mark.parametrize(
+    ("request_text", "keys"),
+    [
+        ("Which Python version does this project require?", ["python_requires", "requires-python"]),
+        ("What is the minimum Python version?", ["python_requires", "requires-python"]),
+        ("Which Python versions are supported?", ["python_requires", "requires-python"]),
+        ("What does this project depend on?", ["install_requires", "dependencies"]),
+        ("List the dependencies of the package.", ["install_requires", "dependencies"]),
+        # Python spoken of with no version required of it, dependencies of no project
+        ("Write a Python function that checks a version string.", []),
+        ("What is the latest Python version?", []),
+        ("What are the dependencies of this function?", []),
+    ],
+)
+def test_the_project_settings_a_request_asks_of_in_words(request_text: str, keys: list[str]) -> None:
+    assert settings_asked(request_text)[:2] == keys
+
+
+@given(st.text(max_size=400))
+def test_reading_the_settings_asked_of_is_total(text: str) -> None:
+    assert all(isinstance(key, str) for key in settings_asked(text))
+
+
+def test_reading_the_settings_asked_of_is_linear() -> None:
+    assert growth(lambda n: settings_asked("python version " * n + "requires"), 2_000) < LINEAR_BOUND
+
+
+@pytest.mark.parametrize(
+    ("files", "declares"),
+    [
+        ({"setup.cfg": "[options]\npython_requires = >= 3.7\n", "setup.py": "setup()\n"}, ["setup.cfg"]),
+        ({"setup.py": 'setup(\n    name="x",\n    python_requires=">=3.8",\n)\n'}, ["setup.py"]),
+        ({"pyproject.toml": '[project]\nrequires-python = ">=3.9"\n'}, ["pyproject.toml"]),
+        ({"PKG-INFO": "Metadata-Version: 2.1\nRequires-Python: >=3.7\n"}, ["PKG-INFO"]),
+        # pytest's minversion is no Python version (the 1.5B model answered it, "6.2")
+        ({"pyproject.toml": '[tool.pytest.ini_options]\nminversion = "6.2"\n'}, []),
+    ],
+)
+def test_the_python_version_asked_of_is_a_read_of_the_file_that_declares_it(
+    tmp_path: Path, files: dict[str, str], declares: list[str]
+) -> None:
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    (tmp_path / "README.md").write_text("# X\nNeeds a recent Python version.\n")
+    routing = _file_tool_routing(tmp_path)
+    assert routing.named_in_files is not None
+    assert routing.named_in_files("Which Python version does this project require?") == declares

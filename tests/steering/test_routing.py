@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from steadyloop.errors import EndpointError
 from steadyloop.events import Event, Notice, UsageReport
 from steadyloop.loop import LoopPolicy, run_agent_loop
 from steadyloop.messages import UserMessage
@@ -516,3 +518,53 @@ async def test_a_count_still_wrong_after_the_correction_is_shown_as_the_model_ga
     ) as server:
         result, _events, _ = await run_listing(server, "How many entries are in this folder?")
     assert result.turn.content == "There are 5 entries."
+
+
+FULL_AFTER_OUTPUT = (
+    Path(__file__).resolve().parents[1] / "data" / "captures" / "cache_full_after_output.response.txt"
+)
+
+
+async def test_a_held_answer_cut_by_a_full_shared_cache_is_asked_again_and_shown_once() -> None:
+    # Nothing of a held answer has been shown when llama-server ends its stream for a full shared cache
+    # (a real capture: some text, then the 500 in the stream), so it is sent again rather than ending the run.
+    complete = "It holds docs/, README.md and pyproject.toml."
+    async with ScriptedServer(
+        text('{"name": "list_files", "arguments": {}}'),
+        text('{"name": "answer"}'),
+        Reply.from_capture(FULL_AFTER_OUTPUT),
+        text(complete),
+    ) as server:
+        result, events, bodies = await run_listing(server)
+    assert result.turn.content == complete and shown_text(events) == complete
+    assert bodies[3] == bodies[2]  # the same answer request, sent again whole
+    assert [e.type for e in events].count("retry") == 1
+
+
+async def test_a_shown_answer_cut_by_a_full_shared_cache_is_not_asked_again() -> None:
+    # Without tool results the answer streams to the caller as it comes: what was shown is not shown twice.
+    async with ScriptedServer(
+        text('{"name": "answer"}'), Reply.from_capture(FULL_AFTER_OUTPUT), text("never asked")
+    ) as server:
+        with pytest.raises(EndpointError):
+            await run_agent_loop(
+                Endpoint(server.base_url),
+                ModelParams(model="m"),
+                messages=[UserMessage(content="Say hello.")],
+                tools=[list_files],
+                policy=ROUTED,
+            )
+        assert len(server.chat_requests) == 2
+
+
+async def test_a_decision_cut_by_a_full_shared_cache_is_asked_again() -> None:
+    # A decision is JSON read by the routing, never shown: cut after some of it, it is sent again.
+    async with ScriptedServer(
+        Reply.from_capture(FULL_AFTER_OUTPUT),
+        text('{"name": "list_files", "arguments": {}}'),
+        text('{"name": "answer"}'),
+        text("It holds docs/, README.md and pyproject.toml."),
+    ) as server:
+        result, _events, bodies = await run_listing(server)
+    assert result.turn.content == "It holds docs/, README.md and pyproject.toml."
+    assert bodies[1] == bodies[0]

@@ -617,3 +617,65 @@ async def test_a_routed_step_on_a_named_file_reads_it_before_anything_else() -> 
         b["properties"]["name"]["const"] for b in again["response_format"]["json_schema"]["schema"]["anyOf"]
     ]
     assert names == ["get_weather"]
+
+
+def test_a_free_text_path_argument_takes_the_host_paths_of_its_kind() -> None:
+    """A folder too big to list in a schema: the host's paths still hold the argument that takes them."""
+    from steadyloop.steering.tool_gate import tools_on_named_paths
+
+    def fn(name: str, path: dict[str, Any]) -> dict[str, Any]:
+        schema = {"type": "object", "properties": {"path": path}, "required": ["path"]}
+        return {"type": "function", "function": {"name": name, "parameters": schema}}
+
+    free = {"type": "string"}
+    tools = [fn("read_file", free), fn("list_dir", free), fn("get_weather", free)]
+    asked = {"tools": tools, "messages": [{"role": "user", "content": "How do I run the tests?"}]}
+    taken: dict[str, Any] = {"read_file": ("path", "file"), "list_dir": ("path", "folder")}
+
+    def held(also: list[str], arguments: dict[str, Any] | None = taken) -> dict[str, list[str]] | None:
+        found = tools_on_named_paths(asked, also, arguments)
+        if found is None:
+            return None
+        return {
+            t["function"]["name"]: t["function"]["parameters"]["properties"]["path"]["enum"] for t in found
+        }
+
+    assert held(["README.md"]) == {"read_file": ["README.md"]}
+    assert held(["tests/", "./"]) == {"list_dir": ["tests", "."]}
+    assert held(["README.md", "tests/"]) == {"read_file": ["README.md"], "list_dir": ["tests"]}
+    assert held(["README.md"], None) is None  # without the host's word, a free argument takes nothing
+    assert held([]) is None
+    # a listed argument keeps its own reading: only what it lists
+    listed = [fn("read_file", {"type": "string", "enum": ["setup.py"]})]
+    assert tools_on_named_paths({**asked, "tools": listed}, ["README.md"], taken) is None
+    # once a tool ran for the request, nothing is narrowed
+    ran = [
+        *asked["messages"],
+        {"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "read_file"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "# App"},
+    ]
+    assert tools_on_named_paths({**asked, "messages": ran}, ["README.md"], taken) is None
+
+
+@given(
+    st.lists(st.text(max_size=30), max_size=6),
+    st.dictionaries(
+        st.text(max_size=10), st.tuples(st.text(max_size=10), st.sampled_from(["file", "folder"]))
+    ),
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=10),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+        max_leaves=20,
+    ),
+)
+def test_free_path_arguments_read_any_tools_totally(
+    also: list[str], taken: dict[str, Any], tools: Any
+) -> None:
+    from steadyloop.steering.tool_gate import tools_on_named_paths
+
+    body = {
+        "tools": [tools] if not isinstance(tools, list) else tools,
+        "messages": [{"role": "user", "content": "x"}],
+    }
+    found = tools_on_named_paths(body, also, taken)
+    assert found is None or isinstance(found, list)

@@ -23,7 +23,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection, Iterable, Sequence
 
-__all__ = ["described_paths", "names_the_project", "paths_described_by", "written_folders"]
+__all__ = [
+    "described_paths",
+    "names_the_project",
+    "paths_described_by",
+    "readme_for_how",
+    "written_folders",
+]
 
 _MOST = 3
 _SHORTEST = 3  # a name shorter than this ("a", "io") is too common to name one path
@@ -143,3 +149,22 @@ def names_the_project(request: str) -> bool:
     information"; "the MIT License", a guess). Gate examples that said otherwise cost two other requests
     of the tuning half (bench/small_model_tools.py). Linear in the request."""
     return _THE_PROJECT.search(request) is not None
+
+
+# "How do I run the tests?", "how to install this project": asked how to do something with the project.
+_ASKS_HOW = re.compile(r"\bhow\s+(?:do|can|should|would|could|to)\b", re.IGNORECASE)
+_THE_TESTS = re.compile(r"\b(?:the|its|our|my)\s+(?:tests?|test\s+suite|unit\s+tests)\b", re.IGNORECASE)
+_README = re.compile(r"readme(?:\.[a-z]+)?", re.IGNORECASE)
+
+
+def readme_for_how(request: str, files: Iterable[str]) -> list[str]:
+    """The working folder's README when ``request`` asks how to do something with the project ("How do I
+    run the tests of this project?", "How can I install this package?"): a project says that in its README.
+
+    Asked "How do I run the tests of this project?", the 1.5B model listed tests/ and answered "you can use
+    the list_dir function with the path tests"; the README it never read says which command runs them.
+    Only with the project or its tests spoken of: "How do I delete a folder in Linux?" is no question about
+    the folder's files. Linear in the request and the listing."""
+    if not _ASKS_HOW.search(request) or not (names_the_project(request) or _THE_TESTS.search(request)):
+        return []
+    return [path for path in files if "/" not in path and _README.fullmatch(path)][:1]

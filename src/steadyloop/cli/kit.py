@@ -28,11 +28,11 @@ from ..steering import ToolRouting
 from ..tools import ApprovalBroker
 from ..wire import context_limit_for
 from .config import Resolved
-from .described_paths import names_the_project, paths_described_by, written_folders
+from .described_paths import names_the_project, paths_described_by, readme_for_how, written_folders
 from .file_reads import SKIPPED_DIRS, Root
 from .named_in_files import files_defining
 from .steering import FILE_TOOL_ROUTING
-from .tools import COMPACT_WINDOW, default_tools, listed_files, listed_folders, system_prompt
+from .tools import COMPACT_WINDOW, default_tools, listed_files, paths_to_name, system_prompt
 
 __all__ = ["AGENT_ID", "APPROVAL_POLICY", "AgentOptions", "Conversation", "open_conversation"]
 
@@ -274,14 +274,24 @@ async def _connect(servers: Sequence[MCPServer], stack: contextlib.AsyncExitStac
 def _file_tool_routing(cwd: Path) -> ToolRouting:
     """The command's routing over ``cwd``: its examples, and a request naming one of the files or folders
     its tools list (in words, or by a function or setting the file defines) first looks at that path."""
-    files = listed_files(cwd)
-    defining = files_defining(cwd, files)
-    described = paths_described_by(files, listed_folders(cwd))
+    files = paths_to_name(cwd, folders=False)
+    folders = paths_to_name(cwd, folders=True)
+    # Reading files for the names they define is bounded: the schema's files, or the top level's.
+    defining = files_defining(cwd, listed_files(cwd) or [f for f in files if "/" not in f])
+    described = paths_described_by(files, folders)
 
     def named_in_files(request: str) -> list[str]:
-        return list(dict.fromkeys([*described(request), *defining(request), *_folders_under(cwd, request)]))
+        found = [*described(request), *readme_for_how(request, files), *defining(request)]
+        # A folder is written with a trailing slash: a list_dir that lists no folders still takes it.
+        found = [f"{p}/" if p in folders else p for p in found]
+        return list(dict.fromkeys([*found, *_folders_under(cwd, request)]))
 
-    return replace(FILE_TOOL_ROUTING, named_in_files=named_in_files, about_files=names_the_project)
+    return replace(
+        FILE_TOOL_ROUTING,
+        named_in_files=named_in_files,
+        about_files=names_the_project,
+        path_arguments={"read_file": ("path", "file"), "list_dir": ("path", "folder")},
+    )
 
 
 def _folders_under(cwd: Path, request: str) -> list[str]:

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["code_names", "defines", "files_defining"]
+__all__ = ["code_names", "defines", "files_defining", "settings_asked"]
 
 #: Names shorter than this are too common to mean one definition.
 _SHORTEST = 4
@@ -46,6 +46,32 @@ def code_names(request: str) -> list[str]:
     return out
 
 
+# A project's settings a request asks of in words, by the keys that declare them: "Which Python version does
+# this project require?" is setup.cfg's python_requires, setup.py's python_requires=, pyproject.toml's
+# requires-python or PKG-INFO's Requires-Python. Asked it, the 1.5B model guessed a requirements.txt that
+# was not there, or read pyproject.toml and answered its pytest minversion.
+_PYTHON_VERSION_KEYS = ("python_requires", "requires-python", "Requires-Python")
+_VERSION_WORDS = frozenset({"version", "versions"})
+_REQUIRE_WORDS = frozenset(
+    {"require", "requires", "required", "need", "needs", "needed", "support", "supports", "supported"}
+    | {"minimum", "compatible", "run", "runs", "work", "works"}
+)
+_DEPENDENCY_KEYS = ("install_requires", "dependencies", "Requires-Dist")
+_DEPENDENCY_WORDS = frozenset({"dependencies", "dependency", "depend", "depends", "requirements"})
+_PROJECT_WORDS = frozenset({"project", "package", "library", "repo", "repository", "codebase"})
+
+
+def settings_asked(request: str) -> list[str]:
+    """The keys of the project settings ``request`` asks of in words: the Python version it requires, what
+    it depends on. Linear in the request's length."""
+    words = {word.lower() for word in _WORD.findall(request)}
+    if "python" in words and words & _VERSION_WORDS and words & _REQUIRE_WORDS:
+        return list(_PYTHON_VERSION_KEYS)
+    if words & _DEPENDENCY_WORDS and words & _PROJECT_WORDS:
+        return list(_DEPENDENCY_KEYS)
+    return []
+
+
 def _definition(name: str) -> re.Pattern[str]:
     # Blanks, not \s: a pattern anchored at line starts that let \s run over newlines would try every
     # following line from every line, quadratic in a file of empty lines.
@@ -69,7 +95,7 @@ def files_defining(root: Path, listed: Sequence[str]) -> Callable[[str], list[st
     under ``root``, as the command's tools list them) that define a name it mentions, at most three."""
 
     def named_in_files(request: str) -> list[str]:
-        names = code_names(request)
+        names = [*code_names(request), *settings_asked(request)]
         if not names:
             return []
         found: list[str] = []

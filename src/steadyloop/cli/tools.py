@@ -33,7 +33,16 @@ from .file_reads import (
 )
 from .group_watch import GroupWatch
 
-__all__ = ["COMPACT_WINDOW", "default_tools", "file_tools", "listed_files", "shell_tool", "system_prompt"]
+__all__ = [
+    "COMPACT_WINDOW",
+    "default_tools",
+    "file_tools",
+    "listed_files",
+    "listed_folders",
+    "paths_to_name",
+    "shell_tool",
+    "system_prompt",
+]
 
 _READ_LIMIT = 400  # lines one read returns unless asked otherwise
 _MAX_READ_CHARS = 256_000
@@ -55,6 +64,7 @@ _SYSTEM = (
 COMPACT_WINDOW = 8192
 _LISTED_FOLDERS = 40  # the most folders list_dir's schema names; past this the path is free text
 _LISTED_FILES = 60
+_NAMED_PATHS = 5000  # the most files (or folders) a request is read against for the paths it names
 
 # Reads share the file system; a write has it alone, so a read never sees a file half written.
 _READ = (ResourceClaim("fs", "read"),)
@@ -324,6 +334,16 @@ def listed_files(root: Path) -> list[str]:
 def listed_folders(root: Path) -> list[str]:
     """The folders the compact tool set's ``list_dir`` lists in its schema (none past its cap)."""
     return _paths_here(root, folders=True, depth=2, cap=_LISTED_FOLDERS) or []
+
+
+def paths_to_name(root: Path, *, folders: bool) -> list[str]:
+    """The files (or folders) a request may name in words, whether or not a schema lists them: those
+    within three levels of ``root``, or, in a folder with more than can be read quickly, its top level's."""
+    return (
+        _paths_here(root, folders=folders, depth=3, cap=_NAMED_PATHS)
+        or _paths_here(root, folders=folders, depth=0, cap=_NAMED_PATHS)
+        or []
+    )
 
 
 def default_tools(root: Path, *, compact: bool = False) -> list[Tool]:

@@ -44,10 +44,10 @@ from .decision import (
     which_tool_body,
 )
 from .examples import GENERIC_EXAMPLES, GateChoice, GateExamples
-from .grounding import counted_earlier
+from .grounding import all_failed, counted_earlier
 from .listed_items import listed_calls
 from .numbered_calls import without_numbered_calls
-from .tool_gate import asks_how, read_gate, request_and_results, tools_on_named_paths
+from .tool_gate import PathArgument, asks_how, read_gate, request_and_results, tools_on_named_paths
 from .unasked import without_unasked
 from .which_tool import (
     GENERIC_WHICH_TOOL_EXAMPLES,
@@ -95,6 +95,10 @@ class ToolRouting:
             none of them ("What does this project do?"): the step is a call, without the gate's question.
             A small model's kinds gate files such a request under general knowledge, and the answer is
             made up.
+        path_arguments: the host's tools that take one of the user's paths as free text, by name, with
+            the argument and the kind of path (``{"read_file": ("path", "file")}``). Where a tool's schema
+            lists no paths (a folder too big to list), the paths ``named_in_files`` finds still hold that
+            argument (a folder written with a trailing slash), as listed ones do.
     """
 
     gate: bool = True
@@ -106,6 +110,7 @@ class ToolRouting:
     decision_max_tokens: int | None = 1024
     named_in_files: Callable[[str], Collection[str]] | None = None
     about_files: Callable[[str], bool] | None = None
+    path_arguments: Mapping[str, PathArgument] | None = None
 
 
 _ROUTING = ToolRouting()
@@ -225,13 +230,20 @@ class _Routed:
         """Ask the tool gate where it is on (setting ``choice``); the tools on paths the request names."""
         latches, request = self.latches, self.request
         asked = self._gate_body()
-        on_named = tools_on_named_paths(self.planned, self._defined_in()) if asked is not None else None
+        on_named = (
+            tools_on_named_paths(self.planned, self._defined_in(), self.routing.path_arguments)
+            if asked is not None
+            else None
+        )
         if on_named is not None:
             self.choice = (
                 "tool"  # the request names one of the user's files: nothing to ask, and a call on it
             )
             return on_named
         if asked is None:
+            return None
+        if self._told_how():
+            self.choice = "answer"  # asked only how, and the tools have returned something to tell it from
             return None
         if self._about_files():
             self.choice = "tool"  # the host reads the request as one about the user's files
@@ -257,6 +269,18 @@ class _Routed:
         """The request only asks how to do something, and nothing was done for it yet."""
         found = self.found
         return found is not None and not found[1] and asks_how(found[0])
+
+    def _told_how(self) -> bool:
+        """The request only asks how to do something, and a tool ran for it that did not fail.
+
+        Told how, the user chooses what to do; once a result is there to tell it from, another step does
+        something nobody asked for. Asked "How do I run the tests of this project?", the 1.5B model read
+        the README that says so, and its gate (shown the README's first lines) asked for a listing next, an
+        answer about which spoke of the tool."""
+        found = self.found
+        if found is None or not found[1] or not asks_how(found[0]):
+            return False
+        return not all_failed([result.partition(" returned: ")[2] for result in found[1]])
 
     def _about_files(self) -> bool:
         """The host reads the request as one about the user's files, and nothing was done for it yet."""
@@ -299,7 +323,7 @@ class _Routed:
         deciding = replace(
             request, body=self._deciding(among), droppable=(*request.droppable, "response_format")
         )
-        return await send_turn(deciding, replace(self.sink, on_output=None))
+        return await send_turn(deciding, replace(self.sink, on_output=None, output_held=True))
 
     async def _not_again(
         self, decided: Turn, decision: Decision, tools: list[Mapping[str, Any]]

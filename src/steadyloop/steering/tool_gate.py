@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from ..turn.side_tasks import read_json
 from .examples import ALREADY_SAID, CHANGES, GENERIC_EXAMPLES, KINDS, GateChoice, GateExamples
@@ -37,6 +37,7 @@ __all__ = [
     "KINDS",
     "KIND_SCHEMA",
     "GateChoice",
+    "PathArgument",
     "asks_how",
     "gate_messages",
     "gate_schema",
@@ -144,6 +145,9 @@ _WORD = re.compile(r"[\w./\\-]+")
 _WORD_EDGES = ".,:;!?'\"()"
 _LISTED_CAP = 2000  # enum values looked at, over all tools
 
+#: A tool's argument that takes one of the user's paths, and the kind it takes (``ToolRouting.path_arguments``).
+PathArgument = tuple[str, Literal["file", "folder"]]
+
 
 def _path_properties(tool: Any) -> list[tuple[str, list[Any]]]:
     """A tool's arguments whose schema lists values (``(argument, enum values)``), in schema order."""
@@ -232,13 +236,22 @@ def names_a_listed_path(body: Mapping[str, Any]) -> bool:
     return bool(_named_paths(body))
 
 
-def tools_on_named_paths(body: Mapping[str, Any], also: Collection[str] = ()) -> list[dict[str, Any]] | None:
+def tools_on_named_paths(
+    body: Mapping[str, Any],
+    also: Collection[str] = (),
+    path_arguments: Mapping[str, PathArgument] | None = None,
+) -> list[dict[str, Any]] | None:
     """The step's tools that list a path its request names, each held to the named paths; ``None``: none named.
 
     ``also``: paths the request names in other ways, as a host found them (the files that define a
     function the request mentions); only those the tools list count, and folders written with a trailing
     slash (``src/steadyloop/cli/``) that sit under a folder an argument lists, which that argument then
     takes.
+
+    ``path_arguments``: the host's tools whose argument takes one of the user's paths as free text (no
+    ``enum``: a folder too big to list), by tool name, with the kind of path it takes. Such an argument
+    takes the paths of ``also`` of its kind (a folder is written with a trailing slash), so a host's
+    reading of the request reaches a big folder as it does a small one.
 
     A request that names one of the user's files depends on what the file holds: "the weather in the city
     named in city.txt" is not answered by a call of ``get_weather`` with a city the model picks, and a small
@@ -250,13 +263,15 @@ def tools_on_named_paths(body: Mapping[str, Any], also: Collection[str] = ()) ->
     named = _named_paths(body, also)
     below = _folders_below(also)
     tools = body.get("tools")
-    if not named or not isinstance(tools, list):
+    free = _free_paths(body, also, path_arguments or {})
+    if not (named or free) or not isinstance(tools, list):
         return None
     out: list[dict[str, Any]] = []
     whole: list[dict[str, Any]] = []  # the tools that need nothing but the named path
     for tool in tools:
         held = {name: _held_values(values, named, below) for name, values in _path_properties(tool)}
         held = {name: values for name, values in held.items() if values}
+        held.update(_free_held(tool, free, path_arguments or {}))
         if not held:
             continue
         function = dict(tool["function"])
@@ -271,6 +286,43 @@ def tools_on_named_paths(body: Mapping[str, Any], also: Collection[str] = ()) ->
         if isinstance(required, list) and all(name in held for name in required):
             whole.append(out[-1])
     return whole or out or None
+
+
+def _free_paths(
+    body: Mapping[str, Any], also: Collection[str], path_arguments: Mapping[str, PathArgument]
+) -> dict[str, list[str]]:
+    """The host's paths by kind (``file``, ``folder``), for the arguments of ``path_arguments``; none once
+    a tool ran for the request."""
+    messages = body.get("messages")
+    if not also or not path_arguments or not isinstance(messages, list):
+        return {}
+    found = request_and_results(messages)
+    if found is None or found[1]:
+        return {}
+    paths = [p for p in also if isinstance(p, str) and p.strip()]
+    folders = [p.rstrip("/") or "." for p in paths if p.endswith("/")]
+    files = [p for p in paths if not p.endswith("/")]
+    return {"file": list(dict.fromkeys(files)), "folder": list(dict.fromkeys(folders))}
+
+
+def _free_held(
+    tool: Any, free: Mapping[str, list[str]], path_arguments: Mapping[str, PathArgument]
+) -> dict[str, list[str]]:
+    """``tool``'s free-text path argument held to the host's paths of its kind, where it has one."""
+    function = tool.get("function") if isinstance(tool, Mapping) else None
+    name = function.get("name") if isinstance(function, Mapping) else None
+    taken = path_arguments.get(name) if isinstance(name, str) else None
+    parameters = function.get("parameters") if isinstance(function, Mapping) else None
+    properties = parameters.get("properties") if isinstance(parameters, Mapping) else None
+    if taken is None or not isinstance(properties, Mapping):
+        return {}
+    argument, kind = taken
+    schema = properties.get(argument)
+    free_text = (
+        isinstance(schema, Mapping) and "enum" not in schema and schema.get("type", "string") == "string"
+    )
+    values = free.get(kind) or []
+    return {argument: values} if free_text and values else {}
 
 
 def _choice(choice: GateChoice) -> str:
