@@ -354,11 +354,21 @@ _WARMING_BODY = {
 async def warm_gate(target: Target) -> None:
     """Ask the which-tool gate about a request of no entry, so its rules and worked examples are in the
     server's prompt cache, as they are on any server that has answered one gate question in a session."""
+    import openai
+
     body = which_tool_body(_WARMING_BODY, ModelCapabilities())
     assert body is not None
-    await target.raw.chat.completions.create(
-        model=target.model, messages=body["messages"], temperature=0, max_tokens=1
-    )
+    for wait in (5, 10, 20, 40, 0):
+        try:
+            await target.raw.chat.completions.create(
+                model=target.model, messages=body["messages"], temperature=0, max_tokens=1
+            )
+            return
+        except openai.InternalServerError:
+            # A shared server's cache other processes keep full: untimed, so wait and warm it again.
+            if not wait:
+                raise
+            await asyncio.sleep(wait)
 
 
 # -- running and reporting --------------------------------------------------------------------------------

@@ -7,8 +7,9 @@ compact tools list its paths in their schemas. A newcomer's own folder is a real
 list. Here the questions are asked in the unpacked source distributions of published packages (fetched
 from the package index with pip, once, and kept in a cache), and every expected answer is read off the
 project's own files by code: the top-level entries, the README's file name, the Python files of the package
-folder and their lines, the license and the Python version in ``PKG-INFO``. None of it was tuned on: the
-whole bench is held out.
+folder and their lines, the license and the Python version in ``PKG-INFO``. Two sets of three projects:
+the first's Python-version question was worked on after it failed there (0 of 3), so only the rest of the
+first set and the whole second set (``--projects second``, picked after that work) are held out.
 
 Each question goes through ``steadyloop run``'s own set-up for the bundled model (as ``bench/newcomer.py``
 does). Graded by code, never by a model:
@@ -22,7 +23,8 @@ does). Graded by code, never by a model:
 - ``license``: "What license does this project use?" names the license of ``PKG-INFO``;
 - ``python``: "Which Python version does this project require?" gives ``Requires-Python``'s version.
 
-Run: ``.venv/bin/python bench/real_projects.py --base-url URL [--only KEYS] [--json F]``.
+Run: ``.venv/bin/python bench/real_projects.py --base-url URL [--projects first|second|all] [--only KEYS]
+[--json F]``.
 """
 
 from __future__ import annotations
@@ -47,8 +49,13 @@ import steadyloop as sl
 sys.path.insert(0, str(Path(__file__).parent))
 from newcomer import Answer, Question, ask, resolved_for, say  # the newcomer bench's own set-up
 
-#: The projects: published source distributions, pinned so the expected answers stay put.
-PROJECTS = ("click==8.1.7", "attrs==24.2.0", "requests==2.32.3")
+#: The projects: published source distributions, pinned so the expected answers stay put. The first set's
+#: Python-version question was worked on (0/3 before it), so it is no longer held out; the second set was
+#: picked after that work and never tuned on.
+PROJECTS = {
+    "first": ("click==8.1.7", "attrs==24.2.0", "requests==2.32.3"),
+    "second": ("flask==3.0.3", "packaging==24.1", "pluggy==1.5.0"),
+}
 CACHE = Path.home() / ".cache" / "steadyloop-bench" / "sdists"
 
 _NUMBER_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
@@ -166,12 +173,12 @@ def _read_readme(answer: Answer) -> bool:
     return any(c.startswith("read_file(") and "readme" in c.lower() for c in answer.calls)
 
 
-async def run_all(base_url: str, model: str | None, keys: set[str]) -> list[Answer]:
+async def run_all(base_url: str, model: str | None, keys: set[str], projects: Sequence[str]) -> list[Answer]:
     resolved = await resolved_for(base_url, model)
     base = Path(tempfile.mkdtemp(prefix="steadyloop-real-projects-"))
     answers: list[Answer] = []
     try:
-        for spec in PROJECTS:
+        for spec in projects:
             name = spec.split("==")[0]
             root = unpack(fetch(spec), base / name)
             package = f"src/{name}" if (root / "src" / name).is_dir() else name
@@ -213,10 +220,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--only", default="", help="comma-separated question kinds (readme, license, ...) or keys"
     )
+    ap.add_argument(
+        "--projects", choices=(*PROJECTS, "all"), default="all", help="which set of projects (default: all)"
+    )
     ap.add_argument("--json", type=Path, help="also write the figures and answers to this file")
     args = ap.parse_args(argv)
     started = time.monotonic()
-    answers = asyncio.run(run_all(args.base_url, args.model, {k for k in args.only.split(",") if k}))
+    projects = [p for key, specs in PROJECTS.items() if args.projects in (key, "all") for p in specs]
+    keys = {k for k in args.only.split(",") if k}
+    answers = asyncio.run(run_all(args.base_url, args.model, keys, projects))
     figures = report(answers)
     figures["wall_seconds"] = round(time.monotonic() - started, 1)
     if args.json:

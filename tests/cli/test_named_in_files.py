@@ -172,3 +172,17 @@ def test_the_python_version_asked_of_is_a_read_of_the_file_that_declares_it(
     routing = _file_tool_routing(tmp_path)
     assert routing.named_in_files is not None
     assert routing.named_in_files("Which Python version does this project require?") == declares
+
+
+def test_a_setting_asked_of_is_read_where_it_is_declared_not_in_a_file_its_words_describe(
+    tmp_path: Path,
+) -> None:
+    # "the Python version" also describes a version.py: given both, the 1.5B model read packaging's
+    # src/packaging/version.py and guessed.
+    (tmp_path / "src" / "app").mkdir(parents=True)
+    (tmp_path / "src" / "app" / "version.py").write_text('__version__ = "24.1"\n')
+    (tmp_path / "pyproject.toml").write_text('[project]\nrequires-python = ">=3.8"\n')
+    routing = _file_tool_routing(tmp_path)
+    assert routing.named_in_files is not None
+    assert routing.named_in_files("Which Python version does this project require?") == ["pyproject.toml"]
+    assert routing.named_in_files("What does the version python module say?") == ["src/app/version.py"]

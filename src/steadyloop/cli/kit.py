@@ -30,7 +30,7 @@ from ..wire import context_limit_for
 from .config import Resolved
 from .described_paths import names_the_project, paths_described_by, readme_for_how, written_folders
 from .file_reads import SKIPPED_DIRS, Root
-from .named_in_files import files_defining
+from .named_in_files import files_defining, settings_asked
 from .steering import FILE_TOOL_ROUTING
 from .tools import COMPACT_WINDOW, default_tools, listed_files, paths_to_name, system_prompt
 
@@ -281,7 +281,10 @@ def _file_tool_routing(cwd: Path) -> ToolRouting:
     described = paths_described_by(files, folders)
 
     def named_in_files(request: str) -> list[str]:
-        found = [*described(request), *readme_for_how(request, files), *defining(request)]
+        declaring = defining(request) if settings_asked(request) else []
+        # A setting asked of in words is where it is declared: "the Python version" also describes a
+        # version.py, and given both, the 1.5B model read packaging's src/packaging/version.py.
+        found = declaring or [*described(request), *readme_for_how(request, files), *defining(request)]
         # A folder is written with a trailing slash: a list_dir that lists no folders still takes it.
         found = [f"{p}/" if p in folders else p for p in found]
         return list(dict.fromkeys([*found, *_folders_under(cwd, request)]))
