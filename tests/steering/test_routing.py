@@ -568,3 +568,16 @@ async def test_a_decision_cut_by_a_full_shared_cache_is_asked_again() -> None:
         result, _events, bodies = await run_listing(server)
     assert result.turn.content == "It holds docs/, README.md and pyproject.toml."
     assert bodies[1] == bodies[0]
+
+
+async def test_a_held_answer_stopped_in_a_loop_is_shown_with_the_loop_written_once() -> None:
+    listed = "It holds:\n- docs/\n- README.md\n- pyproject.toml"
+    async with ScriptedServer(
+        text('{"name": "list_files", "arguments": {}}'),
+        text('{"name": "answer"}'),
+        text(listed + "\n" + "- pyproject.toml\n" * 200),
+    ) as server:
+        result, events, bodies = await run_listing(server)
+    assert result.turn.content == listed and shown_text(events) == listed
+    assert len(bodies) == 3  # whole with its loop written once: nothing to send back
+    assert any(isinstance(e, Notice) and e.name == "repetition" for e in events)

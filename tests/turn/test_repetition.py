@@ -17,8 +17,10 @@ from steadyloop.request_body import ModelParams
 from steadyloop.testing.chunks import text_chunks
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
-from steadyloop.turn.repetition import EVERY, MOST_PERIOD, WINDOW, RepetitionWatch
+from steadyloop.turn.repetition import EVERY, MOST_PERIOD, WINDOW, RepetitionWatch, without_loop
 from steadyloop.wire.endpoints import Endpoint
+
+from ..edges._edges import LINEAR_BOUND, growth
 
 UNO = "Each player is dealt seven cards. The first player to play all their cards wins the round. "
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
@@ -109,3 +111,22 @@ async def test_a_long_answer_that_does_not_loop_is_read_to_its_end() -> None:
             messages=[UserMessage(content="What does the README say?")],
         )
     assert result.turn.content == answer and result.turn.finish_reason == "stop"
+
+
+def test_a_loop_is_written_once_to_the_end_of_its_line_or_sentence() -> None:
+    listing = "It holds:\n- CHANGES.rst\n- docs/api.rst\n" + "- docs/async-await.rst\n" * 60 + "- docs/async"
+    assert without_loop(listing) == "It holds:\n- CHANGES.rst\n- docs/api.rst\n- docs/async-await.rst"
+    assert without_loop("Rules. " + UNO * 20) == "Rules. " + UNO.strip()
+    assert without_loop(README) == README  # no loop: unchanged
+    assert without_loop("") == ""
+
+
+@given(st.text(max_size=50), st.text(min_size=1, max_size=MOST_PERIOD), st.text(max_size=30))
+def test_a_loop_written_once_is_a_prefix_of_the_text(before: str, piece: str, after: str) -> None:
+    text = before + piece * (WINDOW // len(piece) + 3) + after
+    assert text.startswith(without_loop(text))
+
+
+def test_writing_a_loop_once_is_linear() -> None:
+    assert growth(lambda n: without_loop("x" * n), 20_000) < LINEAR_BOUND
+    assert growth(lambda n: without_loop("ab" * n + "c"), 20_000) < LINEAR_BOUND

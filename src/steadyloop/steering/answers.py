@@ -22,6 +22,7 @@ from typing import Any
 from ..events import Notice
 from ..messages import Turn
 from ..turn.capabilities import EndpointCapabilities, ModelCapabilities
+from ..turn.repetition import without_loop
 from ..turn.request import BodyBuilder, TurnRequest, TurnSink
 from ..turn.send import send_turn
 from .decision import ANSWER_GRAMMAR, calls_for_request, one_read, tool_names
@@ -101,7 +102,7 @@ async def grounded_answer(
     """
     held = _Held(request, sink)
     quiet = replace(sink, on_output=held.writing, output_held=True)
-    answer = await send_turn(replace(request, body=held.first), quiet)
+    answer = _loop_written_once(await send_turn(replace(request, body=held.first), quiet))
     if earlier is not None:
         asked, results = earlier[0], [earlier[1]]
         held.gaps = _count_only
@@ -172,7 +173,7 @@ class _Held:
             return body
 
         quiet = replace(self.sink, on_output=self.writing, output_held=True)
-        second = await send_turn(replace(self.request, body=again), quiet)
+        second = _loop_written_once(await send_turn(replace(self.request, body=again), quiet))
         usage = one_read(answer.usage, second.usage)
         better = self.gaps(second.content, results, asked)
         if not second.tool_calls and better.size < gaps.size:
@@ -184,6 +185,14 @@ class _Held:
             # the failures are the answer, not a figure from nowhere.
             content = "\n".join(r.strip() for r in results)
         return Turn(content, answer.reasoning, answer.tool_calls, usage, answer.finish_reason)
+
+
+def _loop_written_once(answer: Turn) -> Turn:
+    """A held answer stopped in a loop, with the loop written once: held, none of it was shown yet, and it
+    is then checked against the results like any other (``repetition.without_loop``)."""
+    if answer.finish_reason != "repetition":
+        return answer
+    return replace(answer, content=without_loop(answer.content))
 
 
 def _called_on(body: Mapping[str, Any]) -> list[str]:
