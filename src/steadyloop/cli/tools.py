@@ -32,6 +32,7 @@ from .file_reads import (
     search_lines,
 )
 from .group_watch import GroupWatch
+from .licenses import is_license_file, licenses_in
 
 __all__ = [
     "COMPACT_WINDOW",
@@ -94,8 +95,9 @@ def file_tools(root: Path, *, writable: bool = True, paged: bool = True, glob: b
         meant = "" if named_so else f"\n[this is {shown}: no file is named {path}]"
         named = shown if meant else path
         text = file_text(target, named)
-        room = room_for(context, _MAX_READ_CHARS) - len(meant)
-        return read_lines(text, named, offset=offset, limit=limit, numbered=paged, room=room) + meant
+        which = _license_said(target.name, text)
+        room = room_for(context, _MAX_READ_CHARS) - len(meant) - len(which)
+        return which + read_lines(text, named, offset=offset, limit=limit, numbered=paged, room=room) + meant
 
     def listed_file(target: Path, path: str, context: ToolContext) -> str:
         """A file named to ``list_dir``: its entry, then its text as ``read_file`` reads it from the start.
@@ -334,6 +336,16 @@ def listed_files(root: Path) -> list[str]:
 def listed_folders(root: Path) -> list[str]:
     """The folders the compact tool set's ``list_dir`` lists in its schema (none past its cap)."""
     return _paths_here(root, folders=True, depth=2, cap=_LISTED_FOLDERS) or []
+
+
+def _license_said(name: str, text: str) -> str:
+    """A license file's license, said above its text (``licenses.py``); "" for any other file."""
+    found = licenses_in(text) if is_license_file(name) else []
+    if not found:
+        return ""
+    if len(found) == 1:
+        return f"[this is the text of the {found[0]} license]\n"
+    return f"[this holds the texts of the {', '.join(found[:-1])} and {found[-1]} licenses]\n"
 
 
 def paths_to_name(root: Path, *, folders: bool) -> list[str]:
