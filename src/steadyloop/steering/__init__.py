@@ -33,7 +33,15 @@ from .grounding import AnswerGaps, answer_gaps, correction
 from .listed_items import listed_calls
 from .numbered_calls import without_numbered_calls
 from .routing import RoutedTurn, ToolRouting, plain_turn, routed_turn
-from .tool_gate import GATE_SCHEMA, KIND_SCHEMA, gate_messages, gate_schema, read_gate, tools_on_named_paths
+from .tool_gate import (
+    GATE_SCHEMA,
+    KIND_SCHEMA,
+    PathArgument,
+    gate_messages,
+    gate_schema,
+    read_gate,
+    tools_on_named_paths,
+)
 from .unasked import without_unasked
 from .which_tool import (
     GENERIC_WHICH_TOOL_EXAMPLES,
@@ -65,6 +73,7 @@ __all__ = [
     "Decision",
     "GateChoice",
     "GateExamples",
+    "PathArgument",
     "RoutedTurn",
     "ToolRouting",
     "WhichTool",
