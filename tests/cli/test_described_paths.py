@@ -50,6 +50,11 @@ FOLDERS = [".", "config", "docs", "src", "src/app", "tests"]
         ("What is the title in the site's settings?", ["config/site.toml"]),
         ("What does the render module do?", ["src/app/render.py"]),
         ("Summarise the deploy doc.", ["docs/deploy.md"]),
+        # a folder's name after "in", "inside" or "under", not a path written out
+        ("Which file in docs has the most lines?", ["docs"]),
+        ("What is inside the config?", ["config"]),
+        ("How many files are in src/app?", []),
+        ("What's in this file?", []),
         # a name alone is a plain word; "this folder" names no listed folder
         ("How do I build and deploy it?", []),
         ("What is in this folder?", ["."]),

@@ -39,6 +39,10 @@ _WRITTEN_PATH = re.compile(r"(?<![\w./-])(?:\./)?[\w-][\w.-]*(?:/[\w.-]+)+/?")
 _MOST_WRITTEN = 8
 _FOLDER_WORDS = frozenset({"folder", "folders", "directory", "directories", "dir", "subfolder"})
 _WORKING_FOLDER = frozenset({"this", "current", "working"})
+# A name after "in", "inside", "under" or "within", not the start of a path written out ("in src/app"):
+# "Which file in httpx has the most lines?" is about the folder httpx; asked it, the 1.5B model searched
+# httpx for ".*" instead of listing it.
+_PLACED = re.compile(r"\b(?:in|inside|under|within)\s+(?:the\s+)?([\w-]+)(?![\w/.-])", re.IGNORECASE)
 _KIND_WORDS: dict[str, frozenset[str]] = {
     "config": frozenset({"toml", "yaml", "yml", "json", "ini", "cfg", "conf"}),
     "configuration": frozenset({"toml", "yaml", "yml", "json", "ini", "cfg", "conf"}),
@@ -56,7 +60,7 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
-def _folders_named(words: Sequence[str], folders: Collection[str]) -> list[str]:
+def _folders_named(words: Sequence[str], folders: Collection[str], placed: Collection[str] = ()) -> list[str]:
     around: set[str] = set()
     for i, word in enumerate(words):
         if word in _FOLDER_WORDS:
@@ -69,7 +73,7 @@ def _folders_named(words: Sequence[str], folders: Collection[str]) -> list[str]:
         out.append(".")  # "this folder": the working folder, which the tools list as "."
     for folder in folders:
         name = folder.rstrip("/").rsplit("/", 1)[-1].lower()
-        if len(name) >= _SHORTEST and name in around and name not in _FOLDER_WORDS:
+        if len(name) >= _SHORTEST and (name in around or name in placed) and name not in _FOLDER_WORDS:
             out.append(folder)
     return out
 
@@ -96,7 +100,8 @@ def described_paths(request: str, files: Iterable[str], folders: Collection[str]
     if not words:
         return []
     said = set(words)
-    found = _folders_named(words, folders)
+    placed = {m.group(1).lower() for m in _PLACED.finditer(request)}
+    found = _folders_named(words, folders, placed)
     for path in files:
         if _file_named(said, path):
             found.append(path)
