@@ -354,3 +354,27 @@ async def test_the_command_answers_how_from_the_readme_it_read_with_no_gate_ques
     assert result.turn.content == answer
     read = [m for m in result.messages if isinstance(m, ToolResultMessage)]
     assert read and "make check" in str(read[0].content)
+
+
+async def test_the_command_answers_what_a_folder_holds_once_it_is_listed_with_no_gate_question(
+    tmp_path: Path,
+) -> None:
+    """End to end through the loop with the command's routing, in a folder too big for the schemas to
+    list: "What is in this folder?" is a listing of ".", and once listed, the answer, with no gate question
+    (in flask's source the 1.5B model's gate asked for a search after the listing, three times of three)."""
+    _big_project(tmp_path)
+    decision = json.dumps({"name": "list_dir", "arguments": {"path": "."}})
+    answer = "It holds config/, src/, tests/ and README.md."
+    async with ScriptedServer(Reply.stream(stream_of(decision)), Reply.stream(stream_of(answer))) as server:
+        result = await run_agent_loop(
+            Endpoint(server.base_url),
+            ModelParams(model="m"),
+            messages=[UserMessage(content="What is in this folder?")],
+            tools=default_tools(tmp_path, compact=True),
+            policy=LoopPolicy(
+                tool_routing=_file_tool_routing(tmp_path), retry=RetryPolicy(base_delay_s=0.01, max_retries=1)
+            ),
+        )
+        bodies = [r.json for r in server.chat_requests]
+    assert len(bodies) == 2 and "response_format" not in bodies[1]
+    assert result.turn.content == answer

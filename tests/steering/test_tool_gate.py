@@ -679,3 +679,32 @@ def test_free_path_arguments_read_any_tools_totally(
     }
     found = tools_on_named_paths(body, also, taken)
     assert found is None or isinstance(found, list)
+
+
+@pytest.mark.parametrize(
+    ("request_text", "asks"),
+    [
+        ("What is in this folder?", True),
+        ("What's inside the recipes directory?", True),
+        ("List the files in the current folder.", True),
+        ("Show me everything in the current directory.", True),
+        ("Which files are in src?", True),
+        ("Can you show me this directory's contents?", True),
+        ("List the recipes folder, then read the file in it: what fruit does it use?", False),
+        ("List the src folder and then read main.py", False),
+        ("What is the largest file in docs?", False),
+        ("How many files are in docs?", False),
+        ("Read notes.txt", False),
+    ],
+)
+def test_a_request_that_only_asks_what_a_place_holds(request_text: str, asks: bool) -> None:
+    from steadyloop.steering.tool_gate import asks_contents
+
+    assert asks_contents(request_text) is asks
+
+
+@given(st.text(max_size=500))
+def test_reading_whether_contents_are_asked_is_total(text: str) -> None:
+    from steadyloop.steering.tool_gate import asks_contents
+
+    assert isinstance(asks_contents(text), bool)

@@ -47,7 +47,14 @@ from .examples import GENERIC_EXAMPLES, GateChoice, GateExamples
 from .grounding import all_failed, counted_earlier
 from .listed_items import listed_calls
 from .numbered_calls import without_numbered_calls
-from .tool_gate import PathArgument, asks_how, read_gate, request_and_results, tools_on_named_paths
+from .tool_gate import (
+    PathArgument,
+    asks_contents,
+    asks_how,
+    read_gate,
+    request_and_results,
+    tools_on_named_paths,
+)
 from .unasked import without_unasked
 from .which_tool import (
     GENERIC_WHICH_TOOL_EXAMPLES,
@@ -245,6 +252,9 @@ class _Routed:
         if self._told_how():
             self.choice = "answer"  # asked only how, and the tools have returned something to tell it from
             return None
+        if self._listed_as_asked():
+            self.choice = "answer"  # asked only what a folder holds, and it was listed
+            return None
         if self._about_files():
             self.choice = "tool"  # the host reads the request as one about the user's files
             return None
@@ -281,6 +291,32 @@ class _Routed:
         if found is None or not found[1] or not asks_how(found[0]):
             return False
         return not all_failed([result.partition(" returned: ")[2] for result in found[1]])
+
+    def _listed_as_asked(self) -> bool:
+        """The request only asks what a folder the host reads it as naming holds, and the one call made
+        for it listed that folder.
+
+        Asked "What is in this folder?" in flask's source, the 1.5B model's gate, shown the listing of
+        ".", said a tool was still needed in three asks of three, and the search for "python" that followed
+        left the answer short of the listing (in httpx's, jinja2's and click's it said answer)."""
+        routing, found = self.routing, self.found
+        named_in_files, taken = routing.named_in_files, routing.path_arguments
+        if (
+            named_in_files is None
+            or not taken
+            or found is None
+            or not found[1]
+            or not asks_contents(found[0])
+        ):
+            return False
+        made = calls_for_request(self.planned)
+        if len(made) != 1 or all_failed([r.partition(" returned: ")[2] for r in found[1]]):
+            return False
+        name, arguments = made[0]
+        argument, kind = taken.get(name, ("", "file")) if isinstance(name, str) else ("", "file")
+        folders = {p.rstrip("/") or "." for p in named_in_files(found[0]) if p.endswith("/")}
+        listed = arguments.get(argument) if isinstance(arguments, Mapping) else None
+        return kind == "folder" and isinstance(listed, str) and (listed.rstrip("/") or ".") in folders
 
     def _about_files(self) -> bool:
         """The host reads the request as one about the user's files, and nothing was done for it yet."""

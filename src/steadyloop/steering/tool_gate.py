@@ -38,6 +38,7 @@ __all__ = [
     "KIND_SCHEMA",
     "GateChoice",
     "PathArgument",
+    "asks_contents",
     "asks_how",
     "gate_messages",
     "gate_schema",
@@ -442,6 +443,26 @@ def asks_how(request: str) -> bool:
     in the request."""
     text = " ".join(request.split())
     if len(text) > _HOW_CHARS or not _HOW_TO.match(text):
+        return False
+    return _SENTENCE_END.search(text.rstrip("?!. ")) is None
+
+
+# "What is in this folder?", "What's inside the recipes directory?", "List the files in docs.", "Show me
+# everything here.", "Which files are in src?": asked only what a place holds.
+_CONTENTS_ASKED = re.compile(
+    r"(?:(?:can|could|would|will) you )?(?:please )?"
+    r"(?:what(?:'s|\s+is|\s+are)\s+(?:in|inside|stored|there)\b|list\b|show\s+me\b|tell\s+me\s+what\b"
+    r"|which\s+files\s+are\b)",
+    re.IGNORECASE,
+)
+
+
+def asks_contents(request: str) -> bool:
+    """Whether ``request`` only asks what a place holds: one question that opens "What is in ...", "List
+    ...", "Show me ...", with no step after it ("List the src folder, then read ..." says more). Linear in
+    the request."""
+    text = " ".join(request.split())
+    if len(text) > _HOW_CHARS or not _CONTENTS_ASKED.match(text) or re.search(r"\bthen\b", text, re.I):
         return False
     return _SENTENCE_END.search(text.rstrip("?!. ")) is None
 
