@@ -98,6 +98,6 @@ def test_the_bench_routes_as_the_command_does_over_its_folder(tmp_path: Path) ->
     routed = bench.with_host_paths(policy, tmp_path)
     hook = routed.tool_routing.named_in_files
     assert policy.tool_routing.named_in_files is None and hook is not None
-    assert hook("What is in this folder?") == ["."]
+    assert hook("What is in this folder?") == ["./"]  # a folder, written with a trailing slash
     plain = sl.LoopPolicy(**bench.policy_fields("off"))
     assert bench.with_host_paths(plain, tmp_path) is plain
