@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 from steadyloop.cli.described_paths import described_paths, names_the_project, readme_for_how, written_folders
 from steadyloop.cli.kit import _file_tool_routing
 from steadyloop.cli.tools import default_tools, listed_files, listed_folders
-from steadyloop.loop import LoopPolicy, run_agent_loop
+from steadyloop.loop import LoopPolicy, LoopResult, run_agent_loop
 from steadyloop.messages import ToolResultMessage, UserMessage
 from steadyloop.request_body import ModelParams
 from steadyloop.steering.tool_gate import tools_on_named_paths
@@ -329,25 +330,35 @@ def test_in_a_folder_too_big_to_list_the_paths_named_in_words_still_hold_the_fir
     assert held("What is the weather in Paris?") is None
 
 
+async def _decided_then_answered(
+    root: Path, request: str, tool: str, path: str, answer: str
+) -> tuple[LoopResult, list[dict[str, Any]]]:
+    """The loop over ``root`` with the command's routing, against a server that decides one call of ``tool``
+    on ``path`` and then answers; the result and every body the server was sent."""
+    decision = json.dumps({"name": tool, "arguments": {"path": path}})
+    async with ScriptedServer(Reply.stream(stream_of(decision)), Reply.stream(stream_of(answer))) as server:
+        result = await run_agent_loop(
+            Endpoint(server.base_url),
+            ModelParams(model="m"),
+            messages=[UserMessage(content=request)],
+            tools=default_tools(root, compact=True),
+            policy=LoopPolicy(
+                tool_routing=_file_tool_routing(root), retry=RetryPolicy(base_delay_s=0.01, max_retries=1)
+            ),
+        )
+        return result, [r.json for r in server.chat_requests]
+
+
 async def test_the_command_answers_how_from_the_readme_it_read_with_no_gate_question(tmp_path: Path) -> None:
     """End to end through the loop with the command's routing, in a folder too big for the schemas to list:
     "How do I run the tests of this project?" is a read of the README, and once it is read, the answer,
     with no gate question before either (the 1.5B model's gate, shown the README's first lines, asked for
     a listing of tests/ next)."""
     _big_project(tmp_path)
-    decision = json.dumps({"name": "read_file", "arguments": {"path": "README.md"}})
     answer = "Run `make check`."
-    async with ScriptedServer(Reply.stream(stream_of(decision)), Reply.stream(stream_of(answer))) as server:
-        result = await run_agent_loop(
-            Endpoint(server.base_url),
-            ModelParams(model="m"),
-            messages=[UserMessage(content="How do I run the tests of this project?")],
-            tools=default_tools(tmp_path, compact=True),
-            policy=LoopPolicy(
-                tool_routing=_file_tool_routing(tmp_path), retry=RetryPolicy(base_delay_s=0.01, max_retries=1)
-            ),
-        )
-        bodies = [r.json for r in server.chat_requests]
+    result, bodies = await _decided_then_answered(
+        tmp_path, "How do I run the tests of this project?", "read_file", "README.md", answer
+    )
     assert len(bodies) == 2 and bodies[0]["response_format"]["json_schema"]["name"] == "step"
     assert '"README.md"' in json.dumps(bodies[0]["response_format"]["json_schema"]["schema"])
     assert "response_format" not in bodies[1]  # the answer, asked without a gate question before it
@@ -363,18 +374,9 @@ async def test_the_command_answers_what_a_folder_holds_once_it_is_listed_with_no
     list: "What is in this folder?" is a listing of ".", and once listed, the answer, with no gate question
     (in flask's source the 1.5B model's gate asked for a search after the listing, three times of three)."""
     _big_project(tmp_path)
-    decision = json.dumps({"name": "list_dir", "arguments": {"path": "."}})
     answer = "It holds config/, src/, tests/ and README.md."
-    async with ScriptedServer(Reply.stream(stream_of(decision)), Reply.stream(stream_of(answer))) as server:
-        result = await run_agent_loop(
-            Endpoint(server.base_url),
-            ModelParams(model="m"),
-            messages=[UserMessage(content="What is in this folder?")],
-            tools=default_tools(tmp_path, compact=True),
-            policy=LoopPolicy(
-                tool_routing=_file_tool_routing(tmp_path), retry=RetryPolicy(base_delay_s=0.01, max_retries=1)
-            ),
-        )
-        bodies = [r.json for r in server.chat_requests]
+    result, bodies = await _decided_then_answered(
+        tmp_path, "What is in this folder?", "list_dir", ".", answer
+    )
     assert len(bodies) == 2 and "response_format" not in bodies[1]
     assert result.turn.content == answer

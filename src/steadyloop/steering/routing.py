@@ -288,9 +288,12 @@ class _Routed:
         the README that says so, and its gate (shown the README's first lines) asked for a listing next, an
         answer about which spoke of the tool."""
         found = self.found
-        if found is None or not found[1] or not asks_how(found[0]):
-            return False
-        return not all_failed([result.partition(" returned: ")[2] for result in found[1]])
+        return found is not None and bool(found[1]) and asks_how(found[0]) and not self._all_failed()
+
+    def _all_failed(self) -> bool:
+        """Every tool that ran for the request failed (none ran: not failed)."""
+        results = self.found[1] if self.found is not None else []
+        return all_failed([result.partition(" returned: ")[2] for result in results])
 
     def _listed_as_asked(self) -> bool:
         """The request only asks what a folder the host reads it as naming holds, and the one call made
@@ -310,7 +313,7 @@ class _Routed:
         ):
             return False
         made = calls_for_request(self.planned)
-        if len(made) != 1 or all_failed([r.partition(" returned: ")[2] for r in found[1]]):
+        if len(made) != 1 or self._all_failed():
             return False
         name, arguments = made[0]
         argument, kind = taken.get(name, ("", "file")) if isinstance(name, str) else ("", "file")
