@@ -35,6 +35,8 @@ from .grounding import (
     request_and_results,
     without_tool_talk,
 )
+from .next_section import SectionWatch, before_next_section
+from .tool_gate import asks_how
 
 __all__ = ["ANSWER_HELD", "answering", "answering_bare", "ask_answer", "grounded_answer"]
 
@@ -101,7 +103,7 @@ async def grounded_answer(
     the count is held to that result.
     """
     held = _Held(request, sink)
-    quiet = replace(sink, on_output=held.writing, output_held=True)
+    quiet = held.quiet(told_how=earlier is None)
     answer = _loop_written_once(await send_turn(replace(request, body=held.first), quiet))
     if earlier is not None:
         asked, results = earlier[0], [earlier[1]]
@@ -111,6 +113,8 @@ async def grounded_answer(
         tools = held.sent.get("tools")
         names = [name for name, _ in tool_names(tools)] if isinstance(tools, list) else []
         held.gaps = partial(answer_gaps, called=_called_on(held.sent), tools=names)
+        if asks_how(asked):
+            answer = replace(answer, content=before_next_section(answer.content, asked, results))
     gaps = held.gaps(answer.content, results, asked) if not answer.tool_calls else AnswerGaps()
     if gaps:
         answer = await held.corrected(answer, gaps, (asked, results))
@@ -143,6 +147,20 @@ class _Held:
         self.sent.update(body)
         return body
 
+    def quiet(self, told_how: bool) -> TurnSink:
+        """The sink a held answer is written to: nothing shown; when ``told_how``, a how-to answer is
+        stopped where it goes on into another section of a document it read (``next_section.py``)."""
+        return replace(
+            self.sink, on_output=self.writing, output_held=True, enough=self._section if told_how else None
+        )
+
+    def _section(self) -> Callable[[str], str | None]:
+        # Made as each request is sent: its body, and so the request and results, are known by then.
+        asked, results = request_and_results(self.sent.get("messages", []))
+        if not asks_how(asked):
+            return _never
+        return SectionWatch(asked, results).feed
+
     def writing(self, _text: str) -> None:
         # Once, as the held answer's first text arrives: a watcher would otherwise see nothing while it is
         # written (on a CPU, seconds), and the terminal would go on saying the model reads the prompt.
@@ -172,8 +190,10 @@ class _Held:
             ]
             return body
 
-        quiet = replace(self.sink, on_output=self.writing, output_held=True)
+        quiet = self.quiet(told_how=self.gaps is not _count_only)
         second = _loop_written_once(await send_turn(replace(self.request, body=again), quiet))
+        if asks_how(asked):
+            second = replace(second, content=before_next_section(second.content, asked, results))
         usage = one_read(answer.usage, second.usage)
         better = self.gaps(second.content, results, asked)
         if not second.tool_calls and better.size < gaps.size:
@@ -204,6 +224,10 @@ def _called_on(body: Mapping[str, Any]) -> list[str]:
         for value in arguments.values()
         if isinstance(value, str)
     ]
+
+
+def _never(_text: str) -> str | None:
+    return None
 
 
 def _count_only(answer: str, results: Sequence[str], asked: str) -> AnswerGaps:

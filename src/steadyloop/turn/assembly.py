@@ -85,6 +85,7 @@ class StreamAssembler:
         guess_was_wrong: ``guessed_reasoning_start`` was set and no closing tag ever came.
         looping: the answer or the thinking fell into a loop (``repetition.py``): the length of the piece
             it repeats; ``None`` until then.
+        enough: why the answer has said enough, as the ``enough`` watch given read it; ``None`` until then.
     """
 
     def __init__(
@@ -97,8 +98,11 @@ class StreamAssembler:
         start_in_reasoning: bool = False,
         guessed_reasoning_start: bool = False,
         output_held: bool = False,
+        enough: Callable[[str], str | None] | None = None,
     ) -> None:
         self._on_output = on_output
+        self._enough = enough
+        self.enough: str | None = None
         self._output_held = output_held
         self._on_thinking = on_thinking
         self.produced = produced if produced is not None else Produced()
@@ -305,6 +309,8 @@ class StreamAssembler:
         if content:
             self.produced.value = self.produced.value or not self._output_held
             self.looping = self.looping or self._answer_loop.feed(content)
+            if self._enough is not None and self.enough is None:
+                self.enough = self._enough(content)
             if self._on_output is not None:
                 self._on_output(content)
 

@@ -141,6 +141,7 @@ def _assembler(
         guessed_reasoning_start=latches is not None and not latches.answer_first,
         # A hook that was told the text has seen it: only a holder's text may be asked for again.
         output_held=attempt.sink.output_held and hooks.on_assistant_event is None,
+        enough=attempt.sink.enough() if attempt.sink.enough is not None else None,
     )
 
 
@@ -230,6 +231,9 @@ class _Reading:
             if assembler.looping is not None:
                 self._stop_loop(assembler.looping)
                 return first_token_ms
+            if assembler.enough is not None:
+                self._stop_enough(assembler.enough)
+                return first_token_ms
         if not saw_done and not assembler.finish_reason:
             raise EndpointUnavailable(
                 "the stream ended before the endpoint said it was finished",
@@ -252,6 +256,11 @@ class _Reading:
                 step=self.attempt.step,
             )
         )
+
+    def _stop_enough(self, why: str) -> None:
+        """The sink's watch says the reply has said enough: its end is the turn's, as with a loop."""
+        self.assembler.finish_reason = "enough"
+        self.attempt.sink.emit(Notice(text=why, name="enough", step=self.attempt.step))
 
     def _silent(self, watchdog: Watchdog) -> EndpointSilent:
         waited = watchdog.fired or 0.0

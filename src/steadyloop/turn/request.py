@@ -155,6 +155,11 @@ class TurnSink:
         output_held: ``on_output`` holds the text back and shows none of it until the turn is whole (an
             answer checked before it is shown): answer text alone then does not keep a failed request
             from being sent again, as text shown to someone does.
+        enough: makes a new watch for each request sent: fed the answer text as it streams, the watch
+            returns why the reply has said enough, or ``None``. The attempt then stops reading (which
+            stops the server writing), the turn ends with finish reason ``"enough"``, and a notice gives
+            the reason. A holder that reads its answer against something the turn layer does not know
+            (the tool results a routed answer is written from) stops it this way.
     """
 
     on_output: TextCallback | None = None
@@ -162,6 +167,7 @@ class TurnSink:
     on_event: Callable[[Event], object] | None = None
     on_answered: Callable[[Target], object] | None = None
     output_held: bool = False
+    enough: Callable[[], Callable[[str], str | None]] | None = None
 
     def emit(self, event: Event) -> None:
         """Tell ``on_event`` of ``event``, when there is one to tell."""
