@@ -331,11 +331,11 @@ def test_in_a_folder_too_big_to_list_the_paths_named_in_words_still_hold_the_fir
 
 
 async def _decided_then_answered(
-    root: Path, request: str, tool: str, path: str, answer: str
+    root: Path, request: str, tool: str, path: str | None, answer: str
 ) -> tuple[LoopResult, list[dict[str, Any]]]:
     """The loop over ``root`` with the command's routing, against a server that decides one call of ``tool``
-    on ``path`` and then answers; the result and every body the server was sent."""
-    decision = json.dumps({"name": tool, "arguments": {"path": path}})
+    on ``path`` (``None``: without one) and then answers; the result and every body the server was sent."""
+    decision = json.dumps({"name": tool, "arguments": {} if path is None else {"path": path}})
     async with ScriptedServer(Reply.stream(stream_of(decision)), Reply.stream(stream_of(answer))) as server:
         result = await run_agent_loop(
             Endpoint(server.base_url),
@@ -375,8 +375,9 @@ async def test_the_command_answers_what_a_folder_holds_once_it_is_listed_with_no
     (in flask's source the 1.5B model's gate asked for a search after the listing, three times of three)."""
     _big_project(tmp_path)
     answer = "It holds config/, src/, tests/ and README.md."
-    result, bodies = await _decided_then_answered(
-        tmp_path, "What is in this folder?", "list_dir", ".", answer
-    )
-    assert len(bodies) == 2 and "response_format" not in bodies[1]
-    assert result.turn.content == answer
+    for path in (".", None):  # None: list_dir called without a path lists its default, "."
+        result, bodies = await _decided_then_answered(
+            tmp_path, "What is in this folder?", "list_dir", path, answer
+        )
+        assert len(bodies) == 2 and "response_format" not in bodies[1]
+        assert result.turn.content == answer

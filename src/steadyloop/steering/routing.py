@@ -319,6 +319,11 @@ class _Routed:
         argument, kind = taken.get(name, ("", "file")) if isinstance(name, str) else ("", "file")
         folders = {p.rstrip("/") or "." for p in named_in_files(found[0]) if p.endswith("/")}
         listed = arguments.get(argument) if isinstance(arguments, Mapping) else None
+        if listed is None and isinstance(name, str):
+            # Called without it: the default its schema declares, else the working folder (a folder tool's
+            # usual reading of none; the command's schemas leave the default out, since a small model
+            # shown 'Default: "."' copied the quotes into its paths).
+            listed = _declared_default(self.planned.get("tools"), name, argument) or "."
         return kind == "folder" and isinstance(listed, str) and (listed.rstrip("/") or ".") in folders
 
     def _about_files(self) -> bool:
@@ -482,3 +487,16 @@ class _GateWatch:
         if isinstance(event, Retry):
             self.retries += 1
         self.sink.emit(event)
+
+
+def _declared_default(tools: object, name: str, argument: str) -> object:
+    """The default the declared tool ``name`` gives its parameter ``argument`` (``None``: none given)."""
+    for declared in tools if isinstance(tools, list) else []:
+        function = declared.get("function") if isinstance(declared, Mapping) else None
+        if not isinstance(function, Mapping) or function.get("name") != name:
+            continue
+        parameters = function.get("parameters")
+        properties = parameters.get("properties") if isinstance(parameters, Mapping) else None
+        schema = properties.get(argument) if isinstance(properties, Mapping) else None
+        return schema.get("default") if isinstance(schema, Mapping) else None
+    return None
