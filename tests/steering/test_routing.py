@@ -454,6 +454,22 @@ async def test_an_answer_that_writes_out_a_call_is_sent_back_for_one_in_words() 
     assert any(isinstance(e, Notice) and "tools spoken of" in e.text for e in events)
 
 
+async def test_an_answer_still_writing_out_a_call_when_sent_back_gives_way_to_the_results() -> None:
+    # Asked about a lease, the 1.5B model searched, read todo.txt, and answered 'The file contains the
+    # following lines:' and a fenced call reading todo.txt again; the results are what it had to say.
+    written = 'The file contains the following lines:\n```json\n{"name": "list_files", "arguments": {}}\n```'
+    async with ScriptedServer(
+        text('{"name": "list_files", "arguments": {}}'),
+        text('{"name": "answer"}'),
+        text(written),
+        text(written),
+    ) as server:
+        result, events, bodies = await run_listing(server, "Where are the docs?")
+    assert len(bodies) == 4
+    assert result.turn.content == "- docs/ (folder)\n- README.md\n- pyproject.toml"
+    assert shown_text(events) == result.turn.content
+
+
 async def test_an_answer_handing_on_the_tools_output_is_shown_without_saying_so() -> None:
     async with ScriptedServer(
         text('{"name": "list_files", "arguments": {}}'),

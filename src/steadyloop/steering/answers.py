@@ -30,6 +30,7 @@ from .grounding import (
     AnswerGaps,
     all_failed,
     answer_gaps,
+    calls_written,
     correction,
     count_gaps,
     request_and_results,
@@ -111,8 +112,8 @@ async def grounded_answer(
     else:
         asked, results = request_and_results(held.sent.get("messages", []))
         tools = held.sent.get("tools")
-        names = [name for name, _ in tool_names(tools)] if isinstance(tools, list) else []
-        held.gaps = partial(answer_gaps, called=_called_on(held.sent), tools=names)
+        held.tools = [name for name, _ in tool_names(tools)] if isinstance(tools, list) else []
+        held.gaps = partial(answer_gaps, called=_called_on(held.sent), tools=held.tools)
         if asks_how(asked):
             answer = replace(answer, content=before_next_section(answer.content, asked, results))
     gaps = held.gaps(answer.content, results, asked) if not answer.tool_calls else AnswerGaps()
@@ -127,7 +128,7 @@ async def grounded_answer(
 class _Held:
     """One held answer: the body it was last sent with, and the notice given as its text starts."""
 
-    __slots__ = ("build", "gaps", "request", "sent", "sink", "started")
+    __slots__ = ("build", "gaps", "request", "sent", "sink", "started", "tools")
 
     def __init__(self, request: TurnRequest, sink: TurnSink) -> None:
         assert callable(request.body), "a routed step's body is a builder"
@@ -138,6 +139,7 @@ class _Held:
         self.build: BodyBuilder = request.body
         self.sent: dict[str, Any] = {}
         self.started = False
+        self.tools: list[str] = []  # the declared tools' names, once the first answer's body is known
 
     def first(self, c: EndpointCapabilities, m: ModelCapabilities) -> Mapping[str, Any]:
         body = dict(self.build(c, m))
@@ -199,10 +201,16 @@ class _Held:
         if not second.tool_calls and better.size < gaps.size:
             answer, gaps = second, better
         content = answer.content
-        if gaps.missing or gaps.stated or (gaps.invented and all_failed(results)):
+        if (
+            gaps.missing
+            or gaps.stated
+            or (gaps.invented and all_failed(results))
+            or calls_written(content, self.tools)
+        ):
             # Still short of the listing, or miscounting it, after the correction: the listing itself is
-            # the answer, as the tool gave it (docs/steering.md). Still naming what no tool returned when every tool failed:
-            # the failures are the answer, not a figure from nowhere.
+            # the answer, as the tool gave it (docs/steering.md). Still naming what no tool returned when
+            # every tool failed: the failures are the answer, not a figure from nowhere. Still a call
+            # written out as JSON, told to say it in words: what the tools returned is what it had to say.
             content = "\n".join(r.strip() for r in results)
         return Turn(content, answer.reasoning, answer.tool_calls, usage, answer.finish_reason)
 
