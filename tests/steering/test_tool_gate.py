@@ -488,6 +488,34 @@ async def test_a_request_naming_a_listed_file_goes_straight_to_the_call() -> Non
     assert [e.kind for e in events if isinstance(e, SideTask)] == ["tool_gate"]  # only after the result
 
 
+async def test_a_request_calling_a_tool_by_its_name_is_not_sorted_by_kind() -> None:
+    # The kinds gate filed "Set a timer for 10 minutes for my tea." as one to answer, and the 1.5B model
+    # wrote steps for a kitchen timer; the request opens with the declared tool's name as a command.
+    @tool
+    def set_timer(minutes: int, label: str) -> str:
+        """Start a countdown timer."""
+        return f"timer '{label}' set for {minutes} minutes"
+
+    async with ScriptedServer(
+        text('{"name": "set_timer", "arguments": {"minutes": 10, "label": "tea"}}'),
+        choose("answer"),
+        text("A 10 minute timer for your tea is running."),
+    ) as server:
+        events: list[Event] = []
+        result = await run_agent_loop(
+            Endpoint(server.base_url),
+            ModelParams(model="m"),
+            messages=[UserMessage(content="Set a timer for 10 minutes for my tea.")],
+            tools=[list_dir, set_timer],
+            policy=GATED,
+            on_event=events.append,
+        )
+    calls = [c for m in result.messages for c in getattr(m, "tool_calls", ())]
+    assert [(c.name, c.arguments) for c in calls] == [("set_timer", {"minutes": 10, "label": "tea"})]
+    assert result.turn.content == "A 10 minute timer for your tea is running."
+    assert [e.kind for e in events if isinstance(e, SideTask)] == ["tool_gate"]  # only after the result
+
+
 def _file_and_city_tools() -> list[dict[str, Any]]:
     def fn(name: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
         schema = {"type": "object", "properties": properties, "required": required}

@@ -10,6 +10,7 @@ import json
 import time
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -22,6 +23,7 @@ from steadyloop.steering.which_tool import (
     WhichTool,
     described_tool,
     named_tool,
+    opened_with_tool,
     read_which_tool,
     which_tool_messages,
     which_tool_schema,
@@ -31,6 +33,7 @@ from steadyloop.tools.definition import tool
 from steadyloop.turn import RetryPolicy
 from steadyloop.turn.capabilities import ModelCapabilities
 
+from ..edges._edges import LINEAR_BOUND, growth
 from ._routed import run_routed, text
 
 ROUTED = LoopPolicy(tool_routing=True, retry=RetryPolicy(base_delay_s=0.01, max_retries=1))
@@ -273,7 +276,7 @@ def test_after_a_tool_ran_or_without_a_request_no_tool_is_named() -> None:
 )
 def test_any_body_names_or_describes_a_declared_tool_or_none(body: Any) -> None:
     body = body if isinstance(body, dict) else {"messages": body, "tools": body}
-    for read in (named_tool, described_tool):
+    for read in (named_tool, described_tool, opened_with_tool):
         said = read(body)
         assert said is None or isinstance(said, str)
 
@@ -287,6 +290,44 @@ def test_the_check_is_linear_in_the_request_and_the_names() -> None:
 
     timed(1_000)
     assert timed(200_000) < 200 * max(timed(1_000), 1e-4) * 4
+
+
+# -- a request that opens by calling a declared tool by its name ------------------------------------------
+
+_HOSTS = ("read_file", "list_dir", "search_text", "write_file", "get_weather", "set_timer", "add")
+
+
+@pytest.mark.parametrize(
+    ("request_text", "called"),
+    [
+        ("Set a timer for 10 minutes for my tea.", "set_timer"),
+        ("Set a 25 minute timer for studying.", "set_timer"),  # a number and its unit between
+        ("Please get the weather in Paris.", "get_weather"),
+        ("Can you search the text for nginx?", "search_text"),
+        ("Read the files in docs.", "read_file"),  # a plural
+        ("Add 2 and 3.", "add"),
+        ("Start a 3 minute timer labelled eggs.", None),  # another verb
+        ("Write a short list of tips for naming files.", None),  # the name's words, not in a row
+        ("List three colors.", None),
+        ("How do I set a timer?", None),  # asks how: not the opening
+        ("What's the weather like in Berlin?", None),
+        ("Timer: set it.", None),  # out of order
+    ],
+)
+def test_a_request_opening_with_a_tools_name_calls_it(request_text: str, called: str | None) -> None:
+    assert opened_with_tool(_asked(request_text, *_HOSTS)) == called
+
+
+def test_a_name_said_after_a_tool_ran_calls_nothing() -> None:
+    later = _after_a_call(_asked("Set a timer for tea.", "set_timer"), "set_timer")
+    assert opened_with_tool(later) is None
+
+
+def test_reading_the_opening_is_linear_in_the_request_and_the_names() -> None:
+    def work(n: int) -> None:
+        opened_with_tool(_asked("set a the " * n, *(f"set_a{i}_timer" for i in range(n))))
+
+    assert growth(work, 2_000) < LINEAR_BOUND
 
 
 # -- a request that says what a declared tool does, in its description's words ----------------------------

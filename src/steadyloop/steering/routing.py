@@ -61,6 +61,7 @@ from .which_tool import (
     WhichToolExample,
     described_tool,
     named_tool,
+    opened_with_tool,
     read_which_tool,
 )
 
@@ -260,6 +261,12 @@ class _Routed:
             return None
         if self.routing.question == "which_tool" and _asks_for_a_tool(self.planned):
             self.choice = "tool"  # the request names or describes a declared tool: nothing to ask
+            return None
+        if self.routing.question == "kind" and opened_with_tool(self.planned) is not None:
+            # The request opens by calling a declared tool by its name; the kinds, blind to the tools,
+            # filed "Set a timer for 10 minutes for my tea." as one to answer (the which-tool gate has
+            # the tools before it, and the names that ``_asks_for_a_tool`` reads).
+            self.choice = "tool"
             return None
         self.choice, said = await ask_gate(request, self.sink, asked, self._read_gate)
         if self.choice is None and said is not None:

@@ -34,6 +34,7 @@ __all__ = [
     "WhichToolExample",
     "described_tool",
     "named_tool",
+    "opened_with_tool",
     "read_which_tool",
     "which_tool_messages",
     "which_tool_schema",
@@ -124,13 +125,13 @@ GENERIC_WHICH_TOOL_EXAMPLES: tuple[WhichToolExample, ...] = (
 
 
 def _names(tools: Sequence[Any]) -> list[str]:
-    names: list[str] = []
+    names: dict[str, None] = {}  # in order, each once: a list's "in" would make many tools quadratic
     for tool in tools:
         function = tool.get("function") if isinstance(tool, Mapping) else None
         name = function.get("name") if isinstance(function, Mapping) else None
-        if isinstance(name, str) and name != NONE and name not in names:
-            names.append(name)
-    return names
+        if isinstance(name, str) and name != NONE:
+            names[name] = None
+    return list(names)
 
 
 def _shown(tools: str, request: str, done: str | None) -> str:
@@ -218,6 +219,60 @@ def named_tool(body: Mapping[str, Any]) -> str | None:
         if len(_stems(_NAME_WORD.findall(name)) & said) >= _NAMED_WORDS:
             return name
     return None
+
+
+# Words a command may put between the words of a tool's name it calls by name ("Set a 10 minute timer"):
+# articles and the like, and numbers with the unit after them.
+_BETWEEN = frozenset(("a", "an", "the", "my", "our", "this", "that", "these", "those", "some", "new"))
+_OPENING_WORD = re.compile(r"[A-Za-z]+|[0-9]+(?:[.,][0-9]+)?")
+_POLITE = frozenset(("please", "can", "could", "would", "will", "you", "kindly"))
+_OPENING_WORDS = 12  # a command names its tool in its first words
+
+
+def opened_with_tool(body: Mapping[str, Any]) -> str | None:
+    """The declared tool a first request opens by calling by its name: the name's words in order as the
+    request's first words ("Set a timer for 10 minutes for my tea." with ``set_timer``; "Add 2 and 3" with
+    ``add``), with only articles, numbers and a number's unit between them; else ``None``.
+
+    The gate that sorts requests by kind filed that timer request under an answer, and the 1.5B model wrote
+    steps for setting a kitchen timer. A request that reads as the tool's own name, said as a command, asks
+    for the tool whatever the kind. Words of the same name elsewhere do not ("Write a short list of tips
+    for naming files" with ``write_file``). Only before any tool ran. Linear in the request and the names.
+    """
+    first = _first_request(body)
+    if first is None:
+        return None
+    tools, request = first
+    words = [w.lower() for w in _OPENING_WORD.findall(request[:400])][:_OPENING_WORDS]
+    while words and words[0] in _POLITE:
+        words.pop(0)
+    for name in _names(tools):
+        wanted = [w.lower() for w in _NAME_WORD.findall(name)]
+        if wanted and _calls_by_name(words, wanted):
+            return name
+    return None
+
+
+def _calls_by_name(words: Sequence[str], wanted: Sequence[str]) -> bool:
+    """``words`` open with ``wanted`` in order, with only :data:`_BETWEEN` words, numbers and the one word
+    after a number (its unit) between them; a plural ("files") reads as its singular."""
+    at = 0
+    for i, want in enumerate(wanted):
+        after_number = False
+        while i and at < len(words) and not _same_word(words[at], want):
+            word = words[at]
+            if not (word in _BETWEEN or word[0].isdigit() or after_number):
+                return False
+            after_number = word[0].isdigit()
+            at += 1
+        if at >= len(words) or not _same_word(words[at], want):
+            return False
+        at += 1
+    return True
+
+
+def _same_word(said: str, named: str) -> bool:
+    return said == named or (said.endswith("s") and said[:-1] == named)
 
 
 # A phrase of a description: two words in a row once the words that join them are set aside ("the area
