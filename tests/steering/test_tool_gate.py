@@ -12,15 +12,17 @@ from hypothesis import strategies as st
 
 from steadyloop.events import Event, Notice, SideTask
 from steadyloop.loop import LoopPolicy, run_agent_loop
-from steadyloop.messages import UserMessage
+from steadyloop.messages import SystemMessage, UserMessage
 from steadyloop.request_body import ModelParams
 from steadyloop.steering.decision import ANSWER_GRAMMAR
+from steadyloop.steering.examples import ANSWER_NOTES
 from steadyloop.steering.routing import ToolRouting
 from steadyloop.steering.tool_gate import (
     GATE_SCHEMA,
     KIND_SCHEMA,
     KINDS,
     asks_how,
+    gate_kind,
     gate_messages,
     gate_schema,
     read_gate,
@@ -514,6 +516,40 @@ async def test_a_request_calling_a_tool_by_its_name_is_not_sorted_by_kind() -> N
     assert [(c.name, c.arguments) for c in calls] == [("set_timer", {"minutes": 10, "label": "tea"})]
     assert result.turn.content == "A 10 minute timer for your tea is running."
     assert [e.kind for e in events if isinstance(e, SideTask)] == ["tool_gate"]  # only after the result
+
+
+@pytest.mark.parametrize(
+    ("kind", "noted"),
+    [("translating or composing text", True), ("general knowledge", False), ("chat", False)],
+)
+async def test_an_answer_is_told_that_a_text_is_asked_for_when_the_gate_reads_one(
+    kind: str, noted: bool
+) -> None:
+    # "Translate 'good morning' into Spanish." was answered "Good morning!": the quoted words read as said
+    # to the model. The kind the gate read is told to the answer (examples.ANSWER_NOTES).
+    async with ScriptedServer(text(json.dumps({"about": kind})), text("Buenos días.")) as server:
+        result = await run_agent_loop(
+            Endpoint(server.base_url),
+            ModelParams(model="m"),
+            messages=[
+                SystemMessage(content="You are a helpful assistant."),
+                UserMessage(content="Translate 'good morning' into Spanish."),
+            ],
+            tools=[list_dir],
+            policy=GATED,
+        )
+        answered = server.chat_requests[1].json
+    assert result.turn.content == "Buenos días."
+    system = answered["messages"][0]
+    assert system["role"] == "system" and system["content"].startswith("You are a helpful assistant.")
+    assert system["content"].endswith(ANSWER_NOTES["translating or composing text"]) is noted
+    assert "tools" not in answered
+
+
+def test_the_kind_read_from_a_gate_reply() -> None:
+    assert gate_kind('{"about": "maths"}') == "maths"
+    assert gate_kind('{"about": "cooking"}') is None  # no kind of ours
+    assert gate_kind('{"choice": "tool"}') is None and gate_kind(None) is None and gate_kind("x") is None
 
 
 def _file_and_city_tools() -> list[dict[str, Any]]:

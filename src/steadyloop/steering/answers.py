@@ -58,8 +58,9 @@ def answering(build: BodyBuilder) -> BodyBuilder:
     return answer
 
 
-def answering_bare(build: BodyBuilder) -> BodyBuilder:
-    """:func:`answering`, with the tools left out of the prompt."""
+def answering_bare(build: BodyBuilder, note: str | None = None) -> BodyBuilder:
+    """:func:`answering`, with the tools left out of the prompt, and ``note`` (what the gate read of the
+    request: ``examples.ANSWER_NOTES``) added to its system prompt."""
     answer = answering(build)
 
     def bare(c: EndpointCapabilities, m: ModelCapabilities) -> Mapping[str, Any]:
@@ -67,9 +68,20 @@ def answering_bare(build: BodyBuilder) -> BodyBuilder:
         body.pop("tools", None)
         body.pop("tool_choice", None)
         body.pop("parallel_tool_calls", None)
+        if note:
+            body["messages"] = _noted(body.get("messages"), note)
         return body
 
     return bare
+
+
+def _noted(messages: object, note: str) -> list[Any]:
+    """``messages`` with ``note`` at the end of their system prompt (a system prompt of its own if none)."""
+    listed = list(messages) if isinstance(messages, list) else []
+    first = listed[0] if listed else None
+    if isinstance(first, Mapping) and first.get("role") == "system" and isinstance(first.get("content"), str):
+        return [{**first, "content": f"{first['content']}\n\n{note}"}, *listed[1:]]
+    return [{"role": "system", "content": note}, *listed]
 
 
 async def ask_answer(
@@ -78,15 +90,16 @@ async def ask_answer(
     grounded: bool,
     bare: bool,
     earlier: tuple[str, str] | None = None,
+    note: str | None = None,
 ) -> Turn:
     """The answer to ``request`` (whose body is a builder): held to its tool results when ``grounded``,
     held to the count of an earlier result when ``earlier`` (the request, and the result it counts:
-    ``grounding.counted_earlier``), else streamed; without the tools when ``bare``."""
+    ``grounding.counted_earlier``), else streamed; without the tools, and told ``note``, when ``bare``."""
     assert callable(request.body), "a routed step's body is a builder"
     asked = replace(request, droppable=(*request.droppable, "grammar"))
     if grounded:  # after tool results the tools stay: the prompt is then the one the server has cached
         return await grounded_answer(replace(asked, body=answering(request.body)), sink)
-    build = answering_bare(request.body) if bare else answering(request.body)
+    build = answering_bare(request.body, note) if bare else answering(request.body)
     if earlier is not None:
         return await grounded_answer(replace(asked, body=build), sink, earlier)
     return await send_turn(replace(asked, body=build), sink)

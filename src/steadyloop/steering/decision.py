@@ -36,6 +36,7 @@ __all__ = [
     "calls_for_request",
     "decision_body",
     "decision_schema",
+    "declared_default",
     "gate_body",
     "not_made",
     "one_read",
@@ -360,3 +361,16 @@ def _gate_request(
     if model.chosen_temperature:
         out["temperature"] = 0
     return out
+
+
+def declared_default(tools: object, name: str, argument: str) -> object:
+    """The default the declared tool ``name`` gives its parameter ``argument`` (``None``: none given)."""
+    for declared in tools if isinstance(tools, list) else []:
+        function = declared.get("function") if isinstance(declared, Mapping) else None
+        if not isinstance(function, Mapping) or function.get("name") != name:
+            continue
+        parameters = function.get("parameters")
+        properties = parameters.get("properties") if isinstance(parameters, Mapping) else None
+        schema = properties.get(argument) if isinstance(properties, Mapping) else None
+        return schema.get("default") if isinstance(schema, Mapping) else None
+    return None

@@ -14,6 +14,7 @@ from typing import Literal
 
 __all__ = [
     "ALREADY_SAID",
+    "ANSWER_NOTES",
     "CHANGES",
     "FIRST_EXAMPLES",
     "FOLLOW_UP_EXAMPLES",
@@ -43,6 +44,12 @@ KINDS: dict[str, GateChoice] = {
 }
 
 _FILES, _CHANGE, _LIVE, _MONEY, _ACTION, _HOW, _WRITING, _KNOWLEDGE, _MATHS, _CHAT = KINDS
+
+#: What an answer asked before any tool ran is told of the kind the gate read its request as, by kind: a
+#: line added to its system prompt. Asked "Translate 'good morning' into Spanish.", the 1.5B model answered
+#: "Good morning!" at temperature 0 and in 2 of 5 samples at 0.2, reading the quoted words as said to it;
+#: told that a text is asked for, it translated in 5 of 5 (and "thank you", "hello" as before).
+ANSWER_NOTES: dict[str, str] = {_WRITING: "The user asks you to translate or write a text: write it."}
 
 #: The kinds that change something for the user. A request that only asks how to do such a thing ("How do I
 #: create an empty file in Bash?") is told how, not done for them: the 1.5B model filed that request under

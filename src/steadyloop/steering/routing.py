@@ -35,6 +35,7 @@ from .decision import (
     already_made,
     calls_for_request,
     decision_body,
+    declared_default,
     gate_body,
     not_made,
     one_read,
@@ -43,7 +44,7 @@ from .decision import (
     tool_names,
     which_tool_body,
 )
-from .examples import GENERIC_EXAMPLES, GateChoice, GateExamples
+from .examples import ANSWER_NOTES, GENERIC_EXAMPLES, GateChoice, GateExamples
 from .grounding import all_failed, counted_earlier
 from .listed_items import listed_calls
 from .numbered_calls import without_numbered_calls
@@ -51,6 +52,7 @@ from .tool_gate import (
     PathArgument,
     asks_contents,
     asks_how,
+    gate_kind,
     read_gate,
     request_and_results,
     tools_on_named_paths,
@@ -163,7 +165,7 @@ def _routable(_c: EndpointCapabilities, m: ModelCapabilities) -> bool:
 class _Routed:
     """One routed step: its request, its plan, and what the gate and the decision said."""
 
-    __slots__ = ("build", "choice", "found", "latches", "planned", "request", "routing", "sink")
+    __slots__ = ("build", "choice", "found", "kind", "latches", "planned", "request", "routing", "sink")
 
     def __init__(self, request: TurnRequest, sink: TurnSink, routing: ToolRouting) -> None:
         assert callable(request.body), "a routed step's body is a builder"
@@ -175,6 +177,7 @@ class _Routed:
         self.latches = caps.model(request.model)
         self.planned = self.build(caps, self.latches)
         self.choice: GateChoice | None = None
+        self.kind: str | None = None  # what the kinds gate filed the request under, when it was asked
         # The step's request, and what tools did for it so far: read once, by the gate and the decision.
         messages = self.planned.get("messages")
         self.found = request_and_results(messages) if isinstance(messages, list) else None
@@ -191,7 +194,12 @@ class _Routed:
             # model to write about them. After results they stay: the prompt then matches the steps before
             # it, which the server has cached, and an answer from the results needs no second read of them.
             answer = await ask_answer(
-                request, sink, ran_tools(planned), not ran_tools(planned), self._earlier()
+                request,
+                sink,
+                ran_tools(planned),
+                not ran_tools(planned),
+                self._earlier(),
+                ANSWER_NOTES.get(self.kind or ""),
             )
             return RoutedTurn(answer, decided=True)
         tools: list[Mapping[str, Any]] = list(planned["tools"])
@@ -269,6 +277,8 @@ class _Routed:
             self.choice = "tool"
             return None
         self.choice, said = await ask_gate(request, self.sink, asked, self._read_gate)
+        if self.routing.question == "kind":
+            self.kind = gate_kind(said)
         if self.choice is None and said is not None:
             latches.tool_gate = False
             shown = " ".join(said.split())[:120]
@@ -330,7 +340,7 @@ class _Routed:
             # Called without it: the default its schema declares, else the working folder (a folder tool's
             # usual reading of none; the command's schemas leave the default out, since a small model
             # shown 'Default: "."' copied the quotes into its paths).
-            listed = _declared_default(self.planned.get("tools"), name, argument) or "."
+            listed = declared_default(self.planned.get("tools"), name, argument) or "."
         return kind == "folder" and isinstance(listed, str) and (listed.rstrip("/") or ".") in folders
 
     def _about_files(self) -> bool:
@@ -494,16 +504,3 @@ class _GateWatch:
         if isinstance(event, Retry):
             self.retries += 1
         self.sink.emit(event)
-
-
-def _declared_default(tools: object, name: str, argument: str) -> object:
-    """The default the declared tool ``name`` gives its parameter ``argument`` (``None``: none given)."""
-    for declared in tools if isinstance(tools, list) else []:
-        function = declared.get("function") if isinstance(declared, Mapping) else None
-        if not isinstance(function, Mapping) or function.get("name") != name:
-            continue
-        parameters = function.get("parameters")
-        properties = parameters.get("properties") if isinstance(parameters, Mapping) else None
-        schema = properties.get(argument) if isinstance(properties, Mapping) else None
-        return schema.get("default") if isinstance(schema, Mapping) else None
-    return None

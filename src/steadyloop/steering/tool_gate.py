@@ -40,6 +40,7 @@ __all__ = [
     "PathArgument",
     "asks_contents",
     "asks_how",
+    "gate_kind",
     "gate_messages",
     "gate_schema",
     "names_a_listed_path",
@@ -465,6 +466,14 @@ def asks_contents(request: str) -> bool:
     if len(text) > _HOW_CHARS or not _CONTENTS_ASKED.match(text) or re.search(r"\bthen\b", text, re.I):
         return False
     return _SENTENCE_END.search(text.rstrip("?!. ")) is None
+
+
+def gate_kind(text: str | None) -> str | None:
+    """The kind of :data:`KINDS` (or :data:`ALREADY_SAID`) a gate reply files its request under; ``None``
+    when it names none."""
+    value = read_json(text) if text else None
+    kind = value.get("about") if isinstance(value, dict) else None
+    return kind if isinstance(kind, str) and (kind in KINDS or kind == ALREADY_SAID) else None
 
 
 def read_gate(text: str, *, asked_how: bool = False) -> GateChoice | None:
