@@ -267,4 +267,6 @@ def _said(gaps: AnswerGaps) -> str:
         said.append("a wrong pick")
     if gaps.tools:
         said.append("tools spoken of")
+    if gaps.unnamed:
+        said.append("the file asked for not named")
     return ", ".join(said)

@@ -36,6 +36,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .file_asked import unnamed_files
 from .result_counts import (
     FILE_KINDS,
     FILE_WORD,
@@ -172,6 +173,8 @@ class AnswerGaps:
         tools: the declared tools the answer speaks of to the user, who cannot use them: those whose
             calls it writes out as JSON (``{"name": "read_file", "arguments": ...}``, a step it wanted),
             and those it names where no result and not the request does ("use the list_dir function").
+        unnamed: the files a search found, when the request asked for a file and the answer names none
+            (``file_asked.py``).
     """
 
     missing: tuple[str, ...] = ()
@@ -180,15 +183,16 @@ class AnswerGaps:
     pick: str | None = None
     stated: str | None = None
     tools: tuple[str, ...] = ()
+    unnamed: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.missing or self.invented or self.count or self.pick or self.stated or self.tools)
+        return self.size > 0
 
     @property
     def size(self) -> int:
         """How many gaps: an answer with fewer is the better of two."""
         singles = (self.count, self.pick, self.stated)
-        listed = len(self.missing) + len(self.invented) + len(self.tools)
+        listed = len(self.missing) + len(self.invented) + len(self.tools) + bool(self.unnamed)
         return listed + sum(gap is not None for gap in singles)
 
 
@@ -316,6 +320,7 @@ def answer_gaps(
         _wrong_pick(answer, results, request),
         _wrong_count_stated(answer, results, request),
         spoken,
+        unnamed_files(answer, results, request),
     )
 
 
@@ -450,6 +455,10 @@ def correction(gaps: AnswerGaps) -> str:
             f"Your answer speaks to the user of {_some(gaps.tools)}, which only you can use: the user "
             "wants what the tools returned, not how they work."
         )
+    if gaps.unnamed:
+        said.append(
+            f"Your answer does not name the file the user asked for; the search found {_some(gaps.unnamed)}."
+        )
     # "and nothing else" costs a count asked for, and without it a small model left the same entry out
     # again (docs/steering.md); a listing named in full wins over a count.
     wanted = (
@@ -461,6 +470,8 @@ def correction(gaps: AnswerGaps) -> str:
         if gaps.pick and not gaps.invented
         else "say in words what the tools returned"
         if gaps.tools and not gaps.invented
+        else "name the file"
+        if gaps.unnamed and not gaps.invented
         else "name only what the tools returned"
     )
     return " ".join([*said, f"Answer the question again from the tool results: {wanted}, and nothing else."])

@@ -1,0 +1,52 @@
+"""A request that asks which file says something, and an answer that names none its search found; sans I/O.
+
+Asked "Find the file that says something about a lease.", the 1.5B model searched for "lease", read the one
+file the search found, and answered "The file contains the following lines:" and its lines: right, and no
+answer to the question, which was the file. :func:`unnamed_files` says which files a search found (its
+result's lines in the ``path:line: text`` form of ``grep -n``) when the request asks for a file and the
+answer names none of them, by path or by file name; the answer is then sent back once to name it
+(``grounding.AnswerGaps.unnamed``). A search that found more than :data:`MOST_FOUND` files is left alone:
+the answer may rightly name a few. Linear in the answer, the results and the request.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+__all__ = ["MOST_FOUND", "files_found", "unnamed_files"]
+
+#: The most files a search may have found for an answer to be held to naming one of them.
+MOST_FOUND = 5
+
+# "Which file mentions Alice?", "What files talk about Thursday?", "Find the file that says ...", "the file
+# where the port is set": asked for a file, not for what it says.
+_FILE_ASKED = re.compile(
+    r"\b(?:which|what)\s+files?\b|\bfind\s+(?:me\s+)?(?:the|a|any)\s+files?\b"
+    r"|\bthe\s+files?\s+(?:that|which|where|with)\b",
+    re.IGNORECASE,
+)
+_GREP_LINE = re.compile(r"^([^\s:][^:\n]{0,255}):\d+:", re.MULTILINE)
+
+
+def files_found(results: Sequence[str]) -> list[str]:
+    """The files named at the start of search-result lines (``path:line: text``), each once, in order."""
+    found: dict[str, None] = {}
+    for result in results:
+        for match in _GREP_LINE.finditer(result):
+            found[match.group(1).strip()] = None
+    return list(found)
+
+
+def unnamed_files(answer: str, results: Sequence[str], request: str) -> tuple[str, ...]:
+    """The files a search found, when ``request`` asks for a file and ``answer`` names none of them (see the
+    module docstring); ``()`` otherwise."""
+    if not _FILE_ASKED.search(request):
+        return ()
+    found = files_found(results)
+    if not found or len(found) > MOST_FOUND:
+        return ()
+    low = answer.lower()
+    if any(path.lower() in low or path.rsplit("/", 1)[-1].lower() in low for path in found):
+        return ()
+    return tuple(found)
