@@ -30,6 +30,8 @@ def test_the_files_a_search_found_are_the_paths_its_lines_open_with() -> None:
         ("Which file mentions Alice?", "It is in TODO.TXT, line 2.", ()),  # any case
         ("Which file mentions Alice?", "Line 2 says to call Alice.", ("todo.txt",)),
         ("What does the lease line say?", "Call Alice about the lease.", ()),  # no file asked for
+        ("Find the file that mentions Alice, then read it: what is its third item?", "Fix the bike.", ()),
+        ("Which file mentions Alice and tell me what it says.", "Call Alice about the lease.", ()),
     ],
 )
 def test_an_answer_to_which_file_names_one_the_search_found(

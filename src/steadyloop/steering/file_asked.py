@@ -5,7 +5,8 @@ file the search found, and answered "The file contains the following lines:" and
 answer to the question, which was the file. :func:`unnamed_files` says which files a search found (its
 result's lines in the ``path:line: text`` form of ``grep -n``) when the request asks for a file and the
 answer names none of them, by path or by file name; the answer is then sent back once to name it
-(``grounding.AnswerGaps.unnamed``). A search that found more than :data:`MOST_FOUND` files is left alone:
+(``grounding.AnswerGaps.unnamed``). Only a request that asks for the file alone: one that goes on ("...,
+then read it: which port does it give?") is answered by what follows as much as by the file. A search that found more than :data:`MOST_FOUND` files is left alone:
 the answer may rightly name a few. Linear in the answer, the results and the request.
 """
 
@@ -26,6 +27,9 @@ _FILE_ASKED = re.compile(
     r"|\bthe\s+files?\s+(?:that|which|where|with)\b",
     re.IGNORECASE,
 )
+# A request that asks more than the file ("Find the file that mentions nginx, then read it: which port does
+# it give?"): held to naming the file, and nothing else, the 1.5B model's answer lost the port.
+_MORE_ASKED = re.compile(r"\bthen\b|\band\s+(?:tell|say|show|read|give)\b|[:;]|\?.*\S.*\?", re.IGNORECASE)
 _GREP_LINE = re.compile(r"^([^\s:][^:\n]{0,255}):\d+:", re.MULTILINE)
 
 
@@ -41,7 +45,7 @@ def files_found(results: Sequence[str]) -> list[str]:
 def unnamed_files(answer: str, results: Sequence[str], request: str) -> tuple[str, ...]:
     """The files a search found, when ``request`` asks for a file and ``answer`` names none of them (see the
     module docstring); ``()`` otherwise."""
-    if not _FILE_ASKED.search(request):
+    if not _FILE_ASKED.search(request) or _MORE_ASKED.search(request):
         return ()
     found = files_found(results)
     if not found or len(found) > MOST_FOUND:
