@@ -32,6 +32,7 @@ def test_the_files_a_search_found_are_the_paths_its_lines_open_with() -> None:
         ("What does the lease line say?", "Call Alice about the lease.", ()),  # no file asked for
         ("Find the file that mentions Alice, then read it: what is its third item?", "Fix the bike.", ()),
         ("Which file mentions Alice and tell me what it says.", "Call Alice about the lease.", ()),
+        ("Which file mentions Alice? Is it long?", "Call Alice.", ()),  # two questions
     ],
 )
 def test_an_answer_to_which_file_names_one_the_search_found(
@@ -62,5 +63,6 @@ def test_reading_any_answer_is_total(answer: str, results: list[str], request: s
 def test_reading_is_linear() -> None:
     def work(n: int) -> None:
         unnamed_files("x " * n, ["a:1: b\n" * n, ":" * n], "which file " * n)
+        unnamed_files("x", ["a:1: b"], "which file ?" + "a" * n)
 
     assert growth(work, 2_000) < LINEAR_BOUND

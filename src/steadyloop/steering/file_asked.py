@@ -29,7 +29,7 @@ _FILE_ASKED = re.compile(
 )
 # A request that asks more than the file ("Find the file that mentions nginx, then read it: which port does
 # it give?"): held to naming the file, and nothing else, the 1.5B model's answer lost the port.
-_MORE_ASKED = re.compile(r"\bthen\b|\band\s+(?:tell|say|show|read|give)\b|[:;]|\?.*\S.*\?", re.IGNORECASE)
+_MORE_ASKED = re.compile(r"\bthen\b|\band\s+(?:tell|say|show|read|give)\b|[:;]", re.IGNORECASE)
 _GREP_LINE = re.compile(r"^([^\s:][^:\n]{0,255}):\d+:", re.MULTILINE)
 
 
@@ -45,8 +45,8 @@ def files_found(results: Sequence[str]) -> list[str]:
 def unnamed_files(answer: str, results: Sequence[str], request: str) -> tuple[str, ...]:
     """The files a search found, when ``request`` asks for a file and ``answer`` names none of them (see the
     module docstring); ``()`` otherwise."""
-    if not _FILE_ASKED.search(request) or _MORE_ASKED.search(request):
-        return ()
+    if not _FILE_ASKED.search(request) or _MORE_ASKED.search(request) or request.rstrip().count("?") > 1:
+        return ()  # two questions: counted, since a pattern for "?, text, ?" backtracks on long text
     found = files_found(results)
     if not found or len(found) > MOST_FOUND:
         return ()
