@@ -15,9 +15,7 @@ from steadyloop.steering.grounding import (
     calls_written,
     correction,
     elsewhere,
-    last_request,
     path_words,
-    request_and_results,
     tools_spoken_of,
     without_tool_talk,
 )
@@ -325,29 +323,6 @@ def test_the_correction_names_the_gaps_and_what_to_do() -> None:
     assert "setup.py" in only_invented and "only what the tools returned" in only_invented
     many = correction(AnswerGaps(missing=tuple(f"f{i}.txt" for i in range(30))))
     assert "f11.txt" in many and "f12.txt" not in many and "18 more" in many
-
-
-def test_the_request_and_results_of_a_chat_body() -> None:
-    messages = [
-        {"role": "system", "content": "be brief"},
-        {"role": "user", "content": "earlier"},
-        {"role": "tool", "tool_call_id": "0", "content": "old"},
-        {"role": "user", "content": [{"type": "text", "text": "What is here?"}]},
-        {"role": "assistant", "content": "", "tool_calls": []},
-        {"role": "tool", "tool_call_id": "1", "content": LISTING},
-        {"role": "tool", "tool_call_id": "2", "content": [{"type": "text", "text": "x"}]},
-        "not a message",
-    ]
-    assert request_and_results(messages) == ("What is here?", [LISTING, "x"])
-    assert request_and_results([]) == ("", [])
-
-
-def test_the_last_request_and_the_messages_after_it() -> None:
-    user = {"role": "user", "content": "now"}
-    after = [{"role": "assistant", "content": ""}, {"role": "tool", "content": "x"}]
-    assert last_request([{"role": "user", "content": "before"}, user, after[0], 7, after[1]]) == (user, after)
-    assert last_request([after[0], "not a message", after[1]]) == (None, after), "no request: all of them"
-    assert last_request([]) == (None, [])
 
 
 @pytest.mark.parametrize(

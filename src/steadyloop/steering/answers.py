@@ -25,6 +25,7 @@ from ..turn.capabilities import EndpointCapabilities, ModelCapabilities
 from ..turn.repetition import without_loop
 from ..turn.request import BodyBuilder, TurnRequest, TurnSink
 from ..turn.send import send_turn
+from .chat import request_and_result_texts
 from .decision import ANSWER_GRAMMAR, calls_for_request, one_read, tool_names
 from .grounding import (
     AnswerGaps,
@@ -33,7 +34,6 @@ from .grounding import (
     calls_written,
     correction,
     count_gaps,
-    request_and_results,
     without_tool_talk,
 )
 from .next_section import SectionWatch, before_next_section
@@ -123,7 +123,7 @@ async def grounded_answer(
         asked, results = earlier[0], [earlier[1]]
         held.gaps = _count_only
     else:
-        asked, results = request_and_results(held.sent.get("messages", []))
+        asked, results = request_and_result_texts(held.sent.get("messages", []))
         tools = held.sent.get("tools")
         held.tools = [name for name, _ in tool_names(tools)] if isinstance(tools, list) else []
         held.gaps = partial(answer_gaps, called=_called_on(held.sent), tools=held.tools)
@@ -171,7 +171,7 @@ class _Held:
 
     def _section(self) -> Callable[[str], str | None]:
         # Made as each request is sent: its body, and so the request and results, are known by then.
-        asked, results = request_and_results(self.sent.get("messages", []))
+        asked, results = request_and_result_texts(self.sent.get("messages", []))
         if not asks_how(asked):
             return _never
         return SectionWatch(asked, results).feed

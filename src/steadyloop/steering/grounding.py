@@ -36,6 +36,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .chat import chat_text
 from .file_asked import unnamed_files
 from .result_counts import (
     FILE_KINDS,
@@ -57,13 +58,10 @@ __all__ = [
     "all_failed",
     "answer_gaps",
     "calls_written",
-    "chat_text",
     "correction",
     "counted_earlier",
     "elsewhere",
-    "last_request",
     "path_words",
-    "request_and_results",
     "tools_spoken_of",
     "without_tool_talk",
 ]
@@ -475,36 +473,3 @@ def correction(gaps: AnswerGaps) -> str:
         else "name only what the tools returned"
     )
     return " ".join([*said, f"Answer the question again from the tool results: {wanted}, and nothing else."])
-
-
-def chat_text(content: Any) -> str:
-    """The text parts of a chat message's ``content`` (a string, or a list of parts), one per line."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            str(part.get("text", ""))
-            for part in content
-            if isinstance(part, Mapping) and part.get("type") == "text"
-        )
-    return ""
-
-
-def last_request(messages: Sequence[Any]) -> tuple[Mapping[str, Any] | None, list[Mapping[str, Any]]]:
-    """The last user message of a chat body's ``messages`` (None if there is none), and the messages after
-    it in order (every message, if there is none); what is no mapping is not a message and is passed over."""
-    after: list[Mapping[str, Any]] = []
-    for message in reversed(messages):
-        if not isinstance(message, Mapping):
-            continue
-        if message.get("role") == "user":
-            return message, after[::-1]
-        after.append(message)
-    return None, after[::-1]
-
-
-def request_and_results(messages: Sequence[Any]) -> tuple[str, list[str]]:
-    """The last user message of a chat body's ``messages``, and the tool results after it, as text."""
-    user, after = last_request(messages)
-    request = "" if user is None else chat_text(user.get("content"))
-    return request, [chat_text(message.get("content")) for message in after if message.get("role") == "tool"]

@@ -15,20 +15,15 @@ with a notice, and the step is sent as usual; a gate whose reply holds no choice
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from ..errors import EndpointError
-from ..events import Event, Notice, Retry, SideTask
+from ..events import Notice
 from ..messages import ToolCall, Turn
-from ..turn.body import apply_latches
 from ..turn.capabilities import EndpointCapabilities, ModelCapabilities, capabilities_for
-from ..turn.fences import ALL_FENCES
 from ..turn.request import BodyBuilder, TurnRequest, TurnSink
 from ..turn.send import send_turn
-from ..usage import Usage
 from .answers import ask_answer
 from .decision import (
     Decision,
@@ -45,6 +40,7 @@ from .decision import (
     which_tool_body,
 )
 from .examples import ANSWER_NOTES, GENERIC_EXAMPLES, GateChoice, GateExamples
+from .gate_request import ask_gate
 from .grounding import all_failed, counted_earlier
 from .listed_items import listed_calls
 from .numbered_calls import without_numbered_calls
@@ -454,53 +450,3 @@ def _after(decided: Turn, answer: Turn) -> RoutedTurn:
         ),
         decided=True,
     )
-
-
-async def ask_gate(
-    request: TurnRequest,
-    sink: TurnSink,
-    asked: Mapping[str, Any],
-    read: Callable[[str], GateChoice | None] = read_gate,
-) -> tuple[GateChoice | None, str | None]:
-    """The gate's choice (``read`` from its reply) and the reply text; ``(None, None)`` when the request
-    failed (the step goes on)."""
-    watch = _GateWatch(sink)
-
-    def build(c: EndpointCapabilities, m: ModelCapabilities) -> Mapping[str, Any]:
-        return apply_latches(asked, c, m)
-
-    gate = TurnRequest(
-        endpoint=request.endpoint,
-        body=build,
-        model=request.model,
-        policy=request.policy,
-        fences=ALL_FENCES,
-        interceptors=request.interceptors,
-    )
-    model, step = request.model or "", request.step
-    try:
-        turn = await send_turn(gate, TurnSink(on_event=watch.relay))
-    except EndpointError as error:
-        usage = Usage(wall_ms=(time.perf_counter() - watch.started) * 1000, retries=watch.retries)
-        sink.emit(SideTask(kind="tool_gate", model=model, usage=usage, error=str(error), step=step))
-        return None, None
-    sink.emit(
-        SideTask(kind="tool_gate", model=model, usage=turn.usage, finish_reason=turn.finish_reason, step=step)
-    )
-    return read(turn.content), turn.content
-
-
-class _GateWatch:
-    """The gate request's clock and retry count, for the ``SideTask`` event that closes it."""
-
-    __slots__ = ("retries", "sink", "started")
-
-    def __init__(self, sink: TurnSink) -> None:
-        self.sink = sink
-        self.retries = 0
-        self.started = time.perf_counter()
-
-    def relay(self, event: Event) -> None:
-        if isinstance(event, Retry):
-            self.retries += 1
-        self.sink.emit(event)

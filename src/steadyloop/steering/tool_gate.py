@@ -28,8 +28,8 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Literal
 
 from ..turn.side_tasks import read_json
+from .chat import chat_text, last_request
 from .examples import ALREADY_SAID, CHANGES, GENERIC_EXAMPLES, KINDS, GateChoice, GateExamples
-from .grounding import chat_text, last_request
 
 __all__ = [
     "FOLLOW_UP_SCHEMA",
