@@ -17,13 +17,32 @@ from steadyloop.request_body import ModelParams
 from steadyloop.testing.chunks import text_chunks
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
-from steadyloop.turn.repetition import EVERY, MOST_PERIOD, WINDOW, RepetitionWatch, without_loop
+from steadyloop.turn.repetition import (
+    EVERY,
+    MOST_PERIOD,
+    SHAPE_MOST_PERIOD,
+    SHAPE_WINDOW,
+    SHAPE_WORDS,
+    WINDOW,
+    RepetitionWatch,
+    without_loop,
+)
 from steadyloop.wire.endpoints import Endpoint
 
 from ..edges._edges import LINEAR_BOUND, growth
 
 UNO = "Each player is dealt seven cards. The first player to play all their cards wins the round. "
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+ORDINALS = ("one hundred-thirty-fourth", "one hundred-thirty-fifth", "one hundred-thirty-eighth")
+
+
+def passes(count: int, first: int = 701) -> str:
+    """The shape the 1.5B model fell into, counting on: a sentence per pass, three ordinals in turn."""
+    return "".join(
+        f"The ball is then passed to the {ORDINALS[i % 3]} person, who has the number {first + 2 * i} on "
+        "their shirt. "
+        for i in range(count)
+    )
 
 
 def fed(text: str, piece: int = 7) -> int | None:
@@ -39,6 +58,27 @@ def test_a_sentence_said_again_and_again_is_a_loop_of_its_length() -> None:
     assert fed(opening + UNO * 30) == len(UNO)
     assert fed("\n" * 3000) == 1  # a model that writes nothing but line breaks
     assert fed("1. Draw a card.\n" * 200, piece=1) == len("1. Draw a card.\n")
+
+
+def test_sentences_whose_numbers_alone_count_on_are_a_loop() -> None:
+    opening = "To find the winner, follow the ball round the circle.\n\n"
+    period = fed(opening + passes(80))
+    assert period is not None and period == len(passes(3, first=1))
+    # Found within the shape's window and a copy of the piece, not at the end of the text.
+    watch, seen = RepetitionWatch(), 0
+    for line in (opening + passes(400)).split(" "):
+        seen += len(line) + 1
+        if watch.feed(line + " "):
+            break
+    assert watch.period is not None and seen < len(opening) + SHAPE_WINDOW + 2 * SHAPE_MOST_PERIOD
+
+
+def test_counted_rows_and_lines_of_few_words_are_answers() -> None:
+    primes = [p for p in range(2, 4000) if all(p % d for d in range(2, int(p**0.5) + 1))][:500]
+    assert fed("".join(f"The {i}th prime is {p}. " for i, p in enumerate(primes, 1))) is None
+    assert fed("".join(f"- item {i}: {i * 3} units at {i}.50 each\n" for i in range(600))) is None
+    few = " ".join(["word"] * (SHAPE_WORDS - 2))
+    assert fed("".join(f"{few} {i}. " for i in range(1000))) is None
 
 
 def test_a_loop_shorter_than_the_window_is_not_one_yet() -> None:
@@ -71,15 +111,34 @@ def test_watching_any_text_is_total(pieces: list[str]) -> None:
     watch = RepetitionWatch()
     for piece in pieces:
         found = watch.feed(piece)
-        assert found is None or 0 < found <= MOST_PERIOD
+        assert found is None or 0 < found <= max(MOST_PERIOD, SHAPE_MOST_PERIOD)
 
 
 def test_watching_is_linear_in_the_text() -> None:
     rng = random.Random(7)
-    text = "".join(rng.choice("abcdefghij klmnop\n") for _ in range(1_000_000))
-    started = time.perf_counter()
-    assert fed(text, piece=5) is None
-    assert time.perf_counter() - started < 5.0
+    for letters in ("abcdefghij klmnop\n", "abcdefghij klmnop\n0123456789"):
+        text = "".join(rng.choice(letters) for _ in range(1_000_000))
+        started = time.perf_counter()
+        assert fed(text, piece=5) is None
+        assert time.perf_counter() - started < 5.0
+
+
+@given(
+    st.lists(
+        st.sampled_from(["pass", "ball", "person", "shirt", "number", "circle", "to", "the"]),
+        min_size=SHAPE_WORDS,
+        max_size=30,
+    ),
+    st.integers(min_value=0, max_value=10**6),
+    st.integers(min_value=1, max_value=300),
+)
+def test_any_sentence_of_enough_words_counting_on_is_found(words: list[str], start: int, chunk: int) -> None:
+    sentence = " ".join(words)
+    text = "".join(f"{sentence} {start + i}. " for i in range(SHAPE_WINDOW // len(sentence) + 40))
+    period = fed(text, chunk)
+    piece = len(sentence) + len(" 0. ")  # the numbers read as one digit
+    assert period is not None and (period % piece == 0 or piece % period == 0)
+    assert text.startswith(without_loop(text))
 
 
 async def test_a_looping_answer_is_stopped_and_the_run_ends_with_what_it_said() -> None:
@@ -102,6 +161,25 @@ async def test_a_looping_answer_is_stopped_and_the_run_ends_with_what_it_said() 
     assert len(said) == 1 and f"one piece of {len(UNO)}" in said[0].text
 
 
+async def test_an_answer_counting_on_in_one_shape_is_stopped() -> None:
+    sentences = passes(600)
+    pieces = ["Let us follow the ball. ", *(sentences[i : i + 40] for i in range(0, len(sentences), 40))]
+    reply = Reply.stream(text_chunks(pieces), stall_after=len(pieces) + 1, delay=0.001)
+    events: list[Event] = []
+    async with ScriptedServer(reply) as server:
+        running = run_agent_loop(
+            Endpoint(server.base_url),
+            ModelParams(model="m"),
+            messages=[UserMessage(content="Who wins the ball game?")],
+            on_event=events.append,
+        )
+        result = await asyncio.wait_for(running, timeout=60)
+    assert result.turn.finish_reason == "repetition"
+    assert len(result.turn.content) < SHAPE_WINDOW + 3 * SHAPE_MOST_PERIOD  # of 62,650 characters
+    said = [e for e in events if isinstance(e, Notice) and e.name == "repetition"]
+    assert len(said) == 1 and "numbers" in said[0].text
+
+
 async def test_a_long_answer_that_does_not_loop_is_read_to_its_end() -> None:
     answer = README[:6000]
     async with ScriptedServer(Reply.stream(text_chunks(answer))) as server:
@@ -119,6 +197,8 @@ def test_a_loop_is_written_once_to_the_end_of_its_line_or_sentence() -> None:
     assert without_loop("Rules. " + UNO * 20) == "Rules. " + UNO.strip()
     assert without_loop(README) == README  # no loop: unchanged
     assert without_loop("") == ""
+    counted = "The winner is found by passing the ball. " + passes(120)
+    assert without_loop(counted) == "The winner is found by passing the ball. " + passes(3).strip()
 
 
 @given(st.text(max_size=50), st.text(min_size=1, max_size=MOST_PERIOD), st.text(max_size=30))

@@ -36,7 +36,6 @@ from ..wire.typed_errors import error_for_failure
 from .assembly import Produced, StreamAssembler, TextCallback
 from .capabilities import ModelCapabilities
 from .fences import DEFAULT_FENCES, Fence
-from .repetition import WINDOW
 from .request import TurnSink
 from .watchdog import Probe, Watchdog
 
@@ -250,8 +249,8 @@ class _Reading:
         sink = self.attempt.sink
         sink.emit(
             Notice(
-                text=f"the reply fell into a loop (its last {WINDOW:,} characters repeat one piece of "
-                f"{period:,}); it was stopped there",
+                text=f"the reply fell into a loop (it said one piece of {period:,} characters again and "
+                "again, or only its numbers changed); it was stopped there",
                 name="repetition",
                 step=self.attempt.step,
             )
