@@ -378,7 +378,8 @@ async def test_a_failed_gate_request_leaves_the_gate_on_and_the_step_goes_on() -
     assert result.turn.content == "Hello."
     assert model_capabilities_for(endpoint, "m").tool_gate
     [gate] = [e for e in events if isinstance(e, SideTask)]
-    assert gate.kind == "tool_gate" and gate.error
+    assert gate.kind == "tool_gate" and gate.error and gate.step == 1
+    assert gate.error_code == "503" and gate.error_type  # what a side task's failure says, the gate's too
 
 
 async def test_the_gate_off_in_the_policy_sends_no_gate_question() -> None:

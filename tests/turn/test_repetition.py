@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from steadyloop.events import Event, Notice
-from steadyloop.loop import run_agent_loop
+from steadyloop.loop import LoopResult, run_agent_loop
 from steadyloop.messages import UserMessage
 from steadyloop.request_body import ModelParams
 from steadyloop.testing.chunks import text_chunks
@@ -141,42 +141,37 @@ def test_any_sentence_of_enough_words_counting_on_is_found(words: list[str], sta
     assert text.startswith(without_loop(text))
 
 
-async def test_a_looping_answer_is_stopped_and_the_run_ends_with_what_it_said() -> None:
-    # The server would go on for ever (it stalls after the loop and never finishes): only the watch ends it.
-    pieces = ["Uno is a card game. ", *([UNO] * 40)]
-    reply = Reply.stream(text_chunks(pieces), stall_after=len(pieces) + 1, delay=0.005)
+async def stopped_run(pieces: list[str], question: str, delay: float) -> tuple[LoopResult, list[Notice]]:
+    """``pieces`` streamed as one reply that would go on for ever (the server stalls after them and never
+    finishes), so only the watch can end the run; the run's result and its ``repetition`` notices."""
+    reply = Reply.stream(text_chunks(pieces), stall_after=len(pieces) + 1, delay=delay)
     events: list[Event] = []
     async with ScriptedServer(reply) as server:
         running = run_agent_loop(
             Endpoint(server.base_url),
             ModelParams(model="m"),
-            messages=[UserMessage(content="What are the rules of Uno?")],
+            messages=[UserMessage(content=question)],
             on_event=events.append,
         )
         result = await asyncio.wait_for(running, timeout=60)
+    return result, [e for e in events if isinstance(e, Notice) and e.name == "repetition"]
+
+
+async def test_a_looping_answer_is_stopped_and_the_run_ends_with_what_it_said() -> None:
+    pieces = ["Uno is a card game. ", *([UNO] * 40)]
+    result, said = await stopped_run(pieces, "What are the rules of Uno?", delay=0.005)
     assert result.turn.finish_reason == "repetition"
     assert result.turn.content.startswith("Uno is a card game. " + UNO)
     assert len(result.turn.content) < len("".join(pieces))  # stopped once the loop was seen, not at its end
-    said = [e for e in events if isinstance(e, Notice) and e.name == "repetition"]
     assert len(said) == 1 and f"one piece of {len(UNO)}" in said[0].text
 
 
 async def test_an_answer_counting_on_in_one_shape_is_stopped() -> None:
     sentences = passes(600)
     pieces = ["Let us follow the ball. ", *(sentences[i : i + 40] for i in range(0, len(sentences), 40))]
-    reply = Reply.stream(text_chunks(pieces), stall_after=len(pieces) + 1, delay=0.001)
-    events: list[Event] = []
-    async with ScriptedServer(reply) as server:
-        running = run_agent_loop(
-            Endpoint(server.base_url),
-            ModelParams(model="m"),
-            messages=[UserMessage(content="Who wins the ball game?")],
-            on_event=events.append,
-        )
-        result = await asyncio.wait_for(running, timeout=60)
+    result, said = await stopped_run(pieces, "Who wins the ball game?", delay=0.001)
     assert result.turn.finish_reason == "repetition"
     assert len(result.turn.content) < SHAPE_WINDOW + 3 * SHAPE_MOST_PERIOD  # of 62,650 characters
-    said = [e for e in events if isinstance(e, Notice) and e.name == "repetition"]
     assert len(said) == 1 and "numbers" in said[0].text
 
 

@@ -7,18 +7,16 @@ step: the step goes on without its choice.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import EndpointError
-from ..events import Event, Retry, SideTask
 from ..turn.body import apply_latches
 from ..turn.capabilities import EndpointCapabilities, ModelCapabilities
 from ..turn.fences import ALL_FENCES
 from ..turn.request import TurnRequest, TurnSink
 from ..turn.send import send_turn
-from ..usage import Usage
+from ..turn.side_tasks import SideTaskWatch
 from .examples import GateChoice
 from .tool_gate import read_gate
 
@@ -33,7 +31,8 @@ async def ask_gate(
 ) -> tuple[GateChoice | None, str | None]:
     """The gate's choice (``read`` from its reply) and the reply text; ``(None, None)`` when the request
     failed (the step goes on)."""
-    watch = _GateWatch(sink)
+    model, step = request.model or "", request.step
+    watch = SideTaskWatch("tool_gate", model, sink.emit, step=step)
 
     def build(c: EndpointCapabilities, m: ModelCapabilities) -> Mapping[str, Any]:
         return apply_latches(asked, c, m)
@@ -46,30 +45,10 @@ async def ask_gate(
         fences=ALL_FENCES,
         interceptors=request.interceptors,
     )
-    model, step = request.model or "", request.step
     try:
         turn = await send_turn(gate, TurnSink(on_event=watch.relay))
     except EndpointError as error:
-        usage = Usage(wall_ms=(time.perf_counter() - watch.started) * 1000, retries=watch.retries)
-        sink.emit(SideTask(kind="tool_gate", model=model, usage=usage, error=str(error), step=step))
+        watch.failed(error)
         return None, None
-    sink.emit(
-        SideTask(kind="tool_gate", model=model, usage=turn.usage, finish_reason=turn.finish_reason, step=step)
-    )
+    watch.answered(turn)
     return read(turn.content), turn.content
-
-
-class _GateWatch:
-    """The gate request's clock and retry count, for the ``SideTask`` event that closes it."""
-
-    __slots__ = ("retries", "sink", "started")
-
-    def __init__(self, sink: TurnSink) -> None:
-        self.sink = sink
-        self.retries = 0
-        self.started = time.perf_counter()
-
-    def relay(self, event: Event) -> None:
-        if isinstance(event, Retry):
-            self.retries += 1
-        self.sink.emit(event)

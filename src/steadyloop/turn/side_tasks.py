@@ -29,7 +29,7 @@ from .fences import ALL_FENCES, strip_thinking
 from .request import RetryPolicy, TurnRequest, TurnSink
 from .send import send_turn
 
-__all__ = ["ask", "ask_json"]
+__all__ = ["SideTaskWatch", "ask", "ask_json"]
 
 SideTaskInput = str | Sequence[ContentPart]
 
@@ -65,15 +65,20 @@ def _notify(on_event: Callable[[Event], object] | None, text: str) -> None:
         on_event(Notice(text=text, name="side_task"))
 
 
-class _Watch:
-    """One side task's clock and retry count, for the ``SideTask`` event that closes it."""
+class SideTaskWatch:
+    """One side task's clock and retry count, for the ``SideTask`` event that closes it: ``relay`` is the
+    task's own ``on_event`` (its retries counted and passed on), then ``answered`` or ``failed`` closes it.
+    Also the tool gate's (``steering/gate_request.py``), which is a side task of the step ``step``."""
 
-    __slots__ = ("kind", "model", "on_event", "retries", "started")
+    __slots__ = ("kind", "model", "on_event", "retries", "started", "step")
 
-    def __init__(self, kind: str, model: str, on_event: Callable[[Event], object] | None) -> None:
+    def __init__(
+        self, kind: str, model: str, on_event: Callable[[Event], object] | None, *, step: int = 0
+    ) -> None:
         self.kind = kind
         self.model = model
         self.on_event = on_event
+        self.step = step
         self.retries = 0
         self.started = time.perf_counter()
 
@@ -93,6 +98,7 @@ class _Watch:
                     finish_reason=turn.finish_reason,
                     response_id=turn.response_id or None,
                     response_model=turn.response_model or None,
+                    step=self.step,
                 )
             )
 
@@ -108,6 +114,7 @@ class _Watch:
                     error=str(error),
                     error_type=error_type(error),
                     error_code=error_code(error),
+                    step=self.step,
                 )
             )
 
@@ -144,7 +151,7 @@ async def ask(
         interceptors: the host's interceptors, for this request as for any other.
     """
     body = _body(model, system, user, _limits(max_tokens, temperature, reasoning_effort))
-    watch = _Watch(kind, model, on_event)
+    watch = SideTaskWatch(kind, model, on_event)
     request = TurnRequest(
         endpoint=endpoint,
         body=body,
@@ -232,7 +239,7 @@ async def ask_json(
     )
     base = _body(model, instructions, user, _limits(max_tokens, temperature, reasoning_effort))
     capabilities_for(endpoint)
-    watch = _Watch(kind, model, on_event)
+    watch = SideTaskWatch(kind, model, on_event)
     request = TurnRequest(
         endpoint=endpoint,
         body=_HeldToSchema(base, name, strict, (sanitized, relaxed)),
