@@ -90,7 +90,7 @@ async def test_a_path_the_model_quoted_is_read_as_the_path_it_quotes(tmp_path: P
         listing = await tools["list_dir"].execute({"path": quoted}, ToolContext("c1", "list_dir"))
         assert (
             listing
-            == "- docs/ (folder)\n- notes.txt (3 bytes, 1 line)\n(hidden entries, named with a leading dot, are not shown)"
+            == "- docs/ (folder: empty)\n- notes.txt (3 bytes, 1 line)\n(hidden entries, named with a leading dot, are not shown)"
         ), quoted
     for written in ('"notes.txt"', "/notes.txt"):
         read = await tools["read_file"].execute({"path": written}, ToolContext("c2", "read_file"))

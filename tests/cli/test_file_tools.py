@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from steadyloop.cli.render import result_summary
 from steadyloop.cli.tools import default_tools, file_tools, shell_tool
-from steadyloop.steering.result_counts import listed_entries
+from steadyloop.steering.result_counts import counts_held, folder_counts, listed_entries
 from steadyloop.tools.definition import Tool, ToolContext
 
 README = "".join(f"Line {n} of the readme says something about the project.\n" for n in range(1, 328))
@@ -91,7 +91,7 @@ async def test_a_line_past_the_end_is_said_to_be(project: Path) -> None:
 async def test_a_listing_gives_sizes_and_lines_and_grounding_still_reads_it(project: Path) -> None:
     got = await _call(_tools(project)["list_dir"], path=".")
     assert got.splitlines() == [
-        "- src/ (folder)",
+        "- src/ (folder: 3 files)",
         f"- README.md ({len(README):,} bytes, 327 lines)",
         "- logo.png (106 bytes)",  # binary: no lines
         "(hidden entries, named with a leading dot, are not shown)",
@@ -101,6 +101,38 @@ async def test_a_listing_gives_sizes_and_lines_and_grounding_still_reads_it(proj
         result_summary(got)
         == "src/, README.md, logo.png (hidden entries, named with a leading dot, are not shown)"
     )
+
+
+async def test_a_listed_folder_says_what_it_holds_directly_as_ls_would_list_it(tmp_path: Path) -> None:
+    (tmp_path / "one").mkdir()
+    (tmp_path / "one" / "a.txt").write_text("a\n")
+    (tmp_path / "one" / ".hidden").write_text("h\n")  # left out, as the listing of one/ leaves it out
+    (tmp_path / "one" / "inner").mkdir()
+    (tmp_path / "one" / "inner" / "deep.txt").write_text("d\n")  # not one/'s own
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "folders").mkdir()
+    (tmp_path / "folders" / "x").mkdir()
+    (tmp_path / "folders" / "y").mkdir()
+    got = await _call(_tools(tmp_path)["list_dir"], path=".")
+    assert got.splitlines() == [
+        "- empty/ (folder: empty)",
+        "- folders/ (folder: 2 folders)",
+        "- one/ (folder: 1 file, 1 folder)",
+    ]
+    assert folder_counts(got) == {"empty/": (0, 0), "folders/": (0, 2), "one/": (1, 1)}
+    assert counts_held(got, "How many folders are here?") == (frozenset({3}), "3 folders")
+
+
+def test_a_folder_of_more_entries_than_are_counted_says_at_least(tmp_path: Path, monkeypatch: Any) -> None:
+    from steadyloop.cli import file_reads
+
+    monkeypatch.setattr(file_reads, "_COUNTED_CHILDREN", 5)
+    (tmp_path / "many").mkdir()
+    for i in range(7):
+        (tmp_path / "many" / f"{i}.txt").write_text("")
+    got = file_reads.list_folder(tmp_path, sort="name", room=4000, finder=None)
+    assert got == "- many/ (folder: at least 5 entries)"
+    assert folder_counts(got) == {}  # counted in part: no count to hold an answer to
 
 
 async def test_a_listing_sorted_by_size_puts_the_largest_file_first(project: Path) -> None:

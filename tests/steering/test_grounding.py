@@ -19,7 +19,14 @@ from steadyloop.steering.grounding import (
     tools_spoken_of,
     without_tool_talk,
 )
-from steadyloop.steering.result_counts import counts_held, line_counts, listed_entries, stated_numbers
+from steadyloop.steering.picks import wrong_pick
+from steadyloop.steering.result_counts import (
+    counts_held,
+    folder_counts,
+    line_counts,
+    listed_entries,
+    stated_numbers,
+)
 
 LISTING = "- docs/ (folder)\n- src/ (folder)\n- README.md\n- pyproject.toml\n(hidden entries are not shown)"
 
@@ -224,6 +231,75 @@ def test_a_pick_is_held_only_to_one_whole_listing_of_sized_files() -> None:
     assert not answer_gaps("io.py", [SIZED + "\n(the first 6 of 90 entries)"], asked).pick  # cut short
     assert not answer_gaps("io.py", ["- a.py (3 bytes, 1 line)"], asked).pick  # nothing to pick among
     assert not answer_gaps("io.py", ["- a.py\n- b.py"], asked).pick  # no figures
+
+
+# A listing of tests/ as list_dir gives it: each folder with what it holds directly.
+FOLDERS = "\n".join(
+    [
+        "- cli/ (folder: 22 files)",
+        "- data/ (folder: 3 files, 5 folders)",
+        "- server/ (folder: 45 files)",
+        "- sizing/ (folder: 3 files)",
+        "- empty/ (folder: empty)",
+        "- conftest.py (6,195 bytes, 146 lines)",
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    ("request_text", "answer", "pick"),
+    [
+        # Asked this in the repo's own tests/, the 1.5B model answered "tests".
+        ("Which tests folder has the most files?", "The tests folder.", "server/, with 45 files"),
+        ("Which tests folder has the most files?", "server/ has the most, 45 files.", None),
+        ("Which folder has the fewest files?", "sizing/", "empty/, with 0 files"),
+        ("Which folder holds the most entries?", "cli/", "server/, with 45 entries"),
+        ("Which subfolder has the most folders?", "data/ holds 5 folders.", None),
+        ("Which subfolder has the most folders?", "cli/", "data/, with 5 folders"),
+        ("Which folder is the largest?", "cli/", None),  # a folder's size is not in the listing
+        ("Which file has the most lines?", "cli/", None),  # one file: nothing to pick among
+    ],
+)
+def test_a_pick_of_folders_is_held_to_what_the_listing_says_each_holds(
+    request_text: str, answer: str, pick: str | None
+) -> None:
+    gaps = answer_gaps(answer, [FOLDERS], request_text)
+    assert gaps.pick == pick and not gaps.missing
+    if pick is not None:
+        told = correction(gaps)
+        assert f"of the folders the tool returned, it is {pick}" in told and "name that folder" in told
+
+
+def test_a_count_of_a_named_folder_read_off_its_parents_listing_passes() -> None:
+    asked = "How many files are in the cli folder?"
+    assert answer_gaps("The cli folder holds 22 files.", [FOLDERS], asked).count is None
+    assert answer_gaps("It holds 21 files.", [FOLDERS], asked).count  # no listed folder holds 21
+    # a number only another folder holds is no answer about cli/
+    assert answer_gaps("The cli folder holds 45 files.", [FOLDERS], asked).count
+
+
+def test_what_a_listed_folder_holds_said_unasked_is_no_count_of_the_listing() -> None:
+    answer = "It holds cli/ (22 files), data/, server/ (45 files), sizing/, empty/ and conftest.py."
+    assert answer_gaps(answer, [FOLDERS], "What is in the tests folder?") == AnswerGaps()
+    wrong = "There are 9 folders: cli/, data/, server/, sizing/, empty/ and conftest.py."
+    assert answer_gaps(wrong, [FOLDERS], "What is in the tests folder?").stated
+
+
+@given(st.text())
+def test_reading_what_any_listing_says_its_folders_hold_is_total(text: str) -> None:
+    for listing in (text, "- a/ (folder: " + text + ")", FOLDERS + "\n" + text):
+        found = folder_counts(listing)
+        assert all(
+            name.endswith("/") and files >= 0 and folders >= 0 for name, (files, folders) in found.items()
+        )
+
+
+def test_reading_folder_counts_is_linear() -> None:
+    for text in ("- a/ (folder: " + "1 file, " * 50_000 + ")", "- a/ (folder: 1 file)\n" * 50_000):
+        started = time.perf_counter()
+        folder_counts(text)
+        wrong_pick("a/", [text], "Which folder has the most files?")
+        assert time.perf_counter() - started < 5
 
 
 FAILED = "FileNotFoundError: requirements.txt: no such file; the working folder holds setup.cfg, setup.py"

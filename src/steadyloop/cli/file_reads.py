@@ -51,6 +51,8 @@ _COUNT_BYTES = 64_000_000
 # Lines are counted in files up to this size; a bigger one is listed with its size alone.
 _COUNTED_BYTES = 8_000_000
 _BINARY_PROBE = 8192
+# A listed folder's own entries are counted up to this many; past it the note says "at least".
+_COUNTED_CHILDREN = 10_000
 _FOOTER = 160  # characters kept for the note that says what was left out
 _QUOTES = "\"'`"
 _MAX_NEAR_SCAN = 5_000  # entries of a folder looked through for the file a missing name means
@@ -242,9 +244,39 @@ class _Entry:
     note: str
 
 
+def _folder_note(path: Path) -> str:
+    """What a listed folder holds directly, as ``ls`` would list it (hidden entries left out): "folder: 3
+    files, 1 folder", "folder: empty". Asked "Which tests folder has the most files?", the 1.5B model saw
+    only "- cli/ (folder)" for each and answered "tests"."""
+    files = folders = 0
+    try:
+        with os.scandir(path) as children:
+            for child in children:
+                if child.name.startswith("."):
+                    continue
+                if files + folders >= _COUNTED_CHILDREN:
+                    return f"folder: at least {_COUNTED_CHILDREN:,} entries"
+                try:
+                    folder = child.is_dir()
+                except OSError:
+                    folder = False
+                folders += folder
+                files += not folder
+    except OSError:
+        return "folder, unreadable"
+    if not files and not folders:
+        return "folder: empty"
+    held = [
+        f"{n:,} {one if n == 1 else many}"
+        for n, one, many in ((files, "file", "files"), (folders, "folder", "folders"))
+        if n
+    ]
+    return "folder: " + ", ".join(held)
+
+
 def _entry(path: Path) -> _Entry:
     if path.is_dir():
-        return _Entry(path.name, True, 0, "folder")
+        return _Entry(path.name, True, 0, _folder_note(path))
     try:
         size = path.stat().st_size
     except OSError:

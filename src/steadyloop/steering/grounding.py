@@ -38,17 +38,16 @@ from typing import Any
 
 from .chat import chat_text
 from .file_asked import unnamed_files
+from .picks import names_entry, wrong_pick
 from .result_counts import (
     FILE_KINDS,
-    FILE_WORD,
     NUMBER_WORDS,
     QUOTES,
     counts_held,
+    folder_counts,
     line_counts,
     listed_entries,
     listing_counts,
-    plural,
-    sized_values,
     stated_numbers,
     whole_listing,
 )
@@ -107,15 +106,6 @@ _PICK_ASKED = re.compile(
     r"|\bthe (?:most|fewest|least)\b",
     re.IGNORECASE,
 )
-# What a pick among a listing's files measures: lines ("the most lines", "the longest") or bytes ("the
-# largest"); the word says which end.
-_PICK_MEASURE = re.compile(
-    r"\b(?:(most|fewest|least)\s+lines|(largest|biggest|heaviest|smallest|lightest)|(longest|shortest))\b",
-    re.IGNORECASE,
-)
-# A pick of folders, which a listing gives no size: a folder named, and no file ("Which folder is the
-# largest?"; not "Which file in the tests folder is the largest?").
-_FOLDER_WORD = re.compile(r"\b(?:(?:sub)?folders?|director(?:y|ies)|dirs?)\b", re.IGNORECASE)
 # A tool's failure as the loop writes it for the model (``tools/_call.py``): its exception's name first.
 _FAILED = re.compile(r"[A-Z]\w*(?:Error|Exception)\b")
 # An answer that opens by handing on the tool's output: "The tool returned: # Deploying ...". Asked what
@@ -164,8 +154,10 @@ class AnswerGaps:
             where every tool failed, the numbers and versions it gives that none holds.
         count: what the result a count was asked of holds ("7 entries: 5 files and 2 folders"), when the
             answer's numbers include none of its counts.
-        pick: the file a listing's sizes or lines pick ("core.py, with 3,104 lines"), when the request
-            asked for the largest, smallest, longest or shortest and the answer names another.
+        pick: the file a listing's sizes or lines pick ("core.py, with 3,104 lines"), or the folder its
+            counts pick ("server/, with 45 files"), when the request asked for the largest, smallest,
+            longest or shortest, or the folder with the most or fewest files, and the answer names another
+            (``picks.py``).
         stated: what a listing holds ("9 entries: 7 files and 2 folders"), when no count was asked and
             the answer states one of its entries that it does not hold ("There are 11 files and folders").
         tools: the declared tools the answer speaks of to the user, who cannot use them: those whose
@@ -240,7 +232,21 @@ def _wrong_count(answer: str, results: Sequence[str], request: str) -> str | Non
         return None
     counts, said = held
     stated = stated_numbers(answer)
+    if stated & _named_folders_counts(results[0], request):
+        # Asked how many files tests/cli holds, a model that listed tests/ reads it off cli/'s entry.
+        return None
     return said if stated and not stated & counts else None
+
+
+def _named_folders_counts(listing: str, request: str) -> set[int]:
+    """What each listed folder the request names holds directly (its files, its folders, both): a listing
+    says so of each (``- cli/ (folder: 22 files)``)."""
+    return {
+        n
+        for name, (files, folders) in folder_counts(listing).items()
+        if names_entry(request, name)
+        for n in (files, folders, files + folders)
+    }
 
 
 def path_words(text: str) -> list[str]:
@@ -251,14 +257,6 @@ def path_words(text: str) -> list[str]:
         if word.rstrip("/") and word.rstrip("/").lower() not in _NOT_PATHS and "://" not in word:
             found.append(word)
     return found
-
-
-def _names(answer: str, entry: str) -> bool:
-    name = entry.rstrip("/")
-    if not name:
-        return True
-    pattern = rf"(?<![\w.-]){re.escape(name)}(?![\w-]|\.[A-Za-z0-9])"
-    return re.search(pattern, answer, re.IGNORECASE) is not None
 
 
 def _grounded(word: str, sources: Sequence[str]) -> bool:
@@ -310,12 +308,12 @@ def answer_gaps(
     )
     if whole and all(entries is not None for entries in listings):
         for entries in listings:
-            missing += [e for e in entries or () if not _names(answer, e) and e not in missing]
+            missing += [e for e in entries or () if not names_entry(answer, e) and e not in missing]
     return AnswerGaps(
         tuple(missing),
         tuple(invented),
         _wrong_count(answer, results, request),
-        _wrong_pick(answer, results, request),
+        wrong_pick(answer, results, request),
         _wrong_count_stated(answer, results, request),
         spoken,
         unnamed_files(answer, results, request),
@@ -375,12 +373,16 @@ def _wrong_count_stated(answer: str, results: Sequence[str], request: str) -> st
     if entries is None:
         return None
     extensions = {e.rsplit(".", 1)[1].lower() for e in entries if "." in e.strip(".") and e[-1] != "/"}
+    # What a listed folder holds, as the listing says it ("docs/ holds 3 files"), is no count of the listing.
+    held = {
+        n for files, folders in folder_counts(results[0]).values() for n in (files, folders, files + folders)
+    }
     for match in _COUNT_STATED.finditer(answer):
         digits, word, kind = match.groups()
         if kind is not None and kind.lower() not in FILE_KINDS and kind.lower().lstrip(".") not in extensions:
             continue
         number = int(digits.replace(",", "")) if digits else NUMBER_WORDS[word.lower()]
-        counts = listing_counts(entries, match.group(0))[0]
+        counts = listing_counts(entries, match.group(0))[0] | held
         if number not in counts:
             return listing_counts(entries, "")[1]
     return None
@@ -403,31 +405,6 @@ def all_failed(results: Sequence[str]) -> bool:
     return bool(results) and all(_FAILED.match(r.lstrip()) for r in results)
 
 
-def _wrong_pick(answer: str, results: Sequence[str], request: str) -> str | None:
-    """The file one whole listing's sizes or lines pick for a request that asks for the extreme one ("Which
-    file in src/click has the most lines?"), when the answer names none that ties for it. Asked that, the
-    1.5B model named _textwrap.py (41 lines) in a listing whose core.py has 3,042."""
-    measure = _PICK_MEASURE.search(request)
-    if measure is None or (_FOLDER_WORD.search(request) and not FILE_WORD.search(request)):
-        return None
-    # The one whole listing among the results: after it, the same model searched for "lines" as well.
-    listings = [r for r in results if whole_listing(r) is not None]
-    if len(listings) != 1:
-        return None
-    lines = measure.group(1) or measure.group(3)
-    word = (measure.group(1) or measure.group(2) or measure.group(3)).lower()
-    values = sized_values(listings[0], lines=bool(lines))
-    if len(values) < 2:
-        return None
-    most = word in ("most", "longest", "largest", "biggest", "heaviest")
-    extreme = max(values.values()) if most else min(values.values())
-    picked = [name for name, value in values.items() if value == extreme]
-    if any(_names(answer, name) for name in picked):
-        return None
-    unit = plural(extreme, "line", "lines") if lines else plural(extreme, "byte", "bytes")
-    return f"{picked[0]}, with {extreme:,} {unit}"
-
-
 def _some(names: Sequence[str]) -> str:
     shown = ", ".join(names[:_SHOWN_IN_CORRECTION])
     return shown + (
@@ -444,8 +421,10 @@ def correction(gaps: AnswerGaps) -> str:
         said.append(f"Your answer names {_some(gaps.invented)}, which no tool returned.")
     if gaps.count:
         said.append(f"Your count is wrong: the tool returned {gaps.count}.")
+    # A folder's pick ("server/, with 45 files") is named as one.
+    picked = "folders" if gaps.pick and gaps.pick.partition(",")[0].endswith("/") else "files"
     if gaps.pick:
-        said.append(f"Your pick is wrong: of the files the tool returned, it is {gaps.pick}.")
+        said.append(f"Your pick is wrong: of the {picked} the tool returned, it is {gaps.pick}.")
     if gaps.stated:
         said.append(f"Your count is wrong: the tool returned {gaps.stated}.")
     if gaps.tools:
@@ -464,7 +443,7 @@ def correction(gaps: AnswerGaps) -> str:
         if gaps.missing or (gaps.stated and not gaps.invented)
         else "give the count the tool returned"
         if gaps.count and not gaps.invented
-        else "name that file"
+        else f"name that {picked[:-1]}"
         if gaps.pick and not gaps.invented
         else "say in words what the tools returned"
         if gaps.tools and not gaps.invented

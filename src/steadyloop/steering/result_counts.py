@@ -20,6 +20,7 @@ __all__ = [
     "NUMBER_WORDS",
     "QUOTES",
     "counts_held",
+    "folder_counts",
     "line_counts",
     "listed_entries",
     "listing_counts",
@@ -42,6 +43,11 @@ FILE_WORD = re.compile(r"\bfiles?\b", re.IGNORECASE)
 
 # A listed file with its size, and its lines when it is text: "- core.py (2,053 bytes, 170 lines)".
 _SIZED_ENTRY = re.compile(r"^[-*•]\s+(\S+)\s+\(([\d,]+) bytes?(?:, ([\d,]+) lines?)?\)\s*$", re.MULTILINE)
+
+
+# A listed folder with what it holds directly: "- cli/ (folder: 22 files, 1 folder)", "- docs/ (folder: empty)".
+_FOLDER_ENTRY = re.compile(r"^[-*•]\s+(\S+/)\s+\(folder: ([^()\n]*)\)\s*$", re.MULTILINE)
+_HELD = re.compile(r"^([\d,]+) (files?|folders?)$")
 
 
 NUMBER_WORDS = {
@@ -258,3 +264,24 @@ def sized_values(listing: str, *, lines: bool) -> dict[str, int]:
         if value is not None:
             values[match.group(1)] = int(value.replace(",", ""))
     return values
+
+
+def folder_counts(listing: str) -> dict[str, tuple[int, int]]:
+    """The folders of a listing that says what each holds directly, each with its files and its folders:
+    ``- cli/ (folder: 22 files, 1 folder)`` is ``{"cli/": (22, 1)}``, ``(folder: empty)`` ``(0, 0)``. A
+    folder counted only in part ("at least 10,000 entries") is left out."""
+    found: dict[str, tuple[int, int]] = {}
+    for match in _FOLDER_ENTRY.finditer(listing):
+        held = match.group(2)
+        if held == "empty":
+            found[match.group(1)] = (0, 0)
+            continue
+        counts = {"file": 0, "folder": 0}
+        for part in held.split(", "):
+            said = _HELD.match(part)
+            if said is None:
+                break
+            counts[said.group(2).rstrip("s")] = int(said.group(1).replace(",", ""))
+        else:
+            found[match.group(1)] = (counts["file"], counts["folder"])
+    return found

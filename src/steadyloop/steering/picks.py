@@ -1,0 +1,91 @@
+"""A pick among a listing's entries held to what the listing says of them; sans I/O.
+
+Asked "Which file in src/click has the most lines?", the 1.5B model named _textwrap.py (41 lines) in a
+listing whose core.py has 3,042; asked "Which tests folder has the most files?", it answered "tests". A
+listing gives each file's bytes and lines and each folder's files and folders (``cli/file_reads.py``), so
+the pick a request asks for (the most or fewest lines, the largest or smallest, the most or fewest files in
+a folder) is read off it, and an answer that names no entry tied for it is wrong. Linear in the texts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from .result_counts import FILE_WORD, folder_counts, plural, sized_values, whole_listing
+
+__all__ = ["names_entry", "wrong_pick"]
+
+# What a pick among a listing's files measures: lines ("the most lines", "the longest") or bytes ("the
+# largest"); the word says which end.
+_FILE_MEASURE = re.compile(
+    r"\b(?:(most|fewest|least)\s+lines|(largest|biggest|heaviest|smallest|lightest)|(longest|shortest))\b",
+    re.IGNORECASE,
+)
+# What a pick among a listing's folders measures: what each holds directly ("Which tests folder has the
+# most files?", "the folder with the fewest entries").
+_FOLDER_MEASURE = re.compile(
+    r"\b(most|fewest|least)\s+(files|entries|items|things|(?:sub)?folders|director(?:y|ies))\b", re.IGNORECASE
+)
+# A folder named in the request: a pick of folders. One that names no file as well ("Which folder is the
+# largest?") is no pick of files: a listing gives a folder no size.
+_FOLDER_WORD = re.compile(r"\b(?:(?:sub)?folders?|director(?:y|ies)|dirs?)\b", re.IGNORECASE)
+_MOST = frozenset(("most", "longest", "largest", "biggest", "heaviest"))
+
+
+def names_entry(answer: str, entry: str) -> bool:
+    """Whether ``answer`` names the listed ``entry`` (a folder's trailing slash aside), as a whole name:
+    not "core.py" in "core.pyi", nor "docs" in "docs-old"."""
+    name = entry.rstrip("/")
+    if not name:
+        return True
+    pattern = rf"(?<![\w.-]){re.escape(name)}(?![\w-]|\.[A-Za-z0-9])"
+    return re.search(pattern, answer, re.IGNORECASE) is not None
+
+
+def _measured(request: str, listing: str) -> tuple[dict[str, int], str, str, bool] | None:
+    """Each entry's value for the pick ``request`` asks for, the unit's two forms, and which end is
+    asked (the most); ``None`` when it asks for no pick this listing can weigh."""
+    folder = _FOLDER_WORD.search(request)
+    held = _FOLDER_MEASURE.search(request) if folder else None
+    if held is not None:
+        counts = folder_counts(listing)
+        what = held.group(2).lower()
+        if what == "files":
+            values, unit = {n: files for n, (files, _) in counts.items()}, ("file", "files")
+        elif what in ("entries", "items", "things"):
+            values, unit = (
+                {n: files + folders for n, (files, folders) in counts.items()},
+                ("entry", "entries"),
+            )
+        else:
+            values, unit = {n: folders for n, (_, folders) in counts.items()}, ("folder", "folders")
+        return values, *unit, held.group(1).lower() in _MOST
+    measure = _FILE_MEASURE.search(request)
+    if measure is None or (folder and not FILE_WORD.search(request)):
+        return None
+    lines = bool(measure.group(1) or measure.group(3))
+    word = (measure.group(1) or measure.group(2) or measure.group(3)).lower()
+    unit = ("line", "lines") if lines else ("byte", "bytes")
+    return sized_values(listing, lines=lines), *unit, word in _MOST
+
+
+def wrong_pick(answer: str, results: Sequence[str], request: str) -> str | None:
+    """The entry one whole listing among ``results`` picks for a ``request`` that asks for the extreme one
+    ("core.py, with 3,042 lines"; "server/, with 45 files"), when ``answer`` names none that ties for it;
+    ``None`` when it names one, or no such pick was asked or can be read."""
+    # The one whole listing among the results: after it, the 1.5B model searched for "lines" as well.
+    listings = [r for r in results if whole_listing(r) is not None]
+    if len(listings) != 1:
+        return None
+    measured = _measured(request, listings[0])
+    if measured is None:
+        return None
+    values, one, many, most = measured
+    if len(values) < 2:
+        return None
+    extreme = max(values.values()) if most else min(values.values())
+    picked = [name for name, value in values.items() if value == extreme]
+    if any(names_entry(answer, name) for name in picked):
+        return None
+    return f"{picked[0]}, with {extreme:,} {plural(extreme, one, many)}"
