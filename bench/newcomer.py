@@ -1,6 +1,6 @@
 """A newcomer's next questions: after "what is here", does the command answer what people ask next?
 
-``steadyloop run`` is asked fourteen questions about a project folder this bench makes up (``inkwell``, a small
+``steadyloop run`` is asked fifteen questions about a project folder this bench makes up (``inkwell``, a small
 static-site tool with a long README, Python files of clearly different sizes, a config file, functions with
 defaults), through the CLI's own code path: the options ``steadyloop run`` builds for the bundled model, the
 conversation it opens (tools, system prompt, loop policy) and a session store of its own. Only the terminal
@@ -187,6 +187,15 @@ QUESTIONS = [
         r"(largest|biggest)[^.\n]*test_build\.py",
     ),
     Question("theme", "tuning", "Which theme does the site config use?", r"\bpaper\b"),
+    # Written with the fix it tries (a listed folder says what it holds, and a pick of folders is held to
+    # that): asked in this repository, "Which tests folder has the most files?" was answered "tests".
+    Question(
+        "folder-most",
+        "tuning",
+        "Which folder here holds the most files?",
+        r"\bdocs\b",
+        r"\b(config|src|tests)/? (folder )?(holds|has|contains) the most",
+    ),
     # held out
     Question(
         "default",

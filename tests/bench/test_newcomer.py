@@ -21,9 +21,9 @@ def _answer(key: str, text: str, error: str = "") -> bool:
     return bool(newcomer.grade(question, newcomer.Answer(key, question.half, answer=text, error=error)))
 
 
-def test_both_halves_hold_seven_questions_and_keys_are_unique() -> None:
+def test_the_halves_hold_eight_and_seven_questions_and_keys_are_unique() -> None:
     halves = [q.half for q in newcomer.QUESTIONS]
-    assert halves.count("tuning") == 7 and halves.count("held-out") == 7
+    assert halves.count("tuning") == 8 and halves.count("held-out") == 7
     assert len(BY_KEY) == len(newcomer.QUESTIONS)
     assert len({q.text for q in newcomer.QUESTIONS}) == len(newcomer.QUESTIONS)
 
@@ -46,6 +46,8 @@ def test_the_folder_holds_what_the_questions_ask_about(tmp_path: Path) -> None:
     assert len((tmp_path / "README.md").read_text()) // 4 > 4096
     assert "max_workers=6" in (tmp_path / "src/inkwell/build.py").read_text()
     assert "port = 8043" in (tmp_path / "config/site.toml").read_text()
+    held = {p.name: len(list(p.iterdir())) for p in tmp_path.iterdir() if p.is_dir()}
+    assert max(held, key=held.__getitem__) == "docs" and sorted(held.values())[-2] < held["docs"]
 
 
 async def test_the_command_s_listing_can_answer_the_size_questions(tmp_path: Path) -> None:
@@ -84,6 +86,10 @@ async def test_the_command_s_listing_can_answer_the_size_questions(tmp_path: Pat
         ("tests-largest", "tests/test_render.py is the largest.", True),
         ("tests-largest", "The largest is test_build.py.", False),
         ("theme", 'The site uses the "paper" theme.', True),
+        ("folder-most", "docs/ holds the most files: 7.", True),
+        ("folder-most", "The docs folder.", True),
+        ("folder-most", "The tests folder has the most files.", False),
+        ("folder-most", "tests/ holds the most, then docs/.", False),
         ("python", "It requires Python >=3.10.", True),
         ("python", "It requires Python 3.11.", False),
         ("docs-largest", "The largest file in docs is deploy.md.", True),
