@@ -278,7 +278,35 @@ def test_a_count_of_a_named_folder_read_off_its_parents_listing_passes() -> None
     assert answer_gaps("The cli folder holds 45 files.", [FOLDERS], asked).count
 
 
-def test_what_a_listed_folder_holds_said_unasked_is_no_count_of_the_listing() -> None:
+NESTED = "- atlas/ (folder: 1 file, 2 folders)\n- docs/ (folder: 1 file, 1 folder)\n- setup.cfg (24 bytes, 2 lines)"
+
+
+@pytest.mark.parametrize(
+    ("answer", "wrong"),
+    [
+        # Written so by the 1.5B model once the listing gave each folder's counts: 3 counts the listing.
+        (
+            "There are 3 folders in the current directory: atlas, docs, and setup.cfg. The atlas folder "
+            "contains 1 file and 2 folders. The docs folder contains 1 file and 1 folder.",
+            True,
+        ),
+        ("It holds atlas/ (1 file, 2 folders), docs/ (1 file, 1 folder) and setup.cfg.", False),
+        ("There is 1 file in the atlas folder, 1 file in the docs folder, and setup.cfg.", False),
+        ("atlas holds 3 entries; docs and setup.cfg are the others.", False),
+        (
+            "There are 2 files in the atlas folder, 1 file in docs, and setup.cfg.",
+            True,
+        ),  # 2 folders, not files
+        ("atlas/ and docs/. setup.cfg holds 3 folders.", True),  # said of no folder, and no count of it
+        (NESTED, False),  # the listing itself
+    ],
+)
+def test_what_a_listed_folder_holds_said_of_it_is_no_count_of_the_listing(answer: str, wrong: bool) -> None:
+    gaps = answer_gaps(answer, [NESTED], "What is in this folder?")
+    assert gaps.stated == ("3 entries: 1 file and 2 folders" if wrong else None)
+
+
+def test_a_folders_count_read_off_the_tests_listing_passes() -> None:
     answer = "It holds cli/ (22 files), data/, server/ (45 files), sizing/, empty/ and conftest.py."
     assert answer_gaps(answer, [FOLDERS], "What is in the tests folder?") == AnswerGaps()
     wrong = "There are 9 folders: cli/, data/, server/, sizing/, empty/ and conftest.py."
@@ -295,10 +323,13 @@ def test_reading_what_any_listing_says_its_folders_hold_is_total(text: str) -> N
 
 
 def test_reading_folder_counts_is_linear() -> None:
-    for text in ("- a/ (folder: " + "1 file, " * 50_000 + ")", "- a/ (folder: 1 file)\n" * 50_000):
+    many = "".join(f"- f{i}/ (folder: {i} files)\n" for i in range(20_000))
+    said = "".join(f"f{i} holds {i + 1} files. " for i in range(20_000))
+    for text in ("- a/ (folder: " + "1 file, " * 50_000 + ")", "- a/ (folder: 1 file)\n" * 50_000, many):
         started = time.perf_counter()
         folder_counts(text)
         wrong_pick("a/", [text], "Which folder has the most files?")
+        answer_gaps(said, [text], "What is in this folder?")
         assert time.perf_counter() - started < 5
 
 
@@ -647,3 +678,17 @@ def test_a_failure_is_read_as_the_loop_writes_it_for_the_model() -> None:
 )
 def test_an_opening_that_hands_on_the_tools_output_is_dropped(answer: str, shown: str) -> None:
     assert without_tool_talk(answer) == shown
+
+
+def test_a_listing_of_more_entries_than_are_held_is_not_held_to_each() -> None:
+    held = "\n".join(f"- f{i}.txt" for i in range(500))
+    assert answer_gaps("f1.txt", [held], "What is in this folder?").missing  # 499 left out
+    more = held + "\n- last.txt"
+    assert not answer_gaps("f1.txt", [more], "What is in this folder?").missing
+
+
+def test_a_pick_that_many_entries_tie_for_is_not_held() -> None:
+    tied = "\n".join(f"- d{i}/ (folder: 3 files)" for i in range(21)) + "\n- small/ (folder: 1 file)"
+    assert not answer_gaps("small/", [tied], "Which folder has the most files?").pick
+    few = "\n".join(f"- d{i}/ (folder: 3 files)" for i in range(20)) + "\n- small/ (folder: 1 file)"
+    assert answer_gaps("small/", [few], "Which folder has the most files?").pick == "d0/, with 3 files"

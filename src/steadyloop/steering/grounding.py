@@ -38,6 +38,7 @@ from typing import Any
 
 from .chat import chat_text
 from .file_asked import unnamed_files
+from .folder_said import FolderCountsSaid
 from .picks import names_entry, wrong_pick
 from .result_counts import (
     FILE_KINDS,
@@ -72,6 +73,9 @@ _PATH_WORD = re.compile(
 )
 _NOT_PATHS = frozenset({"e.g", "i.e", "etc", "vs", "a.m", "p.m"})
 _SHOWN_IN_CORRECTION = 12  # entries named in a correction, at most
+# A listing of more entries than this is not held to an answer naming each (the command's listing shows at
+# most 500): no answer names them all, and looking for each in the answer would grow with both.
+_MOST_HELD = 500
 # A request for a count is answered by a number, not by the names: held to the listing, a count asked for
 # was sent back for leaving the names out and came back with them and no count.
 _COUNT_ASKED = re.compile(r"\bhow many\b|\bnumber of\b|\bcount\b", re.IGNORECASE)
@@ -306,7 +310,7 @@ def answer_gaps(
     whole = not (
         _COUNT_ASKED.search(request) or _PICK_ASKED.search(request) or _NOT_CONTENTS_ASKED.match(request)
     )
-    if whole and all(entries is not None for entries in listings):
+    if whole and all(entries is not None and len(entries) <= _MOST_HELD for entries in listings):
         for entries in listings:
             missing += [e for e in entries or () if not names_entry(answer, e) and e not in missing]
     return AnswerGaps(
@@ -373,17 +377,15 @@ def _wrong_count_stated(answer: str, results: Sequence[str], request: str) -> st
     if entries is None:
         return None
     extensions = {e.rsplit(".", 1)[1].lower() for e in entries if "." in e.strip(".") and e[-1] != "/"}
-    # What a listed folder holds, as the listing says it ("docs/ holds 3 files"), is no count of the listing.
-    held = {
-        n for files, folders in folder_counts(results[0]).values() for n in (files, folders, files + folders)
-    }
+    # What a listed folder holds, said of it ("atlas/ holds 3 files"), is no count of the listing.
+    folders = FolderCountsSaid(answer, results[0])
     for match in _COUNT_STATED.finditer(answer):
         digits, word, kind = match.groups()
         if kind is not None and kind.lower() not in FILE_KINDS and kind.lower().lstrip(".") not in extensions:
             continue
         number = int(digits.replace(",", "")) if digits else NUMBER_WORDS[word.lower()]
-        counts = listing_counts(entries, match.group(0))[0] | held
-        if number not in counts:
+        counts = listing_counts(entries, match.group(0))[0]
+        if number not in counts and not folders.said_of_folder(answer, match.start(), match.end(), number):
             return listing_counts(entries, "")[1]
     return None
 

@@ -31,6 +31,7 @@ _FOLDER_MEASURE = re.compile(
 # largest?") is no pick of files: a listing gives a folder no size.
 _FOLDER_WORD = re.compile(r"\b(?:(?:sub)?folders?|director(?:y|ies)|dirs?)\b", re.IGNORECASE)
 _MOST = frozenset(("most", "longest", "largest", "biggest", "heaviest"))
+_MOST_TIED = 20
 
 
 def names_entry(answer: str, entry: str) -> bool:
@@ -86,6 +87,7 @@ def wrong_pick(answer: str, results: Sequence[str], request: str) -> str | None:
         return None
     extreme = max(values.values()) if most else min(values.values())
     picked = [name for name, value in values.items() if value == extreme]
-    if any(names_entry(answer, name) for name in picked):
+    # So many tied that none of them is the pick (and looking for each would grow with the listing).
+    if len(picked) > _MOST_TIED or any(names_entry(answer, name) for name in picked):
         return None
     return f"{picked[0]}, with {extreme:,} {plural(extreme, one, many)}"
