@@ -276,6 +276,12 @@ def test_a_count_of_a_named_folder_read_off_its_parents_listing_passes() -> None
     assert answer_gaps("It holds 21 files.", [FOLDERS], asked).count  # no listed folder holds 21
     # a number only another folder holds is no answer about cli/
     assert answer_gaps("The cli folder holds 45 files.", [FOLDERS], asked).count
+    # of the kind asked: data/ holds 3 files and 5 folders
+    assert answer_gaps("It holds 5 folders.", [FOLDERS], "How many folders does data hold?").count is None
+    assert answer_gaps("It holds 3 folders.", [FOLDERS], "How many folders does data hold?").count
+    assert answer_gaps("8 entries.", [FOLDERS], "How many entries are in data?").count is None
+    # a count of one kind of file is no folder's count: cli/'s 22 files are of every kind
+    assert answer_gaps("22 Python files.", [FOLDERS], "How many Python files are in cli?").count
 
 
 NESTED = "- atlas/ (folder: 1 file, 2 folders)\n- docs/ (folder: 1 file, 1 folder)\n- setup.cfg (24 bytes, 2 lines)"

@@ -44,6 +44,7 @@ from .result_counts import (
     FILE_KINDS,
     NUMBER_WORDS,
     QUOTES,
+    asked_kind,
     counts_held,
     folder_counts,
     line_counts,
@@ -243,14 +244,23 @@ def _wrong_count(answer: str, results: Sequence[str], request: str) -> str | Non
 
 
 def _named_folders_counts(listing: str, request: str) -> set[int]:
-    """What each listed folder the request names holds directly (its files, its folders, both): a listing
-    says so of each (``- cli/ (folder: 22 files)``)."""
-    return {
-        n
-        for name, (files, folders) in folder_counts(listing).items()
-        if names_entry(request, name)
-        for n in (files, folders, files + folders)
-    }
+    """What each listed folder the request names holds directly, of the kind it asks for (files, folders,
+    or either and both): a listing says so of each (``- cli/ (folder: 22 files)``). A count of one kind
+    of file ("How many Python files") is no folder's: its files are of every kind."""
+    kind = asked_kind(request)
+    if kind not in (None, "files", "folders"):
+        return set()
+    found: set[int] = set()
+    for name, (files, folders) in folder_counts(listing).items():
+        if names_entry(request, name):
+            found |= (
+                {files}
+                if kind == "files"
+                else {folders}
+                if kind == "folders"
+                else {files, folders, files + folders}
+            )
+    return found
 
 
 def path_words(text: str) -> list[str]:

@@ -19,6 +19,7 @@ __all__ = [
     "FILE_WORD",
     "NUMBER_WORDS",
     "QUOTES",
+    "asked_kind",
     "counts_held",
     "folder_counts",
     "line_counts",
@@ -188,6 +189,13 @@ def listing_counts(entries: list[str], asked: str) -> tuple[frozenset[int], str]
     # extension's count stands.
     counts = {len(entries), files, folders, *kinds.values()}
     return frozenset(counts - ({0} if entries else set())), said
+
+
+def asked_kind(asked: str) -> str | None:
+    """The one kind of entry a count request names, as :func:`listing_counts` reads it with no listing's
+    extensions to hand: a language ("python"), a dotted extension ("md"), ``"folders"`` or ``"files"``;
+    ``None`` for none, or more than one."""
+    return _kind_asked(asked, ())
 
 
 def _kind_asked(asked: str, extensions: Container[str]) -> str | None:
