@@ -36,6 +36,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .asked import COUNT_ASKED, LINES_ASKED, NOT_CONTENTS_ASKED, PART_ASKED, PICK_ASKED, REFERS_BACK
 from .chat import chat_text
 from .file_asked import unnamed_files
 from .folder_said import FolderCountsSaid
@@ -77,40 +78,6 @@ _SHOWN_IN_CORRECTION = 12  # entries named in a correction, at most
 # A listing of more entries than this is not held to an answer naming each (the command's listing shows at
 # most 500): no answer names them all, and looking for each in the answer would grow with both.
 _MOST_HELD = 500
-# A request for a count is answered by a number, not by the names: held to the listing, a count asked for
-# was sent back for leaving the names out and came back with them and no count.
-_COUNT_ASKED = re.compile(r"\bhow many\b|\bnumber of\b|\bcount\b", re.IGNORECASE)
-# A count of a part picked by a condition the check cannot weigh ("How many files have more than 100
-# lines?", "how many lines start with #"): held to the whole, a right answer would be sent back.
-_PART_ASKED = re.compile(
-    r"\b(?:how many|number of)\s+(?:(?!(?:do|does|did|is|are|was|were|in|of|on|at|for)\b)[\w.-]+\s+){1,3}?"
-    r"(?:that|which|whose|with|without|ha(?:ve|s)|"
-    r"contain\w*|start\w*|begin\w*|end\w*|match\w*|mention\w*|named|called|"
-    r"(?:are|is)\s+(?:over|under|above|below|at|more|less|fewer|larger|bigger|smaller|longer|shorter|"
-    r"older|newer)|over|under|above|below|larger|bigger|smaller|longer|shorter|more|less|fewer)\b",
-    re.IGNORECASE,
-)
-# A count of lines ("How many lines does poem.txt have?", "the number of non-empty lines"), held to the
-# result's lines; not a count of other things that speaks of lines ("How many files have 100 lines?").
-_LINES_ASKED = re.compile(
-    r"\b(?:how many|number of|count(?: the| all)?)\s+(?:[\w-]+\s+){0,2}?lines\b", re.IGNORECASE
-)
-# A request a listing helps answer but does not answer: how to do something, yes or no ("Is there a
-# Dockerfile?", "Does docs hold any images?"), where, why or when. Held to naming every entry, "How do I run
-# the tests of this project?" came out as the 47 entries of tests/.
-_NOT_CONTENTS_ASKED = re.compile(
-    r"\W*(?:(?:can|could|would|will) you (?:please )?(?:tell|show|explain to) me )?"
-    r"(?:how|why|where|when|is|are|does|do|did|has|have|was|were)\b",
-    re.IGNORECASE,
-)
-# A request that picks among entries ("Which of them is the largest?", "the newest file") is answered by the
-# ones it picks: held to the whole listing, "Which of them is the largest?" came back as every entry.
-_PICK_ASKED = re.compile(
-    r"\b(?:largest|biggest|smallest|newest|oldest|longest|shortest|latest|earliest|heaviest|lightest)\b"
-    r"|\b(?:most|least) recent\b|\bwhich (?:one|of)\b|\bwhich (?:\w+ ){1,2}(?:is|was|has|holds)\b"
-    r"|\bthe (?:most|fewest|least)\b",
-    re.IGNORECASE,
-)
 # A tool's failure as the loop writes it for the model (``tools/_call.py``): its exception's name first.
 _FAILED = re.compile(r"[A-Z]\w*(?:Error|Exception)\b")
 # An answer that opens by handing on the tool's output: "The tool returned: # Deploying ...". Asked what
@@ -137,14 +104,6 @@ _COUNT_STATED = re.compile(
     r"(?<![\w.,])(?:(\d{1,3}(?:,\d{3})+|\d+)|(" + "|".join(NUMBER_WORDS) + r"))\s+"
     r"(?:([A-Za-z]+|\.[a-z0-9]{1,8})\s+(?=files?\b))?"
     r"(?:files?|folders?|subfolders?|director(?:y|ies)|entries|entry|items?)\b",
-    re.IGNORECASE,
-)
-# A count question about what an earlier request's tool returned: "How many files are in that list?",
-# "how many of them are folders?". Not "are there" ("How many planets are there?" after a listing asks
-# nothing of it), nor a bare "that" ("files that start with d" counts a part).
-_REFERS_BACK = re.compile(
-    r"\b(?:that|the|this|those|these)\s+(?:list|listing|folder|directory|results?|output)\b"
-    r"|\b(?:of|in)\s+(?:them|those|these|it)\b|\blisted\b",
     re.IGNORECASE,
 )
 
@@ -211,9 +170,9 @@ def counted_earlier(messages: Sequence[Any]) -> tuple[str, str] | None:
         return None
     request = chat_text(messages[users[-1]].get("content"))
     after = [m for m in messages[users[-1] + 1 :] if isinstance(m, Mapping)]
-    if any(m.get("role") == "tool" for m in after) or not _COUNT_ASKED.search(request):
+    if any(m.get("role") == "tool" for m in after) or not COUNT_ASKED.search(request):
         return None
-    if not _REFERS_BACK.search(request):
+    if not REFERS_BACK.search(request):
         return None
     before = messages[users[-2] + 1 : users[-1]]
     results = [
@@ -225,9 +184,9 @@ def counted_earlier(messages: Sequence[Any]) -> tuple[str, str] | None:
 
 
 def _wrong_count(answer: str, results: Sequence[str], request: str) -> str | None:
-    if len(results) != 1 or not _COUNT_ASKED.search(request) or _PART_ASKED.search(request):
+    if len(results) != 1 or not COUNT_ASKED.search(request) or PART_ASKED.search(request):
         return None
-    if _LINES_ASKED.search(request):
+    if LINES_ASKED.search(request):
         # Asked how many lines one result holds, the 1.5B model said "10 lines" for a poem of 5, and
         # restated the lines of another with no count: an answer that states no number says none.
         counts, said = line_counts(results[0])
@@ -318,7 +277,7 @@ def answer_gaps(
     listings = [listed_entries(r) for r in results]
     missing: list[str] = []
     whole = not (
-        _COUNT_ASKED.search(request) or _PICK_ASKED.search(request) or _NOT_CONTENTS_ASKED.match(request)
+        COUNT_ASKED.search(request) or PICK_ASKED.search(request) or NOT_CONTENTS_ASKED.match(request)
     )
     if whole and all(entries is not None and len(entries) <= _MOST_HELD for entries in listings):
         for entries in listings:
@@ -381,7 +340,7 @@ def _wrong_count_stated(answer: str, results: Sequence[str], request: str) -> st
     """What the one whole listing among ``results`` holds, when no count was asked and ``answer`` states a
     count of its entries ("11 files and folders", "3 Python files") that none of its counts is. Asked what
     was in a folder of 9 entries, the 1.5B model opened with "There are 11 files and folders"."""
-    if len(results) != 1 or _COUNT_ASKED.search(request):
+    if len(results) != 1 or COUNT_ASKED.search(request):
         return None
     entries = whole_listing(results[0])
     if entries is None:

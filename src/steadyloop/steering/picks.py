@@ -12,25 +12,47 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from .result_counts import FILE_WORD, folder_counts, plural, sized_values, whole_listing
+from .result_counts import folder_counts, plural, sized_values, whole_listing
 
 __all__ = ["names_entry", "wrong_pick"]
 
-# What a pick among a listing's files measures: lines ("the most lines", "the longest") or bytes ("the
-# largest"); the word says which end.
+# What a pick among a listing's files measures, and which end: the most lines ("the most lines", "the
+# longest"), the fewest, the most bytes ("the largest") or the fewest; in English, Spanish, French, German,
+# Portuguese and Italian (``asked.py``).
 _FILE_MEASURE = re.compile(
-    r"\b(?:(most|fewest|least)\s+lines|(largest|biggest|heaviest|smallest|lightest)|(longest|shortest))\b",
+    r"\b(?:(?P<most_lines>most\s+lines|longest|m[aá]s\s+l[ií]neas|m[aá]s\s+larg[oa]|plus\s+de\s+lignes"
+    r"|plus\s+long(?:ue)?|meisten\s+zeilen|l[äa]ngste\w*|mais\s+linhas|mais\s+long[oa]|pi[uù]\s+righe"
+    r"|pi[uù]\s+lung[oa])"
+    r"|(?P<fewest_lines>(?:fewest|least)\s+lines|shortest|menos\s+l[ií]neas|m[aá]s\s+cort[oa]"
+    r"|moins\s+de\s+lignes|plus\s+court(?:e)?|wenigsten\s+zeilen|k[üu]rzeste\w*|menos\s+linhas"
+    r"|mais\s+curt[oa]|meno\s+righe|pi[uù]\s+cort[oa])"
+    r"|(?P<most_bytes>largest|biggest|heaviest|m[aá]s\s+grande|(?:el|la)\s+mayor|(?:o|a)\s+maior|de\s+ma[iy]or\s+tama(?:ño|nho)|plus\s+gros(?:se)?|plus\s+grand(?:e)?"
+    r"|plus\s+lourd(?:e)?|gr[öo](?:ß|ss)te\w*|pi[uù]\s+grande)"
+    r"|(?P<fewest_bytes>smallest|lightest|m[aá]s\s+pequeñ[oa]|(?:el|la|o|a)\s+menor|de\s+menor\s+tama(?:ño|nho)|plus\s+petit(?:e)?|kleinste\w*"
+    r"|pi[uù]\s+piccol[oa]))\b",
     re.IGNORECASE,
 )
 # What a pick among a listing's folders measures: what each holds directly ("Which tests folder has the
-# most files?", "the folder with the fewest entries").
+# most files?", "the folder with the fewest entries", "la carpeta con más archivos").
 _FOLDER_MEASURE = re.compile(
-    r"\b(most|fewest|least)\s+(files|entries|items|things|(?:sub)?folders|director(?:y|ies))\b", re.IGNORECASE
+    r"\b(?P<end>most|fewest|least|m[aá]s|menos|plus\s+de|moins\s+de|meisten|wenigsten|mais|pi[uù]|meno)\s+"
+    r"(?:(?P<files>files|archivos|ficheros|fichiers|dateien|arquivos|file)"
+    r"|(?P<entries>entries|items|things|elementos|[ée]l[ée]ments|eintr[äa]ge|elementi)"
+    r"|(?P<folders>(?:sub)?folders|director(?:y|ies)|(?:sub)?carpetas|(?:sous-)?dossiers|r[ée]pertoires"
+    r"|(?:unter)?ordner|verzeichnisse|pastas|cartelle))\b",
+    re.IGNORECASE,
 )
 # A folder named in the request: a pick of folders. One that names no file as well ("Which folder is the
 # largest?") is no pick of files: a listing gives a folder no size.
-_FOLDER_WORD = re.compile(r"\b(?:(?:sub)?folders?|director(?:y|ies)|dirs?)\b", re.IGNORECASE)
-_MOST = frozenset(("most", "longest", "largest", "biggest", "heaviest"))
+_FOLDER_WORD = re.compile(
+    r"\b(?:(?:sub)?folders?|director(?:y|ies)|dirs?|(?:sub)?carpetas?|dossiers?|r[ée]pertoires?|ordner"
+    r"|verzeichnis(?:se)?|pastas?|cartell[ae])\b",
+    re.IGNORECASE,
+)
+_FILE_WORD = re.compile(
+    r"\b(?:files?|archivos?|ficheros?|fichiers?|dateien|datei|arquivos?)\b", re.IGNORECASE
+)
+_FEWEST = frozenset(("fewest", "least", "menos", "moins de", "wenigsten", "meno"))
 _MOST_TIED = 20
 
 
@@ -51,24 +73,22 @@ def _measured(request: str, listing: str) -> tuple[dict[str, int], str, str, boo
     held = _FOLDER_MEASURE.search(request) if folder else None
     if held is not None:
         counts = folder_counts(listing)
-        what = held.group(2).lower()
-        if what == "files":
+        if held.group("files"):
             values, unit = {n: files for n, (files, _) in counts.items()}, ("file", "files")
-        elif what in ("entries", "items", "things"):
-            values, unit = (
-                {n: files + folders for n, (files, folders) in counts.items()},
-                ("entry", "entries"),
-            )
+        elif held.group("entries"):
+            values = {n: files + folders for n, (files, folders) in counts.items()}
+            unit = ("entry", "entries")
         else:
             values, unit = {n: folders for n, (_, folders) in counts.items()}, ("folder", "folders")
-        return values, *unit, held.group(1).lower() in _MOST
+        end = " ".join(held.group("end").lower().split())
+        return values, *unit, end not in _FEWEST
     measure = _FILE_MEASURE.search(request)
-    if measure is None or (folder and not FILE_WORD.search(request)):
+    if measure is None or (folder and not _FILE_WORD.search(request)):
         return None
-    lines = bool(measure.group(1) or measure.group(3))
-    word = (measure.group(1) or measure.group(2) or measure.group(3)).lower()
+    lines = bool(measure.group("most_lines") or measure.group("fewest_lines"))
+    most = bool(measure.group("most_lines") or measure.group("most_bytes"))
     unit = ("line", "lines") if lines else ("byte", "bytes")
-    return sized_values(listing, lines=lines), *unit, word in _MOST
+    return sized_values(listing, lines=lines), *unit, most
 
 
 def wrong_pick(answer: str, results: Sequence[str], request: str) -> str | None:
