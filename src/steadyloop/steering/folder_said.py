@@ -15,7 +15,7 @@ from __future__ import annotations
 import bisect
 import re
 
-from .result_counts import folder_counts
+from .result_counts import folder_counts, folder_holds
 
 __all__ = ["FolderCountsSaid"]
 
@@ -68,9 +68,11 @@ class FolderCountsSaid:
 
 
 def _holds(held: tuple[int, int], noun: str, number: int) -> bool:
-    files, folders = held
-    if noun.startswith("file"):
-        return number == files
-    if noun.startswith(("folder", "subfolder", "director")):
-        return number == folders
-    return number == files + folders  # entries, items
+    kind = (
+        "files"
+        if noun.startswith("file")
+        else "folders"
+        if noun.startswith(("folder", "subfolder", "director"))
+        else "entries"  # entries, items
+    )
+    return folder_holds(held, kind) == number

@@ -48,6 +48,7 @@ from .result_counts import (
     asked_kind,
     counts_held,
     folder_counts,
+    folder_holds,
     line_counts,
     listed_entries,
     listing_counts,
@@ -210,15 +211,9 @@ def _named_folders_counts(listing: str, request: str) -> set[int]:
     if kind not in (None, "files", "folders"):
         return set()
     found: set[int] = set()
-    for name, (files, folders) in folder_counts(listing).items():
+    for name, held in folder_counts(listing).items():
         if names_entry(request, name):
-            found |= (
-                {files}
-                if kind == "files"
-                else {folders}
-                if kind == "folders"
-                else {files, folders, files + folders}
-            )
+            found |= {folder_holds(held, k) for k in ((kind,) if kind else ("files", "folders", "entries"))}
     return found
 
 

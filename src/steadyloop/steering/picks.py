@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from .result_counts import folder_counts, plural, sized_values, whole_listing
+from .result_counts import folder_counts, folder_holds, plural, sized_values, whole_listing
 
 __all__ = ["names_entry", "wrong_pick"]
 
@@ -73,13 +73,13 @@ def _measured(request: str, listing: str) -> tuple[dict[str, int], str, str, boo
     held = _FOLDER_MEASURE.search(request) if folder else None
     if held is not None:
         counts = folder_counts(listing)
-        if held.group("files"):
-            values, unit = {n: files for n, (files, _) in counts.items()}, ("file", "files")
-        elif held.group("entries"):
-            values = {n: files + folders for n, (files, folders) in counts.items()}
-            unit = ("entry", "entries")
-        else:
-            values, unit = {n: folders for n, (_, folders) in counts.items()}, ("folder", "folders")
+        kind = "files" if held.group("files") else "entries" if held.group("entries") else "folders"
+        values = {n: folder_holds(h, kind) for n, h in counts.items()}
+        unit = {
+            "files": ("file", "files"),
+            "entries": ("entry", "entries"),
+            "folders": ("folder", "folders"),
+        }[kind]
         end = " ".join(held.group("end").lower().split())
         return values, *unit, end not in _FEWEST
     measure = _FILE_MEASURE.search(request)

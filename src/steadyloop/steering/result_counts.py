@@ -22,6 +22,7 @@ __all__ = [
     "asked_kind",
     "counts_held",
     "folder_counts",
+    "folder_holds",
     "line_counts",
     "listed_entries",
     "listing_counts",
@@ -293,3 +294,10 @@ def folder_counts(listing: str) -> dict[str, tuple[int, int]]:
         else:
             found[match.group(1)] = (counts["file"], counts["folder"])
     return found
+
+
+def folder_holds(held: tuple[int, int], kind: str) -> int:
+    """What a folder holding ``held`` (its files, its folders; :func:`folder_counts`) holds of ``kind``:
+    ``"files"``, ``"folders"``, or ``"entries"`` (both)."""
+    files, folders = held
+    return files if kind == "files" else folders if kind == "folders" else files + folders
