@@ -165,10 +165,10 @@ def grade(run: Run, root: Path) -> None:
         {m.group(0) for m in _PATHISH.finditer(answer) if not _exists(m.group(0), root, everything)}
     )
     # A folder is marked as one by a slash ("atlas/"), a note ("atlas (folder)"), the word before it
-    # ("folders: atlas") or after it ("The atlas folder contains 1 file").
+    # ("Folders: atlas, docs") or after it ("The atlas folder contains 1 file").
     run.folders_marked = all(
         re.search(rf"{re.escape(name)}/|{re.escape(name)}\W{{0,4}}\s*\((folder|directory)", answer, re.I)
-        or re.search(rf"(folder|director(y|ies))\W+[^\n]*{re.escape(name)}", answer, re.I)
+        or re.search(rf"(folders?|director(y|ies))\W+[^\n]*{re.escape(name)}", answer, re.I)
         or re.search(
             rf"(?<![\w.-]){re.escape(name)}\W{{0,2}}\s+(sub)?(folder|director(y|ies))\b", answer, re.I
         )

@@ -30,6 +30,7 @@ def nested(tmp_path: Path) -> Path:
         ),
         ("In the folder: atlas, docs; and the file setup.cfg.", True, True),
         ("atlas (folder), docs (folder) and setup.cfg.", True, True),
+        ("Folders: atlas, docs. Files: setup.cfg.", True, True),
         # Written so by the 1.5B model once the listing gave each folder's counts.
         (
             "The atlas folder contains 1 file and 2 folders. The docs folder contains 1 file and 1 folder. "
