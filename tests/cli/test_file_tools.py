@@ -317,6 +317,36 @@ async def test_a_search_within_a_small_room_shows_fewer_and_says_so(project: Pat
     assert re.search(r"\n\[the first \d+ of 327 matching lines in 1 file; ", got)
 
 
+async def test_a_search_that_finds_more_than_fits_shows_what_defines_the_name_first(tmp_path: Path) -> None:
+    # click's case: "echo" on 531 lines, the change log first in file order and def echo( in src/.
+    (tmp_path / "CHANGES.rst").write_text("".join(f"- echo() fix number {n}\n" for n in range(300)))
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "guide.rst").write_text("Example::\n\n    def echo(src):\n        pass\n")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "termui.py").write_text("def echo_via_pager(text):\n    echo(text)\n")
+    (tmp_path / "src" / "utils.py").write_text("import sys\n\n\ndef echo(message=None):\n    pass\n")
+    got = await _call(_tools(tmp_path)["search_text"], budget=200, pattern="echo")
+    lines = got.splitlines()
+    assert lines[:3] == [
+        "src/utils.py:4: def echo(message=None):",  # the name itself, in code
+        "docs/guide.rst:3: def echo(src):",  # the name itself, in a code sample of the docs
+        "src/termui.py:1: def echo_via_pager(text):",  # another name the pattern touches
+    ]
+    assert lines[3].startswith("CHANGES.rst:1: ")  # then the rest, in file order
+    assert re.fullmatch(
+        r"\[\d+ of 304 matching lines in 4 files, definitions first; narrow the pattern or the path to see "
+        r"others\]",
+        lines[-1],
+    )
+    # All of it fits: file order, as before.
+    small = await _call(_tools(tmp_path)["search_text"], pattern="echo", path="src")
+    assert small.splitlines() == [
+        "src/termui.py:1: def echo_via_pager(text):",
+        "src/termui.py:2: echo(text)",
+        "src/utils.py:4: def echo(message=None):",
+    ]
+
+
 # -- glob and the shell -------------------------------------------------------------------------------
 
 

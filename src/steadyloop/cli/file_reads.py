@@ -16,11 +16,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from .. import ToolContext
+from .definitions import NOT_DEFINITION, definition_rank
 
 __all__ = [
     "FLOOR_CHARS",
@@ -54,6 +55,7 @@ _BINARY_PROBE = 8192
 # A listed folder's own entries are counted up to this many; past it the note says "at least".
 _COUNTED_CHILDREN = 10_000
 _FOOTER = 160  # characters kept for the note that says what was left out
+_PROSE = frozenset({".md", ".markdown", ".rst", ".txt", ".adoc", ".html", ".htm", ".ipynb", ".tex"})
 _QUOTES = "\"'`"
 _MAX_NEAR_SCAN = 5_000  # entries of a folder looked through for the file a missing name means
 _NEAR_NAMED = 5  # of the files a missing name may mean, the most an error names
@@ -343,6 +345,9 @@ class _Tally:
     the end)."""
 
     shown: list[str]
+    # Lines that define a name the pattern matches, with their rank, wherever they are: shown first when
+    # not every line fits (``definitions.py``).
+    defining: list[tuple[int, str]] = field(default_factory=list[tuple[int, str]])
     used: int = 0
     full: bool = False
     matches: int = 0
@@ -371,13 +376,20 @@ def _scan(where: Root, start: Path, regex: re.Pattern[str], glob: str | None, ro
             if regex.search(line) is None:
                 continue
             found += 1
-            if not tally.full:
-                entry = f"{where.show(file)}:{number}: {line.strip()[:_MAX_LINE]}"
-                if len(tally.shown) < _MAX_MATCHES and tally.used + len(entry) + 1 <= room - _FOOTER:
-                    tally.shown.append(entry)
-                    tally.used += len(entry) + 1
-                else:
-                    tally.full = True
+            rank = definition_rank(line, regex)
+            if tally.full and (rank == NOT_DEFINITION or len(tally.defining) >= _MAX_MATCHES):
+                continue
+            entry = f"{where.show(file)}:{number}: {line.strip()[:_MAX_LINE]}"
+            if rank != NOT_DEFINITION and len(tally.defining) < _MAX_MATCHES:
+                # A code sample in the docs (``def echo(src):`` in an .rst) defines nothing of the project's.
+                tally.defining.append((rank * 2 + (file.suffix.lower() in _PROSE), entry))
+            if tally.full:
+                continue
+            if len(tally.shown) < _MAX_MATCHES and tally.used + len(entry) + 1 <= room - _FOOTER:
+                tally.shown.append(entry)
+                tally.used += len(entry) + 1
+            else:
+                tally.full = True
         tally.matches += found
         tally.files += found > 0
     return tally
@@ -423,8 +435,23 @@ def search_lines(where: Root, pattern: str, path: str, glob: str | None, *, room
     least = "" if tally.complete else "at least "
     files = f"{tally.files:,} file{'s' if tally.files != 1 else ''}"
     count = f"{least}{tally.matches:,} matching lines in {least}{files}"
-    note = f"[the first {len(tally.shown)} of {count}; narrow the pattern or the path to see others]"
-    return "\n".join([*tally.shown, note])
+    shown, defining = _definitions_first(tally, room)
+    which = (
+        f"{len(shown)} of {count}, definitions first" if defining else f"the first {len(shown)} of {count}"
+    )
+    note = f"[{which}; narrow the pattern or the path to see others]"
+    return "\n".join([*shown, note])
+
+
+def _definitions_first(tally: _Tally, room: int) -> tuple[list[str], bool]:
+    """The lines to show of a search that found more than fit: those defining what the pattern names
+    first (best rank first, then in file order), then the rest in file order; and whether any defines."""
+    if not tally.defining:
+        return tally.shown, False
+    ranked = [entry for _, entry in sorted(tally.defining, key=lambda pair: pair[0])]
+    first = set(ranked)
+    chosen = [*ranked, *(entry for entry in tally.shown if entry not in first)]
+    return _fitting(chosen, room - _FOOTER, _MAX_MATCHES), True
 
 
 # -- glob -----------------------------------------------------------------------------------------
