@@ -367,6 +367,47 @@ async def test_the_command_answers_how_from_the_readme_it_read_with_no_gate_ques
     assert read and "make check" in str(read[0].content)
 
 
+async def test_asked_how_to_run_the_tests_the_command_reads_the_file_that_says_so(tmp_path: Path) -> None:
+    """End to end: a README that says nothing of tests is passed over for the tox.ini that runs them (in
+    click's source the README was read, and the answer came out as its opening)."""
+    _big_project(tmp_path)
+    (tmp_path / "README.md").write_text("# Site\n\nA static site builder.\n")
+    (tmp_path / "tox.ini").write_text("[testenv]\ncommands = pytest {posargs}\n")
+    answer = "Run `tox`."
+    result, bodies = await _decided_then_answered(
+        tmp_path, "How do I run the tests of this project?", "read_file", "tox.ini", answer
+    )
+    schema = json.dumps(bodies[0]["response_format"]["json_schema"]["schema"])
+    assert '"tox.ini"' in schema and '"README.md"' not in schema
+    assert result.turn.content == answer
+    read = [m for m in result.messages if isinstance(m, ToolResultMessage)]
+    assert read and "pytest" in str(read[0].content)
+
+
+async def test_asked_where_a_function_is_defined_the_command_reads_the_file_that_defines_it(
+    tmp_path: Path,
+) -> None:
+    """End to end, in a folder too big for the schemas to list: the one file of the project that defines
+    ``echo`` at its top level is the first read; a method of that name, a test's and a docs page's are not
+    (in click's source the 1.5B model listed the folder and answered "in the tools section of the XML
+    file")."""
+    _big_project(tmp_path)
+    (tmp_path / "src" / "app" / "utils.py").write_text("import sys\n\n\ndef echo(message=None):\n    pass\n")
+    (tmp_path / "src" / "app" / "core.py").write_text("class Group:\n    def echo(self):\n        pass\n")
+    (tmp_path / "tests" / "test_echo.py").write_text("def echo():\n    pass\n")
+    (tmp_path / "README.md").write_text("# Site\n\n    def echo(x): ...\n")
+    routing = _file_tool_routing(tmp_path)
+    assert routing.named_in_files is not None
+    assert routing.named_in_files("Where is the echo function defined?") == ["src/app/utils.py"]
+    answer = "In src/app/utils.py."
+    result, first = await read_then_answer(
+        tmp_path, routing, "Where is the echo function defined?", "src/app/utils.py", answer
+    )
+    assert first["response_format"]["json_schema"]["name"] == "step"  # no gate question before the read
+    assert '"src/app/utils.py"' in json.dumps(first["response_format"]["json_schema"]["schema"])
+    assert result.turn.content == answer
+
+
 async def test_the_command_answers_what_a_folder_holds_once_it_is_listed_with_no_gate_question(
     tmp_path: Path,
 ) -> None:

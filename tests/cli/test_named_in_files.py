@@ -12,7 +12,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from steadyloop.cli.kit import _file_tool_routing
-from steadyloop.cli.named_in_files import code_names, defines, files_defining, settings_asked
+from steadyloop.cli.named_in_files import (
+    asks_where_defined,
+    code_names,
+    declares,
+    defines,
+    files_defining,
+    settings_asked,
+)
 from steadyloop.cli.steering import FILE_TOOL_ROUTING
 from steadyloop.cli.tools import default_tools, listed_files
 from steadyloop.messages import ToolResultMessage
@@ -32,6 +39,12 @@ from ._routed_read import read_then_answer
         ("What is in this folder?", []),
         ("How do I read a file in Python?", []),
         ("What does a_b do?", []),  # too short to mean one definition
+        ("Where is the Context class defined?", ["Context"]),
+        ("Where is the echo function defined?", ["echo"]),
+        ("Which method of the class is slow?", []),  # "the class": no name before it
+        ("Which file defines function slugify?", ["slugify"]),
+        ("Is there a main function?", ["main"]),
+        ("What does the main function do?", ["main"]),
     ],
 )
 def test_the_names_of_code_a_request_mentions(request_text: str, names: list[str]) -> None:
@@ -186,3 +199,46 @@ def test_a_setting_asked_of_is_read_where_it_is_declared_not_in_a_file_its_words
     assert routing.named_in_files is not None
     assert routing.named_in_files("Which Python version does this project require?") == ["pyproject.toml"]
     assert routing.named_in_files("What does the version python module say?") == ["src/app/version.py"]
+
+
+@pytest.mark.parametrize(
+    ("request_text", "asks"),
+    [
+        ("Where is the echo function defined?", True),
+        ("where's the Context class declared", True),
+        ("Where in src is parse_args implemented?", True),
+        ("Which file defines the command decorator?", True),
+        ("Which module has the Context class?", True),
+        ("Where is the README?", False),
+        ("What does the echo function do?", False),
+    ],
+)
+def test_a_request_asks_where_something_is_defined(request_text: str, asks: bool) -> None:
+    assert asks_where_defined(request_text) is asks
+
+
+@pytest.mark.parametrize(
+    ("text", "how"),
+    [
+        ("def echo(message=None):\n", 2),
+        ("class Group:\n    def echo(self):\n", 1),  # a method only
+        ("class Group:\n    def echo(self):\n\ndef echo():\n", 2),
+        ("export async function echo(x) {}\n", 2),
+        ("echo = make_echo()\n", 0),  # an assignment defines it, but declares nothing
+        ("def echoes():\n", 0),
+        ("# def echo() was removed\n", 0),
+    ],
+)
+def test_how_a_file_declares_a_name(text: str, how: int) -> None:
+    assert declares(text, "echo") == how
+
+
+@given(st.text(max_size=300), st.text(max_size=20))
+def test_reading_declarations_is_total(text: str, name: str) -> None:
+    asks_where_defined(text)
+    assert declares(text, name) in (0, 1, 2)
+
+
+def test_reading_declarations_is_linear() -> None:
+    assert growth(lambda n: asks_where_defined("where " * n + "is it"), 5_000) < LINEAR_BOUND
+    assert growth(lambda n: declares("    def x():\n" * n, "echo"), 5_000) < LINEAR_BOUND

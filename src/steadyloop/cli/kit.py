@@ -30,7 +30,8 @@ from ..wire import context_limit_for
 from .config import Resolved
 from .described_paths import names_the_project, paths_described_by, readme_for_how, written_folders
 from .file_reads import SKIPPED_DIRS, Root
-from .named_in_files import files_defining, settings_asked
+from .how_tested import asks_how_to_test, tells_how_to_test, where_tests_may_be_told
+from .named_in_files import file_head, files_declaring, files_defining, settings_asked
 from .steering import FILE_TOOL_ROUTING
 from .tools import COMPACT_WINDOW, default_tools, listed_files, paths_to_name, system_prompt
 
@@ -278,13 +279,19 @@ def _file_tool_routing(cwd: Path) -> ToolRouting:
     folders = paths_to_name(cwd, folders=True)
     # Reading files for the names they define is bounded: the schema's files, or the top level's.
     defining = files_defining(cwd, listed_files(cwd) or [f for f in files if "/" not in f])
+    declared_in = files_declaring(cwd, files)
     described = paths_described_by(files, folders)
 
     def named_in_files(request: str) -> list[str]:
         declaring = defining(request) if settings_asked(request) else []
         # A setting asked of in words is where it is declared: "the Python version" also describes a
         # version.py, and given both, the 1.5B model read packaging's src/packaging/version.py.
-        found = declaring or [*described(request), *readme_for_how(request, files), *defining(request)]
+        told = told_how_to_test(cwd, files) if asks_how_to_test(request) else []
+        found = declaring or [
+            *described(request),
+            *(told or readme_for_how(request, files)),
+            *(declared_in(request) or defining(request)),
+        ]
         # A folder is written with a trailing slash: a list_dir that lists no folders still takes it.
         found = [f"{p}/" if p in folders else p for p in found]
         return list(dict.fromkeys([*found, *_folders_under(cwd, request)]))
@@ -295,6 +302,16 @@ def _file_tool_routing(cwd: Path) -> ToolRouting:
         about_files=names_the_project,
         path_arguments={"read_file": ("path", "file"), "list_dir": ("path", "folder")},
     )
+
+
+def told_how_to_test(cwd: Path, files: Sequence[str]) -> list[str]:
+    """The first of the files that may say how the project's tests are run that does (``how_tested``),
+    read from its head: README.rst says nothing of tests in click's source, tox.ini does."""
+    for path in where_tests_may_be_told(files):
+        text = file_head(cwd / path)
+        if text is not None and tells_how_to_test(path, text):
+            return [path]
+    return []
 
 
 def _folders_under(cwd: Path, request: str) -> list[str]:
