@@ -258,7 +258,9 @@ def answer_gaps(
     """
     if not results or not answer.strip():
         return AnswerGaps()
-    sources = [s.lower() for s in (*results, request)]
+    # What a tool was called on is no invention either: asked which file defines a function, the 1.5B
+    # model read src/click/decorators.py and named it, and the read's text does not hold its own path.
+    sources = [s.lower() for s in (*results, request, *(called or ()))]
     invented = list(dict.fromkeys(w for w in path_words(answer) if not _grounded(w, sources)))
     if all_failed(results):
         # Every tool failed: a number or version the answer gives came from nowhere. Told requirements.txt
