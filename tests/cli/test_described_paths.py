@@ -388,7 +388,7 @@ async def test_asked_where_a_function_is_defined_the_command_reads_the_file_that
     tmp_path: Path,
 ) -> None:
     """End to end, in a folder too big for the schemas to list: the one file of the project that defines
-    ``echo`` at its top level is the first read; a method of that name, a test's and a docs page's are not
+    ``echo`` at its top level is the first read, and then the answer; a method of that name, a test's and a docs page's are not
     (in click's source the 1.5B model listed the folder and answered "in the tools section of the XML
     file")."""
     _big_project(tmp_path)
@@ -400,11 +400,14 @@ async def test_asked_where_a_function_is_defined_the_command_reads_the_file_that
     assert routing.named_in_files is not None
     assert routing.named_in_files("Where is the echo function defined?") == ["src/app/utils.py"]
     answer = "In src/app/utils.py."
-    result, first = await read_then_answer(
-        tmp_path, routing, "Where is the echo function defined?", "src/app/utils.py", answer
+    result, bodies = await _decided_then_answered(
+        tmp_path, "Where is the echo function defined?", "read_file", "src/app/utils.py", answer
     )
-    assert first["response_format"]["json_schema"]["name"] == "step"  # no gate question before the read
-    assert '"src/app/utils.py"' in json.dumps(first["response_format"]["json_schema"]["schema"])
+    assert len(bodies) == 2 and bodies[0]["response_format"]["json_schema"]["name"] == "step"
+    assert '"src/app/utils.py"' in json.dumps(bodies[0]["response_format"]["json_schema"]["schema"])
+    # Once read, the answer, with no gate question (in attrs' source the gate asked for a listing next),
+    # and naming the file read is no invention.
+    assert "response_format" not in bodies[1]
     assert result.turn.content == answer
 
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steadyloop.steering.file_asked import MOST_FOUND, files_found, unnamed_files
+from steadyloop.steering.file_asked import MOST_FOUND, asks_for_file, files_found, unnamed_files
 from steadyloop.steering.grounding import AnswerGaps, answer_gaps, correction
 
 from ..edges._edges import LINEAR_BOUND, growth
@@ -66,3 +66,29 @@ def test_reading_is_linear() -> None:
         unnamed_files("x", ["a:1: b"], "which file ?" + "a" * n)
 
     assert growth(work, 2_000) < LINEAR_BOUND
+
+
+@pytest.mark.parametrize(
+    ("request_text", "asks"),
+    [
+        ("Which file mentions Alice?", True),
+        ("Where is the echo function defined?", True),
+        ("Where in src is parse_args implemented?", True),
+        ("Where is the Context class defined, and what does it hold?", True),  # one question
+        ("Find the file that mentions nginx, then read it: which port does it give?", False),
+        ("Where is the README?", False),
+        ("Where is it defined? And why?", False),  # two questions
+    ],
+)
+def test_a_request_asks_for_a_file_alone(request_text: str, asks: bool) -> None:
+    assert asks_for_file(request_text) is asks
+
+
+def test_asked_where_a_name_is_defined_an_answer_naming_no_file_found_is_sent_back() -> None:
+    found = "src/click/utils.py:219: def echo(\nsrc/click/termui.py:251: def echo_via_pager("
+    request = "Where is the echo function defined?"
+    assert unnamed_files("It is defined in the click module.", [found], request) == (
+        "src/click/utils.py",
+        "src/click/termui.py",
+    )
+    assert unnamed_files("In utils.py.", [found], request) == ()

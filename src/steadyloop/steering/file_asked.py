@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-__all__ = ["MOST_FOUND", "files_found", "unnamed_files"]
+__all__ = ["MOST_FOUND", "asks_for_file", "files_found", "unnamed_files"]
 
 #: The most files a search may have found for an answer to be held to naming one of them.
 MOST_FOUND = 5
@@ -29,6 +29,8 @@ _FILE_ASKED = re.compile(
 )
 # A request that asks more than the file ("Find the file that mentions nginx, then read it: which port does
 # it give?"): held to naming the file, and nothing else, the 1.5B model's answer lost the port.
+# "Where is the echo function defined?": the file that defines it is the answer.
+_WHERE_DEFINED = re.compile(r"\bwhere\b[^?.!]{0,80}?\b(?:defined|declared|implemented)\b", re.IGNORECASE)
 _MORE_ASKED = re.compile(r"\bthen\b|\band\s+(?:tell|say|show|read|give)\b|[:;]", re.IGNORECASE)
 _GREP_LINE = re.compile(r"^([^\s:][^:\n]{0,255}):\d+:", re.MULTILINE)
 
@@ -42,11 +44,22 @@ def files_found(results: Sequence[str]) -> list[str]:
     return list(found)
 
 
+def asks_for_file(request: str) -> bool:
+    """Whether ``request`` asks which file says or defines something, and for nothing more ("Which file
+    mentions Alice?", "Where is the echo function defined?"; not "..., then read it: which port?")."""
+    # Two questions are counted, since a pattern for "?, text, ?" backtracks on long text.
+    return (
+        (_FILE_ASKED.search(request) is not None or _WHERE_DEFINED.search(request) is not None)
+        and _MORE_ASKED.search(request) is None
+        and request.rstrip().count("?") <= 1
+    )
+
+
 def unnamed_files(answer: str, results: Sequence[str], request: str) -> tuple[str, ...]:
     """The files a search found, when ``request`` asks for a file and ``answer`` names none of them (see the
     module docstring); ``()`` otherwise."""
-    if not _FILE_ASKED.search(request) or _MORE_ASKED.search(request) or request.rstrip().count("?") > 1:
-        return ()  # two questions: counted, since a pattern for "?, text, ?" backtracks on long text
+    if not asks_for_file(request):
+        return ()
     found = files_found(results)
     if not found or len(found) > MOST_FOUND:
         return ()

@@ -40,6 +40,7 @@ from .decision import (
     which_tool_body,
 )
 from .examples import ANSWER_NOTES, GENERIC_EXAMPLES, GateChoice, GateExamples
+from .file_asked import asks_for_file
 from .gate_request import ask_gate
 from .grounding import all_failed, counted_earlier
 from .listed_items import listed_calls
@@ -260,6 +261,9 @@ class _Routed:
         if self._listed_as_asked():
             self.choice = "answer"  # asked only what a folder holds, and it was listed
             return None
+        if self._read_as_asked():
+            self.choice = "answer"  # asked which file, and the one the host named for it was read
+            return None
         if self._about_files():
             self.choice = "tool"  # the host reads the request as one about the user's files
             return None
@@ -338,6 +342,27 @@ class _Routed:
             # shown 'Default: "."' copied the quotes into its paths).
             listed = declared_default(self.planned.get("tools"), name, argument) or "."
         return kind == "folder" and isinstance(listed, str) and (listed.rstrip("/") or ".") in folders
+
+    def _read_as_asked(self) -> bool:
+        """The request only asks which file says or defines something (``asks_for_file``), and the one
+        call made for it read a file the host names for it.
+
+        Asked "Where is the attrs function defined?" in attrs' source, the 1.5B model read
+        src/attr/_make.py, the one module that defines it, and its gate asked for a listing of src/attr
+        next; the answer was held to that listing."""
+        routing, found = self.routing, self.found
+        if routing.named_in_files is None or found is None or not found[1] or not asks_for_file(found[0]):
+            return False
+        made = calls_for_request(self.planned)
+        if len(made) != 1 or self._all_failed():
+            return False
+        name, arguments = made[0]
+        taken = routing.path_arguments or {}
+        argument, kind = taken.get(name, ("", "file")) if isinstance(name, str) else ("", "file")
+        read = arguments.get(argument) if isinstance(arguments, Mapping) else None
+        if kind != "file" or not isinstance(read, str):
+            return False
+        return read.strip().removeprefix("./") in routing.named_in_files(found[0])
 
     def _about_files(self) -> bool:
         """The host reads the request as one about the user's files, and nothing was done for it yet."""
