@@ -22,7 +22,14 @@ does). Graded by code, never by a model:
 - ``most-lines``: "Which file in src/PKG has the most lines?" names that file (of every file there, stubs
   included), and not three others;
 - ``license``: "What license does this project use?" names the license of ``PKG-INFO``;
-- ``python``: "Which Python version does this project require?" gives ``Requires-Python``'s version.
+- ``python``: "Which Python version does this project require?" gives ``Requires-Python``'s version;
+- ``tests``: "How do I run the tests of this project?" names a runner the project's own files run its tests
+  with (``tox`` where it has a tox.ini, ``nox`` where a noxfile or its docs run nox, ``pytest`` where
+  tox.ini, pyproject.toml, setup.cfg or its docs run or configure pytest);
+- ``defined``: "Where is the NAME function (class) defined?" names the file that defines it (or its
+  dotted module, ``requests.api``): of the package's public top-level functions and classes defined in
+  one file of the project only, the one whose name is on the most lines of the project's text (the
+  search with the most lines to show).
 
 Run: ``.venv/bin/python bench/real_projects.py --base-url URL [--projects first|second|third|all] [--only KEYS]
 [--json F]``.
@@ -57,6 +64,9 @@ PROJECTS = {
     "first": ("click==8.1.7", "attrs==24.2.0", "requests==2.32.3"),
     "second": ("flask==3.0.3", "packaging==24.1", "pluggy==1.5.0"),
     "third": ("rich==13.7.1", "httpx==0.27.0", "jinja2==3.1.4"),
+    # Picked after the tests and defined questions were worked on (on click's source, and checked on the
+    # nine above): the one set those two are held out on.
+    "fourth": ("itsdangerous==2.2.0", "tomli==2.0.1", "platformdirs==4.2.2"),
 }
 CACHE = Path.home() / ".cache" / "steadyloop-bench" / "sdists"
 
@@ -142,7 +152,9 @@ def questions_for(project: Project) -> list[Question]:
     v = version.group(0)
     minor = v.split(".")[1]
     name = project.name
-    return [
+    definition = widely_named_definition(root, package)
+    runners = test_runners(root)
+    questions = [
         Question(f"{name}/folder", "held-out", "What is in this folder?", f"(?s){folder}"),
         # (Jinja's README calls it "Jinja": the name without a trailing major version)
         Question(
@@ -174,6 +186,89 @@ def questions_for(project: Project) -> list[Question]:
             rf"\b3\.(?!{minor}\b)\d+",
         ),
     ]
+    if definition is not None:
+        defined, kind, defining_file = definition
+        questions.append(
+            Question(
+                f"{name}/defined",
+                "held-out",
+                f"Where is the {defined} {kind} defined?",
+                # the file, or the module it is ("in the requests.api module")
+                rf"{re.escape(defining_file)}(?!\w)|\w\.{re.escape(defining_file.removesuffix('.py'))}\b(?!\.py)",
+            )
+        )
+    if runners:
+        # (a project whose files run no tests is asked nothing of them: "\b()\b" would pass any answer)
+        questions.append(
+            Question(
+                f"{name}/tests",
+                "held-out",
+                "How do I run the tests of this project?",
+                rf"\b({'|'.join(sorted(runners))})\b",
+            )
+        )
+    return questions
+
+
+_RUNNER_LINE = re.compile(r"^[ \t>*-]*(?:\$[ \t]*|`+)?(?:python3?[ \t]+-m[ \t]+)?(pytest|tox|nox)\b", re.M)
+
+
+def test_runners(root: Path) -> set[str]:
+    """The test runners a project's own files run or configure: the runner's file, its table in a project
+    file, or a command line of a contributing guide or a development page of the docs."""
+    found: set[str] = set()
+    if (root / "tox.ini").is_file():
+        found.add("tox")
+        if "pytest" in (root / "tox.ini").read_text(errors="replace"):
+            found.add("pytest")
+    if (root / "noxfile.py").is_file():
+        found.add("nox")
+    for name, table in (("pyproject.toml", "[tool.pytest"), ("setup.cfg", "[tool:pytest]")):
+        if (root / name).is_file() and table in (root / name).read_text(errors="replace"):
+            found.add("pytest")
+    guides = [*root.glob("CONTRIBUTING*"), *root.glob("docs/*contribut*"), *root.glob("docs/develop*/*")]
+    for guide in guides:
+        if guide.is_file():
+            found |= {m.lower() for m in _RUNNER_LINE.findall(guide.read_text(errors="replace"))}
+    return found
+
+
+_TOP_DEFINITION = re.compile(r"^(def|class)[ \t]+([A-Za-z]\w{3,})\b", re.M)
+
+
+def widely_named_definition(root: Path, package: str) -> tuple[str, str, str] | None:
+    """The name, kind ("function" or "class") and defining file's name of the package's public top-level
+    definition that one file of the project defines and the most lines of its text name."""
+    defined: dict[str, set[Path]] = {}
+    kinds: dict[str, str] = {}
+    for path in root.rglob("*.py"):
+        for kind, name in _TOP_DEFINITION.findall(path.read_text(errors="replace")):
+            defined.setdefault(name, set()).add(path)
+            kinds.setdefault(name, "function" if kind == "def" else "class")
+    package_dir = root / package
+    # (attrs' src/attrs re-exports src/attr's: then the package's folder's neighbours count)
+    candidates = sorted(
+        name for name, paths in defined.items() if len(paths) == 1 and next(iter(paths)).parent == package_dir
+    ) or sorted(
+        name
+        for name, paths in defined.items()
+        if len(paths) == 1 and next(iter(paths)).parent.parent == package_dir.parent
+    )
+    texts = [
+        p.read_text(errors="replace")
+        for p in root.rglob("*")
+        if p.is_file() and p.suffix in (".py", ".md", ".rst", ".txt", ".toml", ".cfg", ".ini")
+    ]
+    lines = [line for text in texts for line in text.splitlines()]
+
+    def named_on(name: str) -> int:
+        word = re.compile(rf"\b{re.escape(name)}\b")
+        return sum(1 for line in lines if word.search(line))
+
+    if not candidates:
+        return None
+    best = max(candidates, key=lambda n: (named_on(n), n))
+    return best, kinds[best], next(iter(defined[best])).name
 
 
 def _read_readme(answer: Answer) -> bool:

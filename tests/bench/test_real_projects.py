@@ -82,3 +82,44 @@ def test_every_question_is_held_out_and_the_readme_must_be_read(tmp_path: Path) 
     assert not real_projects._read_readme(
         newcomer.Answer("widget/readme", "held-out", calls=["list_dir({})"])
     )
+
+
+def _tested_project(root: Path) -> object:
+    project = _project(root)
+    (root / "src" / "widget" / "core.py").write_text(
+        "def make_widget(size):\n    pass\n\n\nclass Part:\n    pass\n"
+    )
+    (root / "src" / "widget" / "cli.py").write_text("from .core import make_widget\nmake_widget(1)\n")
+    (root / "tests").mkdir()
+    (root / "tests" / "test_core.py").write_text("def test_make():\n    make_widget(2)\n")
+    (root / "tox.ini").write_text("[testenv]\ncommands = pytest {posargs}\n")
+    return project
+
+
+@pytest.mark.parametrize(
+    ("kind", "answer", "right"),
+    [
+        ("tests", "Run `tox`.", True),
+        ("tests", "Run pytest from the project's folder.", True),
+        ("tests", "Run `nox -s tests`.", False),  # no noxfile here
+        ("tests", "Widget makes widgets.", False),
+        ("defined", "make_widget is defined in src/widget/core.py.", True),
+        ("defined", "It is in the widget.core module.", True),
+        ("defined", "It is defined in cli.py.", False),
+        ("defined", "It is in core.pyi.", False),
+        ("defined", "It is in the widget module.", False),
+    ],
+)
+def test_the_tests_and_defined_questions_read_the_projects_own_files(
+    tmp_path: Path, kind: str, answer: str, right: bool
+) -> None:
+    questions = {q.key.split("/")[1]: q for q in real_projects.questions_for(_tested_project(tmp_path))}
+    assert questions["defined"].text == "Where is the make_widget function defined?"
+    question = questions[kind]
+    graded = newcomer.grade(question, newcomer.Answer(question.key, question.half, answer=answer))
+    assert graded is right
+
+
+def test_a_project_whose_files_run_no_tests_is_not_asked_how_to(tmp_path: Path) -> None:
+    keys = {q.key.split("/")[1] for q in real_projects.questions_for(_project(tmp_path))}
+    assert "tests" not in keys and "defined" not in keys  # no runner, and nothing defined
