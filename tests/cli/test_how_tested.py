@@ -69,6 +69,11 @@ def test_the_files_that_may_say_how_come_readme_first_then_guides_then_runners()
             False,
         ),
         ("README.md", "    python -m pytest tests/\n", True),
+        (
+            "README.rst",
+            "``pluggy`` is part of the ``pytest-dev`` project, see the `pytest collective`_.\n",
+            False,
+        ),
         ("README.md", "    npm run test\n", True),
         ("README.md", "bash scripts/test\n", True),
         ("CONTRIBUTING.rst", "Run the tests::\n\n    $ pytest\n", True),

@@ -47,13 +47,13 @@ _RUNNER_FILES = (
 _RUNNER_ALWAYS = frozenset({"tox.ini", "noxfile.py", "pytest.ini"})
 # A command that runs the tests, as a README or a contributing guide writes one: at a line's start (after a
 # prompt) or in a code span ("Run the tests with `make check`."). A name in passing runs nothing: "This is
-# the core framework used by the `pytest`_, `tox`_ and `devpi`_ projects." (pluggy's README; `x`_ is a link
-# in reStructuredText).
+# the core framework used by the `pytest`_, `tox`_ and `devpi`_ projects.", "part of the ``pytest-dev``
+# project, see the `pytest collective`_" (pluggy's README; `x`_ is a link in reStructuredText).
 _TEST_COMMAND = re.compile(
     r"(?:^[ \t>*-]*(?:\$[ \t]*|::[ \t]*)?|`+)(?:python3?[ \t]+-m[ \t]+)?"
     r"(?:pytest|py\.test|tox|nox|hatch[ \t]+(?:run[ \t]+)?test|make[ \t]+(?:test|check)"
     r"|(?:npm|yarn|pnpm)[ \t]+(?:run[ \t]+)?test|cargo[ \t]+test|go[ \t]+test|bash[ \t]+\S*test"
-    r"|\./\S*test|unittest|scripts/test)\b(?!`_)",
+    r"|\./\S*test|unittest|scripts/test)(?![-\w])(?![^`\n]*`_)",
     re.MULTILINE,  # written in lower case, as typed: "Tox runs the tests here." is prose
 )
 _CONFIG_SAYS = {
