@@ -488,6 +488,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--out", type=Path, help="write the answers and the summary here as JSON, after each answer"
     )
+    ap.add_argument("--ids", default="", help="ask these entries only (comma-separated ids), not a sample")
     ap.add_argument("--resume", type=Path, help="keep the answers an earlier --out of the same sample holds")
     ap.add_argument("--report", type=Path, help="ask nothing: report the answers an earlier --out holds")
     ap.add_argument(
@@ -505,7 +506,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown ways or categories: {unknown}")
     bfcl = Bfcl()
-    entries = interleave(draw(bfcl, categories, args.per_category, args.seed))
+    wanted = {i for i in args.ids.split(",") if i}
+    if wanted:
+        # named entries, as a rule's own check asks them: they are no sample, and are reported as such
+        entries = [e for c in categories for e in bfcl.entries(c) if e.id in wanted]
+    else:
+        entries = interleave(draw(bfcl, categories, args.per_category, args.seed))
     before = json.loads((args.report or args.resume).read_text()) if args.report or args.resume else {}
     done = restored(entries, before)
     if args.report:
