@@ -15,8 +15,9 @@ and ``mod``, and the like, after modifiers such as ``export``, ``pub`` or ``asyn
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
-__all__ = ["DEFINES_MATCH", "DEFINES_OTHER", "NOT_DEFINITION", "definition_rank"]
+__all__ = ["DEFINES_MATCH", "DEFINES_OTHER", "NOT_DEFINITION", "declarations", "definition_rank"]
 
 #: The ranks :func:`definition_rank` gives, best first.
 DEFINES_MATCH = 0
@@ -31,10 +32,20 @@ _KEYWORD = (
     r"(?:def|class|function|fn|func|interface|struct|enum|trait|type|mod|module|macro_rules!|object"
     r"|record|const|let|var|val|sub|proc|impl)"
 )
-# A Go method (``func (c *Client) Do(``) names its receiver first.
+# A Go method (``func (c *Client) Do(``) names its receiver first. Blanks, not \s: over a whole file, a
+# pattern whose \s ran across newlines would try every following line from every line.
 _DEFINITION = re.compile(
-    rf"^\s*(?:{_MODIFIER}\s+)*{_KEYWORD}\*?\s+(?:\([^()]{{0,120}}\)\s*)?(?P<name>[A-Za-z_$][\w$]*)"
+    rf"^(?P<indent>[ \t]*)(?:{_MODIFIER}[ \t]+)*{_KEYWORD}\*?[ \t]+(?:\([^()\n]{{0,120}}\)[ \t]*)?"
+    r"(?P<name>[A-Za-z_$][\w$]*)",
+    re.MULTILINE,
 )
+
+
+def declarations(text: str) -> Iterator[tuple[str, bool]]:
+    """The names ``text`` declares, in order, each with whether it is at the top level (not indented: a
+    method is not). Linear in the text."""
+    for found in _DEFINITION.finditer(text):
+        yield found.group("name"), not found.group("indent")
 
 
 def definition_rank(line: str, pattern: re.Pattern[str]) -> int:

@@ -13,6 +13,8 @@ import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from .definitions import declarations
+
 __all__ = [
     "asks_where_defined",
     "code_names",
@@ -156,25 +158,17 @@ def asks_where_defined(request: str) -> bool:
     return _WHERE_DEFINED.search(request) is not None
 
 
-def _declaration(name: str) -> re.Pattern[str]:
-    n = re.escape(name)
-    return re.compile(
-        rf"^[ \t]*(?:(?:export|default|pub|public|static|async|abstract)[ \t]+)*"
-        rf"(?:def|class|function|fn|func|struct|interface|type|enum|trait)[ \t]+{n}\b",
-        re.MULTILINE,
-    )
-
-
 def declares(text: str, name: str) -> int:
-    """How ``text`` declares a function, class or type called ``name``: 2 at the top level, 1 only indented
-    (a method), 0 not at all. Not a variable or a key: asked where ``command`` is defined, click's files
-    assign ``command =`` in a dozen places; its one function is in decorators.py, and core.py has a
-    method of that name."""
+    """How ``text`` declares a function, class, type or constant called ``name`` (``definitions.py``): 2
+    at the top level, 1 only indented (a method), 0 not at all. Not by an assignment or a key: asked
+    where ``command`` is defined, click's files assign ``command =`` in a dozen places; its one function
+    is in decorators.py, and core.py has a method of that name."""
     best = 0
-    for match in _declaration(name).finditer(text):
-        if not match.group(0)[:1].isspace():
-            return 2
-        best = 1
+    for declared, top_level in declarations(text):
+        if declared == name:
+            if top_level:
+                return 2
+            best = 1
     return best
 
 
