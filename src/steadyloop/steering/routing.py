@@ -25,6 +25,7 @@ from ..turn.capabilities import EndpointCapabilities, ModelCapabilities, capabil
 from ..turn.request import BodyBuilder, TurnRequest, TurnSink
 from ..turn.send import send_turn
 from .answers import ask_answer
+from .date_formats import in_declared_formats
 from .decision import (
     Decision,
     already_made,
@@ -430,7 +431,8 @@ class _Routed:
     def _against_request(self, decision: Decision, tools: Sequence[Mapping[str, Any]]) -> Decision:
         """The decision read against the first request: without the optional choices it never spoke of,
         without calls only numbers it never wrote tell apart, and with a call for each item of a list it
-        names one of the calls' values in."""
+        names one of the calls' values in; its dates in the forms the tools' descriptions declare."""
+        decision = in_declared_formats(decision, tools)
         found = self.found
         if found is None or found[1]:
             return decision

@@ -1,0 +1,144 @@
+"""A date written in one form where the tool's schema declares another; sans I/O.
+
+A tool's description often says how it takes a date: "The date (month-day-year) you want ...", "in the
+format MM-DD-YYYY", "Format: yyyy-mm-dd". A small model writes the form it writes most, whatever the
+description says: asked "What is the air quality index in London 2022/08/16?" of a tool whose date is
+"(month-day-year)", the 1.5B model wrote ``2022-08-16`` (BFCL simple_python_196; the answer key wants
+``08-16-2022``). :func:`in_declared_formats` rewrites such a value into the declared form when the value is
+a date read one way only: year first (``2022-08-16``, ``2022/08``), a month's name (``August 16, 2022``),
+or day and month told apart by a number over 12. A value already in the declared form, one that is not a
+whole date, or a description that declares no form or two different ones, is left as it is.
+
+Every function here is linear in its input.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .decision import Decision, tool_names
+
+__all__ = ["declared_date_format", "in_declared_formats", "written_as"]
+
+_FIELD = r"(?:yyyy|yy|mm|dd)"
+# "MM-DD-YYYY", "yyyy-mm-dd", "mm/dd/yyyy", "MM-YYYY": the same separator between the fields.
+_CODED = re.compile(rf"(?<![\w-])({_FIELD})([-/.])({_FIELD})(?:\2({_FIELD}))?(?![\w-])", re.IGNORECASE)
+# "(month-day-year)", "day/month/year".
+_WORDED = re.compile(r"\b(month|day|year)([-/])(month|day|year)(?:\2(month|day|year))?\b", re.IGNORECASE)
+_WORD_FIELDS = {"month": "MM", "day": "DD", "year": "YYYY"}
+
+_MONTHS = {
+    name: number
+    for number, names in enumerate(
+        (
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ),
+        1,
+    )
+    for name in names
+}
+_YEAR_FIRST = re.compile(r"(\d{4})([-/.])(\d{1,2})(?:\2(\d{1,2}))?")
+_NUMBERS = re.compile(r"(\d{1,2})([-/.])(\d{1,2})\2(\d{4})")
+_MONTH_FIRST = re.compile(r"([a-z]+)\.?\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})", re.IGNORECASE)
+_DAY_FIRST = re.compile(r"(\d{1,2})(?:st|nd|rd|th)?\s+([a-z]+)\.?,?\s+(\d{4})", re.IGNORECASE)
+
+
+def declared_date_format(description: str) -> tuple[tuple[str, ...], str] | None:
+    """The date form ``description`` declares, as its fields in order (``("MM", "DD", "YYYY")``) and their
+    separator; ``None`` when it declares none, or two different ones."""
+    found: set[tuple[tuple[str, ...], str]] = set()
+    for match in _CODED.finditer(description):
+        fields = tuple(f.upper() for f in match.group(1, 3, 4) if f)
+        found.add((fields, match.group(2)))
+    for match in _WORDED.finditer(description):
+        fields = tuple(_WORD_FIELDS[f.lower()] for f in match.group(1, 3, 4) if f)
+        found.add((fields, match.group(2)))
+    usable = {f for f in found if _usable(f[0])}
+    return usable.pop() if len(usable) == 1 and len(found) == 1 else None
+
+
+def _usable(fields: tuple[str, ...]) -> bool:
+    kinds = [f[0] for f in fields]  # Y, M or D
+    return len(set(kinds)) == len(kinds) and "M" in kinds and "Y" in kinds
+
+
+def _read_date(value: str) -> dict[str, int] | None:
+    """The year, month and (when written) day of a date ``value`` can be read as in one way only."""
+    text = value.strip()
+    found: dict[str, int] | None = None
+    if match := _YEAR_FIRST.fullmatch(text):
+        found = {"Y": int(match.group(1)), "M": int(match.group(3))}
+        if match.group(4):
+            found["D"] = int(match.group(4))
+    elif match := _NUMBERS.fullmatch(text):
+        first, second, year = int(match.group(1)), int(match.group(3)), int(match.group(4))
+        if first > 12 >= second:
+            found = {"Y": year, "M": second, "D": first}
+        elif second > 12 >= first:
+            found = {"Y": year, "M": first, "D": second}
+        # both 12 or under: month first or day first, and nothing says which
+    elif (match := _MONTH_FIRST.fullmatch(text)) and match.group(1).lower() in _MONTHS:
+        found = {"Y": int(match.group(3)), "M": _MONTHS[match.group(1).lower()], "D": int(match.group(2))}
+    elif (match := _DAY_FIRST.fullmatch(text)) and match.group(2).lower() in _MONTHS:
+        found = {"Y": int(match.group(3)), "M": _MONTHS[match.group(2).lower()], "D": int(match.group(1))}
+    if found is None or not 1 <= found["M"] <= 12 or not 1 <= found.get("D", 1) <= 31:
+        return None
+    return found
+
+
+def written_as(value: str, form: tuple[tuple[str, ...], str]) -> str | None:
+    """``value`` written in ``form`` (from :func:`declared_date_format`); ``None`` when it is no date read
+    one way only, or lacks a field the form has (a day)."""
+    date = _read_date(value)
+    fields, separator = form
+    if date is None or any(f[0] not in date for f in fields):
+        return None
+    parts = []
+    for field in fields:
+        number = date[field[0]]
+        parts.append(
+            f"{number % 100:02d}"
+            if field == "YY"
+            else f"{number:04d}"
+            if field == "YYYY"
+            else f"{number:02d}"
+        )
+    return separator.join(parts)
+
+
+def in_declared_formats(decision: Decision, tools: Sequence[Mapping[str, Any]]) -> Decision:
+    """``decision`` with each string argument that is a date written in another form than its schema's
+    description declares written in that form (see the module docstring)."""
+    if decision.answers:
+        return decision
+    schemas = dict(tool_names(tools))
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for name, arguments in decision.calls:
+        properties = schemas.get(name, {}).get("properties")
+        properties = properties if isinstance(properties, Mapping) else {}
+        fixed = dict(arguments)
+        for key, value in arguments.items():
+            schema = properties.get(key)
+            if not isinstance(value, str) or not isinstance(schema, Mapping):
+                continue
+            description = schema.get("description")
+            form = declared_date_format(description) if isinstance(description, str) else None
+            rewritten = written_as(value, form) if form is not None else None
+            if rewritten is not None:
+                fixed[key] = rewritten
+        calls.append((name, fixed))
+    (name, arguments), *more = calls
+    return Decision(name, arguments, tuple(more))
