@@ -92,3 +92,23 @@ def test_asked_where_a_name_is_defined_an_answer_naming_no_file_found_is_sent_ba
         "src/click/termui.py",
     )
     assert unnamed_files("In utils.py.", [found], request) == ()
+
+
+def test_asked_where_a_name_is_defined_after_a_read_the_answer_names_the_file_read() -> None:
+    request = "Where is the request function defined?"
+    code = "def request(method, url):\n    ..."
+    read = ["httpx/_api.py"]
+    assert unnamed_files("The request function is defined in the `httpx` module.", [code], request, read) == (
+        "httpx/_api.py",
+    )
+    assert unnamed_files("In httpx/_api.py.", [code], request, read) == ()
+    assert unnamed_files("In _api.py.", [code], request, read) == ()
+    # a search's pattern, the working folder and a folder are no files
+    assert unnamed_files("In the httpx module.", [code], request, ["request", ".", "httpx/"]) == ()
+    # not asked for a file: not held to one
+    assert unnamed_files("It sends a request.", [code], "What does the request function do?", read) == ()
+
+
+def test_reading_the_files_read_is_linear() -> None:
+    request = "Where is it defined?"
+    assert growth(lambda n: unnamed_files("no", ["x"], request, ["a/" * n + "b"]), 400) < LINEAR_BOUND

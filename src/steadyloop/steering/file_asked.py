@@ -32,6 +32,8 @@ _FILE_ASKED = re.compile(
 # "Where is the echo function defined?": the file that defines it is the answer.
 _WHERE_DEFINED = re.compile(r"\bwhere\b[^?.!]{0,80}?\b(?:defined|declared|implemented)\b", re.IGNORECASE)
 _MORE_ASKED = re.compile(r"\bthen\b|\band\s+(?:tell|say|show|read|give)\b|[:;]", re.IGNORECASE)
+# A path that names a file: a name with an extension, in folders or not (not ".", not a search's pattern).
+_FILE_PATH = re.compile(r"(?:[\w.-]+/)*[\w-][\w.-]*\.[A-Za-z0-9]{1,8}")
 _GREP_LINE = re.compile(r"^([^\s:][^:\n]{0,255}):\d+:", re.MULTILINE)
 
 
@@ -55,12 +57,19 @@ def asks_for_file(request: str) -> bool:
     )
 
 
-def unnamed_files(answer: str, results: Sequence[str], request: str) -> tuple[str, ...]:
-    """The files a search found, when ``request`` asks for a file and ``answer`` names none of them (see the
-    module docstring); ``()`` otherwise."""
+def unnamed_files(
+    answer: str, results: Sequence[str], request: str, read: Sequence[str] = ()
+) -> tuple[str, ...]:
+    """The files a search found, or else the files ``read`` (the paths tools were called on), when
+    ``request`` asks for a file and ``answer`` names none of them (see the module docstring); ``()``
+    otherwise.
+
+    Asked "Where is the request function defined?" in httpx's source, the 1.5B model read httpx/_api.py,
+    the one file that defines it, and answered "in the httpx module": the package, not the file."""
     if not asks_for_file(request):
         return ()
-    found = files_found(results)
+    # (a path past any a tool takes is none: the pattern backtracks over a long run of folders)
+    found = files_found(results) or [p for p in read if len(p) <= 1000 and _FILE_PATH.fullmatch(p.strip())]
     if not found or len(found) > MOST_FOUND:
         return ()
     low = answer.lower()

@@ -286,7 +286,7 @@ def answer_gaps(
         wrong_pick(answer, results, request),
         _wrong_count_stated(answer, results, request),
         spoken,
-        unnamed_files(answer, results, request),
+        unnamed_files(answer, results, request, list(called or ())),
     )
 
 
@@ -402,7 +402,7 @@ def correction(gaps: AnswerGaps) -> str:
         )
     if gaps.unnamed:
         said.append(
-            f"Your answer does not name the file the user asked for; the search found {_some(gaps.unnamed)}."
+            f"Your answer does not name the file the user asked for; the tools found {_some(gaps.unnamed)}."
         )
     # "and nothing else" costs a count asked for, and without it a small model left the same entry out
     # again (docs/steering.md); a listing named in full wins over a count.
