@@ -109,6 +109,7 @@ from bfcl_score import (
 
 import steadyloop as sl
 from steadyloop.events import Notice, SideTask
+from steadyloop.local import key_for
 from steadyloop.messages import from_openai
 from steadyloop.steering.decision import which_tool_body
 from steadyloop.turn import reset_capabilities
@@ -325,8 +326,10 @@ async def erase_prompt_cache(base_url: str) -> bool:
     import aiohttp
 
     root = base_url.rstrip("/").removesuffix("/v1")
+    key = key_for(base_url)
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
     try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30), headers=headers) as http:
             async with http.get(f"{root}/slots") as got:
                 slots = await got.json() if got.status == 200 else []
             ids = [s["id"] for s in slots if isinstance(s, dict) and isinstance(s.get("id"), int)]
@@ -433,8 +436,9 @@ async def measure(
 ) -> tuple[list[Result], bool]:
     from openai import AsyncOpenAI
 
-    endpoint = sl.Endpoint(base_url, args.api_key, request_timeout=900.0)
-    raw = AsyncOpenAI(base_url=base_url, api_key=args.api_key or "none", timeout=900.0, max_retries=0)
+    api_key = args.api_key or key_for(base_url)
+    endpoint = sl.Endpoint(base_url, api_key, request_timeout=900.0)
+    raw = AsyncOpenAI(base_url=base_url, api_key=api_key or "none", timeout=900.0, max_retries=0)
     try:
         model = args.model or (await sl.list_models(endpoint))[0].id
         window = await context_limit_for(endpoint, model)

@@ -43,6 +43,7 @@ import steadyloop as sl
 from steadyloop.cli.app import _agent_options_of, build_parser
 from steadyloop.cli.config import BUNDLED, Resolved
 from steadyloop.cli.kit import open_conversation
+from steadyloop.local import key_for
 
 QUESTION = "What is in this folder?"
 REPO = Path(__file__).resolve().parent.parent
@@ -183,7 +184,7 @@ def grade(run: Run, root: Path) -> None:
 async def ask(base_url: str, model: str, root: Path, store: Path, question: str) -> Run:
     """One ``steadyloop run QUESTION`` in ``root``, as the CLI sets it up for the bundled model."""
     args = build_parser().parse_args(["run", question])
-    resolved = Resolved(sl.Endpoint(base_url, request_timeout=900.0), model, BUNDLED)
+    resolved = Resolved(sl.Endpoint(base_url, key_for(base_url), request_timeout=900.0), model, BUNDLED)
     options = replace(_agent_options_of(args, resolved), cwd=root, store=str(store))
     run = Run(root.name)
     started = time.monotonic()
@@ -201,7 +202,7 @@ async def ask(base_url: str, model: str, root: Path, store: Path, question: str)
 
 
 async def run_all(base_url: str, model: str | None, names: Sequence[str], n: int, question: str) -> list[Run]:
-    endpoint = sl.Endpoint(base_url, request_timeout=900.0)
+    endpoint = sl.Endpoint(base_url, key_for(base_url), request_timeout=900.0)
     if model is None:
         model = (await sl.list_models(endpoint))[0].id
     base = Path(tempfile.mkdtemp(prefix="steadyloop-mainjob-"))

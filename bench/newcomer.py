@@ -39,6 +39,7 @@ import steadyloop as sl
 from steadyloop.cli.app import _agent_options_of, build_parser
 from steadyloop.cli.config import BUNDLED, Resolved
 from steadyloop.cli.kit import open_conversation
+from steadyloop.local import key_for
 
 # -- the folder ---------------------------------------------------------------------------------------------
 
@@ -292,7 +293,7 @@ async def ask(resolved: Resolved, root: Path, store: Path, question: Question) -
 
 async def resolved_for(base_url: str, model: str | None) -> Resolved:
     """The endpoint as ``steadyloop run`` resolves the bundled model's, with the server's first model by default."""
-    endpoint = sl.Endpoint(base_url, request_timeout=900.0)
+    endpoint = sl.Endpoint(base_url, key_for(base_url), request_timeout=900.0)
     if model is None:
         model = (await sl.list_models(endpoint))[0].id
     return Resolved(endpoint, model, BUNDLED)

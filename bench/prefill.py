@@ -33,7 +33,7 @@ from steadyloop.context.folding import summariser
 from steadyloop.context.keeper import ContextPolicy
 from steadyloop.events import ContextCompacted, ContextPruned, Event, Notice, PrefixRewritten, UsageReport
 from steadyloop.hooks import HookContext, HookOutcome
-from steadyloop.local import LocalServerConfig, running_server
+from steadyloop.local import LocalServerConfig, key_for, running_server
 from steadyloop.loop import LifecycleHooks, LoopPolicy, RunConfig
 from steadyloop.request_body import ModelParams
 from steadyloop.tools.definition import tool
@@ -132,7 +132,7 @@ async def measure(base_url: str) -> float:
     # A fresh nonce in the system prompt keeps an earlier run's cache from flattering the first request.
     system = f"Session {uuid.uuid4().hex[:8]}. You read files with read_file when asked, then summarise in one sentence."
     agent = Agent(
-        Endpoint(base_url, request_timeout=120.0),
+        Endpoint(base_url, key_for(base_url), request_timeout=120.0),
         ModelParams(model="qwen", temperature=0, max_tokens=60),
         system=system,
         tools=[read_file],
@@ -174,7 +174,7 @@ async def measure_long(
 ) -> tuple[float, list[Row]]:
     """Many prompts in a small window, with hook context, pruning and folds (``held``: with the prefix)."""
     system = f"Session {uuid.uuid4().hex[:8]}. You read records with read_record when asked, then say in one sentence what you read."
-    endpoint = Endpoint(base_url, request_timeout=600.0)
+    endpoint = Endpoint(base_url, key_for(base_url), request_timeout=600.0)
     # Short summaries: what is measured is the prefill between folds, not the notes a fold writes.
     notes = summariser(endpoint, "qwen", max_tokens=160)
     agent = (Agent if held else Unheld)(

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import steadyloop as sl
+from steadyloop.local import key_for
 from steadyloop.wire import context_limit_for
 
 try:
@@ -544,7 +545,7 @@ async def run_all(
     window: int | None,
     temperature: str = "cli",
 ) -> list[Outcome]:
-    endpoint = sl.Endpoint(base_url, request_timeout=900.0)
+    endpoint = sl.Endpoint(base_url, key_for(base_url), request_timeout=900.0)
     if model is None:
         model = (await sl.list_models(endpoint))[0].id
     # The tool set the CLI gives a model with this window.

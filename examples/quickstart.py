@@ -21,7 +21,7 @@ def _progress(event: str, done: int | None, total: int | None) -> None:
 
 async def main(question: str) -> None:
     with running_server(LocalServerConfig(), progress=_progress) as server:
-        endpoint = Endpoint(server.base_url)
+        endpoint = Endpoint(server.base_url, api_key=server.api_key)
         turn = await run_turn(
             endpoint,
             {"model": server.model, "messages": [{"role": "user", "content": question}], "max_tokens": 200},

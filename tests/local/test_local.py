@@ -13,9 +13,11 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 import zipfile
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,7 @@ from steadyloop.local import (
     LocalServerError,
     Progress,
     default_home,
+    key_for,
     running_server,
     start,
     status,
@@ -108,7 +111,10 @@ def test_config_validates_and_resolves(tmp_path: Path) -> None:
 
 
 def test_server_command_matches_up_sh_order(tmp_path: Path) -> None:
-    cfg = LocalServerConfig(home=tmp_path, model="qwen", ctx=512, threads=2, extra_args=("--metrics",))
+    # up.sh starts servers without a key; a keyless config is what recognises them.
+    cfg = LocalServerConfig(
+        home=tmp_path, model="qwen", ctx=512, threads=2, extra_args=("--metrics",), require_key=False
+    )
     argv = server_command(cfg, 18090)
     assert argv[0] == str(Cache(tmp_path).binary)
     assert argv[1:13] == [
@@ -129,6 +135,18 @@ def test_server_command_matches_up_sh_order(tmp_path: Path) -> None:
     assert Path(argv[15]).read_text().startswith("{%- if tools %}")
     assert argv[16:] == ["--metrics"]
     assert "--chat-template-file" not in server_command(LocalServerConfig(home=tmp_path, template="stock"), 1)
+
+
+@pytest.mark.parametrize("engine", ["llama-server", "xllamacpp"])
+def test_a_keyed_server_is_given_its_key_as_a_file_never_on_its_command_line(
+    tmp_path: Path, engine: str
+) -> None:
+    cfg = LocalServerConfig(home=tmp_path, model="qwen", engine=engine)  # type: ignore[arg-type]
+    argv = server_command(cfg, 18090)
+    at = argv.index("--api-key-file")
+    assert argv[at + 1] == str(Cache(tmp_path).key_file(18090))
+    assert "--api-key" not in argv  # /proc/PID/cmdline is readable by every user of the machine
+    assert "--api-key-file" not in server_command(replace(cfg, require_key=False), 18090)
 
 
 def test_parse_build_step() -> None:
@@ -394,12 +412,15 @@ argv = sys.argv
 port, alias = int(argv[argv.index("--port") + 1]), argv[argv.index("--alias") + 1]
 if "--crash" in argv:
     sys.exit("error: this engine was told to crash")
+key = open(argv[argv.index("--api-key-file") + 1]).read().strip() if "--api-key-file" in argv else None
 count = 0
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         global count
         count += 1
-        if self.path == "/health":
+        if key and self.path != "/health" and self.headers.get("Authorization") != "Bearer " + key:
+            code, body = 401, b'{{"error":{{"message":"Invalid API Key","code":401}}}}'
+        elif self.path == "/health":
             code, body = (503, b'{{"error":{{"message":"Loading model"}}}}') if count < 3 else (200, b'{{}}')
         else:
             code, body = 200, ('{{"data":[{{"id":"%s"}}]}}' % alias).encode()
@@ -439,10 +460,23 @@ def test_start_status_reuse_and_stop(fake_home: Path) -> None:
         assert "fake engine on" in server.log_path.read_text()
         assert "loading model" in [e for e, _, _ in events]
         assert events[-1][0].startswith("ready in")
-        with urllib.request.urlopen(f"{server.base_url}/models") as r:
+        # Keyed by default: a request without the key is refused, one with it is served.
+        assert server.api_key and server.api_key not in repr(server)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"{server.base_url}/models")
+        assert refused.value.code == 401
+        refused.value.close()  # the error holds the response's socket
+        keyed = urllib.request.Request(
+            f"{server.base_url}/models", headers={"Authorization": f"Bearer {server.api_key}"}
+        )
+        with urllib.request.urlopen(keyed) as r:
             assert json.load(r)["data"][0]["id"] == server.model
-        listed = [(s.port, s.pid, s.model) for s in status(fake_home)]
-        assert listed == [(server.port, server.pid, server.model)]
+        key_file = Cache(fake_home).key_file(server.port)
+        assert key_file.stat().st_mode & 0o777 == 0o600
+        assert Cache(fake_home).run.stat().st_mode & 0o077 == 0
+        assert key_for(server.base_url, fake_home) == server.api_key
+        listed = [(s.port, s.pid, s.model, s.api_key) for s in status(fake_home)]
+        assert listed == [(server.port, server.pid, server.model, server.api_key)]
 
         with running_server(cfg) as reused:  # same command line: reused, and left running
             assert (reused.port, reused.pid) == (server.port, server.pid)
@@ -454,6 +488,15 @@ def test_start_status_reuse_and_stop(fake_home: Path) -> None:
         assert server.stop() is True
     assert status(fake_home) == []
     assert not port_in_use(server.port)
+    assert not key_file.exists()
+
+
+def test_a_keyless_server_serves_anyone_and_reports_no_key(fake_home: Path) -> None:
+    with start(LocalServerConfig(home=fake_home, require_key=False), wait=10) as server:
+        assert server.api_key is None and status(fake_home)[0].api_key is None
+        assert not Cache(fake_home).key_file(server.port).exists()
+        with urllib.request.urlopen(f"{server.base_url}/models") as r:
+            assert r.status == 200
 
 
 def test_running_server_starts_and_stops_its_own(fake_home: Path) -> None:
@@ -503,7 +546,17 @@ def test_real_llama_server_starts_and_stops() -> None:
         root = server.base_url.removesuffix("/v1")
         with urllib.request.urlopen(f"{root}/health", timeout=10) as r:
             assert r.status == 200
-        with urllib.request.urlopen(f"{server.base_url}/models", timeout=10) as r:
+        # The real server refuses a request without the key it was started with (a page in the user's
+        # browser, another user of the machine) and serves one that carries it.
+        for path in ("/models", "/chat/completions"):
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(f"{server.base_url}{path}", data=b"{}" if "chat" in path else None)
+            assert refused.value.code == 401
+            refused.value.close()
+        keyed = urllib.request.Request(
+            f"{server.base_url}/models", headers={"Authorization": f"Bearer {server.api_key}"}
+        )
+        with urllib.request.urlopen(keyed, timeout=10) as r:
             assert json.load(r)["data"][0]["id"] == "qwen2.5-coder-0.5b-instruct"
     assert not Cache(cfg.home).pid_file(server.port).exists()
     # stop() signals and waits its grace, then SIGKILL and 5 s more; on a loaded machine the killed server

@@ -158,15 +158,22 @@ def test_slots_sign_reads_llama_server_slots() -> None:
 
 # ---------------------------------------------------------------------------------- the reaper process
 
-# Answers /health and /slots like llama-server: every other request is a new task on slot 0.
+# Answers /health and /slots like llama-server: every other request is a new task on slot 0. Given a key
+# file, like llama-server it answers 401 to everything but /health that does not carry the key.
 _FAKE_ENGINE = """#!{python}
 import http.server, json, sys
 argv = sys.argv
 port, alias = int(argv[argv.index("--port") + 1]), argv[argv.index("--alias") + 1]
+key = open(argv[argv.index("--api-key-file") + 1]).read().strip() if "--api-key-file" in argv else None
 tasks = 0
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         global tasks
+        if key and self.path != "/health" and self.headers.get("Authorization") != "Bearer " + key:
+            self.send_response(401)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if self.path == "/health":
             body = b"{{}}"
         elif self.path == "/slots":
@@ -354,3 +361,26 @@ def test_the_cli_never_picks_up_a_server_someone_else_started(fake_home: Path) -
     assert "started the bundled model" in sized.stderr
     quiet = _cli(fake_home, "local", "up", "--quiet")
     assert quiet.stderr == ""
+
+
+def test_the_cli_starts_keyed_servers_and_keyless_ones_only_when_told(fake_home: Path) -> None:
+    keyed = _cli(fake_home, "local", "up", "--idle", "0")
+    url = keyed.stdout.split("\t")[0]
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    assert (
+        f"requests need its key (Authorization: Bearer KEY), in {Cache(fake_home).key_file(port)}"
+        in keyed.stderr
+    )
+    [listed] = status(fake_home)
+    assert listed.api_key is not None and listed.api_key not in keyed.stdout + keyed.stderr
+    stop(port, fake_home)
+    keyless = _cli(fake_home, "local", "up", "--no-key", "--idle", "0")
+    url = keyless.stdout.split("\t")[0]
+    assert "requests need its key" not in keyless.stderr
+    [listed] = status(fake_home)
+    assert listed.api_key is None
+    again = _cli(fake_home, "local", "up")  # the keyless server its owner asked for is reused
+    assert again.stdout.split("\t")[0] == url
+    with pytest.raises(subprocess.CalledProcessError) as refused:
+        _cli(fake_home, "local", "status", "--no-key")
+    assert "--no-key goes with `steadyloop local up`" in refused.value.stderr

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from steadyloop.local import LocalServerConfig, start
+from steadyloop.local import LocalServerConfig, key_for, start
 from steadyloop.wire.endpoints import Endpoint
 
 from ._model import real_config
@@ -45,7 +45,7 @@ def llama_base_url() -> Iterator[str]:
 @pytest.fixture
 def llama(llama_base_url: str) -> Endpoint:
     """The real server as an endpoint, with a patient first-token allowance for a CPU prefill."""
-    return Endpoint(llama_base_url, request_timeout=60.0)
+    return Endpoint(llama_base_url, key_for(llama_base_url), request_timeout=60.0)
 
 
 @pytest.fixture(scope="session")
@@ -56,7 +56,7 @@ def llama_small_base_url() -> Iterator[str]:
 
 @pytest.fixture
 def llama_small(llama_small_base_url: str) -> Endpoint:
-    return Endpoint(llama_small_base_url, request_timeout=60.0)
+    return Endpoint(llama_small_base_url, key_for(llama_small_base_url), request_timeout=60.0)
 
 
 @pytest.fixture(scope="session")
@@ -72,4 +72,4 @@ def llama_2k_base_url() -> Iterator[str]:
 
 @pytest.fixture
 def llama_2k(llama_2k_base_url: str) -> Endpoint:
-    return Endpoint(llama_2k_base_url, request_timeout=120.0)
+    return Endpoint(llama_2k_base_url, key_for(llama_2k_base_url), request_timeout=120.0)

@@ -102,7 +102,7 @@ TOOLS = [
 
 
 async def test_an_agent_completes_a_two_city_task_with_tools_over_several_steps(llama: Endpoint) -> None:
-    endpoint = Endpoint(llama.base_url, request_timeout=120.0)
+    endpoint = Endpoint(llama.base_url, llama.api_key, request_timeout=120.0)
     agent = Agent(
         endpoint,
         ModelParams(model="qwen", temperature=0, max_tokens=120),

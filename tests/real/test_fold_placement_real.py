@@ -12,7 +12,7 @@ import pytest
 
 import steadyloop as sl
 from steadyloop.errors import RunEndpointError
-from steadyloop.local import running_server
+from steadyloop.local import key_for, running_server
 
 from ._model import real_config
 
@@ -47,7 +47,7 @@ async def _prompt(url: str, placement: str) -> sl.Turn:
         return "Logs 0 to 3 were read; every one was fine."
 
     agent = sl.Agent(
-        sl.Endpoint(url, request_timeout=120.0),
+        sl.Endpoint(url, key_for(url), request_timeout=120.0),
         sl.ModelParams(model="m", max_tokens=16, temperature=0.0),
         system="You are terse.",
         messages=_history(),

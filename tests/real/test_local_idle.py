@@ -81,7 +81,7 @@ def _ask(server: LocalServer) -> None:
     request = urllib.request.Request(
         f"{server.base_url}/chat/completions",
         data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {server.api_key}"},
     )
     with urllib.request.urlopen(request, timeout=60) as response:
         assert json.load(response)["choices"]

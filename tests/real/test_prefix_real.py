@@ -19,6 +19,7 @@ from steadyloop.context.folding import SUMMARY_PROMPT, summariser
 from steadyloop.context.keeper import ContextPolicy
 from steadyloop.events import ContextCompacted, ContextPruned, Event, PrefixRewritten, UsageReport
 from steadyloop.hooks import HookContext, HookOutcome
+from steadyloop.local import key_for
 from steadyloop.loop import LifecycleHooks, LoopPolicy
 from steadyloop.request_body import ModelParams
 from steadyloop.tools.definition import tool
@@ -98,7 +99,7 @@ def notes() -> LifecycleHooks:
 async def test_between_folds_every_request_starts_with_the_bytes_of_the_one_before(
     recorder: Recorder,
 ) -> None:
-    endpoint = Endpoint(recorder.base_url, request_timeout=600.0)
+    endpoint = Endpoint(recorder.base_url, key_for(recorder.upstream), request_timeout=600.0)
     agent = Agent(
         endpoint,
         ModelParams(model="qwen", temperature=0, max_tokens=40),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from steadyloop.errors import EndpointSilent
+from steadyloop.local import key_for
 from steadyloop.turn import RetryPolicy, run_turn, stream_turn
 from steadyloop.wire.endpoints import Endpoint
 from steadyloop.wire.transport.clients import get_client
@@ -106,7 +107,7 @@ async def test_the_default_allowances_let_a_long_cpu_prefill_answer(llama_base_u
     # Nothing configured: the endpoint's and the retry policy's defaults, which also fail a dead endpoint
     # within two minutes (tests/turn/test_silence_budget.py).
     body = {"model": "qwen", "messages": _long_prompt(), "max_tokens": 8, "cache_prompt": False}
-    turn = await run_turn(Endpoint(llama_base_url), body, policy=RetryPolicy())
+    turn = await run_turn(Endpoint(llama_base_url, key_for(llama_base_url)), body, policy=RetryPolicy())
     assert turn.usage.prompt_tokens > 2000
     assert turn.usage.timeouts == 0 and turn.usage.retries == 0
     assert turn.finish_reason in ("stop", "length")

@@ -48,7 +48,7 @@ async def test_the_servers_own_overflow_is_the_same_error(llama_small: Endpoint)
 @pytest.fixture
 def loading_server() -> Iterator[tuple[str, int]]:
     """A fresh llama-server whose port is open but whose model is still loading."""
-    cfg = real_config()
+    cfg = real_config(require_key=False)  # spawned by hand here, with no key file written for it
     ensure_binary(cfg)
     ensure_model(cfg)
     port = _free_port()

@@ -20,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .. import AgentSettings, Endpoint, InvalidInput, Tool, agent_settings
+from ..local import key_for
 from ..spec import (
     AgentSpec,
     ApprovalsSpec,
@@ -93,7 +94,7 @@ def resolve_for_agent(
         return resolve(choice, env=env, start_local=start_local)
     key = resolve_api_key(
         url,
-        choice.api_key,
+        choice.api_key or key_for(url),
         inherited_base_url=env.get("OPENAI_BASE_URL"),
         inherited_api_key=env.get("OPENAI_API_KEY"),
     )

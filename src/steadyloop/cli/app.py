@@ -204,6 +204,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--ctx", type=flags.count, metavar="N", help="up: the context size in tokens (default 4096)"
     )
     local.add_argument(
+        "--no-key",
+        action="store_true",
+        help="up: serve requests without the server's key: anyone who reaches the port (another user of "
+        "this machine, a web page in your browser) can then use it",
+    )
+    local.add_argument(
         "--template",
         choices=["jsonblock", "think", "stock"],
         help="up: the chat template (default jsonblock, under which tool calls parse)",
@@ -471,6 +477,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         template=args.template,
         quiet=args.quiet,
         model=args.model,
+        keyless=args.no_key,
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -109,6 +109,7 @@ class LocalChoice:
         template: the chat template (``jsonblock``, ``think``, ``stock``).
         idle: stop after this many seconds without a request (0 = never; default: ``local_idle()``).
         model: which of ``steadyloop.local.models.MODELS`` (default: ``local_model()``).
+        keyless: serve requests without the server's key (see ``steadyloop.local.keys``).
     """
 
     port: int | None = None
@@ -116,6 +117,7 @@ class LocalChoice:
     template: str | None = None
     idle: float | None = None
     model: str | None = None
+    keyless: bool = False
 
 
 def _say(text: str, quiet: bool) -> None:
@@ -131,7 +133,7 @@ def _config(choice: LocalChoice) -> LocalServerConfig:
         settings["ctx"] = choice.ctx
     if choice.template is not None:
         settings["template"] = choice.template
-    return LocalServerConfig(**settings)
+    return LocalServerConfig(**settings, require_key=not choice.keyless)
 
 
 def _reusable(choice: LocalChoice, cfg: LocalServerConfig) -> LocalServer | None:
@@ -141,7 +143,9 @@ def _reusable(choice: LocalChoice, cfg: LocalServerConfig) -> LocalServer | None
     for server in status(cfg.home):
         if server.started_by != CLI_STARTED_BY or (choice.port is not None and server.port != choice.port):
             continue
-        if not matches(server, cfg):  # other settings, or an older template than this steadyloop ships
+        # Other settings, or an older template than this steadyloop ships, are not reused; a server that
+        # `local up --no-key` started keyless is, as its owner asked for it.
+        if not (matches(server, cfg) or matches(server, replace(cfg, require_key=False))):
             continue
         if health(server.port) == 200:
             return server
@@ -178,6 +182,15 @@ def bundled_server(choice: LocalChoice | None = None, *, quiet: bool = False) ->
             quiet,
         )
     return server.base_url, server.model
+
+
+def _key_note(url: str, quiet: bool) -> None:
+    from ..local import Cache, default_home, key_for
+    from ..local.keys import key_note
+
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    if key_for(url) is not None:
+        _say(key_note(Cache(default_home()).key_file(port)), quiet)
 
 
 def build_native(*, quiet: bool = False) -> int:
@@ -217,8 +230,9 @@ def local_command(
     template: str | None = None,
     quiet: bool = False,
     model: str | None = None,
+    keyless: bool = False,
 ) -> int:
-    """``local up [--port N] [--ctx N] [--template T] [--idle S]|down [--port N|--all]|status|build``.
+    """``local up [--port N] [--ctx N] [--template T] [--idle S] [--no-key]|down [--port N|--all]|status|build``.
 
     Raises:
         InvalidInput: an option that does not go with ``action``.
@@ -235,17 +249,20 @@ def local_command(
         for given, flag in ((idle, "--idle"), (ctx, "--ctx"), (template, "--template"), (model, "--model")):
             if given is not None:
                 raise InvalidInput(f"{flag} goes with `steadyloop local up`")
+        if keyless:
+            raise InvalidInput("--no-key goes with `steadyloop local up`")
     if idle is not None and not 0 <= idle < float("inf"):
         raise InvalidInput(f"--idle must be seconds (0 = never stop), not {idle}")
     if action == "build":
         return build_native(quiet=quiet)
     if action == "up":
         before = {s.base_url for s in status()}
-        url, served = bundled_server(LocalChoice(port, ctx, template, idle, model), quiet=quiet)
+        url, served = bundled_server(LocalChoice(port, ctx, template, idle, model, keyless), quiet=quiet)
         if url in before and idle is not None:
             reused = next(s for s in status() if s.base_url == url)
             start_reaper(reused.port, idle, reused.home)  # re-armed with the idle time asked for now
         print(f"{url}\t{served}")
+        _key_note(url, quiet)
         return 0
     running = status()
     if action == "status":

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import Endpoint, InvalidInput, failover, list_models, provider_from_env
-from ..local import DEFAULT_MODEL, default_model
+from ..local import DEFAULT_MODEL, default_model, key_for
 from ..wire import API, require_key
 from .files import read_text_if_any
 
@@ -213,11 +213,13 @@ def _from_entry(
         key = env.get(key_env)
         if not key:
             raise InvalidInput(f"endpoint {name!r} reads its key from ${key_env}, which is not set")
+    key = key or key_for(entry["base_url"])
     return Endpoint(entry["base_url"], api_key=key), entry.get("model"), entry.get("context_length")
 
 
 def _preset(name: str, api_key: str | None) -> Endpoint:
-    return Endpoint(f"http://127.0.0.1:{PRESETS[name]}/v1", api_key=api_key)
+    url = f"http://127.0.0.1:{PRESETS[name]}/v1"
+    return Endpoint(url, api_key=api_key or key_for(url))
 
 
 def resolve(
@@ -280,9 +282,10 @@ def resolve(
     elif choice.base_url:
         native = NATIVE_DEFAULTS.get(choice.api or "openai")
         key_name = native[1] if native is not None else "OPENAI_API_KEY"
-        endpoint = Endpoint(
-            choice.base_url, api_key=choice.api_key or env.get(key_name), api=choice.api or "openai"
-        )
+        # A local server this cache started asks for its own key, which wins over a hosted one in the
+        # environment: OPENAI_API_KEY is not sent to a port on this machine that did not ask for it.
+        key = choice.api_key or key_for(choice.base_url) or env.get(key_name)
+        endpoint = Endpoint(choice.base_url, api_key=key, api=choice.api or "openai")
         label = endpoint.shown_url
     elif name is not None and name in endpoints:
         endpoint, configured, window = _from_entry(name, endpoints[name], env, choice.api_key)
@@ -299,13 +302,15 @@ def resolve(
             endpoint = replace(endpoint, api_key=choice.api_key)
         label = env.get("STEADYLOOP_FAILOVER") or env.get("STEADYLOOP_PROVIDER") or ""
     elif name is None and env.get("OPENAI_BASE_URL"):
-        endpoint = Endpoint(env["OPENAI_BASE_URL"], api_key=choice.api_key or env.get("OPENAI_API_KEY"))
+        url = env["OPENAI_BASE_URL"]
+        endpoint = Endpoint(url, api_key=choice.api_key or key_for(url) or env.get("OPENAI_API_KEY"))
         label = "OPENAI_BASE_URL"
     else:
         if start_local is None:
             raise InvalidInput("no endpoint configured: pass --base-url URL -m MODEL or set OPENAI_BASE_URL")
         url, alias = start_local()
-        endpoint, label, configured = Endpoint(url, request_timeout=None), BUNDLED, alias
+        endpoint = Endpoint(url, api_key=key_for(url), request_timeout=None)
+        label, configured = BUNDLED, alias
     if not endpoint.fallbacks:
         # Said now, in one line, rather than by the first request (a chain hands a keyless one on).
         require_key(endpoint)

@@ -9,6 +9,7 @@ whose OpenAI-compatible base URL it returns. Later starts take about a second::
 
     with start() as server:          # stops the server on exit
         print(server.base_url)       # http://127.0.0.1:PORT/v1
+        print(server.api_key)        # what every request but /health must carry (see keys.py)
 
 ``start(idle_stop=SECONDS)`` also starts a reaper process that stops the server after that long without a
 request (see ``reaper.py``). From a shell: ``python -m steadyloop.local up|down|status``.
@@ -28,6 +29,7 @@ from .config import (
     no_progress,
 )
 from .heartbeat import Heartbeat
+from .keys import key_for
 from .models import MODELS, ensure_model, temperature_for
 from .server import (
     LocalServer,
@@ -59,6 +61,7 @@ __all__ = [
     "ensure_model",
     "ensure_xllamacpp",
     "health",
+    "key_for",
     "matches",
     "no_progress",
     "ports_to_stop",

@@ -23,6 +23,7 @@ from .build import BUILT_NOTE, ensure_binary
 from .config import (
     DEFAULT_MODEL,
     MODEL_ENV,
+    Cache,
     EngineChoice,
     LocalServerConfig,
     ModelName,
@@ -30,6 +31,7 @@ from .config import (
     default_home,
 )
 from .heartbeat import Heartbeat
+from .keys import key_note
 from .reaper import watch
 from .server import LocalServer, ports_to_stop, start, status, stop
 
@@ -100,6 +102,11 @@ def _parser() -> argparse.ArgumentParser:
         help="one more llama-server argument (repeatable), e.g. --extra-arg=--metrics",
     )
     up.add_argument(
+        "--no-key",
+        action="store_true",
+        help="serve requests without a key: anyone who reaches the port (other users, web pages) can use it",
+    )
+    up.add_argument(
         "--idle",
         type=float,
         default=None,
@@ -140,11 +147,16 @@ def _up(args: argparse.Namespace, home: Path) -> int:
         template=cast(TemplateName | None, args.template),
         ctx=args.ctx,
         extra_args=tuple(args.extra_arg),
+        require_key=not args.no_key,
         **extra,
     )
     with Heartbeat(_StderrProgress(sys.stderr)) as progress:
         server = start(cfg, args.port, wait=args.wait, progress=progress, idle_stop=args.idle)
     print(server.base_url, flush=True)
+    if server.api_key is not None:
+        print(
+            f"[steadyloop.local] {key_note(Cache(home).key_file(server.port))}", file=sys.stderr, flush=True
+        )
     return 0
 
 

@@ -5,7 +5,7 @@ xllamacpp compiles llama.cpp's own server code into a wheel and runs it in-proce
 503 "Loading model" until the model is loaded, exactly like llama-server.
 
 usage: python _xllamacpp_main.py --model PATH --port N [--ctx 4096] [--threads N] [--alias NAME]
-                                 [--chat-template-file FILE]
+                                 [--chat-template-file FILE] [--api-key-file FILE]
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--alias", default="")
     ap.add_argument("--chat-template-file", default="")
+    ap.add_argument("--api-key-file", default="")
     a = ap.parse_args()
 
     p = xlc.CommonParams()
@@ -45,6 +46,13 @@ def main() -> None:
     if a.chat_template_file:
         with open(a.chat_template_file) as f:
             p.chat_template = f.read()
+    if a.api_key_file:
+        # As llama-server's --api-key-file reads it: one key a line, "#" lines are comments.
+        with open(a.api_key_file) as f:
+            keys = [line.strip() for line in f if line.strip() and not line.lstrip().startswith("#")]
+        if not keys:
+            raise SystemExit(f"{a.api_key_file} holds no key")
+        p.api_keys = keys
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

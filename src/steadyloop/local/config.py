@@ -164,6 +164,10 @@ class LocalServerConfig:
         threads: CPU threads; defaults to every core.
         extra_args: more ``llama-server`` arguments, e.g. ``("--metrics",)``; the prebuilt engine cannot
             take them, so under ``"auto"`` they ask for the native server (built if need be).
+        require_key: the server asks every request but ``/health`` for a key drawn at start (kept in the
+            cache, readable by its owner alone: see ``keys.py``), so neither another user of the machine nor
+            a web page in the user's browser can drive it. ``False`` serves anyone who reaches the port, as
+            a server started by ``up.sh`` does.
         host: always ``127.0.0.1``.
     """
 
@@ -174,6 +178,7 @@ class LocalServerConfig:
     ctx: int = 4096
     threads: int = field(default_factory=_default_threads)
     extra_args: tuple[str, ...] = ()
+    require_key: bool = True
     host: str = field(default=HOST, init=False)
 
     def __post_init__(self) -> None:
@@ -273,6 +278,9 @@ class Cache:
     def sidecar(self, port: int) -> Path:
         return self.run / f"llama-server-{port}.json"
 
+    def key_file(self, port: int) -> Path:
+        return self.run / f"llama-server-{port}.key"
+
     def reaper_pid_file(self, port: int) -> Path:
         return self.run / f"reaper-{port}.pid"
 
@@ -282,6 +290,9 @@ class Cache:
     def make_dirs(self) -> None:
         for d in (self.dl, self.bin, self.models, self.logs, self.run):
             d.mkdir(parents=True, exist_ok=True)
+        # The run folder holds the servers' keys: others may not even list it.
+        with contextlib.suppress(OSError):
+            self.run.chmod(0o700)
 
 
 @contextmanager

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from ._process import alive, exit_waiter, read_pid, serves_port
 from .config import HOST, Cache
+from .keys import read_key
 from .server import stop
 
 __all__ = ["IdleState", "Sample", "observe", "poll_interval", "probe", "should_stop", "slots_sign", "watch"]
@@ -123,10 +124,10 @@ def slots_sign(body: bytes) -> tuple[bool, Sign]:
 # ---------------------------------------------------------------------------------------------------- I/O
 
 
-def _get_slots(port: int, timeout: float) -> bytes | None:
+def _get_slots(port: int, timeout: float, key: str | None = None) -> bytes | None:
     conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
     try:
-        conn.request("GET", "/slots")
+        conn.request("GET", "/slots", headers={"Authorization": f"Bearer {key}"} if key else {})
         response = conn.getresponse()
         body = response.read()
         return body if response.status == 200 else None
@@ -145,7 +146,7 @@ def _mtime(path: Path) -> int | None:
 
 def probe(port: int, cache: Cache, now: float) -> Sample:
     """Look at the server on ``port`` once: ``/slots``, then its log's and sidecar's mtimes."""
-    body = _get_slots(port, timeout=2.0)
+    body = _get_slots(port, timeout=2.0, key=read_key(cache.key_file(port)))
     busy, slots = slots_sign(body) if body is not None else (False, None)
     return Sample(now, busy, (slots, _mtime(cache.log_file(port)), _mtime(cache.sidecar(port))))
 

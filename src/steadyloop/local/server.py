@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -48,6 +48,7 @@ from .config import (
     no_progress,
 )
 from .engine import with_engine
+from .keys import new_key, read_key, write_key
 from .models import MODELS, TEMPLATE_FILES, ensure_model, model_path
 
 __all__ = [
@@ -86,6 +87,8 @@ class LocalServer:
         owner: the process it stops with (see :func:`start`'s ``stop_with``); ``None`` when it has none.
         engine: ``"llama-server"`` (native) or ``"xllamacpp"`` (prebuilt); ``None`` when its command line
             cannot be read.
+        api_key: the key its requests must carry (``Authorization: Bearer KEY``); ``None`` when it asks for
+            none (see ``LocalServerConfig.require_key``). Never shown in its ``repr``.
     """
 
     port: int
@@ -100,6 +103,7 @@ class LocalServer:
     reaper_pid: int | None = None
     owner: int | None = None
     engine: Engine | None = None
+    api_key: str | None = field(default=None, repr=False)
 
     def stop(self) -> bool:
         """Stop this server; see :func:`stop`."""
@@ -145,11 +149,14 @@ def server_command(cfg: LocalServerConfig, port: int) -> list[str]:
     template = TEMPLATE_FILES[template_name]
     template_file = str(_package_file(cache, "templates", template)) if template else None
     model = str(model_path(cfg.home, spec))
+    # The key goes as a file: a command line is readable by every user of the machine.
+    key_file = ("--api-key-file", str(cache.key_file(port))) if cfg.require_key else ()
     if cfg.engine == "llama-server":
         return [
             *(str(cache.binary), "-m", model, "--alias", spec.alias, "--host", HOST, "--port", str(port)),
             *("-c", str(cfg.ctx), "-t", str(cfg.threads), "--no-webui"),
             *(("--chat-template-file", template_file) if template_file else ()),
+            *key_file,
             *cfg.extra_args,
         ]
     python = xllamacpp_python(cfg.home)
@@ -157,6 +164,7 @@ def server_command(cfg: LocalServerConfig, port: int) -> list[str]:
         *(str(python), str(_package_file(cache, "_xllamacpp_main.py")), "--model", model),
         *("--alias", spec.alias, "--port", str(port), "--ctx", str(cfg.ctx), "--threads", str(cfg.threads)),
         *(("--chat-template-file", template_file) if template_file else ()),
+        *key_file,
     ]
 
 
@@ -369,8 +377,18 @@ def _launch(
     argv = server_command(cfg, port)
     log_path = cache.log_file(port)
     pid_file = cache.pid_file(port)
+    key_file = cache.key_file(port)
+    key = new_key() if cfg.require_key else None
+    if key is not None:
+        write_key(key_file, key)
+    else:
+        key_file.unlink(missing_ok=True)
     t0 = time.monotonic()
-    pid = spawn(argv, log_path)
+    try:
+        pid = spawn(argv, log_path)
+    except BaseException:
+        key_file.unlink(missing_ok=True)
+        raise
     write_pid(pid_file, pid)
     _write_sidecar(cache.sidecar(port), started_by, None, stop_with)
     progress(f"start {cfg.engine} on {HOST}:{port} (pid {pid}, log {log_path})", None, None)
@@ -383,6 +401,7 @@ def _launch(
         terminate(pid, grace=2.0)
         pid_file.unlink(missing_ok=True)
         cache.sidecar(port).unlink(missing_ok=True)
+        key_file.unlink(missing_ok=True)
         raise
     elapsed = time.monotonic() - t0
     progress(f"ready in {elapsed:.2f} s", None, None)
@@ -399,6 +418,7 @@ def _launch(
         reaper_pid=reaper,
         owner=stop_with,
         engine=engine_of(argv),
+        api_key=key,
     )
 
 
@@ -438,6 +458,7 @@ def stop(port: int, home: Path | None = None, *, grace: float = 5.0) -> bool:
             )
     pid_file.unlink(missing_ok=True)
     cache.sidecar(port).unlink(missing_ok=True)
+    cache.key_file(port).unlink(missing_ok=True)
     return stopped
 
 
@@ -454,6 +475,7 @@ def status(home: Path | None = None) -> list[LocalServer]:
         if pid is None or not serves_port(pid, port):
             pid_file.unlink(missing_ok=True)
             cache.sidecar(port).unlink(missing_ok=True)
+            cache.key_file(port).unlink(missing_ok=True)
             continue
         argv = cmdline(pid) or []
         alias = next((b for a, b in itertools.pairwise(argv) if a == "--alias"), "")
@@ -472,6 +494,9 @@ def status(home: Path | None = None) -> list[LocalServer]:
                 reaper_pid=reaper,
                 owner=owner if reaper is not None else None,
                 engine=engine_of(argv),
+                # Only a server whose command line names its key file asks for one: a key file left by
+                # an earlier server on the same port is not this one's.
+                api_key=read_key(cache.key_file(port)) if "--api-key-file" in argv else None,
             )
         )
     return sorted(found, key=lambda s: s.port)
