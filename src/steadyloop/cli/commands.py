@@ -185,8 +185,7 @@ def bundled_server(choice: LocalChoice | None = None, *, quiet: bool = False) ->
 
 
 def _key_note(url: str, quiet: bool) -> None:
-    from ..local import Cache, default_home, key_for
-    from ..local.keys import key_note
+    from ..local import Cache, default_home, key_for, key_note
 
     port = int(url.rsplit(":", 1)[1].split("/")[0])
     if key_for(url) is not None:

@@ -29,7 +29,7 @@ from .config import (
     no_progress,
 )
 from .heartbeat import Heartbeat
-from .keys import key_for
+from .keys import key_for, key_note
 from .models import MODELS, ensure_model, temperature_for
 from .server import (
     LocalServer,
@@ -62,6 +62,7 @@ __all__ = [
     "ensure_xllamacpp",
     "health",
     "key_for",
+    "key_note",
     "matches",
     "no_progress",
     "ports_to_stop",
