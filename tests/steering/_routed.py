@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from steadyloop.events import Event
 from steadyloop.loop import LoopPolicy, LoopResult, run_agent_loop
-from steadyloop.messages import UserMessage
+from steadyloop.messages import Message, SystemMessage, UserMessage
 from steadyloop.request_body import ModelParams
 from steadyloop.testing.chunks import stream_of
 from steadyloop.testing.replies import Reply, ScriptedReply
@@ -21,14 +21,16 @@ def text(content: str) -> ScriptedReply:
 
 
 async def run_routed(
-    server: ScriptedServer, question: str, tools: Sequence[Tool], policy: LoopPolicy
+    server: ScriptedServer, question: str, tools: Sequence[Tool], policy: LoopPolicy, system: str = ""
 ) -> tuple[LoopResult, list[Event]]:
-    """One run of the loop asking ``question`` with ``tools`` under ``policy``, and the events it sent."""
+    """One run of the loop asking ``question`` (after the ``system`` prompt, if any) with ``tools`` under
+    ``policy``, and the events it sent."""
     events: list[Event] = []
+    first: list[Message] = [SystemMessage(content=system)] if system else []
     result = await run_agent_loop(
         Endpoint(server.base_url),
         ModelParams(model="m"),
-        messages=[UserMessage(content=question)],
+        messages=[*first, UserMessage(content=question)],
         tools=tools,
         policy=policy,
         on_event=events.append,

@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steadyloop.steering.chat import chat_text, last_request, request_and_result_texts
+from steadyloop.steering.chat import before_request, chat_text, last_request, request_and_result_texts
 
 _LISTING = "README.md\nsrc/\ntests/"
 
@@ -25,6 +25,9 @@ def test_the_request_and_results_of_a_chat_body() -> None:
     ]
     assert request_and_result_texts(messages) == ("What is here?", [_LISTING, "x"])
     assert request_and_result_texts([]) == ("", [])
+    assert before_request(messages) == "be brief\nearlier\nold"
+    assert before_request([{"role": "system", "content": "only"}, 7]) == "only"
+    assert before_request([]) == ""
 
 
 def test_the_last_request_and_the_messages_after_it() -> None:
@@ -74,3 +77,4 @@ def test_any_messages_are_read_without_error(messages: list[Any]) -> None:
     assert isinstance(request, str) and all(isinstance(r, str) for r in results)
     assert len(results) == sum(1 for m in after if m.get("role") == "tool")
     assert (user is None) == (not any(isinstance(m, dict) and m.get("role") == "user" for m in messages))
+    assert isinstance(before_request(messages), str)

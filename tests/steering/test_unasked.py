@@ -103,10 +103,49 @@ def test_free_text_among_values_its_description_quotes_is_a_listed_choice() -> N
     chosen = {"recipe": "Beef Lasagna", "meal": "Dinner"}
     assert kept(chosen, "How many calories in the Beef Lasagna Recipe?") == {"recipe": "Beef Lasagna"}
     assert kept(chosen, "Calories of a lasagna dinner") == chosen  # spoken of
-    assert kept({"recipe": "Soup", "meal": "Supper"}, "Soup calories")["meal"] == "Supper"  # not quoted there
-    # one quoted example is an example, not a list; a required argument is kept
-    assert kept({"recipe": "Soup", "site": "food.com"}, "Soup calories")["site"] == "food.com"
-    assert kept({"recipe": "Lasagna"}, "calories, please") == {"recipe": "Lasagna"}
+    # "Supper" is not quoted there: free text, which words said earlier in the conversation keep; a listed
+    # choice is read against the request alone (the user picks a choice where they ask)
+    supper = Decision("calories", {"recipe": "Soup", "meal": "Supper"})
+    assert (
+        without_unasked(supper, "Soup calories", RECIPE, "We eat supper late.").arguments["meal"] == "Supper"
+    )
+    dinner = Decision("calories", {"recipe": "Soup", "meal": "Dinner"})
+    assert "meal" not in without_unasked(dinner, "Soup calories", RECIPE, "We eat dinner late.").arguments
+    # one quoted example is an example, not a list: free text, kept where the request gives it
+    assert kept({"recipe": "Soup", "site": "food.com"}, "Soup calories on food.com")["site"] == "food.com"
+    assert kept({"recipe": "Lasagna"}, "calories, please") == {"recipe": "Lasagna"}  # required, kept
+
+
+def test_optional_free_text_no_word_of_the_conversation_holds_is_dropped() -> None:
+    def kept(arguments: dict[str, Any], request: str, earlier: str = "") -> dict[str, Any]:
+        return without_unasked(Decision("calories", arguments), request, RECIPE, earlier).arguments
+
+    # a site nobody named is the model's, and so is a meal (the description's example copied in)
+    assert kept({"recipe": "Soup", "site": "food.com", "meal": "Supper"}, "Soup calories") == {
+        "recipe": "Soup"
+    }
+    # said in the request, or earlier in the conversation (the system prompt, an earlier message), it stays
+    assert kept({"recipe": "Soup", "site": "food.com"}, "Soup calories from Food.com")["site"] == "food.com"
+    assert kept({"recipe": "Soup", "site": "food.com"}, "Soup calories", "Use food.com for recipes.") == {
+        "recipe": "Soup",
+        "site": "food.com",
+    }
+    # an irregular plural speaks of its singular ("women" of "woman"), in either direction
+    assert kept({"recipe": "Soup", "meal": "women's lunch"}, "soup for a woman") == {
+        "recipe": "Soup",
+        "meal": "women's lunch",
+    }
+    # digits, codes and yes-or-no values are not judged; a required argument never is
+    for value in ("2 bowls", "EN", "yes"):
+        assert kept({"recipe": "Soup", "meal": value}, "Soup calories")["meal"] == value
+    assert kept({"recipe": "Gazpacho"}, "cold soup calories") == {"recipe": "Gazpacho"}
+
+
+def test_free_text_of_a_type_other_than_string_is_not_judged_as_made_up() -> None:
+    loose = [{"type": "function", "function": {"name": "calories", "parameters": {
+        "type": "object", "properties": {"meal": {"description": "any"}, "tags": {"type": "array"}}}}}]  # fmt: skip
+    chosen = {"meal": "Supper", "tags": "vegan"}
+    assert without_unasked(Decision("calories", chosen), "Soup calories", loose).arguments == chosen
 
 
 def test_a_choice_where_the_request_names_the_argument_itself_is_kept() -> None:
@@ -126,8 +165,9 @@ def test_a_request_in_another_script_is_not_read_against_the_values() -> None:
 
 
 def test_required_free_text_and_spoken_defaults_are_kept() -> None:
-    required = {"location": "Boston", "note": "windy"}
-    assert _kept(required, "What's it like out?") == required  # free text stays
+    # required free text stays, said or not; optional free text stays where the request says it
+    assert _kept({"location": "Boston", "note": "windy"}, "What's it like out?") == {"location": "Boston"}
+    assert _kept({"location": "Boston", "note": "windy"}, "Is it windy out?")["note"] == "windy"
     # the schema's default stays where the request speaks of it
     assert _kept({"location": "Boston", "unit": "fahrenheit"}, "Boston in Fahrenheit")["unit"] == "fahrenheit"
     # a value of codes only ("es-ES" for "in Spanish", "C") is not judged
@@ -206,9 +246,10 @@ def test_a_default_the_request_speaks_of_or_asks_for_is_kept() -> None:
 
 
 def test_a_value_other_than_the_default_is_kept() -> None:
-    # a space is not the empty default; "the current date" names no value; other values stay
+    # a space is not the empty default; "the current date" names no value; other values stay (free text
+    # the request says: "away" unsaid would be a made-up one)
     chosen = {"sep": " ", "when": "the", "venue": "away", "unit": "km", "limit": 6}
-    assert _game(chosen, "A and B") == {"teams": ["A", "B"], **chosen}
+    assert _game(chosen, "A and B, played away") == {"teams": ["A", "B"], **chosen}
 
 
 @given(
@@ -238,7 +279,7 @@ def test_a_description_is_read_in_time_linear_in_it() -> None:
 @given(
     request=st.text(max_size=200),
     arguments=st.dictionaries(
-        st.sampled_from(["location", "unit", "detail", "order", "x"]),
+        st.sampled_from(["location", "unit", "detail", "order", "note", "x"]),
         st.none()
         | st.integers()
         | st.floats()
@@ -246,13 +287,13 @@ def test_a_description_is_read_in_time_linear_in_it() -> None:
         | st.sampled_from(["rain", "snow", "DESC"]),
     ),
 )
-def test_any_decision_keeps_its_calls_and_loses_only_optional_listed_choices(
+def test_any_decision_keeps_its_calls_and_loses_only_optional_choices(
     request: str, arguments: dict[str, Any]
 ) -> None:
     out = without_unasked(Decision("weather", arguments), request, WEATHER)
     assert out.name == "weather"
     dropped = arguments.keys() - out.arguments.keys()
-    assert dropped <= {"unit", "detail", "order", "kind"}
+    assert dropped <= {"unit", "detail", "order", "kind", "note"}
     assert all(out.arguments[k] is arguments[k] for k in out.arguments)
 
 
@@ -297,3 +338,29 @@ async def test_a_routed_step_leaves_an_unasked_choice_to_the_tool() -> None:
 
 async def test_a_host_may_keep_the_model_s_choices() -> None:
     assert await _run(ToolRouting(drop_unasked=False)) == [{"location": "Boston, MA", "unit": "celsius"}]
+
+
+stations: list[dict[str, str]] = []
+
+
+@tool
+def forecast(location: str, station: str = "") -> str:
+    """The forecast at a location, from one weather station if one is named."""
+    stations.append({"location": location, "station": station})
+    return f"{location}: rain"
+
+
+async def _forecast(system: str) -> list[dict[str, str]]:
+    stations.clear()
+    call = [{"name": "forecast", "arguments": {"location": "Boston", "station": "Logan Airport"}}]
+    replies = [text(json.dumps(call)), text(json.dumps([{"name": ANSWER}])), text("Rain in Boston.")]
+    async with ScriptedServer(*replies) as server:
+        policy = LoopPolicy(tool_routing=True, tool_gate=False, retry=RetryPolicy(max_retries=0))
+        await run_routed(server, "Will it rain in Boston?", [forecast], policy, system=system)
+    return stations
+
+
+async def test_a_routed_step_drops_free_text_nobody_gave_and_keeps_what_the_system_prompt_said() -> None:
+    assert await _forecast("") == [{"location": "Boston", "station": ""}]
+    kept = await _forecast("The user reads the Logan Airport station.")
+    assert kept == [{"location": "Boston", "station": "Logan Airport"}]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["chat_text", "last_request", "request_and_result_texts"]
+__all__ = ["before_request", "chat_text", "last_request", "request_and_result_texts"]
 
 
 def chat_text(content: Any) -> str:
@@ -43,3 +43,14 @@ def request_and_result_texts(messages: Sequence[Any]) -> tuple[str, list[str]]:
     user, after = last_request(messages)
     request = "" if user is None else chat_text(user.get("content"))
     return request, [chat_text(message.get("content")) for message in after if message.get("role") == "tool"]
+
+
+def before_request(messages: Sequence[Any]) -> str:
+    """The text of every message before the last user message (the system prompt, earlier requests,
+    answers and tool results), one per line; all of them if there is no user message."""
+    last = max(
+        (i for i, m in enumerate(messages) if isinstance(m, Mapping) and m.get("role") == "user"),
+        default=None,
+    )
+    earlier = messages if last is None else messages[:last]
+    return "\n".join(chat_text(m.get("content")) for m in earlier if isinstance(m, Mapping))

@@ -25,6 +25,7 @@ from ..turn.capabilities import EndpointCapabilities, ModelCapabilities, capabil
 from ..turn.request import BodyBuilder, TurnRequest, TurnSink
 from ..turn.send import send_turn
 from .answers import ask_answer
+from .chat import before_request
 from .date_formats import in_declared_formats
 from .decision import (
     Decision,
@@ -437,7 +438,9 @@ class _Routed:
         if found is None or found[1]:
             return decision
         if self.routing.drop_unasked:
-            decision = without_unasked(decision, found[0], tools)
+            messages = self.planned.get("messages")
+            earlier = before_request(messages) if isinstance(messages, list) else ""
+            decision = without_unasked(decision, found[0], tools, earlier)
         if not self.routing.several:
             return decision
         return listed_calls(without_numbered_calls(decision, found[0], tools), found[0], tools)

@@ -7,11 +7,19 @@ for no unit; the tool's own default is the answer to a question nobody put. :fun
 such an argument from a decided call: optional, one of its listed values (its ``enum``, or two or more
 values its description quotes: "could be 'Breakfast', 'Lunch', 'Dinner'"), and none of the value's words
 in the request (one word's first five letters beginning the other's: "in detail" speaks of "detailed",
-"descending" of "DESC"). A required argument, free text the description does not list, or one whose
-value or own name the request speaks of ("in the Comic genre" names ``genre``), is kept as the model
-wrote it, and so is a value of codes only (``es-ES`` is "in Spanish"), one with digits or a yes or no
-("free to enter" is ``"True"``), and every choice where most of the request's letters are not Latin (a
-request in Chinese shares no word with an English value).
+"descending" of "DESC"). A required argument, or one whose value or own name the request speaks of
+("in the Comic genre" names ``genre``), is kept as the model wrote it, and so is a value of codes only
+(``es-ES`` is "in Spanish"), one with digits or a yes or no ("free to enter" is ``"True"``), and every
+choice where most of the request's letters are not Latin (a request in Chinese shares no word with an
+English value).
+
+Free text is held to the same test against more words: an optional string argument with no listed
+values, set to words that appear nowhere in the request or the conversation before it (the system prompt,
+earlier messages), is dropped: "the schedule of Manchester United's next 6 games in the Premier League"
+became ``{"location": "London"}`` beside the team and the league, a place nobody gave. Words of the
+conversation count here because free text is where a value said earlier ("I live in Lyon") comes back.
+A value with digits, of codes only, or a yes or no is kept, as above; so is one whose argument the
+request names.
 
 The same holds for any optional argument whose value is the default its schema or its description names
 ("Default is 'home'", "Defaults to 'miles'", ``"default": "Not specified"``; ``defaults.py``): the model
@@ -43,8 +51,22 @@ _QUOTED = re.compile(r"'([^'\n]{1,40})'|\"([^\"\n]{1,40})\"")
 _EMPTY = frozenset(("a", "an", "and", "at", "by", "for", "in", "of", "on", "or", "the", "to", "with"))
 
 
+# Plurals that do not begin as their singular does ("women" is not "woman" in five letters).
+_IRREGULAR = {
+    "women": "woman",
+    "men": "man",
+    "children": "child",
+    "people": "person",
+    "feet": "foot",
+    "teeth": "tooth",
+    "mice": "mouse",
+    "geese": "goose",
+}
+
+
 def _stems(text: str) -> set[str]:
-    return {w[:_STEM] for w in (m.lower() for m in _WORD.findall(text)) if w not in _EMPTY}
+    words = (m.lower() for m in _WORD.findall(text))
+    return {_IRREGULAR.get(w, w)[:_STEM] for w in words if w not in _EMPTY}
 
 
 class _Said:
@@ -91,7 +113,20 @@ def _listed(value: str, spec: Mapping[str, Any]) -> bool:
     return len(quoted) >= 2 and value.lower() in {q.lower() for q in quoted}
 
 
-def _unasked(name: str, value: Any, schema: Mapping[str, Any], said: _Said) -> bool:
+def _made_up(value: str, spec: Mapping[str, Any], heard: _Said) -> bool:
+    """Whether free text ``value`` of a string argument with no listed values has no word the
+    conversation holds (``heard``: the request and what came before it)."""
+    if spec.get("type") != "string" or "enum" in spec:
+        return False
+    words = _stems(value)
+    if not words or all(len(w) < _SHORTEST for w in words):
+        return False
+    if any(c.isdigit() for c in value) or value.lower() in _YES_NO:
+        return False
+    return not any(heard.speaks_of(w) for w in words)
+
+
+def _unasked(name: str, value: Any, schema: Mapping[str, Any], said: _Said, heard: _Said) -> bool:
     properties = schema.get("properties")
     spec = properties.get(name) if isinstance(properties, Mapping) else None
     required = schema.get("required")
@@ -104,8 +139,10 @@ def _unasked(name: str, value: Any, schema: Mapping[str, Any], said: _Said) -> b
         return False
     if at_default(name, value, schema):
         return not _speaks_of_value(value, said)
-    if not isinstance(value, str) or not _listed(value, spec):
+    if not isinstance(value, str):
         return False
+    if not _listed(value, spec):
+        return _made_up(value, spec, heard)
     words = _stems(value)
     if all(len(w) < _SHORTEST for w in words) or any(c.isdigit() for c in value) or value.lower() in _YES_NO:
         # A code ("es-ES" for "in Spanish"), a number ("2017" for "six years ago") or a yes or no ("free
@@ -114,21 +151,27 @@ def _unasked(name: str, value: Any, schema: Mapping[str, Any], said: _Said) -> b
     return not any(said.speaks_of(w) for w in words)
 
 
-def without_unasked(decision: Decision, request: str, tools: Sequence[Mapping[str, Any]]) -> Decision:
-    """``decision`` without the optional, listed-value arguments its calls chose and the request never
-    spoke of (see the module docstring); an answer is returned as it is.
+def without_unasked(
+    decision: Decision, request: str, tools: Sequence[Mapping[str, Any]], earlier: str = ""
+) -> Decision:
+    """``decision`` without the optional arguments its calls chose and the request never spoke of: a
+    listed value, a default, or free text no word of the conversation holds (see the module docstring);
+    an answer is returned as it is.
 
     Args:
         request: the user's request, before any tool ran for it.
         tools: the declared tools (OpenAI format), for each argument's schema.
+        earlier: the text of the conversation before the request (system prompt, earlier messages):
+            free text said there is not made up.
     """
     if decision.answers or not _in_latin_letters(request):
         return decision
     schemas = dict(tool_names(tools))
     said = _Said(request)
+    heard = _Said(f"{earlier}\n{request}") if earlier else said
     calls: list[tuple[str, dict[str, Any]]] = []
     for name, arguments in decision.calls:
         schema = schemas.get(name, {})
-        calls.append((name, {k: v for k, v in arguments.items() if not _unasked(k, v, schema, said)}))
+        calls.append((name, {k: v for k, v in arguments.items() if not _unasked(k, v, schema, said, heard)}))
     (name, arguments), *more = calls
     return Decision(name, arguments, tuple(more))
