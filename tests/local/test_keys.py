@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from steadyloop.cli.config import EndpointChoice, resolve
-from steadyloop.local import Cache, key_for
+from steadyloop.local import Cache, key_file_for, key_for
 from steadyloop.local.keys import new_key, read_key, write_key
 from steadyloop.local.reaper import probe
 
@@ -64,12 +64,18 @@ def test_key_for_reads_only_a_loopback_url_with_a_port(home: Path) -> None:
         "",
     ):
         assert key_for(url) is None, url
+    # where the key would be: the cache's file for a loopback port, nothing for any other URL
+    assert key_file_for("http://localhost:8093/v1") == Cache(home).key_file(8093)
+    assert key_file_for("https://api.example.com:8090/v1") is None
+    assert key_file_for("http://127.0.0.1/v1") is None
 
 
 @given(st.text(max_size=300))
 def test_key_for_is_total_on_any_text(url: str) -> None:
     got = key_for(url, Path("/nonexistent-steadyloop-home"))
     assert got is None or isinstance(got, str)
+    where = key_file_for(url, Path("/nonexistent-steadyloop-home"))
+    assert where is None or where.name.endswith(".key")
 
 
 @given(st.binary(max_size=6000))

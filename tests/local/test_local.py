@@ -529,6 +529,28 @@ def test_cli_up_status_down(fake_home: Path, capsys: pytest.CaptureFixture[str])
     assert status(fake_home) == []
 
 
+def test_the_command_says_where_a_started_servers_key_is(
+    fake_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from steadyloop.cli.app import main as command
+
+    monkeypatch.setenv("STEADYLOOP_LLM_HOME", str(fake_home))
+    try:
+        assert command(["local", "up"]) == 0
+        out, err = capsys.readouterr()
+        url = out.split("\t")[0]
+        key_file = Cache(fake_home).key_file(int(url.rsplit(":", 1)[1].split("/")[0]))
+        assert f"in {key_file}, readable by you alone" in err
+        assert key_file.read_text().strip() == key_for(url)
+    finally:
+        assert command(["local", "down", "--all"]) == 0
+    assert command(["local", "up", "--no-key"]) == 0
+    try:
+        assert "readable by you alone" not in capsys.readouterr().err  # no key: nothing to say of one
+    finally:
+        assert command(["local", "down", "--all"]) == 0
+
+
 def test_local_server_error_is_a_steadyloop_error() -> None:
     assert issubclass(LocalServerError, SteadyloopError)
 

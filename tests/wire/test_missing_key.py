@@ -115,3 +115,35 @@ async def test_a_callers_own_transport_brings_its_own_auth() -> None:
     assert missing_key(endpoint) is None
     turn = await run_turn(endpoint, BODY, policy=FAST)
     assert turn.content == "through my own"
+
+
+# -- a local server's key ------------------------------------------------------------------------------
+
+# llama.cpp's server's refusal of a request without its key, as it answers.
+LLAMA_401 = {"error": {"code": 401, "message": "Invalid API Key", "type": "authentication_error"}}
+
+
+async def test_a_loopback_server_refusing_the_key_says_where_steadyloop_keeps_its_key() -> None:
+    async with ScriptedServer(Reply.json(LLAMA_401, 401)) as server:
+        with pytest.raises(sl.EndpointRefused) as caught:
+            await run_turn(sl.Endpoint(server.base_url), BODY, policy=FAST)
+    assert caught.value.status == 401 and caught.value.kind == "auth"
+    assert "Invalid API Key" in str(caught.value)
+    assert "steadyloop.local.key_for(url)" in str(caught.value)
+
+
+def test_a_hosted_servers_refusal_of_the_key_says_nothing_of_local_servers() -> None:
+    from steadyloop.wire.failures import classify_failure
+    from steadyloop.wire.typed_errors import error_for_failure
+
+    failure = classify_failure(401, LLAMA_401, {})
+    for where in ("https://api.openai.com/v1", "http://10.0.0.5:8080/v1", "http://[::1", None):
+        error = error_for_failure(failure, endpoint=where, model="m")
+        assert "key_for" not in str(error), where
+    local = error_for_failure(failure, endpoint="http://localhost:8090/v1", model="m")
+    assert "key_for" in str(local)
+    # a refusal of another kind on loopback is worded as the server worded it
+    other = error_for_failure(
+        classify_failure(400, {"error": {"message": "bad"}}, {}), endpoint="http://127.0.0.1:1/v1", model="m"
+    )
+    assert "key_for" not in str(other)

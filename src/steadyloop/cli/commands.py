@@ -185,11 +185,11 @@ def bundled_server(choice: LocalChoice | None = None, *, quiet: bool = False) ->
 
 
 def _key_note(url: str, quiet: bool) -> None:
-    from ..local import Cache, default_home, key_for, key_note
+    from ..local import key_file_for, key_for, key_note
 
-    port = int(url.rsplit(":", 1)[1].split("/")[0])
-    if key_for(url) is not None:
-        _say(key_note(Cache(default_home()).key_file(port)), quiet)
+    path = key_file_for(url)
+    if path is not None and key_for(url) is not None:
+        _say(key_note(path), quiet)
 
 
 def build_native(*, quiet: bool = False) -> int:

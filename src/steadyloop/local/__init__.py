@@ -29,7 +29,7 @@ from .config import (
     no_progress,
 )
 from .heartbeat import Heartbeat
-from .keys import key_for, key_note
+from .keys import key_file_for, key_for, key_note
 from .models import MODELS, ensure_model, temperature_for
 from .server import (
     LocalServer,
@@ -61,6 +61,7 @@ __all__ = [
     "ensure_model",
     "ensure_xllamacpp",
     "health",
+    "key_file_for",
     "key_for",
     "key_note",
     "matches",

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from .config import Cache, default_home
 
-__all__ = ["LOOPBACK_HOSTS", "key_for", "key_note", "new_key", "read_key", "write_key"]
+__all__ = ["LOOPBACK_HOSTS", "key_file_for", "key_for", "key_note", "new_key", "read_key", "write_key"]
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 _MAX_KEY_FILE = 4096  # a key is 43 characters; anything longer is not ours
@@ -65,11 +65,10 @@ def key_note(path: Path) -> str:
     )
 
 
-def key_for(base_url: str, home: Path | None = None) -> str | None:
-    """The key of the local server ``base_url`` points at, when this cache started it; else ``None``.
+def key_file_for(base_url: str, home: Path | None = None) -> Path | None:
+    """Where the key of the local server ``base_url`` points at would be, when this cache started it.
 
-    Only a loopback URL with an explicit port is looked up, so a hosted endpoint's URL never reads the
-    cache. ``None`` means no key is known here (another program's server, or one started without a key).
+    Only a loopback URL with an explicit port has one, so a hosted endpoint's URL never reads the cache.
     """
     try:
         parts = urlsplit(base_url)
@@ -78,4 +77,14 @@ def key_for(base_url: str, home: Path | None = None) -> str | None:
         return None
     if parts.hostname not in LOOPBACK_HOSTS or port is None:
         return None
-    return read_key(Cache(home or default_home()).key_file(port))
+    return Cache(home or default_home()).key_file(port)
+
+
+def key_for(base_url: str, home: Path | None = None) -> str | None:
+    """The key of the local server ``base_url`` points at, when this cache started it; else ``None``.
+
+    Only a loopback URL with an explicit port is looked up (:func:`key_file_for`). ``None`` means no key
+    is known here (another program's server, or one started without a key).
+    """
+    path = key_file_for(base_url, home)
+    return None if path is None else read_key(path)

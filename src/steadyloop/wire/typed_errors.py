@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from ..errors import (
     ContextOverflow,
@@ -43,6 +44,22 @@ def _body_of(exc: openai.APIStatusError) -> str | Mapping[str, Any] | None:
         return body if isinstance(body, str | Mapping) else None
 
 
+# A server on loopback that refuses the key is most often one steadyloop started: each asks for a key of
+# its own, which the command finds by itself and a library caller must pass.
+_LOCAL_KEY = (
+    " (a model server started by steadyloop, with `steadyloop local up` or steadyloop.local, asks for the "
+    "key it drew: Endpoint(url, api_key=steadyloop.local.key_for(url)) reads it)"
+)
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def _on_loopback(endpoint: str | None) -> bool:
+    try:
+        return endpoint is not None and urlsplit(endpoint).hostname in _LOOPBACK
+    except ValueError:
+        return False
+
+
 def error_for_failure(
     failure: Failure, *, endpoint: str | None, model: str | None, prefix: str = ""
 ) -> EndpointError:
@@ -51,6 +68,8 @@ def error_for_failure(
     if failure.web_page:
         words = web_page_words(failure.status, failure.message)
     message = f"{prefix}{words}" if prefix else words
+    if failure.kind == "auth" and _on_loopback(endpoint):
+        message += _LOCAL_KEY
     common: dict[str, Any] = {
         "endpoint": endpoint,
         "model": model,
