@@ -91,7 +91,8 @@ class TerminalApprovals(InMemoryApprovalBroker):
             else:
                 async with self._lock:  # a parallel batch asks its questions one after another
                     if not future.done():
-                        answer = await asyncio.wait_for(self._ask(request), timeout_s)
+                        async with asyncio.timeout(timeout_s):
+                            answer = await self._ask(request)
                         verdict: Literal["allow", "deny"] = (
                             "allow"
                             if answer is not None and answer.strip().lower() in ("y", "yes")

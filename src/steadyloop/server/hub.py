@@ -171,7 +171,8 @@ async def attach(
             quiet_s = GOING_CHECK_S if heartbeat_s is None else min(heartbeat_s, GOING_CHECK_S)
         while True:
             try:
-                item = await asyncio.wait_for(watcher.queue.get(), quiet_s)
+                async with asyncio.timeout(quiet_s):
+                    item = await watcher.queue.get()
             except TimeoutError:
                 if going is not None and until_end_after is not None and not await going():
                     for seq, event in await replay(position):  # what was written before it stopped

@@ -216,7 +216,8 @@ class LiveSession:
         if self.task is not None and not self.task.done():
             self.agent.abort()
             with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(self.task), 10.0)
+                async with asyncio.timeout(10.0):
+                    await asyncio.shield(self.task)
             if not self.task.done():
                 self.agent.force_abort("the server is stopping")
         if end_watchers:

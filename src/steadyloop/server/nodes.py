@@ -191,7 +191,8 @@ class NodeBeats:
                 return True
             self._news.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._news.wait(), BEAT_S)
+                async with asyncio.timeout(BEAT_S):
+                    await self._news.wait()
         return False
 
     def _taken(self, sent: float, at: datetime | None) -> None:
@@ -211,7 +212,8 @@ class NodeBeats:
                 ) as conn:
                     while True:
                         # A database that takes the connection but stops answering is a lost one too.
-                        at = await asyncio.wait_for(self._beat_once(conn, loop.time()), GAP_S)
+                        async with asyncio.timeout(GAP_S):
+                            at = await self._beat_once(conn, loop.time())
                         if at is not None and self._judge is not None and self.hold.may_judge(at):
                             await self._judge_silent(conn)
                         _say(reconnects.connected(loop.time()))

@@ -119,7 +119,8 @@ class Orders:
         while True:
             # Looked at on each announcement, and at least each beat in case one was missed.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(answered.wait(), min(BEAT_S, max(0.0, deadline - loop.time())))
+                async with asyncio.timeout(min(BEAT_S, max(0.0, deadline - loop.time()))):
+                    await answered.wait()
             answered.clear()
             cursor = await conn.execute(
                 "SELECT answer FROM steadyloop.durable_orders WHERE id = %s", (order_id,)

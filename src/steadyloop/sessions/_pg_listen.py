@@ -61,7 +61,8 @@ class AppendListener:
         listening = self._listening
         assert listening is not None
         try:
-            await asyncio.wait_for(listening.wait(), self._timeout)
+            async with asyncio.timeout(self._timeout):
+                await listening.wait()
         except TimeoutError:
             self._subscribers.pop(key, None)
             raise StoreUnavailable(f"could not listen for appends at {shown_url(self._url)}") from None

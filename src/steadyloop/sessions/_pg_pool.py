@@ -118,9 +118,8 @@ class PoolWatch:
             # The pool's next attempt may be many seconds away: one attempt now says whether it still holds.
             refused = self.refused is not None
             try:
-                own = await asyncio.wait_for(
-                    AsyncConnection.connect(self.url, autocommit=True, row_factory=dict_row), self.timeout
-                )
+                async with asyncio.timeout(self.timeout):
+                    own = await AsyncConnection.connect(self.url, autocommit=True, row_factory=dict_row)
             except TimeoutError:
                 raise self.unavailable() from None
             except psycopg.Error as exc:

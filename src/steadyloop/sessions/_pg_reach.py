@@ -138,9 +138,8 @@ async def first_connection(url: str, patience: float) -> AsyncConnection[DictRow
     reason = "no answer from the server"
     while (left := deadline - loop.time()) > 0:
         try:
-            return await asyncio.wait_for(
-                AsyncConnection.connect(url, autocommit=True, row_factory=dict_row), left
-            )
+            async with asyncio.timeout(left):
+                return await AsyncConnection.connect(url, autocommit=True, row_factory=dict_row)
         except TimeoutError:
             break  # the last attempt ran out of time: the reason before it says more
         except psycopg.Error as exc:

@@ -167,7 +167,8 @@ class InMemoryApprovalBroker:
             raise InvalidInput(f"no approval {approval_id} is waiting")
         try:
             # Shielded so that a caller giving up does not cancel the future a late ``decide`` would set.
-            return await asyncio.wait_for(asyncio.shield(future), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                return await asyncio.shield(future)
         except TimeoutError:
             await self.decide(approval_id, "deny", "timeout", AUTOMATIC)
             return future.result()
