@@ -135,6 +135,15 @@ def test_optional_free_text_no_word_of_the_conversation_holds_is_dropped() -> No
         "recipe": "Soup",
         "meal": "women's lunch",
     }
+    # what the model writes in its own words is no pick: a message, a query, a title
+    commit = [{"type": "function", "function": {"name": "commit", "parameters": {"type": "object",
+        "properties": {"commitMessage": {"type": "string"}, "search_query": {"type": "string"},
+                       "branch": {"type": "string"}}}}}]  # fmt: skip
+    written = {"commitMessage": "Update the parser", "search_query": "parser bugs", "branch": "develop"}
+    assert without_unasked(Decision("commit", written), "commit my changes", commit).arguments == {
+        "commitMessage": "Update the parser",
+        "search_query": "parser bugs",
+    }
     # digits, codes and yes-or-no values are not judged; a required argument never is
     for value in ("2 bowls", "EN", "yes"):
         assert kept({"recipe": "Soup", "meal": value}, "Soup calories")["meal"] == value
@@ -165,9 +174,9 @@ def test_a_request_in_another_script_is_not_read_against_the_values() -> None:
 
 
 def test_required_free_text_and_spoken_defaults_are_kept() -> None:
-    # required free text stays, said or not; optional free text stays where the request says it
-    assert _kept({"location": "Boston", "note": "windy"}, "What's it like out?") == {"location": "Boston"}
-    assert _kept({"location": "Boston", "note": "windy"}, "Is it windy out?")["note"] == "windy"
+    # required free text stays, said or not; so does a note, written in the model's own words
+    required = {"location": "Boston", "note": "windy"}
+    assert _kept(required, "What's it like out?") == required
     # the schema's default stays where the request speaks of it
     assert _kept({"location": "Boston", "unit": "fahrenheit"}, "Boston in Fahrenheit")["unit"] == "fahrenheit"
     # a value of codes only ("es-ES" for "in Spanish", "C") is not judged

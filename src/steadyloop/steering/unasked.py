@@ -19,7 +19,8 @@ earlier messages), is dropped: "the schedule of Manchester United's next 6 games
 became ``{"location": "London"}`` beside the team and the league, a place nobody gave. Words of the
 conversation count here because free text is where a value said earlier ("I live in Lyon") comes back.
 A value with digits, of codes only, or a yes or no is kept, as above; so is one whose argument the
-request names.
+request names, and one the model writes in its own words (a ``message``, a ``query``, a ``title``: "Update
+the parser" for "commit my changes" is no pick).
 
 The same holds for any optional argument whose value is the default its schema or its description names
 ("Default is 'home'", "Defaults to 'miles'", ``"default": "Not specified"``; ``defaults.py``): the model
@@ -113,10 +114,23 @@ def _listed(value: str, spec: Mapping[str, Any]) -> bool:
     return len(quoted) >= 2 and value.lower() in {q.lower() for q in quoted}
 
 
-def _made_up(value: str, spec: Mapping[str, Any], heard: _Said) -> bool:
+# Arguments whose value the model writes in its own words (a commit message, an issue's body, a search
+# query): "Update the parser" for "commit my changes" shares no word with the request and is no pick.
+_PROSE = frozenset(
+    (
+        "body", "caption", "comment", "comments", "content", "description", "message", "note", "notes",
+        "prompt", "query", "reason", "subject", "summary", "text", "title",
+    )
+)  # fmt: skip
+
+
+def _made_up(name: str, value: str, spec: Mapping[str, Any], heard: _Said) -> bool:
     """Whether free text ``value`` of a string argument with no listed values has no word the
-    conversation holds (``heard``: the request and what came before it)."""
+    conversation holds (``heard``: the request and what came before it); never for an argument the
+    model writes in its own words (``_PROSE``)."""
     if spec.get("type") != "string" or "enum" in spec:
+        return False
+    if any(w.lower() in _PROSE for w in _WORD.findall(_NAME_PARTS.sub(" ", name))):
         return False
     words = _stems(value)
     if not words or all(len(w) < _SHORTEST for w in words):
@@ -142,7 +156,7 @@ def _unasked(name: str, value: Any, schema: Mapping[str, Any], said: _Said, hear
     if not isinstance(value, str):
         return False
     if not _listed(value, spec):
-        return _made_up(value, spec, heard)
+        return _made_up(name, value, spec, heard)
     words = _stems(value)
     if all(len(w) < _SHORTEST for w in words) or any(c.isdigit() for c in value) or value.lower() in _YES_NO:
         # A code ("es-ES" for "in Spanish"), a number ("2017" for "six years ago") or a yes or no ("free
