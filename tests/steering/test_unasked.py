@@ -144,6 +144,13 @@ def test_optional_free_text_no_word_of_the_conversation_holds_is_dropped() -> No
         "commitMessage": "Update the parser",
         "search_query": "parser bugs",
     }
+    # nor is a place in the user's files or on the web, read off the request in other words
+    listing = [{"type": "function", "function": {"name": "list_dir", "parameters": {"type": "object",
+        "properties": {"path": {"type": "string"}, "folderName": {"type": "string"},
+                       "url": {"type": "string"}}}}}]  # fmt: skip
+    places = {"path": "docs", "folderName": "docs", "url": "https://example.org"}
+    asked = "What is in the documentation folder?"
+    assert without_unasked(Decision("list_dir", places), asked, listing).arguments == places
     # digits, codes and yes-or-no values are not judged; a required argument never is
     for value in ("2 bowls", "EN", "yes"):
         assert kept({"recipe": "Soup", "meal": value}, "Soup calories")["meal"] == value

@@ -19,8 +19,9 @@ earlier messages), is dropped: "the schedule of Manchester United's next 6 games
 became ``{"location": "London"}`` beside the team and the league, a place nobody gave. Words of the
 conversation count here because free text is where a value said earlier ("I live in Lyon") comes back.
 A value with digits, of codes only, or a yes or no is kept, as above; so is one whose argument the
-request names, and one the model writes in its own words (a ``message``, a ``query``, a ``title``: "Update
-the parser" for "commit my changes" is no pick).
+request names, one the model writes in its own words (a ``message``, a ``query``, a ``title``: "Update
+the parser" for "commit my changes" is no pick), and one that names a file, a folder or an address
+(``path``, ``folder``, ``url``: "docs" for "the documentation folder" is the request read, not a guess).
 
 The same holds for any optional argument whose value is the default its schema or its description names
 ("Default is 'home'", "Defaults to 'miles'", ``"default": "Not specified"``; ``defaults.py``): the model
@@ -115,11 +116,14 @@ def _listed(value: str, spec: Mapping[str, Any]) -> bool:
 
 
 # Arguments whose value the model writes in its own words (a commit message, an issue's body, a search
-# query): "Update the parser" for "commit my changes" shares no word with the request and is no pick.
-_PROSE = frozenset(
+# query): "Update the parser" for "commit my changes" shares no word with the request and is no pick. And
+# arguments that name a place in the user's own files or on the web, which the model reads off the request
+# in other spellings ("docs" for "the documentation folder"): dropped, the call would look somewhere else.
+_NOT_PICKS = frozenset(
     (
         "body", "caption", "comment", "comments", "content", "description", "message", "note", "notes",
         "prompt", "query", "reason", "subject", "summary", "text", "title",
+        "dir", "directory", "file", "filename", "filepath", "folder", "path", "uri", "url",
     )
 )  # fmt: skip
 
@@ -127,10 +131,10 @@ _PROSE = frozenset(
 def _made_up(name: str, value: str, spec: Mapping[str, Any], heard: _Said) -> bool:
     """Whether free text ``value`` of a string argument with no listed values has no word the
     conversation holds (``heard``: the request and what came before it); never for an argument the
-    model writes in its own words (``_PROSE``)."""
+    model writes in its own words, or one that names a file, a folder or an address (``_NOT_PICKS``)."""
     if spec.get("type") != "string" or "enum" in spec:
         return False
-    if any(w.lower() in _PROSE for w in _WORD.findall(_NAME_PARTS.sub(" ", name))):
+    if any(w.lower() in _NOT_PICKS for w in _WORD.findall(_NAME_PARTS.sub(" ", name))):
         return False
     words = _stems(value)
     if not words or all(len(w) < _SHORTEST for w in words):
