@@ -89,8 +89,10 @@ class ToolRouting:
             one (``numbered_calls.py``).
         drop_unasked: before any tool ran, an optional argument held to listed values (``enum``) that a
             decided call chose and the request never spoke of is dropped, so the tool's default stands,
-            and so is an optional argument set to the default its schema or description names
-            (``unasked.py``). A host whose listed values are its own findings (the files it listed)
+            and so is an optional argument set to the default its schema or description names, or
+            optional free text no word of the conversation holds (a location nobody gave), not counting
+            prose the model writes or a path (``unasked.py``). A host whose listed values are its own
+            findings (the files it listed)
             turns it off: there, a value the request did not name is the model's reading of it.
         decision_max_tokens: the most tokens a decision may take (``None``: the step's own ceiling). A
             decision is a call or two; held to a schema, a small model can write a string argument on
