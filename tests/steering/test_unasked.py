@@ -116,6 +116,17 @@ def test_free_text_among_values_its_description_quotes_is_a_listed_choice() -> N
     assert kept({"recipe": "Lasagna"}, "calories, please") == {"recipe": "Lasagna"}  # required, kept
 
 
+def _strings_tool(name: str, *arguments: str) -> list[dict[str, Any]]:
+    """One declared tool whose arguments are all optional strings."""
+    properties = {argument: {"type": "string"} for argument in arguments}
+    return [
+        {
+            "type": "function",
+            "function": {"name": name, "parameters": {"type": "object", "properties": properties}},
+        }
+    ]
+
+
 def test_optional_free_text_no_word_of_the_conversation_holds_is_dropped() -> None:
     def kept(arguments: dict[str, Any], request: str, earlier: str = "") -> dict[str, Any]:
         return without_unasked(Decision("calories", arguments), request, RECIPE, earlier).arguments
@@ -136,18 +147,14 @@ def test_optional_free_text_no_word_of_the_conversation_holds_is_dropped() -> No
         "meal": "women's lunch",
     }
     # what the model writes in its own words is no pick: a message, a query, a title
-    commit = [{"type": "function", "function": {"name": "commit", "parameters": {"type": "object",
-        "properties": {"commitMessage": {"type": "string"}, "search_query": {"type": "string"},
-                       "branch": {"type": "string"}}}}}]  # fmt: skip
+    commit = _strings_tool("commit", "commitMessage", "search_query", "branch")
     written = {"commitMessage": "Update the parser", "search_query": "parser bugs", "branch": "develop"}
     assert without_unasked(Decision("commit", written), "commit my changes", commit).arguments == {
         "commitMessage": "Update the parser",
         "search_query": "parser bugs",
     }
     # nor is a place in the user's files or on the web, read off the request in other words
-    listing = [{"type": "function", "function": {"name": "list_dir", "parameters": {"type": "object",
-        "properties": {"path": {"type": "string"}, "folderName": {"type": "string"},
-                       "url": {"type": "string"}}}}}]  # fmt: skip
+    listing = _strings_tool("list_dir", "path", "folderName", "url")
     places = {"path": "docs", "folderName": "docs", "url": "https://example.org"}
     asked = "What is in the documentation folder?"
     assert without_unasked(Decision("list_dir", places), asked, listing).arguments == places
