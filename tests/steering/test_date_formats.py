@@ -91,6 +91,38 @@ def test_a_decision_has_its_dates_in_the_declared_form_and_nothing_else_changed(
     assert in_declared_formats(answer, TOOLS) is answer
 
 
+def _one_argument(name: str, spec: dict[str, Any]) -> list[dict[str, Any]]:
+    parameters = {"type": "object", "properties": {name: spec}}
+    return [{"type": "function", "function": {"name": "book", "parameters": parameters}}]
+
+
+@pytest.mark.parametrize(
+    ("name", "spec", "value", "sent"),
+    [
+        # nothing declares a form: a date in words goes as ISO 8601, when the argument speaks of a date
+        ("start_date", {"type": "string", "description": "The start."}, "10th December 2022", "2022-12-10"),
+        ("startDate", {"type": "string"}, "Dec 10, 2022", "2022-12-10"),
+        ("when", {"type": "string", "description": "The date to book."}, "December 10 2022", "2022-12-10"),
+        ("start_date", {"type": "string"}, "10/12/2022", "10/12/2022"),  # numbers: nothing says otherwise
+        ("start_date", {"type": "string"}, "December 2022", "December 2022"),  # no day: no whole date
+        ("title", {"type": "string", "description": "The talk's title."}, "May 5, 2022", "May 5, 2022"),
+        ("update", {"type": "string"}, "May 5, 2022", "May 5, 2022"),  # "update" is no date
+        # JSON Schema's "date" format is ISO's full-date
+        ("day", {"type": "string", "format": "date"}, "16/08/2022", "2022-08-16"),
+        ("day", {"type": "string", "format": "date"}, "03/04/2022", "03/04/2022"),  # reads two ways
+        # a description that declares two forms: nothing says which one
+        ("date", {"type": "string", "description": "YYYY-MM-DD or MM/DD/YYYY"}, "May 5, 2022", "May 5, 2022"),
+        # a declared form wins over ISO
+        ("date", {"type": "string", "description": "month-day-year"}, "10th December 2022", "12-10-2022"),
+    ],
+)
+def test_a_date_in_words_goes_as_iso_where_no_form_is_declared(
+    name: str, spec: dict[str, Any], value: str, sent: str
+) -> None:
+    decided = Decision("book", {name: value})
+    assert in_declared_formats(decided, _one_argument(name, spec)).arguments == {name: sent}
+
+
 _FORMS = st.sampled_from(["MM-DD-YYYY", "(month-day-year)", "yyyy/mm/dd", "mm-yyyy", "DD.MM.YY"])
 
 

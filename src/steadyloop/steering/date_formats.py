@@ -7,7 +7,14 @@ description says: asked "What is the air quality index in London 2022/08/16?" of
 ``08-16-2022``). :func:`in_declared_formats` rewrites such a value into the declared form when the value is
 a date read one way only: year first (``2022-08-16``, ``2022/08``), a month's name (``August 16, 2022``),
 or day and month told apart by a number over 12. A value already in the declared form, one that is not a
-whole date, or a description that declares no form or two different ones, is left as it is.
+whole date, or a description that declares two different forms, is left as it is.
+
+A schema's ``"format": "date"`` declares ISO 8601's ``YYYY-MM-DD`` (JSON Schema's full-date). Where nothing
+declares a form, a whole date written in words (``10th December 2022``, ``December 10, 2022``) of an
+argument that speaks of a date (its name or its description says "date") goes to the tool as
+``2022-12-10``: words are the user's way of saying a date, and the form every date parser reads is ISO's
+(BFCL simple_python_382: "starting from 10th December 2022" was copied into ``start_date`` as it was
+said). A date in numbers is left as the model wrote it there: nothing says the tool reads it otherwise.
 
 Every function here is linear in its input.
 """
@@ -54,6 +61,9 @@ _YEAR_FIRST = re.compile(r"(\d{4})([-/.])(\d{1,2})(?:\2(\d{1,2}))?")
 _NUMBERS = re.compile(r"(\d{1,2})([-/.])(\d{1,2})\2(\d{4})")
 _MONTH_FIRST = re.compile(r"([a-z]+)\.?\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})", re.IGNORECASE)
 _DAY_FIRST = re.compile(r"(\d{1,2})(?:st|nd|rd|th)?\s+([a-z]+)\.?,?\s+(\d{4})", re.IGNORECASE)
+_ISO: tuple[tuple[str, ...], str] = (("YYYY", "MM", "DD"), "-")
+# "start_date", "startDate", "The date of", "Dates to book"; not "update".
+_SPEAKS_OF_DATE = re.compile(r"(?:(?<![^\W_])[dD]|(?<=[a-z])D)ates?(?![a-z])")
 
 
 def declared_date_format(description: str) -> tuple[tuple[str, ...], str] | None:
@@ -119,9 +129,33 @@ def written_as(value: str, form: tuple[tuple[str, ...], str]) -> str | None:
     return separator.join(parts)
 
 
+def _in_words(value: str) -> bool:
+    """Whether ``value`` is a whole date with its month named ("10th December 2022", "Dec 10, 2022")."""
+    text = value.strip()
+    match = _MONTH_FIRST.fullmatch(text) or _DAY_FIRST.fullmatch(text)
+    return match is not None and _read_date(text) is not None
+
+
+def _date_written_for(key: str, value: str, schema: Mapping[str, Any]) -> str | None:
+    """``value`` as the argument ``key`` (of ``schema``) takes its dates; ``None`` to leave it as it is."""
+    description = schema.get("description")
+    description = description if isinstance(description, str) else ""
+    if schema.get("format") == "date":
+        return written_as(value, _ISO)
+    form = declared_date_format(description)
+    if form is not None:
+        return written_as(value, form)
+    if _CODED.search(description) or _WORDED.search(description):
+        return None  # two forms declared, or one this module cannot write: nothing says which to use
+    if _in_words(value) and (_SPEAKS_OF_DATE.search(key) or _SPEAKS_OF_DATE.search(description)):
+        return written_as(value, _ISO)
+    return None
+
+
 def in_declared_formats(decision: Decision, tools: Sequence[Mapping[str, Any]]) -> Decision:
-    """``decision`` with each string argument that is a date written in another form than its schema's
-    description declares written in that form (see the module docstring)."""
+    """``decision`` with each string argument that is a date written in another form than its schema
+    declares written in that form, and a date in words where none is declared written as ISO 8601's
+    ``YYYY-MM-DD`` (see the module docstring)."""
     if decision.answers:
         return decision
     schemas = dict(tool_names(tools))
@@ -134,9 +168,7 @@ def in_declared_formats(decision: Decision, tools: Sequence[Mapping[str, Any]]) 
             schema = properties.get(key)
             if not isinstance(value, str) or not isinstance(schema, Mapping):
                 continue
-            description = schema.get("description")
-            form = declared_date_format(description) if isinstance(description, str) else None
-            rewritten = written_as(value, form) if form is not None else None
+            rewritten = _date_written_for(key, value, schema)
             if rewritten is not None:
                 fixed[key] = rewritten
         calls.append((name, fixed))
