@@ -5,21 +5,17 @@ loopback, to show the tool is called once."""
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steadyloop.loop import LoopPolicy
 from steadyloop.steering.decision import ANSWER, Decision
 from steadyloop.steering.numbered_calls import without_numbered_calls
-from steadyloop.testing.server import ScriptedServer
 from steadyloop.tools.definition import tool
-from steadyloop.turn import RetryPolicy
 
-from ._routed import run_routed, text
+from ._routed import decided_then_answered
 
 REWARDS = [
     {
@@ -152,9 +148,6 @@ def rewards(game: str, mission: str = "", trophy: str = "") -> str:
 
 async def test_a_routed_step_calls_the_tool_once() -> None:
     asked.clear()
-    policy = LoopPolicy(
-        tool_routing=True, tool_gate=False, retry=RetryPolicy(base_delay_s=0.01, max_retries=1)
-    )
     series = [
         {
             "name": "rewards",
@@ -162,8 +155,6 @@ async def test_a_routed_step_calls_the_tool_once() -> None:
         }
         for i in (1, 2, 3)
     ]
-    replies = [text(json.dumps(series)), text(json.dumps([{"name": ANSWER}])), text("Skins and V-Bucks.")]
-    async with ScriptedServer(*replies) as server:
-        result, _ = await run_routed(server, FORTNITE, [rewards], policy)
+    result = await decided_then_answered(series, FORTNITE, [rewards], "Skins and V-Bucks.")
     assert asked == [{"game": "Fortnite", "mission": "", "trophy": ""}]
     assert result.turn.content == "Skins and V-Bucks."

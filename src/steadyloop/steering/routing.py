@@ -46,6 +46,7 @@ from .file_asked import asks_for_file
 from .gate_request import ask_gate
 from .grounding import all_failed, counted_earlier
 from .listed_items import listed_calls
+from .named_choices import with_named_choices
 from .numbered_calls import without_numbered_calls
 from .tool_gate import (
     PathArgument,
@@ -433,8 +434,9 @@ class _Routed:
 
     def _against_request(self, decision: Decision, tools: Sequence[Mapping[str, Any]]) -> Decision:
         """The decision read against the first request: without the optional choices it never spoke of,
-        without calls only numbers it never wrote tell apart, and with a call for each item of a list it
-        names one of the calls' values in; its dates in the forms the tools' descriptions declare."""
+        without calls only numbers it never wrote tell apart, with every listed choice it names in a list
+        of them the model started, and with a call for each item of a list it names one of the calls'
+        values in; its dates in the forms the tools' descriptions declare."""
         decision = in_declared_formats(decision, tools)
         found = self.found
         if found is None or found[1]:
@@ -445,7 +447,8 @@ class _Routed:
             decision = without_unasked(decision, found[0], tools, earlier)
         if not self.routing.several:
             return decision
-        return listed_calls(without_numbered_calls(decision, found[0], tools), found[0], tools)
+        decision = with_named_choices(without_numbered_calls(decision, found[0], tools), found[0], tools)
+        return listed_calls(decision, found[0], tools)
 
     def _ran_on(self, reason: str) -> None:
         """A decision cut at its ceiling, or stopped in a loop, says nothing of the server: this step only

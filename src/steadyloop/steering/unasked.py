@@ -87,7 +87,7 @@ class _Said:
         return any(stem[:k] in self.stems for k in range(_SHORTEST, len(stem)))
 
 
-def _in_latin_letters(request: str) -> bool:
+def in_latin_letters(request: str) -> bool:
     """Whether most of the request's letters are Latin: a request in another script ("使用摄氏度", use
     Celsius) speaks of values it shares no word with."""
     letters = [c for c in request if c.isalpha()]
@@ -182,7 +182,7 @@ def without_unasked(
         earlier: the text of the conversation before the request (system prompt, earlier messages):
             free text said there is not made up.
     """
-    if decision.answers or not _in_latin_letters(request):
+    if decision.answers or not in_latin_letters(request):
         return decision
     schemas = dict(tool_names(tools))
     said = _Said(request)
