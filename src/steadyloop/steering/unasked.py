@@ -128,6 +128,14 @@ _NOT_PICKS = frozenset(
 )  # fmt: skip
 
 
+def _unjudged(value: str, words: set[str]) -> bool:
+    """Whether ``value`` is one the request would not share words with: a code ("es-ES" for "in
+    Spanish"), a number ("2017" for "six years ago") or a yes or no ("free to enter" is ``"True"``)."""
+    return (
+        all(len(w) < _SHORTEST for w in words) or any(c.isdigit() for c in value) or value.lower() in _YES_NO
+    )
+
+
 def _made_up(name: str, value: str, spec: Mapping[str, Any], heard: _Said) -> bool:
     """Whether free text ``value`` of a string argument with no listed values has no word the
     conversation holds (``heard``: the request and what came before it); never for an argument the
@@ -137,11 +145,7 @@ def _made_up(name: str, value: str, spec: Mapping[str, Any], heard: _Said) -> bo
     if any(w.lower() in _NOT_PICKS for w in _WORD.findall(_NAME_PARTS.sub(" ", name))):
         return False
     words = _stems(value)
-    if not words or all(len(w) < _SHORTEST for w in words):
-        return False
-    if any(c.isdigit() for c in value) or value.lower() in _YES_NO:
-        return False
-    return not any(heard.speaks_of(w) for w in words)
+    return bool(words) and not _unjudged(value, words) and not any(heard.speaks_of(w) for w in words)
 
 
 def _unasked(name: str, value: Any, schema: Mapping[str, Any], said: _Said, heard: _Said) -> bool:
@@ -162,11 +166,7 @@ def _unasked(name: str, value: Any, schema: Mapping[str, Any], said: _Said, hear
     if not _listed(value, spec):
         return _made_up(name, value, spec, heard)
     words = _stems(value)
-    if all(len(w) < _SHORTEST for w in words) or any(c.isdigit() for c in value) or value.lower() in _YES_NO:
-        # A code ("es-ES" for "in Spanish"), a number ("2017" for "six years ago") or a yes or no ("free
-        # to enter" is free_entry "True") is said in words the request would not share with it.
-        return False
-    return not any(said.speaks_of(w) for w in words)
+    return not _unjudged(value, words) and not any(said.speaks_of(w) for w in words)
 
 
 def without_unasked(
