@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .decision import Decision, tool_names
+from .decision import Decision, arguments_rewritten
 
 __all__ = ["declared_date_format", "in_declared_formats", "written_as"]
 
@@ -156,21 +156,9 @@ def in_declared_formats(decision: Decision, tools: Sequence[Mapping[str, Any]]) 
     """``decision`` with each string argument that is a date written in another form than its schema
     declares written in that form, and a date in words where none is declared written as ISO 8601's
     ``YYYY-MM-DD`` (see the module docstring)."""
-    if decision.answers:
-        return decision
-    schemas = dict(tool_names(tools))
-    calls: list[tuple[str, dict[str, Any]]] = []
-    for name, arguments in decision.calls:
-        properties = schemas.get(name, {}).get("properties")
-        properties = properties if isinstance(properties, Mapping) else {}
-        fixed = dict(arguments)
-        for key, value in arguments.items():
-            schema = properties.get(key)
-            if not isinstance(value, str) or not isinstance(schema, Mapping):
-                continue
-            rewritten = _date_written_for(key, value, schema)
-            if rewritten is not None:
-                fixed[key] = rewritten
-        calls.append((name, fixed))
-    (name, arguments), *more = calls
-    return Decision(name, arguments, tuple(more))
+
+    def dated(key: str, value: Any, spec: Mapping[str, Any]) -> Any:
+        written = _date_written_for(key, value, spec) if isinstance(value, str) and spec else None
+        return value if written is None else written
+
+    return arguments_rewritten(decision, tools, dated)

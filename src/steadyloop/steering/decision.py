@@ -10,7 +10,7 @@ not the user's sampling). The tool gate's request (``tool_gate.py``) is built he
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,7 @@ __all__ = [
     "MAX_CALLS",
     "Decision",
     "already_made",
+    "arguments_rewritten",
     "calls_for_request",
     "decision_body",
     "decision_schema",
@@ -88,6 +89,29 @@ def tool_names(tools: Sequence[Mapping[str, Any]]) -> list[tuple[str, Mapping[st
         schema = parameters if isinstance(parameters, Mapping) else {"type": "object", "properties": {}}
         found.append((function["name"], schema))
     return found
+
+
+def arguments_rewritten(
+    decision: Decision,
+    tools: Sequence[Mapping[str, Any]],
+    rewrite: Callable[[str, Any, Mapping[str, Any]], Any],
+) -> Decision:
+    """``decision`` with each argument of each call as ``rewrite(key, value, spec)`` returns it, ``spec``
+    being the argument's schema in the declared tool (empty where it has none); ``decision`` itself when
+    nothing changed, and for an answer."""
+    if decision.answers:
+        return decision
+    schemas = dict(tool_names(tools))
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for name, arguments in decision.calls:
+        properties = schemas.get(name, {}).get("properties")
+        properties = properties if isinstance(properties, Mapping) else {}
+        specs = {k: spec if isinstance(spec := properties.get(k), Mapping) else {} for k in arguments}
+        calls.append((name, {k: rewrite(k, v, specs[k]) for k, v in arguments.items()}))
+    if calls == list(decision.calls):
+        return decision
+    (name, arguments), *more = calls
+    return Decision(name, arguments, tuple(more))
 
 
 def decision_schema(

@@ -26,6 +26,7 @@ from ..turn.request import BodyBuilder, TurnRequest, TurnSink
 from ..turn.send import send_turn
 from .answers import ask_answer
 from .chat import before_request
+from .currency_codes import in_currency_codes
 from .date_formats import in_declared_formats
 from .decision import (
     Decision,
@@ -436,8 +437,8 @@ class _Routed:
         """The decision read against the first request: without the optional choices it never spoke of,
         without calls only numbers it never wrote tell apart, with every listed choice it names in a list
         of them the model started, and with a call for each item of a list it names one of the calls'
-        values in; its dates in the forms the tools' descriptions declare."""
-        decision = in_declared_formats(decision, tools)
+        values in; its dates in the forms the tools' descriptions declare, its currencies as codes."""
+        decision = in_currency_codes(in_declared_formats(decision, tools), tools)
         found = self.found
         if found is None or found[1]:
             return decision
