@@ -275,6 +275,50 @@ def test_a_value_other_than_the_default_is_kept() -> None:
     assert _game(chosen, "A and B, played away") == {"teams": ["A", "B"], **chosen}
 
 
+POPULATION = [
+    {
+        "type": "function",
+        "function": {
+            "name": "estimate_population",
+            "parameters": {
+                "type": "object",
+                "required": ["species"],
+                "properties": {
+                    "species": {"type": "string"},
+                    "year": {"type": "integer", "description": "The year. Default is the current year."},
+                    "as_of": {"type": "string", "description": "The date; defaults to today."},
+                    "rate": {"type": "number", "description": "The rate. Default is the current rate."},
+                },
+            },
+        },
+    }
+]
+
+
+def _estimated(arguments: dict[str, Any], request: str, earlier: str = "") -> dict[str, Any]:
+    decided = Decision("estimate_population", {"species": "panda", **arguments})
+    return without_unasked(decided, request, POPULATION, earlier).arguments
+
+
+def test_a_present_the_model_made_up_is_left_to_the_tool() -> None:
+    request = "Estimate the population of pandas in the wild in China."
+    assert _estimated({"year": 2023, "as_of": "2023-10-01"}, request) == {"species": "panda"}
+    # "current rate" is no time: a rate the model wrote is judged as any other number, and kept
+    assert _estimated({"rate": 0.015}, request) == {"species": "panda", "rate": 0.015}
+
+
+def test_a_present_the_conversation_speaks_of_is_kept() -> None:
+    # the request speaks of a time: the value may be the model's reading of it
+    assert _estimated({"year": 2024}, "pandas in China next year")["year"] == 2024
+    assert _estimated({"as_of": "2023-03-10"}, "pandas in China on Wednesday")["as_of"] == "2023-03-10"
+    # the conversation writes one of the value's numbers
+    assert _estimated({"year": 2021}, "pandas in China, 2021 figures")["year"] == 2021
+    assert (
+        _estimated({"as_of": "2026-12-07"}, "pandas in China", earlier="The date is 2026-12-07.")["as_of"]
+        == "2026-12-07"
+    )
+
+
 @given(
     description=st.text(max_size=300),
     value=st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),

@@ -23,6 +23,11 @@ request names, one the model writes in its own words (a ``message``, a ``query``
 the parser" for "commit my changes" is no pick), and one that names a file, a folder or an address
 (``path``, ``folder``, ``url``: "docs" for "the documentation folder" is the request read, not a guess).
 
+An optional argument whose default is the present ("Default is the current year", "Defaults to today")
+set to a date, a year or a time is dropped when the conversation speaks of no time (no "today", "next",
+"this", month or weekday) and writes none of the value's numbers: the model's present is its training
+data's ("the population of pandas in the wild in China" got ``"year": 2023``).
+
 The same holds for any optional argument whose value is the default its schema or its description names
 ("Default is 'home'", "Defaults to 'miles'", ``"default": "Not specified"``; ``defaults.py``): the model
 copied the tool's own default into the call, which leaves the call as it was and, for a reader of the
@@ -66,6 +71,29 @@ _IRREGULAR = {
 }
 
 
+# A description whose default is the present: "Default is the current year", "Defaults to today",
+# "default is now".
+_PRESENT = re.compile(
+    r"\b(?:(?:current|present|today'?s)\s+(?:year|date|day|time|season|month|week|timestamp|datetime)"
+    r"|today|now)\b",
+    re.IGNORECASE,
+)
+_DEFAULT = re.compile(r"\bdefault", re.IGNORECASE)
+# Words by which a request speaks of a time: a value of that time may be the model's reading of them.
+_TIME_WORD = re.compile(
+    r"\b(?:today|tomorrow|tonight|yesterday|now|next|last|this|coming|upcoming|ago|current|currently|recent"
+    r"|latest|week|weekend|month|year|season|monday|tuesday|wednesday|thursday|friday|saturday|sunday"
+    r"|jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?"
+    r"|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b",
+    re.IGNORECASE,
+)
+_NUMBER = re.compile(r"\d+")
+
+
+def _numbers(text: str) -> set[str]:
+    return {m.lstrip("0") or "0" for m in _NUMBER.findall(text)}
+
+
 def _stems(text: str) -> set[str]:
     words = (m.lower() for m in _WORD.findall(text))
     return {_IRREGULAR.get(w, w)[:_STEM] for w in words if w not in _EMPTY}
@@ -73,13 +101,16 @@ def _stems(text: str) -> set[str]:
 
 class _Said:
     """The request's words, for "does it speak of this word": one word's first five letters begin the
-    other's ("DESC" and "descending", "detailed" and "in detail"), of three letters or more."""
+    other's ("DESC" and "descending", "detailed" and "in detail"), of three letters or more. And its
+    numbers, and whether it speaks of a time at all."""
 
-    __slots__ = ("beginnings", "stems")
+    __slots__ = ("beginnings", "numbers", "stems", "timed")
 
     def __init__(self, request: str) -> None:
         self.stems = _stems(request)
         self.beginnings = {s[:k] for s in self.stems for k in range(_SHORTEST, len(s) + 1)}
+        self.numbers = _numbers(request)
+        self.timed = _TIME_WORD.search(request) is not None
 
     def speaks_of(self, stem: str) -> bool:
         if stem in self.stems or (len(stem) >= _SHORTEST and stem in self.beginnings):
@@ -148,6 +179,22 @@ def _made_up(name: str, value: str, spec: Mapping[str, Any], heard: _Said) -> bo
     return bool(words) and not _unjudged(value, words) and not any(heard.speaks_of(w) for w in words)
 
 
+def _present_made_up(value: Any, spec: Mapping[str, Any], heard: _Said) -> bool:
+    """Whether ``value`` is a date, year or time the model wrote for an argument whose default is the
+    present ("Default is the current year") while the conversation speaks of no time and writes none of
+    its numbers: the model's "now" is its training data's, not today (2023 for "the population of pandas
+    in China")."""
+    if isinstance(value, bool) or not isinstance(value, int | str) or heard.timed:
+        return False
+    description = spec.get("description")
+    if not isinstance(description, str) or not (
+        _DEFAULT.search(description) and _PRESENT.search(description)
+    ):
+        return False
+    numbers = _numbers(str(value))
+    return bool(numbers) and not numbers & heard.numbers
+
+
 def _unasked(name: str, value: Any, schema: Mapping[str, Any], said: _Said, heard: _Said) -> bool:
     properties = schema.get("properties")
     spec = properties.get(name) if isinstance(properties, Mapping) else None
@@ -161,6 +208,8 @@ def _unasked(name: str, value: Any, schema: Mapping[str, Any], said: _Said, hear
         return False
     if at_default(name, value, schema):
         return not _speaks_of_value(value, said)
+    if _present_made_up(value, spec, heard):
+        return True
     if not isinstance(value, str):
         return False
     if not _listed(value, spec):
