@@ -66,6 +66,8 @@ async def test_send_approve_deny_and_stop_with_the_keyboard_alone_at_400_px(
             ).to_contain_text("allowed")
             shell = page.locator("details.tool", has_text="run_shell")
             await expect(shell.locator("pre.shell")).to_have_text("$ rm -rf build/")
+            # The call shows as it streams, before the run asks about it: "d" decides only once asked.
+            await expect(shell.locator("button.approve")).to_be_visible()
             await shoot(page, "narrow")
             await page.keyboard.press("d")
             await expect(shell.locator(".decided")).to_contain_text("denied")

@@ -166,6 +166,7 @@ async def test_settings_conversation_approvals_and_timeline(
             await page.keyboard.press("Escape")
             await page.keyboard.press("a")
             await expect(edit.locator(".decided")).to_contain_text("allowed")
+            await expect(shell.locator("button.approve")).to_be_visible()  # "d" decides only once asked
             await page.keyboard.press("d")
             await expect(shell.locator(".decided")).to_contain_text("denied")
             await expect(second.locator(".answer").last).to_contain_text("the tests were not run")
