@@ -88,14 +88,16 @@ class ToolRouting:
             each in one step), up to ``MAX_CALLS``; and a first request's list of items, one of which a
             call holds, gets a call for each of the others (``listed_items.py``), while calls that only
             a series of numbers the request never wrote tells apart ("Mission 1" to "Mission 5") are
-            one (``numbered_calls.py``).
+            one (``numbered_calls.py``), and a one-call decision's list of listed values gets every one
+            the request names (``named_choices.py``).
         drop_unasked: before any tool ran, an optional argument held to listed values (``enum``) that a
             decided call chose and the request never spoke of is dropped, so the tool's default stands,
             and so is an optional argument set to the default its schema or description names, or
             optional free text no word of the conversation holds (a location nobody gave), not counting
-            prose the model writes or a path (``unasked.py``). A host whose listed values are its own
-            findings (the files it listed)
-            turns it off: there, a value the request did not name is the model's reading of it.
+            prose the model writes or a path, and a year or date for an argument whose default is the
+            present, where the conversation speaks of no time (``unasked.py``). A host whose listed
+            values are its own findings (the files it listed) turns it off: there, a value the request
+            did not name is the model's reading of it.
         decision_max_tokens: the most tokens a decision may take (``None``: the step's own ceiling). A
             decision is a call or two; held to a schema, a small model can write a string argument on
             and on until the window is full. One cut here is not read: the step is sent as usual.
