@@ -21,6 +21,7 @@ __all__ = [
     "PART_ASKED",
     "PICK_ASKED",
     "REFERS_BACK",
+    "in_latin_letters",
 ]
 
 # A request for a count is answered by a number, not by the names: held to the listing, a count asked for
@@ -91,3 +92,10 @@ REFERS_BACK = re.compile(
     r"|\b(?:of|in)\s+(?:them|those|these|it)\b|\blisted\b",
     re.IGNORECASE,
 )
+
+
+def in_latin_letters(request: str) -> bool:
+    """Whether most of the request's letters are Latin: a request in another script ("使用摄氏度", use
+    Celsius) speaks of values it shares no word with."""
+    letters = [c for c in request if c.isalpha()]
+    return sum(c.isascii() or "\u00c0" <= c <= "\u024f" for c in letters) * 2 >= len(letters)

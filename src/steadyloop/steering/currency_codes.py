@@ -19,6 +19,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .argument_specs import listed_values
 from .decision import Decision, arguments_rewritten
 
 __all__ = ["in_currency_codes"]
@@ -78,16 +79,11 @@ def _as_codes(value: Any) -> Any:
     return value
 
 
-def _listed(spec: Mapping[str, Any]) -> bool:
-    items = spec.get("items")
-    return "enum" in spec or (isinstance(items, Mapping) and "enum" in items)
-
-
 def in_currency_codes(decision: Decision, tools: Sequence[Mapping[str, Any]]) -> Decision:
     """``decision`` with each currency argument that names one currency in words written as its code
     (see the module docstring); an answer, and a decision with nothing to write, are returned as they are."""
 
     def coded(key: str, value: Any, spec: Mapping[str, Any]) -> Any:
-        return _as_codes(value) if _takes_currency(key) and not _listed(spec) else value
+        return _as_codes(value) if _takes_currency(key) and listed_values(spec) is None else value
 
     return arguments_rewritten(decision, tools, coded)

@@ -69,6 +69,11 @@ _SPEAKS_OF_DATE = re.compile(r"(?:(?<![^\W_])[dD]|(?<=[a-z])D)ates?(?![a-z])")
 def declared_date_format(description: str) -> tuple[tuple[str, ...], str] | None:
     """The date form ``description`` declares, as its fields in order (``("MM", "DD", "YYYY")``) and their
     separator; ``None`` when it declares none, or two different ones."""
+    return _one_form(_forms_in(description))
+
+
+def _forms_in(description: str) -> set[tuple[tuple[str, ...], str]]:
+    """Every date form ``description`` writes out, coded ("MM-DD-YYYY") or in words ("month/day/year")."""
     found: set[tuple[tuple[str, ...], str]] = set()
     for match in _CODED.finditer(description):
         fields = tuple(f.upper() for f in match.group(1, 3, 4) if f)
@@ -76,6 +81,10 @@ def declared_date_format(description: str) -> tuple[tuple[str, ...], str] | None
     for match in _WORDED.finditer(description):
         fields = tuple(_WORD_FIELDS[f.lower()] for f in match.group(1, 3, 4) if f)
         found.add((fields, match.group(2)))
+    return found
+
+
+def _one_form(found: set[tuple[tuple[str, ...], str]]) -> tuple[tuple[str, ...], str] | None:
     usable = {f for f in found if _usable(f[0])}
     return usable.pop() if len(usable) == 1 and len(found) == 1 else None
 
@@ -130,10 +139,10 @@ def written_as(value: str, form: tuple[tuple[str, ...], str]) -> str | None:
 
 
 def _in_words(value: str) -> bool:
-    """Whether ``value`` is a whole date with its month named ("10th December 2022", "Dec 10, 2022")."""
+    """Whether ``value`` is written as a whole date with a word for its month ("10th December 2022", "Dec
+    10, 2022"); whether the word is a month is left to :func:`written_as`, which reads it."""
     text = value.strip()
-    match = _MONTH_FIRST.fullmatch(text) or _DAY_FIRST.fullmatch(text)
-    return match is not None and _read_date(text) is not None
+    return (_MONTH_FIRST.fullmatch(text) or _DAY_FIRST.fullmatch(text)) is not None
 
 
 def _date_written_for(key: str, value: str, schema: Mapping[str, Any]) -> str | None:
@@ -142,11 +151,11 @@ def _date_written_for(key: str, value: str, schema: Mapping[str, Any]) -> str | 
     description = description if isinstance(description, str) else ""
     if schema.get("format") == "date":
         return written_as(value, _ISO)
-    form = declared_date_format(description)
-    if form is not None:
-        return written_as(value, form)
-    if _CODED.search(description) or _WORDED.search(description):
-        return None  # two forms declared, or one this module cannot write: nothing says which to use
+    forms = _forms_in(description)
+    if forms:
+        # two forms declared, or one this module cannot write: nothing says which to use
+        form = _one_form(forms)
+        return None if form is None else written_as(value, form)
     if _in_words(value) and (_SPEAKS_OF_DATE.search(key) or _SPEAKS_OF_DATE.search(description)):
         return written_as(value, _ISO)
     return None

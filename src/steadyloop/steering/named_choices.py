@@ -28,8 +28,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .argument_specs import listed_values, lists_choices
+from .asked import in_latin_letters
 from .decision import Decision, tool_names
-from .unasked import in_latin_letters
 
 __all__ = ["with_named_choices"]
 
@@ -95,22 +96,14 @@ class _Request:
 def _choices(schema: Mapping[str, Any]) -> dict[str, list[str]]:
     """Each argument's listed values: an ``enum`` of its own or of its items, strings only."""
     properties = schema.get("properties")
-    found: dict[str, list[str]] = {}
     if not isinstance(properties, Mapping):
-        return found
-    for name, spec in properties.items():
-        if not isinstance(spec, Mapping):
-            continue
-        items = spec.get("items")
-        enum = items.get("enum") if isinstance(items, Mapping) else spec.get("enum")
-        if isinstance(enum, list):
-            found[str(name)] = [v for v in enum if isinstance(v, str)]
-    return found
-
-
-def _array_of_choices(spec: Any) -> bool:
-    items = spec.get("items") if isinstance(spec, Mapping) else None
-    return isinstance(items, Mapping) and isinstance(items.get("enum"), list)
+        return {}
+    listed = {str(name): listed_values(spec) for name, spec in properties.items()}
+    return {
+        name: [v for v in values if isinstance(v, str)]
+        for name, values in listed.items()
+        if values is not None
+    }
 
 
 def _named(request: _Request, choices: Mapping[str, list[str]]) -> dict[str, list[tuple[int, str]]]:
@@ -151,7 +144,7 @@ def with_named_choices(decision: Decision, request: str, tools: Sequence[Mapping
         return decision
     arguments = decision.arguments
     lists = [
-        k for k, v in arguments.items() if isinstance(v, list) and v and _array_of_choices(properties.get(k))
+        k for k, v in arguments.items() if isinstance(v, list) and v and lists_choices(properties.get(k))
     ]
     if not lists:
         return decision

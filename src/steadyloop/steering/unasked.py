@@ -42,6 +42,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .asked import in_latin_letters
 from .decision import Decision, tool_names
 from .defaults import at_default
 
@@ -116,13 +117,6 @@ class _Said:
         if stem in self.stems or (len(stem) >= _SHORTEST and stem in self.beginnings):
             return True
         return any(stem[:k] in self.stems for k in range(_SHORTEST, len(stem)))
-
-
-def in_latin_letters(request: str) -> bool:
-    """Whether most of the request's letters are Latin: a request in another script ("使用摄氏度", use
-    Celsius) speaks of values it shares no word with."""
-    letters = [c for c in request if c.isalpha()]
-    return sum(c.isascii() or "\u00c0" <= c <= "\u024f" for c in letters) * 2 >= len(letters)
 
 
 def _speaks_of_value(value: Any, said: _Said) -> bool:
