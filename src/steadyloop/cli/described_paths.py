@@ -15,13 +15,20 @@ What counts as naming, kept narrow because a wrong hit forces a call:
   JSON or INI file; "python", "module" or "script" for Python; "doc" or "page" for text). A name alone
   ("build") is too often a plain word.
 
-More than three paths for one request means the words are common ones, and nothing is named.
+- a file whose name is only ever a file's (README, CHANGELOG, Makefile, Dockerfile) at the top of the
+  folder: its name alone, right after "the", "this", "our" or the like ("What does the README say?", "¿Qué
+  dice el README?"); not after "a" ("How do I write a good README?").
+
+More than three paths for one request means the words are common ones, and nothing is named. The words
+around a name are read in English and in the languages the bundled model is most often asked in after it
+(Spanish, French, German, Portuguese, Italian), as ``steering/asked.py`` reads them.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Collection, Iterable, Sequence
+from itertools import pairwise
 
 __all__ = [
     "described_paths",
@@ -54,6 +61,21 @@ _KIND_WORDS: dict[str, frozenset[str]] = {
     "docs": frozenset({"md", "rst", "txt"}),
     "page": frozenset({"md", "rst", "txt"}),
 }
+
+
+# Names no plain word shares: said alone after a determiner, they are the file of that name.
+_OWN_NAMES = frozenset({"readme", "changelog", "makefile", "dockerfile"})
+# "the", "this", "our", "its" and their like in the six languages: "the README" is this folder's.
+_DETERMINERS = frozenset(
+    {
+        *("the", "this", "our", "my", "its", "your"),
+        *("el", "este", "ese", "nuestro", "mi", "su", "tu"),  # Spanish
+        *("le", "ce", "cet", "notre", "mon", "son", "ton", "du", "votre"),  # French
+        *("der", "die", "das", "dem", "den", "des", "dieses", "diese", "unser", "unsere", "mein", "meine"),
+        *("o", "do", "deste", "nosso", "meu", "seu", "teu"),  # Portuguese
+        *("il", "lo", "del", "questo", "nostro", "mio", "suo", "tuo"),  # Italian
+    }
+)
 
 
 def _words(text: str) -> list[str]:
@@ -93,6 +115,11 @@ def _file_named(said: set[str], path: str) -> bool:
     return not said.isdisjoint(companions)
 
 
+def _own_name(path: str) -> str:
+    """A top-level file's name, lower case, without its extension: ``README.md`` is ``readme``."""
+    return path.lower().partition(".")[0]
+
+
 def described_paths(request: str, files: Iterable[str], folders: Collection[str] = ()) -> list[str]:
     """The listed ``folders`` and ``files`` (paths relative to the working folder, ``/``-separated) that
     ``request`` names in words, folders first; none when more than three are."""
@@ -102,8 +129,9 @@ def described_paths(request: str, files: Iterable[str], folders: Collection[str]
     said = set(words)
     placed = {m.group(1).lower() for m in _PLACED.finditer(request)}
     found = _folders_named(words, folders, placed)
+    own = {w for before, w in pairwise(words) if w in _OWN_NAMES and before in _DETERMINERS}
     for path in files:
-        if _file_named(said, path):
+        if _file_named(said, path) or ("/" not in path and _own_name(path) in own):
             found.append(path)
         if len(found) > _MOST:
             return []
@@ -139,10 +167,22 @@ def written_folders(request: str) -> list[str]:
 
 
 # "this project", "the repo", "our codebase", "my package": the folder's project as a whole. A package or
-# library only with "this", "our" or "my" ("the package" is often one the request goes on to name).
+# library only with "this", "our" or "my" ("the package" is often one the request goes on to name). The
+# same in the five other languages; "un proyecto", "a project", is any project.
 _THE_PROJECT = re.compile(
     r"\b(?:(?:this|the|our|my)\s+(?:project|repo|repository|codebase|code\s+base)"
-    r"|(?:this|our|my)\s+(?:package|library))\b",
+    r"|(?:this|our|my)\s+(?:package|library)"
+    r"|(?:este|el|del|nuestro|mi)\s+(?:proyecto|repositorio|repo)|(?:este|nuestro|mi)\s+paquete"
+    r"|(?:esta|nuestra|mi)\s+(?:librer[ií]a|biblioteca)"  # Spanish
+    r"|(?:ce|le|du|notre|mon)\s+(?:projet|d[ée]p[oô]t|repo)|(?:ce|notre|mon)\s+paquet"
+    r"|(?:cette|notre|ma)\s+biblioth[èe]que"  # French
+    r"|(?:dieses|diesem|das|dem|des|unser|unserem|mein|meinem|im)\s+(?:projekts?|repos?|repository)"
+    r"|(?:dieses|diesem|unser|mein)\s+paket|(?:diese|dieser|unsere|meine)\s+bibliothek"  # German
+    r"|(?:este|deste|neste|o|do|no|nosso|meu)\s+(?:projeto|reposit[óo]rio|repo)"
+    r"|(?:este|deste|nosso|meu)\s+pacote|(?:esta|desta|nossa|minha)\s+biblioteca"  # Portuguese
+    r"|(?:questo|il|del|nel|nostro|mio)\s+(?:progetto|repository|repo)"
+    r"|(?:questo|nostro|mio)\s+pacchetto|(?:questa|nostra|mia)\s+libreria"  # Italian
+    r")\b",
     re.IGNORECASE,
 )
 
@@ -156,9 +196,25 @@ def names_the_project(request: str) -> bool:
     return _THE_PROJECT.search(request) is not None
 
 
-# "How do I run the tests?", "how to install this project": asked how to do something with the project.
-_ASKS_HOW = re.compile(r"\bhow\s+(?:do|can|should|would|could|to)\b", re.IGNORECASE)
-_THE_TESTS = re.compile(r"\b(?:the|its|our|my)\s+(?:tests?|test\s+suite|unit\s+tests)\b", re.IGNORECASE)
+# "How do I run the tests?", "how to install this project": asked how to do something with the project;
+# in the five other languages, their "how" ("cómo", "comment", "wie", "como", "come") with the project or
+# its tests spoken of, which readme_for_how also asks.
+_ASKS_HOW = re.compile(
+    r"\bhow\s+(?:do|can|should|would|could|to)\b|\bc[oó]mo\b|\bcomment\b|\bwie\b|\bcome\b",
+    re.IGNORECASE,
+)
+_THE_TESTS = re.compile(
+    r"\b(?:the|its|our|my)\s+(?:tests?|test\s+suite|unit\s+tests)\b"
+    r"|\b(?:las|sus|nuestras|mis)\s+pruebas\b|\b(?:los|sus)\s+tests\b"  # Spanish
+    r"|\b(?:les|ses|nos|mes)\s+tests\b"  # French
+    r"|\b(?:die|seine|unsere|meine)\s+tests\b"  # German
+    r"|\b(?:os|seus|nossos|meus)\s+testes\b"  # Portuguese
+    r"|\bi\s+(?:suoi|nostri|miei)\s+test\b",  # Italian
+    re.IGNORECASE,
+)
+# Italian's plain "i test" is English's "I test" ("How should I test this?"): only with Italian's "come".
+_ITALIAN_TESTS = re.compile(r"\bi\s+test\b", re.IGNORECASE)
+_ITALIAN_HOW = re.compile(r"\bcome\b", re.IGNORECASE)
 _README = re.compile(r"readme(?:\.[a-z]+)?", re.IGNORECASE)
 
 
@@ -170,6 +226,7 @@ def readme_for_how(request: str, files: Iterable[str]) -> list[str]:
     the list_dir function with the path tests"; the README it never read says which command runs them.
     Only with the project or its tests spoken of: "How do I delete a folder in Linux?" is no question about
     the folder's files. Linear in the request and the listing."""
-    if not _ASKS_HOW.search(request) or not (names_the_project(request) or _THE_TESTS.search(request)):
+    tests = _THE_TESTS.search(request) or (_ITALIAN_HOW.search(request) and _ITALIAN_TESTS.search(request))
+    if not _ASKS_HOW.search(request) or not (names_the_project(request) or tests):
         return []
     return [path for path in files if "/" not in path and _README.fullmatch(path)][:1]

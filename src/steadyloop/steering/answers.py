@@ -25,7 +25,7 @@ from ..turn.capabilities import EndpointCapabilities, ModelCapabilities
 from ..turn.repetition import without_loop
 from ..turn.request import BodyBuilder, TurnRequest, TurnSink
 from ..turn.send import send_turn
-from .chat import request_and_result_texts
+from .chat import chat_text, request_and_result_texts
 from .decision import ANSWER_GRAMMAR, calls_for_request, one_read, tool_names
 from .grounding import (
     AnswerGaps,
@@ -36,6 +36,7 @@ from .grounding import (
     count_gaps,
     without_tool_talk,
 )
+from .languages import names_a_language
 from .next_section import SectionWatch, before_next_section
 from .tool_gate import asks_how
 
@@ -126,7 +127,8 @@ async def grounded_answer(
         asked, results = request_and_result_texts(held.sent.get("messages", []))
         tools = held.sent.get("tools")
         held.tools = [name for name, _ in tool_names(tools)] if isinstance(tools, list) else []
-        held.gaps = partial(answer_gaps, called=_called_on(held.sent), tools=held.tools)
+        languages = not names_a_language(_system_text(held.sent.get("messages", [])))
+        held.gaps = partial(answer_gaps, called=_called_on(held.sent), tools=held.tools, languages=languages)
         if asks_how(asked):
             answer = replace(answer, content=before_next_section(answer.content, asked, results))
     gaps = held.gaps(answer.content, results, asked) if not answer.tool_calls else AnswerGaps()
@@ -247,6 +249,15 @@ def _called_on(body: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def _system_text(messages: object) -> str:
+    """The system prompt's text: where it names a language ("Always answer in English"), the host chose
+    the answer's language, not the request."""
+    listed = messages if isinstance(messages, list) else []
+    return "\n".join(
+        chat_text(m.get("content")) for m in listed if isinstance(m, Mapping) and m.get("role") == "system"
+    )
+
+
 def _never(_text: str) -> str | None:
     return None
 
@@ -269,4 +280,6 @@ def _said(gaps: AnswerGaps) -> str:
         said.append("tools spoken of")
     if gaps.unnamed:
         said.append("the file asked for not named")
+    if gaps.language:
+        said.append(f"not in {gaps.language}, the request's language")
     return ", ".join(said)

@@ -40,6 +40,7 @@ from .asked import COUNT_ASKED, LINES_ASKED, NOT_CONTENTS_ASKED, PART_ASKED, PIC
 from .chat import chat_text
 from .file_asked import unnamed_files
 from .folder_said import FolderCountsSaid
+from .languages import wrong_language
 from .picks import names_entry, wrong_pick
 from .result_counts import (
     FILE_KINDS,
@@ -130,6 +131,8 @@ class AnswerGaps:
             and those it names where no result and not the request does ("use the list_dir function").
         unnamed: the files a search found, when the request asked for a file and the answer names none
             (``file_asked.py``).
+        language: the language the request is written in, when the answer is written in another
+            (``languages.py``).
     """
 
     missing: tuple[str, ...] = ()
@@ -139,6 +142,7 @@ class AnswerGaps:
     stated: str | None = None
     tools: tuple[str, ...] = ()
     unnamed: tuple[str, ...] = ()
+    language: str | None = None
 
     def __bool__(self) -> bool:
         return self.size > 0
@@ -146,7 +150,7 @@ class AnswerGaps:
     @property
     def size(self) -> int:
         """How many gaps: an answer with fewer is the better of two."""
-        singles = (self.count, self.pick, self.stated)
+        singles = (self.count, self.pick, self.stated, self.language)
         listed = len(self.missing) + len(self.invented) + len(self.tools) + bool(self.unnamed)
         return listed + sum(gap is not None for gap in singles)
 
@@ -244,10 +248,12 @@ def answer_gaps(
     request: str = "",
     called: Collection[str] | None = None,
     tools: Collection[str] = (),
+    languages: bool = True,
 ) -> AnswerGaps:
     """What ``answer`` misses of the tool ``results`` it was written from (``request``: what the user asked,
     whose own words are no invention; ``tools``: the names of the tools declared, whose calls written out
-    as JSON are no answer).
+    as JSON are no answer; ``languages``: whether an answer in another language than the request's is a
+    gap, which it is not where the host's system prompt names a language).
 
     ``called``: the string arguments of the calls the results came from. When given, and the request writes
     out a path (``src/steadyloop/cli``) none of them is, the results are of some other place: the answer is
@@ -270,7 +276,8 @@ def answer_gaps(
     if called is not None and elsewhere(request, called):
         # Asked how many Python files src/steadyloop/cli holds, the 1.5B model listed src/steadyloop, and
         # held to that listing, its answer was "corrected" to the wrong folder's count.
-        return AnswerGaps(invented=tuple(invented), tools=spoken)
+        language = wrong_language(request, answer) if languages else None
+        return AnswerGaps(invented=tuple(invented), tools=spoken, language=language)
     listings = [listed_entries(r) for r in results]
     missing: list[str] = []
     whole = not (
@@ -287,6 +294,7 @@ def answer_gaps(
         _wrong_count_stated(answer, results, request),
         spoken,
         unnamed_files(answer, results, request, list(called or ())),
+        wrong_language(request, answer) if languages else None,
     )
 
 
@@ -419,4 +427,14 @@ def correction(gaps: AnswerGaps) -> str:
         if gaps.unnamed and not gaps.invented
         else "name only what the tools returned"
     )
-    return " ".join([*said, f"Answer the question again from the tool results: {wanted}, and nothing else."])
+    if gaps.language:
+        said.append(f"Your answer is not in {gaps.language}, the language the user wrote in.")
+    if gaps.language and not said[:-1]:
+        # The language is all it missed. Told to answer again from the results in Spanish, the 1.5B model
+        # translated the whole README it had read; told to write its answer in Spanish, it did that.
+        again = f"Write your answer above in {gaps.language}, and nothing else."
+    else:
+        again = f"Answer the question again from the tool results: {wanted}, and nothing else."
+        if gaps.language:
+            again = f"{again} Write it in {gaps.language}."
+    return " ".join([*said, again])

@@ -1,0 +1,96 @@
+"""Which language a request or an answer is written in, from its short common words; sans I/O.
+
+Asked "¿Qué dice el README de este proyecto?", the 1.5B model read the README (in English) and answered in
+English, even with a system prompt that asked for the user's language. The grounding check
+(``grounding.py``) sends such an answer back once to be written in the request's language. The languages
+are English and the five the bundled model is most often asked in after it, as ``asked.py`` reads them:
+Spanish, French, German, Portuguese and Italian.
+
+A language is read only where its words clearly outnumber every other's: a short answer ("The file is
+`httpx/_api.py`."), a listing, or a mix reads as none, and none is never a gap. Linear in the text.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["LANGUAGES", "language_of", "names_a_language", "wrong_language"]
+
+ENGLISH = "English"
+
+# Words each language uses often and the others seldom; words two of them share ("de", "la", "que") are
+# left out, or given to neither.
+_WORD_LISTS: dict[str, str] = {
+    ENGLISH: (
+        "the is are were what which how does do did of and this that these those with from for it its "
+        "you your can there has have many where why file files folder says say show tell me"
+    ),
+    "Spanish": (
+        "el los las del qué cuál cuáles cómo cuántos cuántas dónde por están es son hay y "
+        "este esta estos archivo archivos carpeta proyecto puedes muestra dime lee sobre"
+    ),
+    "French": (
+        "le les des du est et une dans quel quelle quels quelles ce cette avec pour sur dit fichier "
+        "fichiers dossier projet combien où comment pourquoi qu'est c'est"
+    ),
+    "German": (
+        "der die das und ist ein eine nicht wie welche welcher welches steht mit für auf im den dem "
+        "datei dateien ordner projekt zeige gibt sind wo warum"
+    ),
+    "Portuguese": (
+        "o os do da dos das não é um uma com diz arquivo arquivos pasta projeto quantos quantas onde "
+        "qual quais estão em na isso"
+    ),
+    "Italian": (
+        "il lo gli della dello degli che è con per cosa cartella progetto quanti quante dove "
+        "quale quali sono nel nella questo questa"
+    ),
+}
+_WORDS = {language: frozenset(words.split()) for language, words in _WORD_LISTS.items()}
+#: The languages :func:`language_of` reads.
+LANGUAGES = tuple(_WORDS)
+_WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")
+_LEAST = 2  # words of a language for the text to be read as in it
+# The request names a language: "Translate the README into English" is answered in English.
+_LANGUAGE_NAMED = re.compile(
+    r"\b(?:english|ingl[eé]s|anglais|englisch|inglese"
+    r"|spanish|espa[nñ]ol|espagnol|spanisch|spagnolo|espanhol"
+    r"|french|franc[eé]s|fran[cç]ais|franz[oö]sisch|francese"
+    r"|german|alem[aã]n|alem[aã]o|allemand|deutsch|tedesco"
+    r"|portuguese|portugu[eé]s|portugais|portugiesisch|portoghese"
+    r"|italian|italiano|italien|italienisch"
+    r"|translat\w*|traduc\w*|tradu[zç]\w*|[üu]bersetz\w*|tradur\w*)\b",
+    re.IGNORECASE,
+)
+
+
+def language_of(text: str) -> str | None:
+    """The language ``text`` is written in, of :data:`LANGUAGES`; ``None`` when no language's common words
+    clearly outnumber every other's."""
+    counts = dict.fromkeys(_WORDS, 0)
+    if "¿" in text or "¡" in text:
+        counts["Spanish"] += 2
+    for match in _WORD.finditer(text):
+        word = match.group(0).lower()
+        for language, words in _WORDS.items():
+            if word in words:
+                counts[language] += 1
+    ranked = sorted(counts.items(), key=lambda item: item[1], reverse=True)
+    (first, most), (_, next_most) = ranked[0], ranked[1]
+    return first if most >= _LEAST and most >= 2 * next_most + 1 else None
+
+
+def names_a_language(request: str) -> bool:
+    """Whether ``request`` names a language or asks for a translation: the answer's language is then the
+    one it asks for, not the one it is written in."""
+    return _LANGUAGE_NAMED.search(request) is not None
+
+
+def wrong_language(request: str, answer: str) -> str | None:
+    """The request's language when ``answer`` is written in another one, both read clearly; ``None``
+    otherwise, and for a request that names a language (:func:`names_a_language`)."""
+    asked = language_of(request)
+    if asked is None or names_a_language(request):
+        return None
+    written = language_of(answer)
+    return asked if written is not None and written != asked else None
