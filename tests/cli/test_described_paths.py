@@ -71,6 +71,7 @@ FOLDERS = [".", "config", "docs", "src", "src/app", "tests"]
         ("O que diz o README?", ["README.md"]),
         ("Cosa dice il README?", ["README.md"]),
         ("How do I write a good README?", []),  # any README, not this folder's
+        ("How do README files work?", []),
         ("What does the Makefile do?", []),  # the folder has none
     ],
 )

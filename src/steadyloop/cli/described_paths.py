@@ -72,7 +72,7 @@ _DETERMINERS = frozenset(
         *("el", "este", "ese", "nuestro", "mi", "su", "tu"),  # Spanish
         *("le", "ce", "cet", "notre", "mon", "son", "ton", "du", "votre"),  # French
         *("der", "die", "das", "dem", "den", "des", "dieses", "diese", "unser", "unsere", "mein", "meine"),
-        *("o", "do", "deste", "nosso", "meu", "seu", "teu"),  # Portuguese
+        *("o", "deste", "nosso", "meu", "seu", "teu"),  # Portuguese ("do" is also English)
         *("il", "lo", "del", "questo", "nostro", "mio", "suo", "tuo"),  # Italian
     }
 )
