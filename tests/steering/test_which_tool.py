@@ -218,6 +218,34 @@ async def test_a_request_for_several_items_gets_a_call_each_in_one_step() -> Non
     assert result.turn.content == "Both 18C."
 
 
+@tool
+def find_recipe(name: str, max_calories: int) -> str:
+    """Locate a recipe based on its name and calorie content."""
+    ran.append(("find_recipe", {"name": name, "max_calories": max_calories}))
+    return "Carbonara: 480 kcal"
+
+
+async def test_a_request_opening_with_a_tools_name_is_routed_with_no_gate_question() -> None:
+    """The which-tool gate answered none for this request, and the model wrote a recipe (BFCL's
+    simple_python_360): opening with ``find_recipe``'s words, it asks for that tool."""
+    ran.clear()
+    call = [{"name": "find_recipe", "arguments": {"name": "pasta carbonara", "max_calories": 500}}]
+    replies = [text(json.dumps(call)), text('{"tool": "none"}'), text("Carbonara, 480 kcal.")]
+    async with ScriptedServer(*replies) as server:
+        result, _ = await run_routed(
+            server,
+            "Find a recipe for pasta carbonara which contains only less than 500 calories.",
+            [find_recipe, get_weather],
+            ROUTED,
+        )
+        bodies = [r.json for r in server.chat_requests]
+    assert bodies[0]["response_format"]["json_schema"]["name"] == "step"  # the decision came first
+    items = bodies[0]["response_format"]["json_schema"]["schema"]["items"]["anyOf"]
+    assert {"const": "answer"} in [b["properties"]["name"] for b in items]  # and could still decline
+    assert ran == [("find_recipe", {"name": "pasta carbonara", "max_calories": 500})]
+    assert result.turn.content == "Carbonara, 480 kcal."
+
+
 # -- a request that names a declared tool -----------------------------------------------------------------
 
 
@@ -294,7 +322,16 @@ def test_the_check_is_linear_in_the_request_and_the_names() -> None:
 
 # -- a request that opens by calling a declared tool by its name ------------------------------------------
 
-_HOSTS = ("read_file", "list_dir", "search_text", "write_file", "get_weather", "set_timer", "add")
+_HOSTS = (
+    "read_file",
+    "list_dir",
+    "search_text",
+    "write_file",
+    "get_weather",
+    "set_timer",
+    "add",
+    "find_flute",
+)
 
 
 @pytest.mark.parametrize(
@@ -312,6 +349,11 @@ _HOSTS = ("read_file", "list_dir", "search_text", "write_file", "get_weather", "
         ("How do I set a timer?", None),  # asks how: not the opening
         ("What's the weather like in Berlin?", None),
         ("Timer: set it.", None),  # out of order
+        # a name between (a capital inside the sentence), not any word
+        ("Find a Yamaha flute with an open hole, available for sale.", "find_flute"),
+        ("Find a flute for a beginner.", "find_flute"),
+        ("Find the best flute for a beginner.", None),
+        ("Find a Yamaha or Pearl flute.", None),
     ],
 )
 def test_a_request_opening_with_a_tools_name_calls_it(request_text: str, called: str | None) -> None:

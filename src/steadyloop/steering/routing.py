@@ -159,8 +159,11 @@ async def routed_turn(request: TurnRequest, sink: TurnSink, routing: ToolRouting
 
 
 def _asks_for_a_tool(planned: Mapping[str, Any]) -> bool:
-    """The first request names a declared tool, or says what one does in its description's words."""
-    return named_tool(planned) is not None or described_tool(planned) is not None
+    """The first request names a declared tool, says what one does in its description's words, or opens
+    by calling one by its name. The which-tool gate, the tools before it, answered none for "Find a recipe
+    for pasta carbonara which contains only less than 500 calories." with ``find_recipe`` declared, and the
+    model wrote a recipe (BFCL's simple_python_360)."""
+    return any(read(planned) is not None for read in (named_tool, described_tool, opened_with_tool))
 
 
 def _routable(_c: EndpointCapabilities, m: ModelCapabilities) -> bool:
@@ -280,8 +283,7 @@ class _Routed:
             return None
         if self.routing.question == "kind" and opened_with_tool(self.planned) is not None:
             # The request opens by calling a declared tool by its name; the kinds, blind to the tools,
-            # filed "Set a timer for 10 minutes for my tea." as one to answer (the which-tool gate has
-            # the tools before it, and the names that ``_asks_for_a_tool`` reads).
+            # filed "Set a timer for 10 minutes for my tea." as one to answer.
             self.choice = "tool"
             return None
         self.choice, said = await ask_gate(request, self.sink, asked, self._read_gate)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
@@ -232,7 +232,8 @@ _OPENING_WORDS = 12  # a command names its tool in its first words
 def opened_with_tool(body: Mapping[str, Any]) -> str | None:
     """The declared tool a first request opens by calling by its name: the name's words in order as the
     request's first words ("Set a timer for 10 minutes for my tea." with ``set_timer``; "Add 2 and 3" with
-    ``add``), with only articles, numbers and a number's unit between them; else ``None``.
+    ``add``), with only articles, numbers and a number's unit, and names (a capital inside the sentence:
+    "Find a Yamaha flute" with ``find_flute``) between them; else ``None``.
 
     The gate that sorts requests by kind filed that timer request under an answer, and the 1.5B model wrote
     steps for setting a kitchen timer. A request that reads as the tool's own name, said as a command, asks
@@ -243,25 +244,29 @@ def opened_with_tool(body: Mapping[str, Any]) -> str | None:
     if first is None:
         return None
     tools, request = first
-    words = [w.lower() for w in _OPENING_WORD.findall(request[:400])][:_OPENING_WORDS]
-    while words and words[0] in _POLITE:
-        words.pop(0)
+    written = _OPENING_WORD.findall(request[:400])[:_OPENING_WORDS]
+    while written and written[0].lower() in _POLITE:
+        written.pop(0)
+    # A capital past the first word is a name: the maker of what a tool finds ("a Yamaha flute").
+    names = {i for i, w in enumerate(written) if i and w[0].isupper()}
+    words = [w.lower() for w in written]
     for name in _names(tools):
         wanted = [w.lower() for w in _NAME_WORD.findall(name)]
-        if wanted and _calls_by_name(words, wanted):
+        if wanted and _calls_by_name(words, wanted, names):
             return name
     return None
 
 
-def _calls_by_name(words: Sequence[str], wanted: Sequence[str]) -> bool:
-    """``words`` open with ``wanted`` in order, with only :data:`_BETWEEN` words, numbers and the one word
-    after a number (its unit) between them; a plural ("files") reads as its singular."""
+def _calls_by_name(words: Sequence[str], wanted: Sequence[str], names: Collection[int] = ()) -> bool:
+    """``words`` open with ``wanted`` in order, with only :data:`_BETWEEN` words, numbers, the one word
+    after a number (its unit) and the words at ``names`` between them; a plural ("files") reads as its
+    singular."""
     at = 0
     for i, want in enumerate(wanted):
         after_number = False
         while i and at < len(words) and not _same_word(words[at], want):
             word = words[at]
-            if not (word in _BETWEEN or word[0].isdigit() or after_number):
+            if not (word in _BETWEEN or word[0].isdigit() or after_number or at in names):
                 return False
             after_number = word[0].isdigit()
             at += 1
