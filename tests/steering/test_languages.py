@@ -11,13 +11,13 @@ from steadyloop.loop import run_agent_loop
 from steadyloop.messages import UserMessage
 from steadyloop.request_body import ModelParams
 from steadyloop.steering.grounding import AnswerGaps, answer_gaps, correction
-from steadyloop.steering.languages import LANGUAGES, language_of, names_a_language, wrong_language
+from steadyloop.steering.languages import LANGUAGES, declines, language_of, names_a_language, wrong_language
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.wire.endpoints import Endpoint
 
 from ..edges._edges import LINEAR_BOUND, growth
 from ._routed import text
-from .test_routing import ROUTED, list_files, run_listing, shown_text
+from .test_routing import ROUTED, get_weather, list_files, run_listing, shown_text
 
 
 @pytest.mark.parametrize(
@@ -151,3 +151,32 @@ async def test_a_host_that_names_the_answers_language_is_not_overruled() -> None
         )
         asked = len(server.chat_requests)
     assert result.turn.content == english and asked == 3
+
+
+async def test_sent_back_for_its_language_an_answer_that_comes_back_declining_is_not_taken() -> None:
+    """Sent back to be written in Spanish, the 1.5B model's "There are no files or folders in this
+    directory." came back as "Lo siento, pero no puedo ayudar con eso." (sorry, I can't help)."""
+    english = "It is 18C in Oslo, and the sky is clear for the rest of the day."
+    async with ScriptedServer(
+        text('{"name": "get_weather", "arguments": {"city": "Oslo"}}'),
+        text('{"name": "answer"}'),
+        text(english),
+        text("Lo siento, pero no puedo ayudar con eso."),
+    ) as server:
+        result, events, bodies = await run_listing(server, "¿Qué tiempo hace en Oslo?", (get_weather,))
+    assert len(bodies) == 4 and result.turn.content == english and shown_text(events) == english
+
+
+@pytest.mark.parametrize(
+    ("answer", "declined"),
+    [
+        ("Lo siento, pero no puedo ayudar con eso.", True),
+        ("I'm sorry, but I can't assist with that request.", True),
+        ("Je ne peux pas vous aider.", True),
+        ("Es tut mir leid, das kann ich nicht.", True),
+        ("En esta carpeta no hay ningún archivo.", False),
+        ("The folder holds docs/ and README.md.", False),
+    ],
+)
+def test_an_answer_that_declines_is_read_in_six_languages(answer: str, declined: bool) -> None:
+    assert declines(answer) is declined

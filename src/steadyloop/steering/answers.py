@@ -36,7 +36,7 @@ from .grounding import (
     count_gaps,
     without_tool_talk,
 )
-from .languages import names_a_language
+from .languages import declines, names_a_language
 from .next_section import SectionWatch, before_next_section
 from .tool_gate import asks_how
 
@@ -213,7 +213,9 @@ class _Held:
             second = replace(second, content=before_next_section(second.content, asked, results))
         usage = one_read(answer.usage, second.usage)
         better = self.gaps(second.content, results, asked)
-        if not second.tool_calls and better.size < gaps.size:
+        # Sent back for its language, an answer came back as a refusal in that language: no better.
+        declined = gaps.language is not None and declines(second.content) and not declines(answer.content)
+        if not second.tool_calls and better.size < gaps.size and not declined:
             answer, gaps = second, better
         content = answer.content
         if (

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["LANGUAGES", "language_of", "names_a_language", "wrong_language"]
+__all__ = ["LANGUAGES", "declines", "language_of", "names_a_language", "wrong_language"]
 
 ENGLISH = "English"
 
@@ -26,8 +26,9 @@ _WORD_LISTS: dict[str, str] = {
         "you your can there has have many where why file files folder says say show tell me"
     ),
     "Spanish": (
-        "el los las del qué cuál cuáles cómo cuántos cuántas dónde por están es son hay y "
-        "este esta estos archivo archivos carpeta proyecto puedes muestra dime lee sobre"
+        "el los las del qué cuál cuáles cómo cuántos cuántas dónde por están es son hay y pero eso esto "
+        "este esta estos archivo archivos carpeta carpetas directorio proyecto puedes puedo muestra dime "
+        "lee sobre aquí tiene tienes contiene ningún ninguna nada también muy"
     ),
     "French": (
         "le les des du est et une dans quel quelle quels quelles ce cette avec pour sur dit fichier "
@@ -42,8 +43,8 @@ _WORD_LISTS: dict[str, str] = {
         "qual quais estão em na isso"
     ),
     "Italian": (
-        "il lo gli della dello degli che è con per cosa cartella progetto quanti quante dove "
-        "quale quali sono nel nella questo questa"
+        "il gli della dello degli delle che è per cosa cartella progetto quanti quante dove non ci anche "
+        "però quale quali sono nel nella questo questa"
     ),
 }
 _WORDS = {language: frozenset(words.split()) for language, words in _WORD_LISTS.items()}
@@ -78,6 +79,22 @@ def language_of(text: str) -> str | None:
     ranked = sorted(counts.items(), key=lambda item: item[1], reverse=True)
     (first, most), (_, next_most) = ranked[0], ranked[1]
     return first if most >= _LEAST and most >= 2 * next_most + 1 else None
+
+
+# An answer that declines ("I'm sorry, but I can't help with that"), in the six languages: sent back to be
+# written in Spanish, "There are no files or folders in this directory." came back as "Lo siento, pero no
+# puedo ayudar con eso." (sorry, I can't help with that).
+_DECLINES = re.compile(
+    r"\b(?:i\s+(?:can't|cannot|can\s+not|am\s+unable\s+to)|i'm\s+(?:sorry|unable)"
+    r"|lo\s+siento|no\s+puedo|je\s+ne\s+peux\s+pas|d[ée]sol[ée]|ich\s+kann\s+nicht|es\s+tut\s+mir\s+leid"
+    r"|n[ãa]o\s+posso|desculp|non\s+posso|mi\s+dispiace)",
+    re.IGNORECASE,
+)
+
+
+def declines(answer: str) -> bool:
+    """Whether ``answer`` declines to answer, in any of :data:`LANGUAGES`."""
+    return _DECLINES.search(answer) is not None
 
 
 def names_a_language(request: str) -> bool:
