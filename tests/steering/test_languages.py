@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steadyloop.events import Notice
+from steadyloop.events import Event, Notice
 from steadyloop.loop import run_agent_loop
 from steadyloop.messages import UserMessage
 from steadyloop.request_body import ModelParams
 from steadyloop.steering.grounding import AnswerGaps, answer_gaps, correction
-from steadyloop.steering.languages import LANGUAGES, declines, language_of, names_a_language, wrong_language
+from steadyloop.steering.languages import (
+    LANGUAGES,
+    declines,
+    language_of,
+    names_a_language,
+    without_preface,
+    wrong_language,
+)
 from steadyloop.testing.server import ScriptedServer
 from steadyloop.wire.endpoints import Endpoint
 
@@ -101,18 +110,26 @@ def test_reading_is_linear() -> None:
     assert growth(lambda n: wrong_language("¿Qué dice " * n, "the file " * n), 2_000) < LINEAR_BOUND
 
 
-async def test_an_answer_in_english_to_a_spanish_request_is_asked_again_and_shown_in_spanish() -> None:
-    """End to end through the loop: the held answer came back in English; it is sent back once, and
-    only the Spanish one is shown."""
-    english = "The folder holds docs/, README.md and pyproject.toml."
-    spanish = "La carpeta tiene docs/, README.md y pyproject.toml."
+ENGLISH = "The folder holds docs/, README.md and pyproject.toml."
+SPANISH = "La carpeta tiene docs/, README.md y pyproject.toml."
+
+
+async def _listed_in_english_then(rewrite: str) -> tuple[Any, list[Event], list[dict[str, Any]]]:
+    """A Spanish request for a folder's contents, answered in English first and then with ``rewrite``."""
     async with ScriptedServer(
         text('{"name": "list_files", "arguments": {}}'),
         text('{"name": "answer"}'),
-        text(english),
-        text(spanish),
+        text(ENGLISH),
+        text(rewrite),
     ) as server:
-        result, events, bodies = await run_listing(server, "¿Qué hay en esta carpeta?", (list_files,))
+        return await run_listing(server, "¿Qué hay en esta carpeta?", (list_files,))
+
+
+async def test_an_answer_in_english_to_a_spanish_request_is_asked_again_and_shown_in_spanish() -> None:
+    """End to end through the loop: the held answer came back in English; it is sent back once, and
+    only the Spanish one is shown."""
+    english, spanish = ENGLISH, SPANISH
+    result, events, bodies = await _listed_in_english_then(spanish)
     assert result.turn.content == spanish
     assert shown_text(events) == spanish
     said, told = bodies[3]["messages"][-2:]
@@ -180,3 +197,31 @@ async def test_sent_back_for_its_language_an_answer_that_comes_back_declining_is
 )
 def test_an_answer_that_declines_is_read_in_six_languages(answer: str, declined: bool) -> None:
     assert declines(answer) is declined
+
+
+@pytest.mark.parametrize(
+    ("answer", "shown"),
+    [
+        (
+            "Bien sûr, je vais répéter mon réponse en français :\nLe README décrit Click.",
+            "Le README décrit Click.",
+        ),
+        ("¡Claro! Aquí tienes la respuesta en español:\n\nHay un archivo.", "Hay un archivo."),
+        ("Hay un archivo:\n- notes.txt", "Hay un archivo:\n- notes.txt"),  # names no language
+        ("Respuesta en español:", "Respuesta en español:"),  # nothing after it
+    ],
+)
+def test_a_rewritten_answer_loses_its_line_about_itself(answer: str, shown: str) -> None:
+    assert without_preface(answer) == shown
+
+
+async def test_an_answer_rewritten_in_the_request_language_is_shown_without_its_preface() -> None:
+    result, events, _bodies = await _listed_in_english_then(
+        f"¡Claro! Aquí tienes la respuesta en español:\n\n{SPANISH}"
+    )
+    assert result.turn.content == SPANISH and shown_text(events) == SPANISH
+
+
+@given(st.text(max_size=400))
+def test_dropping_a_preface_is_total(answer: str) -> None:
+    assert without_preface(answer) in answer

@@ -36,7 +36,7 @@ from .grounding import (
     count_gaps,
     without_tool_talk,
 )
-from .languages import declines, names_a_language
+from .languages import declines, names_a_language, without_preface
 from .next_section import SectionWatch, before_next_section
 from .tool_gate import asks_how
 
@@ -214,9 +214,12 @@ class _Held:
         usage = one_read(answer.usage, second.usage)
         better = self.gaps(second.content, results, asked)
         # Sent back for its language, an answer came back as a refusal in that language: no better.
-        declined = gaps.language is not None and declines(second.content) and not declines(answer.content)
+        told_language = gaps.language is not None
+        declined = told_language and declines(second.content) and not declines(answer.content)
         if not second.tool_calls and better.size < gaps.size and not declined:
             answer, gaps = second, better
+            if told_language:  # rewritten in another language, it opens with a line about itself
+                answer = replace(answer, content=without_preface(answer.content))
         content = answer.content
         if (
             gaps.missing

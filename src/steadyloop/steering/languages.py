@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["LANGUAGES", "declines", "language_of", "names_a_language", "wrong_language"]
+__all__ = ["LANGUAGES", "declines", "language_of", "names_a_language", "without_preface", "wrong_language"]
 
 ENGLISH = "English"
 
@@ -52,6 +52,7 @@ _WORDS = {language: frozenset(words.split()) for language, words in _WORD_LISTS.
 LANGUAGES = tuple(_WORDS)
 _WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")
 _LEAST = 2  # words of a language for the text to be read as in it
+_PREFACE_CHARS = 120  # a line about the answer is short
 # The request names a language: "Translate the README into English" is answered in English.
 _LANGUAGE_NAMED = re.compile(
     r"\b(?:english|ingl[eé]s|anglais|englisch|inglese"
@@ -95,6 +96,16 @@ _DECLINES = re.compile(
 def declines(answer: str) -> bool:
     """Whether ``answer`` declines to answer, in any of :data:`LANGUAGES`."""
     return _DECLINES.search(answer) is not None
+
+
+def without_preface(answer: str) -> str:
+    """``answer`` without an opening line about itself that names a language and ends with a colon ("Bien
+    sûr, je vais répéter mon réponse en français :", "¡Claro! Aquí tienes la respuesta en español:"), as
+    an answer rewritten in another language opens; as it is when nothing follows that line."""
+    first, newline, rest = answer.lstrip().partition("\n")
+    if not newline or not rest.strip() or not first.rstrip().endswith(":") or len(first) > _PREFACE_CHARS:
+        return answer
+    return rest.lstrip("\n") if _LANGUAGE_NAMED.search(first) else answer
 
 
 def names_a_language(request: str) -> bool:
