@@ -18,11 +18,11 @@ __all__ = ["LANGUAGES", "declines", "language_of", "names_a_language", "without_
 
 ENGLISH = "English"
 
-# Words each language uses often and the others seldom; words two of them share ("de", "la", "que") are
+# Words each language uses often and the others seldom; words two of them share ("de", "la", "que", "do") are
 # left out, or given to neither.
 _WORD_LISTS: dict[str, str] = {
     ENGLISH: (
-        "the is are were what which how does do did of and this that these those with from for it its "
+        "the is are were what which how does did of and this that these those with from for it its "
         "you your can there has have many where why file files folder says say show tell me"
     ),
     "Spanish": (
@@ -39,7 +39,7 @@ _WORD_LISTS: dict[str, str] = {
         "datei dateien ordner projekt zeige gibt sind wo warum"
     ),
     "Portuguese": (
-        "o os do da dos das não é um uma com diz arquivo arquivos pasta projeto quantos quantas onde "
+        "o os da dos das não é um uma com diz arquivo arquivos pasta projeto quantos quantas onde "
         "qual quais estão em na isso"
     ),
     "Italian": (
