@@ -47,7 +47,10 @@ gate question holds them in its prompt cache for the rest of a session (the loca
 the gate's and the conversation's prompts each keep their own). With ``--gate-cache warm`` (the default)
 the routed way is asked, after the erase, of a server that has answered one gate question about a request
 of no entry (``warm_gate``), untimed; ``--gate-cache cold`` times the first question a server ever gets.
-Each answer records the prompt tokens of its requests and how many the server read from its cache.
+Each answer records the prompt tokens of its requests, how many the server read from its cache, and the
+tokens they wrote. Time is told against steadyloop's default where it was asked, else the raw client, over
+all entries and over the entries both ways answered with the same calls: the latter is the step's own cost
+(the gate's), apart from one way writing more than the other (three calls for one, a sentence for a call).
 
 Installing bfcl-eval: its declared dependencies include every vendor SDK and sentence-transformers (with
 torch), none of which the data files or the checker need, so it goes in without them, with the few
@@ -263,6 +266,7 @@ async def ask_raw(target: Target, entry: Entry) -> Reply:
         return reply
     if response.usage is not None:
         reply.prompt_tokens = response.usage.prompt_tokens
+        reply.completion_tokens = response.usage.completion_tokens
         details = response.usage.prompt_tokens_details
         reply.cached_tokens = (details.cached_tokens or 0) if details is not None else 0
     message = response.choices[0].message
@@ -282,6 +286,7 @@ async def ask_steadyloop(target: Target, entry: Entry, routed: bool) -> Reply:
             usage = event.turn if isinstance(event, sl.UsageReport) else event.usage
             reply.prompt_tokens += usage.prompt_tokens
             reply.cached_tokens += usage.cached_tokens
+            reply.completion_tokens += usage.completion_tokens
         elif isinstance(event, Notice) and event.name:
             reply.notices.append(event.name)
 

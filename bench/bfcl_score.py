@@ -127,6 +127,7 @@ class Reply:
         notices: the names of steadyloop's notices during the step (recovery, latches, ...).
         prompt_tokens: the prompt tokens of the step's requests, as the server counted them.
         cached_tokens: of those, the ones the server read from its prompt cache rather than computed.
+        completion_tokens: the tokens the step's requests wrote, as the server counted them.
     """
 
     calls: list[dict[str, Any]] | None = None
@@ -138,6 +139,7 @@ class Reply:
     notices: list[str] = field(default_factory=list)
     prompt_tokens: int = 0
     cached_tokens: int = 0
+    completion_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -197,6 +199,7 @@ class Result:
             "notices": self.reply.notices,
             "prompt_tokens": self.reply.prompt_tokens,
             "cached_tokens": self.reply.cached_tokens,
+            "completion_tokens": self.reply.completion_tokens,
         }
 
 
@@ -226,6 +229,7 @@ def restored(entries: Sequence[Entry], document: Mapping[str, Any]) -> dict[tupl
             notices=list(r["notices"]),
             prompt_tokens=r.get("prompt_tokens", 0),
             cached_tokens=r.get("cached_tokens", 0),
+            completion_tokens=r.get("completion_tokens", 0),
         )
         out[(entry.id, r["mode"])] = Result(
             entry, r["mode"], reply, Verdict(r["pass"], r["error_type"], r["error"])
@@ -262,9 +266,32 @@ def _mean_seconds(results: Sequence[Result]) -> float:
     return sum(r.reply.seconds for r in results) / len(results) if results else 0.0
 
 
+def plain_mode(modes: Sequence[str]) -> str | None:
+    """The way the others' time is told against: steadyloop's default where it was asked, else the raw client."""
+    return next((m for m in ("default", "raw") if m in modes), None)
+
+
+def _alike(mine: Sequence[Result], theirs: Mapping[str, Result]) -> tuple[float, float, int]:
+    """Seconds of this way and of the plain way over the entries both answered with the same calls: the
+    step's own cost, apart from a way writing more (three calls where the other wrote one, or a sentence
+    where the other wrote a short call)."""
+    pairs = [
+        (r.reply.seconds, theirs[r.entry.id].reply.seconds)
+        for r in mine
+        if r.entry.id in theirs
+        and r.reply.calls is not None
+        and not r.reply.error
+        and r.reply.calls == theirs[r.entry.id].reply.calls
+    ]
+    return sum(p[0] for p in pairs), sum(p[1] for p in pairs), len(pairs)
+
+
 def summarise(results: Sequence[Result], modes: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """Per way: accuracy per category and over the groups, seconds per entry, errors and notices."""
+    """Per way: accuracy per category and over the groups, seconds per entry (also against the plain way on
+    the entries both answered alike), tokens, errors and notices."""
     out: dict[str, dict[str, Any]] = {}
+    plain = plain_mode(modes)
+    theirs = {r.entry.id: r for r in results if r.mode == plain}
     for mode in modes:
         mine = [r for r in results if r.mode == mode]
         seconds = sum(r.reply.seconds for r in mine)
@@ -282,9 +309,13 @@ def summarise(results: Sequence[Result], modes: Sequence[str]) -> dict[str, dict
             "seconds_per_entry_irrelevance": _mean_seconds(
                 [r for r in mine if r.entry.category in IRRELEVANCE]
             ),
+            "seconds_alike": _alike(mine, theirs) if mode != plain else (0.0, 0.0, 0),
             "requests_per_entry": sum(r.reply.requests for r in mine) / len(mine) if mine else 0.0,
             "computed_prompt_tokens_per_entry": (
                 sum(r.reply.prompt_tokens - r.reply.cached_tokens for r in mine) / len(mine) if mine else 0.0
+            ),
+            "completion_tokens_per_entry": (
+                sum(r.reply.completion_tokens for r in mine) / len(mine) if mine else 0.0
             ),
             "request_errors": sum(r.verdict.error_type == "request_failed" for r in mine),
             "notices": dict(Counter(n for r in mine for n in r.reply.notices)),
@@ -314,16 +345,30 @@ def table(summary: Mapping[str, Mapping[str, Any]]) -> str:
         "",
         (f"{summary[m]['computed_prompt_tokens_per_entry']:.0f}" for m in modes),
     )
-    for key, label in (
-        ("seconds_per_entry", "time / steadyloop default"),
-        ("seconds_per_entry_needing_a_tool", "time / default, needing a tool"),
-        ("seconds_per_entry_irrelevance", "time / default, irrelevance"),
-    ):
-        plain = summary.get("default", {}).get(key)
-        if plain:
-            row(label, "", (f"{summary[m][key] / plain:.2f}x" for m in modes))
+    row("tokens written per entry", "", (f"{summary[m]['completion_tokens_per_entry']:.0f}" for m in modes))
+    base = plain_mode(modes)
+    if base is not None:
+        name = "default" if base == "default" else "raw"
+        for key, label in (
+            ("seconds_per_entry", f"time / {MODES[base]}"),
+            ("seconds_per_entry_needing_a_tool", f"time / {name}, needing a tool"),
+            ("seconds_per_entry_irrelevance", f"time / {name}, irrelevance"),
+        ):
+            against = summary[base][key]
+            if against:
+                row(label, "", (f"{summary[m][key] / against:.2f}x" for m in modes))
+        row(
+            f"time / {name}, same calls written",
+            "",
+            (_alike_cell(summary[m]["seconds_alike"]) for m in modes),
+        )
     row("failed requests", "", (str(summary[m]["request_errors"]) for m in modes))
     return "\n".join(lines)
+
+
+def _alike_cell(alike: Sequence[float]) -> str:
+    mine, theirs, n = alike
+    return f"{mine / theirs:.2f}x ({int(n)})" if theirs else "-"
 
 
 def show_examples(results: Sequence[Result], out: Any = sys.stdout) -> None:

@@ -165,11 +165,35 @@ def test_the_summary_groups_categories_and_halves() -> None:
     shown = score.table(summary)
     assert "| simple_python | 92 | 100% (1/1) | 0% (0/1) |" in shown
     assert "| live_irrelevance | - |" in shown and "multiple |" not in shown.replace("live_multiple", "")
-    assert "| time / steadyloop default |  | 1.00x | 2.00x |" in shown
+    assert "| time / steadyloop, default |  | 1.00x | 2.00x |" in shown
     # needing a tool: 2.5 s plain, 6 s routed; irrelevance: 3.5 s plain, 6 s routed
     assert "| time / default, needing a tool |  | 1.00x | 2.40x |" in shown
     assert "| time / default, irrelevance |  | 1.00x | 1.71x |" in shown
     assert "| prompt tokens computed per entry |  | 300 | 300 |" in shown
+
+
+def test_time_against_the_raw_client_where_steadyloops_default_was_not_asked() -> None:
+    one = [{"f": {"a": 1}}]
+
+    def answered(id: str, mode: str, calls: Any, seconds: float) -> Any:
+        reply = score.Reply(calls=calls, seconds=seconds, requests=1, completion_tokens=10 * len(calls or ()))
+        return score.Result(entry("parallel", id), mode, reply, score.Verdict(True))
+
+    results = [
+        answered("p0", "raw", one, 2.0),
+        answered("p0", "routed", one, 2.5),  # the same call: the step's own cost
+        answered("p1", "raw", one, 2.0),
+        answered("p1", "routed", one * 3, 9.0),  # three calls where raw wrote one: not alike
+        answered("p2", "raw", None, 1.0),
+        answered("p2", "routed", None, 4.0),  # no call either way: the texts may be of any length
+    ]
+    summary = score.summarise(results, ["raw", "routed"])
+    assert summary["routed"]["seconds_alike"] == (2.5, 2.0, 1)
+    shown = score.table(summary)
+    assert "| time / raw openai client |  | 1.00x | 3.10x |" in shown
+    assert "| time / raw, same calls written |  | - | 1.25x (1) |" in shown
+    assert "| tokens written per entry |  | 7 | 13 |" in shown
+    assert "default" not in shown
 
 
 def test_a_result_is_written_as_json() -> None:
@@ -182,6 +206,7 @@ def test_a_result_is_written_as_json() -> None:
             requests=1,
             prompt_tokens=300,
             cached_tokens=120,
+            completion_tokens=14,
         ),
         score.Verdict(True),
     )
@@ -199,6 +224,7 @@ def test_a_result_is_written_as_json() -> None:
         "notices": [],
         "prompt_tokens": 300,
         "cached_tokens": 120,
+        "completion_tokens": 14,
     }
 
 
