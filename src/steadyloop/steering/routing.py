@@ -46,6 +46,7 @@ from .examples import ANSWER_NOTES, GENERIC_EXAMPLES, GateChoice, GateExamples
 from .file_asked import asks_for_file
 from .gate_request import ask_gate
 from .grounding import all_failed, counted_earlier
+from .language_names import in_language_names
 from .listed_items import listed_calls
 from .named_choices import with_named_choices
 from .numbered_calls import without_numbered_calls
@@ -441,9 +442,11 @@ class _Routed:
         """The decision read against the first request: without the optional choices it never spoke of,
         without calls only numbers it never wrote tell apart, with every listed choice it names in a list
         of them the model started, and with a call for each item of a list it names one of the calls'
-        values in; its dates in the forms the tools' descriptions declare, its currencies as codes."""
-        decision = in_currency_codes(in_declared_formats(decision, tools), tools)
+        values in; its dates in the forms the tools' descriptions declare, its currencies as codes, its
+        languages as names where no codes are declared."""
         found = self.found
+        decision = in_currency_codes(in_declared_formats(decision, tools), tools)
+        decision = in_language_names(decision, tools, found[0] if found is not None else "")
         if found is None or found[1]:
             return decision
         if self.routing.drop_unasked:
