@@ -54,3 +54,9 @@ async def decided_then_answered(
     async with ScriptedServer(*replies) as server:
         result, _ = await run_routed(server, question, tools, policy)
     return result
+
+
+def one_tool(name: str, properties: dict[str, Any]) -> list[dict[str, Any]]:
+    """The OpenAI tools of one function ``name`` whose parameters are ``properties``."""
+    parameters = {"type": "object", "properties": properties}
+    return [{"type": "function", "function": {"name": name, "parameters": parameters}}]

@@ -17,7 +17,7 @@ from steadyloop.steering.decision import ANSWER, Decision
 from steadyloop.tools.definition import tool
 
 from ..edges._edges import LINEAR_BOUND, growth
-from ._routed import decided_then_answered
+from ._routed import decided_then_answered, one_tool
 
 
 @pytest.mark.parametrize(
@@ -43,12 +43,8 @@ def test_a_name_of_one_currency_is_its_code(value: str, code: str | None) -> Non
     assert code_for(value) == code
 
 
-def _convert(properties: dict[str, Any]) -> list[dict[str, Any]]:
-    parameters = {"type": "object", "properties": properties}
-    return [{"type": "function", "function": {"name": "convert", "parameters": parameters}}]
-
-
-CONVERT = _convert(
+CONVERT = one_tool(
+    "convert",
     {
         "amount": {"type": "integer"},
         "from_currency": {"type": "string"},
@@ -56,7 +52,7 @@ CONVERT = _convert(
         "currencies": {"type": "array", "items": {"type": "string"}},
         "listed_currency": {"type": "string", "enum": ["Euro", "Dollar"]},
         "note": {"type": "string"},
-    }
+    },
 )
 
 

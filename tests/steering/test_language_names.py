@@ -18,7 +18,7 @@ from steadyloop.steering.language_names import in_language_names, language_named
 from steadyloop.tools.definition import tool
 
 from ..edges._edges import LINEAR_BOUND, growth
-from ._routed import decided_then_answered
+from ._routed import decided_then_answered, one_tool
 
 
 @pytest.mark.parametrize(
@@ -29,12 +29,8 @@ def test_a_two_letter_code_of_a_known_language_has_its_name(value: str, name: st
     assert language_named(value) == name
 
 
-def _tools(properties: dict[str, Any]) -> list[dict[str, Any]]:
-    parameters = {"type": "object", "properties": properties}
-    return [{"type": "function", "function": {"name": "translate", "parameters": parameters}}]
-
-
-TRANSLATE = _tools(
+TRANSLATE = one_tool(
+    "translate",
     {
         "text": {"type": "string"},
         "source_language": {"type": "string", "description": "The language the text is currently in."},
@@ -46,7 +42,7 @@ TRANSLATE = _tools(
         "listed_language": {"type": "string", "enum": ["en", "fr"]},
         "coded_langs": {"type": "array", "items": {"type": "string", "description": "A BCP 47 tag."}},
         "country": {"type": "string"},
-    }
+    },
 )
 
 
@@ -113,7 +109,9 @@ def test_writing_names_is_linear() -> None:
         return in_language_names(Decision("translate", {"languages": ["en"] * n}), TRANSLATE, "en " * n)
 
     assert growth(languages, 5_000) < LINEAR_BOUND
-    long_description = _tools({"language": {"type": "string", "description": "the language " * 5_000}})
+    long_description = one_tool(
+        "translate", {"language": {"type": "string", "description": "the language " * 5_000}}
+    )
     assert in_language_names(Decision("translate", {"language": "en"}), long_description).arguments == {
         "language": "English"
     }
