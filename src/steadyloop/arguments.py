@@ -81,8 +81,8 @@ def parse_tool_arguments(raw: str | Mapping[str, Any] | None, *, truncated: bool
 
     Args:
         raw: the arguments as the model or server sent them.
-        truncated: the turn stopped at its token ceiling. Nothing is healed then: only text that already is
-            a JSON object is accepted.
+        truncated: the turn stopped before it was done, at its token ceiling or in a loop. Nothing is
+            healed then: only text that already is a JSON object is accepted.
 
     Raises:
         ToolArgumentsError: the arguments are not an object. ``kind`` is ``"truncated"`` when ``truncated``
@@ -441,9 +441,9 @@ def _error(raw: str, truncated: bool, what: str) -> ToolArgumentsError:
     kind: Literal["truncated", "malformed"] = "truncated" if truncated else "malformed"
     if truncated:
         message = (
-            "Your tool call was cut off: the reply reached its output token limit before the arguments "
-            f"were complete ({what}), so the tool did not run. Send the call again with shorter arguments; "
-            "split long content across several calls."
+            "Your tool call was cut off before its arguments were complete: the reply reached its output "
+            f"token limit, or repeated itself until it was stopped ({what}), so the tool did not run. Send "
+            "the call again with shorter arguments, each value once; split long content across several calls."
         )
     else:
         message = (

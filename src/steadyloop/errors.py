@@ -179,7 +179,8 @@ class ToolArgumentsError(SteadyloopError):
     The message is written for the model to read, so it can be returned as the tool's result.
 
     Attributes:
-        kind: ``"truncated"`` when the turn stopped at its token ceiling, ``"malformed"`` otherwise.
+        kind: ``"truncated"`` when the turn stopped before it was done (at its token ceiling, or in a
+            loop), ``"malformed"`` otherwise.
         raw: the arguments text as the model wrote it.
     """
 

@@ -12,11 +12,12 @@ from hypothesis import strategies as st
 
 from steadyloop.events import Event, Notice
 from steadyloop.loop import LoopResult, run_agent_loop
-from steadyloop.messages import UserMessage
+from steadyloop.messages import AssistantMessage, UserMessage
 from steadyloop.request_body import ModelParams
-from steadyloop.testing.chunks import text_chunks
+from steadyloop.testing.chunks import text_chunks, tool_call_chunks
 from steadyloop.testing.replies import Reply
 from steadyloop.testing.server import ScriptedServer
+from steadyloop.tools.definition import tool
 from steadyloop.turn.repetition import (
     EVERY,
     MOST_PERIOD,
@@ -205,3 +206,68 @@ def test_a_loop_written_once_is_a_prefix_of_the_text(before: str, piece: str, af
 def test_writing_a_loop_once_is_linear() -> None:
     assert growth(lambda n: without_loop("x" * n), 20_000) < LINEAR_BOUND
     assert growth(lambda n: without_loop("ab" * n + "c"), 20_000) < LINEAR_BOUND
+
+
+KFC = "我想在肯德基买10个麦辣鸡腿堡，50杯可口可乐，30个油炸鸡翅，90根薯条"
+
+
+def test_a_watch_over_a_longer_window_without_shapes_stops_only_on_an_exact_loop_that_long() -> None:
+    """The watch on a call's arguments: a file's rows that repeat for less than its window, and rows whose
+    numbers alone count on, are data, not a loop."""
+
+    def fed_to(watch: RepetitionWatch, text: str) -> int | None:
+        found = None
+        for start in range(0, len(text), 50):
+            found = watch.feed(text[start : start + 50])
+        return found
+
+    row = "0,0,0,0,0,0,0,0\n"  # as JSON writes a newline inside a string
+    assert fed_to(RepetitionWatch(4 * WINDOW, shapes=False), row * (3 * WINDOW // len(row))) is None
+    assert fed_to(RepetitionWatch(4 * WINDOW, shapes=False), row * (6 * WINDOW // len(row))) == len(row)
+    assert fed_to(RepetitionWatch(), row * (3 * WINDOW // len(row))) == len(row)  # an answer's watch
+    counted = passes(600)
+    assert fed_to(RepetitionWatch(4 * WINDOW, shapes=False), counted) is None
+    assert fed_to(RepetitionWatch(), counted) is not None
+
+
+async def test_a_call_whose_arguments_loop_is_stopped_and_not_run() -> None:
+    """As the 1.5B model streamed it through llama-server for 800 s, until the window was full: the list
+    of items said one burger's name again and again. Stopped once the loop is seen; the call is not run on
+    arguments the loop cut (nothing is healed), and the model is told so."""
+    ordered: list[dict[str, object]] = []
+
+    @tool
+    def order(restaurant: str, items: list[str], quantities: list[int]) -> str:
+        """Place a food order."""
+        ordered.append({"restaurant": restaurant, "items": items})
+        return "ordered"
+
+    looping = '{"restaurant": "肯德基", "items": [' + '"麦辣鸡腿堡", ' * 1200
+    chunks = tool_call_chunks(
+        [{"name": "order", "arguments": looping}], split_arguments_every=8, style="llamacpp", finish=None
+    )
+    stalled = Reply.stream(chunks, stall_after=len(chunks), delay=0.0005)
+    events: list[Event] = []
+    async with ScriptedServer(stalled, Reply.stream(text_chunks("I could not place the order."))) as server:
+        result = await asyncio.wait_for(
+            run_agent_loop(
+                Endpoint(server.base_url),
+                ModelParams(model="m"),
+                messages=[UserMessage(content=KFC)],
+                tools=[order],
+                on_event=events.append,
+            ),
+            timeout=60,
+        )
+        told = server.chat_requests[1].json
+    assert ordered == []
+    said = [e for e in events if isinstance(e, Notice) and e.name == "repetition"]
+    assert len(said) == 1 and "one piece of" in said[0].text
+    first = next(m for m in result.messages if isinstance(m, AssistantMessage))
+    assert first.tool_calls[0].arguments == {}
+    raw = first.tool_calls[0].raw_arguments or ""
+    assert raw.startswith('{"restaurant": "肯德基"') and len(raw) < 4 * WINDOW + 2 * MOST_PERIOD + EVERY
+    assert told is not None
+    result_text = str(told["messages"][-1]["content"])
+    assert told["messages"][-1]["role"] == "tool" and "repeated itself" in result_text
+    assert result.turn.content == "I could not place the order."

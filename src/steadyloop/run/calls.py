@@ -20,6 +20,7 @@ from ..sizing.tokens import MESSAGE_OVERHEAD_CHARS, reply_ceiling, request_token
 from ..tools.approvals import ApprovalPolicy
 from ..tools.batch import BatchOutcome
 from ..tools.execution import run_tool_calls
+from ..turn.assembly import stopped_short
 from .prepare import Request
 from .state import Cancelled, RunState, cancellable
 
@@ -55,7 +56,7 @@ async def run_calls(run: RunState, turn: Turn, request: Request) -> BatchOutcome
         approval_policy=config.approval_policy or _NO_GATES,
         emit=events.emit,
         step=events.step,
-        truncated=turn.finish_reason == "length",
+        truncated=stopped_short(turn.finish_reason),
         cancel=run.cancel,
         interrupt=config.queues.interrupt,
         loop_detector=run.detector,

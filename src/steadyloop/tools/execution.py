@@ -99,7 +99,8 @@ async def run_tool_calls(
         approval_policy: which calls are gated.
         emit: receives the events (tool execution, approvals, hook denials, late settlements).
         step: the step, for the events.
-        truncated: the turn stopped at its token ceiling; arguments are read without healing.
+        truncated: the turn stopped before it was done (its token ceiling, a loop); arguments are read
+            without healing.
         cancel: the run's abort: running calls are stopped and the rest are not run.
         interrupt: polled before calls start; once true (steering arrived), calls not yet started are skipped.
         loop_detector: records calls and results, adds its notes to results, can stop the batch.

@@ -23,9 +23,9 @@ from ..errors import ToolArgumentsError
 from ..messages import SignedThinking, ToolCall, Turn
 from ..usage import Usage
 from .fences import DEFAULT_FENCES, Fence, FenceSplitter
-from .repetition import RepetitionWatch
+from .repetition import WINDOW, RepetitionWatch
 
-__all__ = ["Produced", "StreamAssembler", "usage_from"]
+__all__ = ["Produced", "StreamAssembler", "stopped_short", "usage_from"]
 
 TextCallback = Callable[[str], object]
 
@@ -132,6 +132,11 @@ class StreamAssembler:
         # length of the piece repeated, and the attempt stops reading.
         self._answer_loop = RepetitionWatch()
         self._thinking_loop = RepetitionWatch()
+        # So are the calls' arguments, as a server streams them: asked for ten burgers in Chinese, the 1.5B
+        # model wrote the burger's name into a call's list of items for 800 s, until the window was full.
+        # Arguments may hold a file's text, and a file may repeat itself where an answer would not: only an
+        # exact loop four answer windows long counts, and never numbers counting on (rows of data do that).
+        self._calls_loop = RepetitionWatch(4 * WINDOW, shapes=False)
         self.looping: int | None = None
 
     def feed_many(self, chunks: Sequence[Any]) -> None:
@@ -359,6 +364,7 @@ class StreamAssembler:
                         self._skip("tool arguments that cannot be written as JSON")
                         continue
                 call.arguments.append(arguments)
+                self.looping = self.looping or self._calls_loop.feed(arguments)
             if arguments or name or call_id:
                 self.active = True
 
@@ -402,7 +408,8 @@ class StreamAssembler:
         reasoning = "".join(self._field_reasoning)
         if fenced:
             reasoning = reasoning + fenced if reasoning else fenced
-        truncated = self.finish_reason == "length"
+        # A call stopped in a loop is as incomplete as one cut at the ceiling: its arguments are not healed.
+        truncated = stopped_short(self.finish_reason)
         calls: list[ToolCall] = []
         for n, buf in enumerate(self._calls):
             raw = "".join(buf.arguments)
@@ -427,6 +434,12 @@ class StreamAssembler:
             return ""
         parts = ", ".join(f"{count} × {what}" for what, count in sorted(self.skipped.items()))
         return f"skipped parts of the stream that did not have the shape of a chat-completions chunk: {parts}"
+
+
+def stopped_short(finish_reason: str | None) -> bool:
+    """Whether a turn that ended for ``finish_reason`` was stopped before it was done: at its token
+    ceiling, or in a loop (``repetition.py``). A call it was writing then is incomplete."""
+    return finish_reason in ("length", "repetition")
 
 
 def _text_of(value: Any) -> str | None:

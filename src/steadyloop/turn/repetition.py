@@ -64,9 +64,14 @@ class RepetitionWatch:
     until then.
     """
 
-    __slots__ = ("_pending", "_since", "_tail", "period")
+    __slots__ = ("_keep", "_pending", "_shapes", "_since", "_tail", "_window", "period")
 
-    def __init__(self) -> None:
+    def __init__(self, window: int = WINDOW, *, shapes: bool = True) -> None:
+        """``window``: the characters at the end that must all be one repeated piece; ``shapes``: whether a
+        piece whose numbers alone change (``SHAPE_WINDOW``) is a loop too."""
+        self._window = window
+        self._shapes = shapes
+        self._keep = max(window + MOST_PERIOD, _KEEP if shapes else 0)
         self._tail = ""
         self._pending: list[str] = []  # fed since the last check, joined only at the next
         self._since = 0
@@ -78,11 +83,12 @@ class RepetitionWatch:
         self._pending.append(text)
         self._since += len(text)
         if self._since >= EVERY:
-            self._tail = (self._tail + "".join(self._pending))[-_KEEP:]
+            self._tail = (self._tail + "".join(self._pending))[-self._keep :]
             self._pending.clear()
             self._since = 0
-            self.period = _period(self._tail[-(WINDOW + MOST_PERIOD) :]) or _shape_period(
-                _NUMBER.sub("0", self._tail)
+            window = self._window
+            self.period = _period(self._tail[-(window + MOST_PERIOD) :], window) or (
+                _shape_period(_NUMBER.sub("0", self._tail)) if self._shapes else None
             )
         return self.period
 
