@@ -148,6 +148,44 @@ async def test_an_answer_in_the_request_language_is_asked_once() -> None:
     ) as server:
         result, _events, bodies = await run_listing(server, "¿Qué hay en esta carpeta?", (list_files,))
     assert result.turn.content == spanish and len(bodies) == 3
+    # Told the request's language before it writes, last, after the results: the cached prompt is its prefix
+    told = bodies[2]["messages"][-1]
+    assert told == {"role": "user", "content": "Answer in Spanish, the language of my request."}
+    assert bodies[2]["messages"][-2]["role"] == "tool"
+    assert result.messages[-1].content == spanish  # the note went to the server only, not into the history
+    assert not any("language of my request" in str(m.content) for m in result.messages)
+
+
+@pytest.mark.parametrize(
+    ("request_text", "system"),
+    [
+        ("What is in this folder?", None),  # English: nothing to tell
+        ("¿Qué hay en esta carpeta? Contesta en inglés.", None),  # the request names the language
+        ("¿Qué hay en esta carpeta?", "Always answer in English."),  # so does the host
+        ("docs?", None),  # too little to tell
+    ],
+)
+async def test_an_answer_is_told_no_language_where_the_request_or_host_chose_or_none_is_clear(
+    request_text: str, system: str | None
+) -> None:
+    answer = "The folder holds docs/, README.md and pyproject.toml."
+    async with ScriptedServer(
+        text('{"name": "list_files", "arguments": {}}'),
+        text('{"name": "answer"}'),
+        text(answer),
+    ) as server:
+        await run_agent_loop(
+            Endpoint(server.base_url),
+            ModelParams(model="m"),
+            messages=[UserMessage(content=request_text)],
+            system=system,
+            tools=[list_files],
+            policy=ROUTED,
+        )
+        sent = server.chat_requests[2].json
+    assert sent is not None
+    last = sent["messages"][-1]
+    assert last["role"] == "tool"
 
 
 async def test_a_host_that_names_the_answers_language_is_not_overruled() -> None:

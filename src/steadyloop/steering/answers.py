@@ -36,7 +36,7 @@ from .grounding import (
     count_gaps,
     without_tool_talk,
 )
-from .languages import declines, names_a_language, without_preface
+from .languages import declines, language_of, names_a_language, without_preface
 from .next_section import SectionWatch, before_next_section
 from .tool_gate import asks_how
 
@@ -162,6 +162,9 @@ class _Held:
             body["temperature"] = 0
         self.sent.clear()
         self.sent.update(body)
+        told = _language_note(body.get("messages"))
+        if told is not None:  # last, so that the prompt the server has cached stays its prefix
+            body["messages"] = [*body.get("messages", []), {"role": "user", "content": told}]
         return body
 
     def quiet(self, told_how: bool) -> TurnSink:
@@ -252,6 +255,20 @@ def _called_on(body: Mapping[str, Any]) -> list[str]:
         for value in arguments.values()
         if isinstance(value, str)
     ]
+
+
+def _language_note(messages: object) -> str | None:
+    """What the answer is told of its language: the request's, where that is clearly one of the languages
+    read (``languages.py``) other than English, and neither the request nor the system prompt names one.
+
+    After tool results in English (a listing, a README), the 1.5B model answered a Spanish request in
+    English; sent back to rewrite a short answer in Spanish, it declined. Told before it writes, it need
+    not be sent back."""
+    asked, _results = request_and_result_texts(messages if isinstance(messages, list) else [])
+    language = language_of(asked)
+    if language in (None, "English") or names_a_language(asked) or names_a_language(_system_text(messages)):
+        return None
+    return f"Answer in {language}, the language of my request."
 
 
 def _system_text(messages: object) -> str:
