@@ -25,6 +25,7 @@ from steadyloop.turn.repetition import (
     SHAPE_WINDOW,
     SHAPE_WORDS,
     WINDOW,
+    ArgumentsWatch,
     RepetitionWatch,
     without_loop,
 )
@@ -211,23 +212,42 @@ def test_writing_a_loop_once_is_linear() -> None:
 KFC = "我想在肯德基买10个麦辣鸡腿堡，50杯可口可乐，30个油炸鸡翅，90根薯条"
 
 
-def test_a_watch_over_a_longer_window_without_shapes_stops_only_on_an_exact_loop_that_long() -> None:
-    """The watch on a call's arguments: a file's rows that repeat for less than its window, and rows whose
-    numbers alone count on, are data, not a loop."""
+def test_a_calls_arguments_loop_over_an_answers_window_in_whole_values_and_four_inside_a_string() -> None:
+    """The watch on a call's arguments: a file's rows that repeat for less than four windows, and rows whose
+    numbers alone count on, are data, not a loop; values said again and again are one."""
 
-    def fed_to(watch: RepetitionWatch, text: str) -> int | None:
-        found = None
+    def fed_to(text: str) -> int | None:
+        watch, found = ArgumentsWatch(), None
         for start in range(0, len(text), 50):
             found = watch.feed(text[start : start + 50])
         return found
 
-    row = "0,0,0,0,0,0,0,0\n"  # as JSON writes a newline inside a string
-    assert fed_to(RepetitionWatch(4 * WINDOW, shapes=False), row * (3 * WINDOW // len(row))) is None
-    assert fed_to(RepetitionWatch(4 * WINDOW, shapes=False), row * (6 * WINDOW // len(row))) == len(row)
-    assert fed_to(RepetitionWatch(), row * (3 * WINDOW // len(row))) == len(row)  # an answer's watch
-    counted = passes(600)
-    assert fed_to(RepetitionWatch(4 * WINDOW, shapes=False), counted) is None
-    assert fed_to(RepetitionWatch(), counted) is not None
+    row = "0,0,0,0,0,0,0,0\\n"  # a file's line inside a JSON string: its newline escaped
+    assert fed_to('{"path": "zeros.csv", "text": "' + row * (3 * WINDOW // len(row))) is None
+    assert fed_to('{"path": "zeros.csv", "text": "' + row * (5 * WINDOW // len(row))) == len(row)
+    quoted = 'she said \\"again\\" and '  # quotes inside the string are escaped
+    assert fed_to('{"text": "' + quoted * (3 * WINDOW // len(quoted))) is None
+    item = '"麦辣鸡腿堡", '
+    assert fed_to('{"items": [' + item * ((WINDOW + 2 * EVERY) // len(item) + 10)) == len(item)
+    assert fed_to('{"text": "' + passes(600)) is None
+    assert fed_to('{"rows": [' + "".join(f'{{"id": {i}, "name": "item {i}"}}, ' for i in range(500))) is None
+
+
+@given(st.lists(st.text(max_size=30), max_size=300))
+def test_watching_any_arguments_is_total(pieces: list[str]) -> None:
+    watch = ArgumentsWatch()
+    for piece in pieces:
+        found = watch.feed(piece)
+        assert found is None or found > 0
+
+
+def test_watching_arguments_is_linear() -> None:
+    def watched(n: int) -> None:
+        watch = ArgumentsWatch()
+        for _ in range(n):
+            watch.feed('ab\\"cd ')
+
+    assert growth(watched, 20_000) < LINEAR_BOUND
 
 
 async def test_a_call_whose_arguments_loop_is_stopped_and_not_run() -> None:
@@ -266,7 +286,7 @@ async def test_a_call_whose_arguments_loop_is_stopped_and_not_run() -> None:
     first = next(m for m in result.messages if isinstance(m, AssistantMessage))
     assert first.tool_calls[0].arguments == {}
     raw = first.tool_calls[0].raw_arguments or ""
-    assert raw.startswith('{"restaurant": "肯德基"') and len(raw) < 4 * WINDOW + 2 * MOST_PERIOD + EVERY
+    assert raw.startswith('{"restaurant": "肯德基"') and len(raw) < WINDOW + 2 * MOST_PERIOD + EVERY
     assert told is not None
     result_text = str(told["messages"][-1]["content"])
     assert told["messages"][-1]["role"] == "tool" and "repeated itself" in result_text

@@ -23,7 +23,7 @@ from ..errors import ToolArgumentsError
 from ..messages import SignedThinking, ToolCall, Turn
 from ..usage import Usage
 from .fences import DEFAULT_FENCES, Fence, FenceSplitter
-from .repetition import WINDOW, RepetitionWatch
+from .repetition import ArgumentsWatch, RepetitionWatch
 
 __all__ = ["Produced", "StreamAssembler", "stopped_short", "usage_from"]
 
@@ -134,9 +134,8 @@ class StreamAssembler:
         self._thinking_loop = RepetitionWatch()
         # So are the calls' arguments, as a server streams them: asked for ten burgers in Chinese, the 1.5B
         # model wrote the burger's name into a call's list of items for 800 s, until the window was full.
-        # Arguments may hold a file's text, and a file may repeat itself where an answer would not: only an
-        # exact loop four answer windows long counts, and never numbers counting on (rows of data do that).
-        self._calls_loop = RepetitionWatch(4 * WINDOW, shapes=False)
+        # Arguments may hold a file's text, which may repeat itself where an answer would not (``ArgumentsWatch``).
+        self._calls_loop = ArgumentsWatch()
         self.looping: int | None = None
 
     def feed_many(self, chunks: Sequence[Any]) -> None:

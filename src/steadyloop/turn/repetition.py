@@ -35,6 +35,7 @@ __all__ = [
     "SHAPE_WINDOW",
     "SHAPE_WORDS",
     "WINDOW",
+    "ArgumentsWatch",
     "RepetitionWatch",
     "without_loop",
 ]
@@ -91,6 +92,45 @@ class RepetitionWatch:
                 _shape_period(_NUMBER.sub("0", self._tail)) if self._shapes else None
             )
         return self.period
+
+    @property
+    def piece(self) -> str:
+        """The piece the text repeats once a loop is found (as the text read at that check ends in it);
+        ``""`` before."""
+        return self._tail[-self.period :] if self.period else ""
+
+
+class ArgumentsWatch:
+    """Whether a call's arguments, as they stream, have fallen into a loop.
+
+    Arguments may hold a file's text, and a file may repeat itself where an answer would not: rows of
+    data count on, a fixture repeats a line. A loop that repeats whole JSON values (its piece holds a
+    quote no backslash escapes, as ``"麦辣鸡腿堡", `` does: the 1.5B model wrote that into an order's list
+    of items until the window was full) is one over an answer's window. A loop inside one string value
+    must go on four times as long. Numbers counting on are never a loop here. ``feed`` returns the
+    piece's length once a loop is found; linear in the text fed.
+    """
+
+    __slots__ = ("_in_text", "_values", "period")
+
+    def __init__(self) -> None:
+        self._values = RepetitionWatch(shapes=False)
+        self._in_text = RepetitionWatch(4 * WINDOW, shapes=False)
+        self.period: int | None = None
+
+    def feed(self, text: str) -> int | None:
+        if self.period is not None:
+            return self.period
+        self.period = self._in_text.feed(text)
+        if self.period is None and self._values.feed(text) is not None:
+            if _UNESCAPED_QUOTE.search(self._values.piece[-1:] + self._values.piece, 1):
+                self.period = self._values.period
+            else:  # a loop inside a string so far: watched afresh, the longer watch decides for the text
+                self._values = RepetitionWatch(shapes=False)
+        return self.period
+
+
+_UNESCAPED_QUOTE = re.compile(r'(?<!\\)"')
 
 
 # Raw characters kept: numbers read as one digit only shorten the text, so this always holds the shape's.
