@@ -9,7 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steadyloop.steering.date_formats import declared_date_format, in_declared_formats, written_as
+from steadyloop.steering.date_formats import (
+    dates_named,
+    declared_date_format,
+    in_declared_formats,
+    written_as,
+)
 from steadyloop.steering.decision import Decision
 
 from ..edges._edges import LINEAR_BOUND, growth
@@ -121,6 +126,37 @@ def test_a_date_in_words_goes_as_iso_where_no_form_is_declared(
 ) -> None:
     decided = Decision("book", {name: value})
     assert in_declared_formats(decided, _one_argument(name, spec)).arguments == {name: sent}
+
+
+@pytest.mark.parametrize(
+    ("request_text", "value", "sent"),
+    [
+        # the request names the 8th of March: the value is month first
+        ("Any Music events around Philadelphia, PA on the 8th of March 2023?", "03/08/2023", "2023-03-08"),
+        ("Book it for March 8, 2023 please", "08/03/2023", "2023-03-08"),  # day first, then
+        ("Book it for 8 Mar. 2023", "03.08.2023", "2023-03-08"),
+        ("Book it for the 3rd of August 2023", "03/08/2023", "2023-08-03"),
+        # the request names both readings, or neither: nothing says which
+        ("From March 8, 2023 to August 3, 2023", "03/08/2023", "03/08/2023"),
+        ("Book it for 03/08/2023", "03/08/2023", "03/08/2023"),
+        ("Book it for the 8th of Smarch 2023", "03/08/2023", "03/08/2023"),
+        ("", "03/08/2023", "03/08/2023"),
+        # a day and month alike read one way only
+        ("", "03/03/2023", "2023-03-03"),
+    ],
+)
+def test_a_date_in_numbers_that_reads_two_ways_is_read_by_the_date_the_request_names(
+    request_text: str, value: str, sent: str
+) -> None:
+    tools = _one_argument("date", {"type": "string", "description": "The date in the format 'YYYY-MM-DD'."})
+    decided = Decision("book", {"date": value})
+    assert in_declared_formats(decided, tools, request_text).arguments == {"date": sent}
+
+
+def test_dates_named_in_words() -> None:
+    said = "Fly out on the 8th of March 2023, back March 12, 2023; not on 5 Smarch 2023 or in May 2023."
+    assert dates_named(said) == {(2023, 3, 8), (2023, 3, 12)}
+    assert growth(lambda n: dates_named("the 8th of March 2023, " * n), 2_000) < LINEAR_BOUND
 
 
 _FORMS = st.sampled_from(["MM-DD-YYYY", "(month-day-year)", "yyyy/mm/dd", "mm-yyyy", "DD.MM.YY"])

@@ -16,6 +16,11 @@ argument that speaks of a date (its name or its description says "date") goes to
 (BFCL simple_python_382: "starting from 10th December 2022" was copied into ``start_date`` as it was
 said). A date in numbers is left as the model wrote it there: nothing says the tool reads it otherwise.
 
+A date in numbers whose day and month are both 12 or under (``03/08/2023``) is read by the request: where
+the request names, in words, the date one reading gives and not the other ("on the 8th of March 2023"),
+that reading it is. Asked that, the routed decision wrote ``03/08/2023`` for a date the tool declares as
+``'YYYY-MM-DD'`` (BFCL live_multiple_663-162-5), where a native call wrote ``2023-03-08``.
+
 Every function here is linear in its input.
 """
 
@@ -27,7 +32,7 @@ from typing import Any
 
 from .decision import Decision, arguments_rewritten
 
-__all__ = ["declared_date_format", "in_declared_formats", "written_as"]
+__all__ = ["dates_named", "declared_date_format", "in_declared_formats", "written_as"]
 
 _FIELD = r"(?:yyyy|yy|mm|dd)"
 # "MM-DD-YYYY", "yyyy-mm-dd", "mm/dd/yyyy", "MM-YYYY": the same separator between the fields.
@@ -61,6 +66,11 @@ _YEAR_FIRST = re.compile(r"(\d{4})([-/.])(\d{1,2})(?:\2(\d{1,2}))?")
 _NUMBERS = re.compile(r"(\d{1,2})([-/.])(\d{1,2})\2(\d{4})")
 _MONTH_FIRST = re.compile(r"([a-z]+)\.?\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})", re.IGNORECASE)
 _DAY_FIRST = re.compile(r"(\d{1,2})(?:st|nd|rd|th)?\s+([a-z]+)\.?,?\s+(\d{4})", re.IGNORECASE)
+# A date in words inside a request: "March 8, 2023", "8th of March 2023", "8 Mar. 2023".
+_NAMED_MONTH_FIRST = re.compile(r"\b([a-z]+)\.?\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})\b", re.IGNORECASE)
+_NAMED_DAY_FIRST = re.compile(
+    r"\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?([a-z]+)\.?,?\s+(\d{4})\b", re.IGNORECASE
+)
 _ISO: tuple[tuple[str, ...], str] = (("YYYY", "MM", "DD"), "-")
 # "start_date", "startDate", "The date of", "Dates to book"; not "update".
 _SPEAKS_OF_DATE = re.compile(r"(?:(?<![^\W_])[dD]|(?<=[a-z])D)ates?(?![a-z])")
@@ -94,8 +104,21 @@ def _usable(fields: tuple[str, ...]) -> bool:
     return len(set(kinds)) == len(kinds) and "M" in kinds and "Y" in kinds
 
 
-def _read_date(value: str) -> dict[str, int] | None:
-    """The year, month and (when written) day of a date ``value`` can be read as in one way only."""
+def dates_named(text: str) -> frozenset[tuple[int, int, int]]:
+    """The dates ``text`` names with a word for the month, as (year, month, day)."""
+    named: set[tuple[int, int, int]] = set()
+    for match in _NAMED_MONTH_FIRST.finditer(text):
+        if (month := _MONTHS.get(match.group(1).lower())) is not None:
+            named.add((int(match.group(3)), month, int(match.group(2))))
+    for match in _NAMED_DAY_FIRST.finditer(text):
+        if (month := _MONTHS.get(match.group(2).lower())) is not None:
+            named.add((int(match.group(3)), month, int(match.group(1))))
+    return frozenset(named)
+
+
+def _read_date(value: str, named: frozenset[tuple[int, int, int]] = frozenset()) -> dict[str, int] | None:
+    """The year, month and (when written) day of a date ``value`` can be read as in one way only, or in one
+    way only of those ``named`` holds (dates the request names in words)."""
     text = value.strip()
     found: dict[str, int] | None = None
     if match := _YEAR_FIRST.fullmatch(text):
@@ -106,9 +129,12 @@ def _read_date(value: str) -> dict[str, int] | None:
         first, second, year = int(match.group(1)), int(match.group(3)), int(match.group(4))
         if first > 12 >= second:
             found = {"Y": year, "M": second, "D": first}
-        elif second > 12 >= first:
+        elif second > 12 >= first or first == second:
             found = {"Y": year, "M": first, "D": second}
-        # both 12 or under: month first or day first, and nothing says which
+        else:  # both 12 or under: month first or day first, and only a date the request names says which
+            readings = [(m, d) for m, d in ((first, second), (second, first)) if (year, m, d) in named]
+            if len(readings) == 1:
+                found = {"Y": year, "M": readings[0][0], "D": readings[0][1]}
     elif (match := _MONTH_FIRST.fullmatch(text)) and match.group(1).lower() in _MONTHS:
         found = {"Y": int(match.group(3)), "M": _MONTHS[match.group(1).lower()], "D": int(match.group(2))}
     elif (match := _DAY_FIRST.fullmatch(text)) and match.group(2).lower() in _MONTHS:
@@ -118,10 +144,13 @@ def _read_date(value: str) -> dict[str, int] | None:
     return found
 
 
-def written_as(value: str, form: tuple[tuple[str, ...], str]) -> str | None:
+def written_as(
+    value: str, form: tuple[tuple[str, ...], str], named: frozenset[tuple[int, int, int]] = frozenset()
+) -> str | None:
     """``value`` written in ``form`` (from :func:`declared_date_format`); ``None`` when it is no date read
-    one way only, or lacks a field the form has (a day)."""
-    date = _read_date(value)
+    one way only (``named``: the dates the request names, which may tell day and month apart), or lacks
+    a field the form has (a day)."""
+    date = _read_date(value, named)
     fields, separator = form
     if date is None or any(f[0] not in date for f in fields):
         return None
@@ -145,29 +174,34 @@ def _in_words(value: str) -> bool:
     return (_MONTH_FIRST.fullmatch(text) or _DAY_FIRST.fullmatch(text)) is not None
 
 
-def _date_written_for(key: str, value: str, schema: Mapping[str, Any]) -> str | None:
+def _date_written_for(
+    key: str, value: str, schema: Mapping[str, Any], named: frozenset[tuple[int, int, int]]
+) -> str | None:
     """``value`` as the argument ``key`` (of ``schema``) takes its dates; ``None`` to leave it as it is."""
     description = schema.get("description")
     description = description if isinstance(description, str) else ""
     if schema.get("format") == "date":
-        return written_as(value, _ISO)
+        return written_as(value, _ISO, named)
     forms = _forms_in(description)
     if forms:
         # two forms declared, or one this module cannot write: nothing says which to use
         form = _one_form(forms)
-        return None if form is None else written_as(value, form)
+        return None if form is None else written_as(value, form, named)
     if _in_words(value) and (_SPEAKS_OF_DATE.search(key) or _SPEAKS_OF_DATE.search(description)):
         return written_as(value, _ISO)
     return None
 
 
-def in_declared_formats(decision: Decision, tools: Sequence[Mapping[str, Any]]) -> Decision:
+def in_declared_formats(
+    decision: Decision, tools: Sequence[Mapping[str, Any]], request: str = ""
+) -> Decision:
     """``decision`` with each string argument that is a date written in another form than its schema
     declares written in that form, and a date in words where none is declared written as ISO 8601's
-    ``YYYY-MM-DD`` (see the module docstring)."""
+    ``YYYY-MM-DD`` (see the module docstring); ``request`` may tell a date's day and month apart."""
+    named = dates_named(request) if request else frozenset[tuple[int, int, int]]()
 
     def dated(key: str, value: Any, spec: Mapping[str, Any]) -> Any:
-        written = _date_written_for(key, value, spec) if isinstance(value, str) and spec else None
+        written = _date_written_for(key, value, spec, named) if isinstance(value, str) and spec else None
         return value if written is None else written
 
     return arguments_rewritten(decision, tools, dated)

@@ -445,8 +445,9 @@ class _Routed:
         values in; its dates in the forms the tools' descriptions declare, its currencies as codes, its
         languages as names where no codes are declared."""
         found = self.found
-        decision = in_currency_codes(in_declared_formats(decision, tools), tools)
-        decision = in_language_names(decision, tools, found[0] if found is not None else "")
+        request = found[0] if found is not None else ""
+        decision = in_currency_codes(in_declared_formats(decision, tools, request), tools)
+        decision = in_language_names(decision, tools, request)
         if found is None or found[1]:
             return decision
         if self.routing.drop_unasked:
