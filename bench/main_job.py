@@ -113,6 +113,14 @@ _PATHISH = re.compile(
     r"(?<![\w./-])(?:[\w.-]+/)+[\w.-]*|(?<![\w./-])[\w-][\w.-]*\.[A-Za-z][A-Za-z0-9]{0,7}(?![\w/])"
 )
 _NOT_PATHS = {"e.g.", "i.e.", "e.g", "i.e", "etc.", "vs."}
+# An empty folder said to be empty, in English or in the other languages a question may be asked in
+# (Spanish "No hay archivos ni carpetas", "está vacía"; French "vide"; German "leer"; Italian "vuota").
+_EMPTY_SAID = re.compile(
+    r"\bempty\b|\bno (files|entries|items)\b|\bnothing\b"
+    r"|\bno hay (nada|archivos|ficheros|elementos)\b|\bvac[ií][ao]\b|\bvides?\b|\bist leer\b|\bvuot[ao]\b"
+    r"|\bn[ãa]o h[áa] (nada|arquivos)\b",
+    re.IGNORECASE,
+)
 
 
 def shown_entries(root: Path) -> list[tuple[str, bool]]:
@@ -158,7 +166,7 @@ def grade(run: Run, root: Path) -> None:
     everything = {p.name for p in root.rglob("*")}
     answer = run.answer
     if not entries:
-        said_empty = re.search(r"\bempty\b|\bno (files|entries|items)\b|\bnothing\b", answer, re.IGNORECASE)
+        said_empty = _EMPTY_SAID.search(answer)
         run.missing = [] if said_empty else ["(does not say it is empty)"]
     else:
         run.missing = [name for name, _ in entries if not _named(name, answer)]

@@ -48,3 +48,26 @@ def test_grading(nested: Path, answer: str, right: bool, marked: bool) -> None:
     assert run.right is right
     if right:
         assert run.folders_marked is marked
+
+
+@pytest.mark.parametrize(
+    ("answer", "right"),
+    [
+        ("There are no files or folders in this directory.", True),
+        ("The folder is empty.", True),
+        # The 1.5B model's, asked "¿Qué hay en esta carpeta?" of an empty folder
+        ("No hay archivos ni carpetas en esta carpeta.", True),
+        ("En esta carpeta no hay nada.", True),
+        ("La carpeta está vacía.", True),
+        ("Le dossier est vide.", True),
+        ("Der Ordner ist leer.", True),
+        ("¿Qué hay en esta carpeta?", False),  # the question said back: no answer
+        ("No pude leer la carpeta.", False),  # "leer" is Spanish for reading, not German for empty
+    ],
+)
+def test_an_empty_folder_is_said_empty_in_the_languages_asked(
+    tmp_path: Path, answer: str, right: bool
+) -> None:
+    run = main_job.Run("empty", answer=answer)
+    main_job.grade(run, tmp_path)
+    assert run.right is right

@@ -148,12 +148,13 @@ async def test_an_answer_in_the_request_language_is_asked_once() -> None:
     ) as server:
         result, _events, bodies = await run_listing(server, "¿Qué hay en esta carpeta?", (list_files,))
     assert result.turn.content == spanish and len(bodies) == 3
-    # Told the request's language before it writes, last, after the results: the cached prompt is its prefix
+    # Told the request's language before it writes, at the end of the last result: the cached prompt is
+    # its prefix
     told = bodies[2]["messages"][-1]
-    assert told == {"role": "user", "content": "Answer in Spanish, the language of my request."}
-    assert bodies[2]["messages"][-2]["role"] == "tool"
+    assert told["role"] == "tool"
+    assert told["content"].endswith("\n\n(The user wrote in Spanish: answer in Spanish.)")
     assert result.messages[-1].content == spanish  # the note went to the server only, not into the history
-    assert not any("language of my request" in str(m.content) for m in result.messages)
+    assert not any("The user wrote in" in str(m.content) for m in result.messages)
 
 
 @pytest.mark.parametrize(
@@ -185,7 +186,7 @@ async def test_an_answer_is_told_no_language_where_the_request_or_host_chose_or_
         sent = server.chat_requests[2].json
     assert sent is not None
     last = sent["messages"][-1]
-    assert last["role"] == "tool"
+    assert last["role"] == "tool" and "The user wrote in" not in last["content"]
 
 
 async def test_a_host_that_names_the_answers_language_is_not_overruled() -> None:

@@ -163,8 +163,12 @@ class _Held:
         self.sent.clear()
         self.sent.update(body)
         told = _language_note(body.get("messages"))
-        if told is not None:  # last, so that the prompt the server has cached stays its prefix
-            body["messages"] = [*body.get("messages", []), {"role": "user", "content": told}]
+        messages = body.get("messages")
+        if told is not None and isinstance(messages, list) and messages:
+            last = messages[-1]
+            if isinstance(last, Mapping) and isinstance(last.get("content"), str):
+                # At the end of the last result, so that the prompt the server has cached stays its prefix.
+                body["messages"] = [*messages[:-1], {**last, "content": f"{last['content']}\n\n{told}"}]
         return body
 
     def quiet(self, told_how: bool) -> TurnSink:
@@ -268,7 +272,7 @@ def _language_note(messages: object) -> str | None:
     language = language_of(asked)
     if language in (None, "English") or names_a_language(asked) or names_a_language(_system_text(messages)):
         return None
-    return f"Answer in {language}, the language of my request."
+    return f"(The user wrote in {language}: answer in {language}.)"
 
 
 def _system_text(messages: object) -> str:
