@@ -206,7 +206,7 @@ async def test_a_miscounted_follow_up_is_sent_back_once_and_shown_right() -> Non
     replies = [
         text(json.dumps({"about": ALREADY_SAID})),
         text("There are 8 files."),
-        text("There are 3 entries."),
+        text("There are 2 files and 1 folder."),
     ]
     async with ScriptedServer(*replies) as server:
         result = await run_agent_loop(
@@ -226,7 +226,7 @@ async def test_a_miscounted_follow_up_is_sent_back_once_and_shown_right() -> Non
         _, first, again = (r.json for r in server.chat_requests)
     # the wrong count is never shown: the answer is held, then passed on whole
     shown = "".join(e.delta for e in events if isinstance(e, MessageUpdate) and e.kind == "text")
-    assert result.turn.content == "There are 3 entries." and shown == "There are 3 entries."
+    assert result.turn.content == shown == "There are 2 files and 1 folder."
     assert first["temperature"] == 0 and "tools" not in first
     assert again["messages"][-2] == {"role": "assistant", "content": "There are 8 files."}
     assert "the tool returned 3 entries: 2 files and 1 folder" in again["messages"][-1]["content"]

@@ -180,6 +180,24 @@ def test_a_count_of_one_kind_stated_as_another_kinds_count_is_sent_back() -> Non
     assert not answer_gaps("There are 3 folders.", [SRC], "How many folders are in src?")
 
 
+def test_a_count_of_files_that_counted_the_folders_too_says_so_or_is_sent_back() -> None:
+    # Asked how many files docs/ held (11 files and a folder), the 1.5B model answered "There are 12
+    # entries in the docs folder.": the listing's size, not its files.
+    asked = "How many files are in src?"
+    assert answer_gaps("There are 10 entries in src.", [SRC], asked).count == (
+        "10 entries: 7 files and 3 folders"
+    )
+    assert answer_gaps("src holds ten files.", [SRC], asked).count
+    # the files, or every entry where the answer says folders are among them
+    assert not answer_gaps("There are 7 files in src.", [SRC], asked)
+    assert not answer_gaps("src holds 10 files and folders.", [SRC], asked)
+    assert not answer_gaps("There are 10 entries: 7 files and 3 folders.", [SRC], asked)
+    assert not answer_gaps("src has 10 files, including 3 directories.", [SRC], asked)
+    # with no folder listed, every entry is a file
+    flat = "- a.md\n- b.md\n- c.md"
+    assert not answer_gaps("There are 3 entries.", [flat], "How many files are in docs?")
+
+
 SIZED = "\n".join(
     [
         "- sub/ (folder)",

@@ -185,10 +185,10 @@ def bundled_server(choice: LocalChoice | None = None, *, quiet: bool = False) ->
 
 
 def _key_note(url: str, quiet: bool) -> None:
-    from ..local import key_file_for, key_for, key_note
+    from ..local import key_file_for, key_note, read_key
 
     path = key_file_for(url)
-    if path is not None and key_for(url) is not None:
+    if path is not None and read_key(path) is not None:
         _say(key_note(path), quiet)
 
 

@@ -29,7 +29,7 @@ from .config import (
     no_progress,
 )
 from .heartbeat import Heartbeat
-from .keys import key_file_for, key_for, key_note
+from .keys import key_file_for, key_for, key_note, read_key
 from .models import MODELS, ensure_model, temperature_for
 from .server import (
     LocalServer,
@@ -67,6 +67,7 @@ __all__ = [
     "matches",
     "no_progress",
     "ports_to_stop",
+    "read_key",
     "running_server",
     "start",
     "start_reaper",

@@ -124,7 +124,7 @@ async def grounded_answer(
         asked, results = earlier[0], [earlier[1]]
         held.gaps = _count_only
     else:
-        asked, results = request_and_result_texts(held.sent.get("messages", []))
+        asked, results = held.read
         tools = held.sent.get("tools")
         held.tools = [name for name, _ in tool_names(tools)] if isinstance(tools, list) else []
         languages = not names_a_language(_system_text(held.sent.get("messages", [])))
@@ -143,7 +143,7 @@ async def grounded_answer(
 class _Held:
     """One held answer: the body it was last sent with, and the notice given as its text starts."""
 
-    __slots__ = ("build", "gaps", "request", "sent", "sink", "started", "tools")
+    __slots__ = ("build", "gaps", "read", "request", "sent", "sink", "started", "tools")
 
     def __init__(self, request: TurnRequest, sink: TurnSink) -> None:
         assert callable(request.body), "a routed step's body is a builder"
@@ -153,6 +153,8 @@ class _Held:
         self.sink = sink
         self.build: BodyBuilder = request.body
         self.sent: dict[str, Any] = {}
+        # The request and the result texts of the body last sent, read once as it is built.
+        self.read: tuple[str, list[str]] = ("", [])
         self.started = False
         self.tools: list[str] = []  # the declared tools' names, once the first answer's body is known
 
@@ -162,13 +164,15 @@ class _Held:
             body["temperature"] = 0
         self.sent.clear()
         self.sent.update(body)
-        told = _language_note(body.get("messages"))
         messages = body.get("messages")
-        if told is not None and isinstance(messages, list) and messages:
-            last = messages[-1]
+        listed: list[Any] = messages if isinstance(messages, list) else []
+        self.read = request_and_result_texts(listed)
+        told = _language_note(self.read[0], listed)
+        if told is not None and listed:
+            last = listed[-1]
             if isinstance(last, Mapping) and isinstance(last.get("content"), str):
                 # At the end of the last result, so that the prompt the server has cached stays its prefix.
-                body["messages"] = [*messages[:-1], {**last, "content": f"{last['content']}\n\n{told}"}]
+                body["messages"] = [*listed[:-1], {**last, "content": f"{last['content']}\n\n{told}"}]
         return body
 
     def quiet(self, told_how: bool) -> TurnSink:
@@ -180,7 +184,7 @@ class _Held:
 
     def _section(self) -> Callable[[str], str | None]:
         # Made as each request is sent: its body, and so the request and results, are known by then.
-        asked, results = request_and_result_texts(self.sent.get("messages", []))
+        asked, results = self.read
         if not asks_how(asked):
             return _never
         return SectionWatch(asked, results).feed
@@ -261,14 +265,13 @@ def _called_on(body: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def _language_note(messages: object) -> str | None:
+def _language_note(asked: str, messages: list[Any]) -> str | None:
     """What the answer is told of its language: the request's, where that is clearly one of the languages
     read (``languages.py``) other than English, and neither the request nor the system prompt names one.
 
     After tool results in English (a listing, a README), the 1.5B model answered a Spanish request in
     English; sent back to rewrite a short answer in Spanish, it declined. Told before it writes, it need
     not be sent back."""
-    asked, _results = request_and_result_texts(messages if isinstance(messages, list) else [])
     language = language_of(asked)
     if language in (None, "English") or names_a_language(asked) or names_a_language(_system_text(messages)):
         return None

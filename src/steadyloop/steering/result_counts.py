@@ -149,24 +149,32 @@ def listed_entries(result: str) -> list[str] | None:
     return entries or None
 
 
-def counts_held(result: str, asked: str = "") -> tuple[frozenset[int], str] | None:
+def counts_held(
+    result: str, asked: str = "", *, files_only: bool = False
+) -> tuple[frozenset[int], str] | None:
     """The counts a count question may be answered with from ``result``, and how to say them; ``None`` when
     the result does not say how many things it holds (no listing, or one cut short; no JSON array).
 
     A listing's counts are every entry, its files and its folders, and each kind of file's; the request
     ``asked``, when it names one kind ("How many Python files", "how many .md files", "how many folders"),
-    narrows them to that kind's.
+    narrows them to that kind's. ``files_only``: see :func:`listing_counts`.
     """
     entries = whole_listing(result)
     if entries is not None:
-        return listing_counts(entries, asked)
+        return listing_counts(entries, asked, files_only=files_only)
     items = _json_array(result)
     if items is None:
         return None
     return frozenset({items}), f"{items} {plural(items, 'item', 'items')}"
 
 
-def listing_counts(entries: list[str], asked: str) -> tuple[frozenset[int], str]:
+def listing_counts(entries: list[str], asked: str, *, files_only: bool = False) -> tuple[frozenset[int], str]:
+    """The counts ``entries`` (a listing's) may be answered with when ``asked``, and how to say them.
+
+    Asked for files of no kind, the files are counted, or every entry taken loosely for one (an answer
+    that says "12 files" of what its own text calls "files and folders"); ``files_only`` holds the count
+    to the files alone where folders are listed too, for an answer that does not say it counted folders.
+    """
     folders = sum(e.endswith("/") for e in entries)
     files = len(entries) - folders
     kinds = Counter(e.rsplit(".", 1)[1].lower() for e in entries if "." in e.strip(".") and e[-1] != "/")
@@ -185,7 +193,10 @@ def listing_counts(entries: list[str], asked: str) -> tuple[frozenset[int], str]
             f": {files} {plural(files, 'file', 'files')} and {folders} {plural(folders, 'folder', 'folders')}"
         )
     if named == "files":  # the files, or every entry taken loosely for one; never the folders alone
-        return frozenset({files, len(entries)} - ({0} if entries else set())), said
+        # Asked how many files docs/ held (11 files and a folder), the 1.5B model answered "There are
+        # 12 entries in the docs folder.": true of the listing, and no answer to the question.
+        loose = {files} if files_only and folders else {files, len(entries)}
+        return frozenset(loose - ({0} if entries else set())), said
     # With no kind named ("How many Python scripts are in src?") one may still be counted: each
     # extension's count stands.
     counts = {len(entries), files, folders, *kinds.values()}
