@@ -50,6 +50,7 @@ from .language_names import in_language_names
 from .listed_items import listed_calls
 from .named_choices import with_named_choices
 from .numbered_calls import without_numbered_calls
+from .percentages import in_declared_percentages
 from .tool_gate import (
     PathArgument,
     asks_contents,
@@ -442,12 +443,13 @@ class _Routed:
         """The decision read against the first request: without the optional choices it never spoke of,
         without calls only numbers it never wrote tell apart, with every listed choice it names in a list
         of them the model started, and with a call for each item of a list it names one of the calls'
-        values in; its dates in the forms the tools' descriptions declare, its currencies as codes, its
-        languages as names where no codes are declared."""
+        values in; its dates and percentages in the forms the tools' descriptions declare, its currencies
+        as codes, its languages as names where no codes are declared."""
         found = self.found
         request = found[0] if found is not None else ""
         decision = in_currency_codes(in_declared_formats(decision, tools, request), tools)
         decision = in_language_names(decision, tools, request)
+        decision = in_declared_percentages(decision, tools, request)
         if found is None or found[1]:
             return decision
         if self.routing.drop_unasked:
