@@ -33,7 +33,9 @@ from .decision import Decision, arguments_rewritten
 __all__ = ["in_declared_percentages", "percentages_written"]
 
 # A percentage as a request writes it: "5%", "3.5 %", "2 percent", "7 per cent".
-_PERCENTAGE = re.compile(r"(?<![\w.])(\d{1,6}(?:\.\d{1,6})?)\s*(?:%(?!\w)|percent\b|per\s+cent\b)", re.IGNORECASE)
+_PERCENTAGE = re.compile(
+    r"(?<![\w.])(\d{1,6}(?:\.\d{1,6})?)\s*(?:%(?!\w)|percent\b|per\s+cent\b)", re.IGNORECASE
+)
 # A description that declares the decimal form: in words ("as a decimal", "in decimal form"; not "a decimal
 # value", which says only that it takes a fraction of a unit), or by showing a percentage as one.
 _DECIMAL_DECLARED = re.compile(
