@@ -156,13 +156,13 @@ SRC = "\n".join(
         ("How many folders does src have?", {3}, "3 folders"),
         ("How many subdirectories?", {3}, "3 folders"),
         # files of no kind: the files, or every entry taken loosely; never the folders alone
-        ("How many files are in src?", {7, 10}, "10 entries: 7 files and 3 folders"),
+        ("How many files are in src?", {7, 10}, "7 files and 3 folders (10 entries in all)"),
         # two kinds, or no kind, named: every count stands
         ("How many files and folders are in src?", {10, 7, 3, 5, 1}, "10 entries: 7 files and 3 folders"),
         ("How many Python and Markdown files?", {10, 7, 3, 5, 1}, "10 entries: 7 files and 3 folders"),
         ("How many Python scripts are in src?", {5}, "5 files ending in .py"),
         ("How many modules are in src?", {10, 7, 3, 5, 1}, "10 entries: 7 files and 3 folders"),
-        ("How many tests files are there?", {7, 10}, "10 entries: 7 files and 3 folders"),
+        ("How many tests files are there?", {7, 10}, "7 files and 3 folders (10 entries in all)"),
     ],
 )
 def test_a_count_of_one_kind_is_held_to_that_kinds_count(
@@ -185,7 +185,7 @@ def test_a_count_of_files_that_counted_the_folders_too_says_so_or_is_sent_back()
     # entries in the docs folder.": the listing's size, not its files.
     asked = "How many files are in src?"
     assert answer_gaps("There are 10 entries in src.", [SRC], asked).count == (
-        "10 entries: 7 files and 3 folders"
+        "7 files and 3 folders (10 entries in all)"
     )
     assert answer_gaps("src holds ten files.", [SRC], asked).count
     # the files, or every entry where the answer says folders are among them
@@ -389,7 +389,7 @@ def test_numbers_as_an_answer_states_them() -> None:
     ("answer", "result", "wrong"),
     [
         ("There are 5 files.", SEVEN, "7 entries"),
-        ("There are 100 files in the folder.", LISTING, "4 entries: 2 files and 2 folders"),
+        ("There are 100 files in the folder.", LISTING, "2 files and 2 folders (4 entries in all)"),
         ("It returned three items.", "[1, 2]", "2 items"),
     ],
 )
@@ -538,7 +538,7 @@ def test_a_count_stated_unasked_is_held_only_to_one_whole_listing() -> None:
     assert not answer_gaps(wrong, ["docs, src, README.md"], "What is in it?").stated  # no listing
     # asked for, it is the count check's: held to that
     assert answer_gaps(wrong, [LISTING], "How many files are here?") == AnswerGaps(
-        count="4 entries: 2 files and 2 folders"
+        count="2 files and 2 folders (4 entries in all)"
     )
 
 

@@ -524,16 +524,18 @@ async def test_a_miscounted_file_is_sent_back_with_its_lines_and_the_right_count
     assert shown_text(events) == "There are 5 lines in poem.txt."  # the wrong count was never shown
 
 
-async def test_a_count_still_wrong_after_the_correction_is_shown_as_the_model_gave_it() -> None:
-    # No listing stands in for a count: the first answer is kept, not made up from the result.
+async def test_a_count_still_wrong_after_the_correction_gives_way_to_the_count_read_off_the_result() -> None:
+    # Neither wrong count is shown: the answer is the count the runtime read off the listing, and the
+    # listing it counted, as an answer still short of a listing gives way to the listing.
     async with ScriptedServer(
         text('{"name": "list_files", "arguments": {}}'),
         text('{"name": "answer"}'),
         text("There are 5 entries."),
         text("There are 6 entries."),
     ) as server:
-        result, _events, _ = await run_listing(server, "How many entries are in this folder?")
-    assert result.turn.content == "There are 5 entries."
+        result, events, _ = await run_listing(server, "How many entries are in this folder?")
+    counted = "3 entries: 2 files and 1 folder.\n\n- docs/ (folder)\n- README.md\n- pyproject.toml"
+    assert result.turn.content == shown_text(events) == counted
 
 
 FULL_AFTER_OUTPUT = (

@@ -38,6 +38,7 @@ from .grounding import (
 )
 from .languages import declines, language_of, names_a_language, without_preface
 from .next_section import SectionWatch, before_next_section
+from .result_counts import listed_entries
 from .tool_gate import asks_how
 
 __all__ = ["ANSWER_HELD", "answering", "answering_bare", "ask_answer", "grounded_answer"]
@@ -243,7 +244,18 @@ class _Held:
             # every tool failed: the failures are the answer, not a figure from nowhere. Still a call
             # written out as JSON, told to say it in words: what the tools returned is what it had to say.
             content = "\n".join(r.strip() for r in results)
+        elif gaps.count:
+            content = _counted(gaps.count, results)
         return Turn(content, answer.reasoning, answer.tool_calls, usage, answer.finish_reason)
+
+
+def _counted(count: str, results: Sequence[str]) -> str:
+    """The answer to a count question the model miscounted twice: the count, as the runtime read it off
+    the one result, and the listing it counted when that is one. Told "11 files and 1 folder (12 entries
+    in all)", the 1.5B model answered "There are 12 entries in the docs folder." again."""
+    said = f"{count[:1].upper()}{count[1:]}."
+    listing = results[0].strip() if len(results) == 1 else ""
+    return f"{said}\n\n{listing}" if listed_entries(listing) is not None else said
 
 
 def _loop_written_once(answer: Turn) -> Turn:

@@ -194,8 +194,14 @@ def listing_counts(entries: list[str], asked: str, *, files_only: bool = False) 
         )
     if named == "files":  # the files, or every entry taken loosely for one; never the folders alone
         # Asked how many files docs/ held (11 files and a folder), the 1.5B model answered "There are
-        # 12 entries in the docs folder.": true of the listing, and no answer to the question.
+        # 12 entries in the docs folder.": true of the listing, and no answer to the question. Told
+        # "12 entries: 11 files and 1 folder", it answered 12 entries again: the files come first.
         loose = {files} if files_only and folders else {files, len(entries)}
+        if folders:
+            said = (
+                f"{files} {plural(files, 'file', 'files')} and {folders} {plural(folders, 'folder', 'folders')}"
+                f" ({len(entries)} entries in all)"
+            )
         return frozenset(loose - ({0} if entries else set())), said
     # With no kind named ("How many Python scripts are in src?") one may still be counted: each
     # extension's count stands.
