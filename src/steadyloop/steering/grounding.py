@@ -103,7 +103,11 @@ _FIGURE = re.compile(r"(?<![\w.])\d+(?:\.\d+)*(?![\w])")
 # "two .md files"; not "2 other files" or "the 2 largest files", which count a part: a word between the
 # number and "files" must name a kind (``FILE_KINDS``, or an extension the listing holds).
 # An answer that says it counted folders too ("12 files and folders", "including one directory").
-_FOLDERS_SAID = re.compile(r"\b(?:sub)?(?:folders?|director(?:y|ies)|dirs?)\b", re.IGNORECASE)
+_FOLDERS_SAID = re.compile(
+    r"\b(?:sub)?(?:folders?|director(?:y|ies)|dirs?)\b"
+    r"|\b(?:carpetas?|directorios?|dossiers?|r[ée]pertoires?|ordner|verzeichnis(?:se)?|pastas?|diret[óo]rios?|cartell[ae])\b",
+    re.IGNORECASE,
+)
 
 
 _COUNT_STATED = re.compile(

@@ -40,7 +40,9 @@ _BULLET = re.compile(r"[-*•]\s+(\S+)(?:\s+\([^()\n]*\))?")
 _NOTE = re.compile(r"\([^\n]*\)")
 
 
-FILE_WORD = re.compile(r"\bfiles?\b", re.IGNORECASE)
+# "Files" in the languages count questions are read in (``asked.py``): English and Italian "file",
+# Spanish "archivos"/"ficheros", French "fichiers", German "Dateien", Portuguese "arquivos".
+FILE_WORD = re.compile(r"\b(?:files?|archivos?|ficheros?|fichiers?|dateien|datei|arquivos?)\b", re.IGNORECASE)
 
 
 # A listed file with its size, and its lines when it is text: "- core.py (2,053 bytes, 170 lines)".
@@ -126,8 +128,14 @@ _LANGUAGE_NAMED = re.compile(
 )
 
 
-# Folders counted: the plural only ("How many files are in the tests folder?" counts files).
-_FOLDERS_ASKED = re.compile(r"\b(?:sub)?(?:folders|directories|dirs)\b", re.IGNORECASE)
+# Folders counted: the plural only ("How many files are in the tests folder?" counts files, as does
+# "¿Cuántos archivos hay en la carpeta docs?").
+# German "Ordner" is left out: it is its own plural, and "im Ordner docs" names the folder counted in.
+_FOLDERS_ASKED = re.compile(
+    r"\b(?:sub)?(?:folders|directories|dirs)\b"
+    r"|\b(?:sub)?(?:carpetas|directorios|dossiers|r[ée]pertoires|verzeichnisse|unterordner|pastas|diret[óo]rios|cartelle)\b",
+    re.IGNORECASE,
+)
 
 
 _ARRAY_SCAN = 200_000  # characters of a result parsed as JSON, at most: a count is asked of small results
