@@ -44,6 +44,7 @@ from .languages import wrong_language
 from .picks import names_entry, wrong_pick
 from .result_counts import (
     FILE_KINDS,
+    FOLDER_WORD,
     NUMBER_WORDS,
     QUOTES,
     asked_kind,
@@ -102,14 +103,6 @@ _FIGURE = re.compile(r"(?<![\w.])\d+(?:\.\d+)*(?![\w])")
 # A count an answer states of a listing's entries: "11 files and folders", "9 entries", "3 Python files",
 # "two .md files"; not "2 other files" or "the 2 largest files", which count a part: a word between the
 # number and "files" must name a kind (``FILE_KINDS``, or an extension the listing holds).
-# An answer that says it counted folders too ("12 files and folders", "including one directory").
-_FOLDERS_SAID = re.compile(
-    r"\b(?:sub)?(?:folders?|director(?:y|ies)|dirs?)\b"
-    r"|\b(?:carpetas?|directorios?|dossiers?|r[ée]pertoires?|ordner|verzeichnis(?:se)?|pastas?|diret[óo]rios?|cartell[ae])\b",
-    re.IGNORECASE,
-)
-
-
 _COUNT_STATED = re.compile(
     r"(?<![\w.,])(?:(\d{1,3}(?:,\d{3})+|\d+)|(" + "|".join(NUMBER_WORDS) + r"))\s+"
     r"(?:([A-Za-z]+|\.[a-z0-9]{1,8})\s+(?=files?\b))?"
@@ -204,7 +197,7 @@ def _wrong_count(answer: str, results: Sequence[str], request: str) -> str | Non
         # restated the lines of another with no count: an answer that states no number says none.
         counts, said = line_counts(results[0])
         return None if stated_numbers(answer) & counts else said
-    held = counts_held(results[0], request, files_only=not _FOLDERS_SAID.search(answer))
+    held = counts_held(results[0], request, files_only=not FOLDER_WORD.search(answer))
     if held is None:
         return None
     counts, said = held

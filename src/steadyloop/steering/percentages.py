@@ -55,7 +55,8 @@ def percentages_written(request: str) -> frozenset[Decimal]:
 
 
 def _declared_form(spec: Mapping[str, Any]) -> str | None:
-    """``"percent"``, ``"decimal"``, or ``None`` for a description that declares neither (or both)."""
+    """``"percent"``, ``"decimal"``, or ``None`` for a description that declares neither. One that shows
+    a percentage as a decimal ("5% is 0.05") speaks of both, and declares the decimal."""
     said = " ".join(str(spec.get(k, "")) for k in ("description", "title"))[:_LONGEST_DESCRIPTION]
     if _DECIMAL_DECLARED.search(said):
         return "decimal"
@@ -80,8 +81,7 @@ def _exact(value: object) -> Decimal | None:
 
 
 def _as_number(value: Decimal, integer: bool) -> int | float:
-    """``value`` as a JSON number: an integer where the argument takes one, or the model wrote one, and the
-    value is whole."""
+    """``value`` as a JSON number: an integer where the argument takes one and the value is whole."""
     if integer and value == value.to_integral_value():
         return int(value)
     return float(value)

@@ -17,6 +17,7 @@ from collections.abc import Container
 __all__ = [
     "FILE_KINDS",
     "FILE_WORD",
+    "FOLDER_WORD",
     "NUMBER_WORDS",
     "QUOTES",
     "asked_kind",
@@ -128,12 +129,21 @@ _LANGUAGE_NAMED = re.compile(
 )
 
 
+# Folders named in the languages count questions are read in, as plurals: English, Spanish, French,
+# German ("Verzeichnisse", "Unterordner"; "Ordner" is its own plural, and "im Ordner docs" names the folder
+# counted in), Portuguese, Italian.
+_FOLDER_PLURALS = (
+    r"(?:sub)?(?:folders|directories|dirs)"
+    r"|(?:sub)?(?:carpetas|directorios|dossiers|r[ée]pertoires|verzeichnisse|unterordner|pastas|diret[óo]rios|cartelle)"
+)
 # Folders counted: the plural only ("How many files are in the tests folder?" counts files, as does
 # "¿Cuántos archivos hay en la carpeta docs?").
-# German "Ordner" is left out: it is its own plural, and "im Ordner docs" names the folder counted in.
-_FOLDERS_ASKED = re.compile(
-    r"\b(?:sub)?(?:folders|directories|dirs)\b"
-    r"|\b(?:sub)?(?:carpetas|directorios|dossiers|r[ée]pertoires|verzeichnisse|unterordner|pastas|diret[óo]rios|cartelle)\b",
+_FOLDERS_ASKED = re.compile(rf"\b(?:{_FOLDER_PLURALS})\b", re.IGNORECASE)
+#: A folder named in one word, singular or plural, in those languages: an answer that says it counted
+#: folders too ("12 files and folders", "including one directory", "11 archivos y una carpeta").
+FOLDER_WORD = re.compile(
+    rf"\b(?:{_FOLDER_PLURALS}|(?:sub)?(?:folder|directory|dir)"
+    r"|carpeta|directorio|dossier|r[ée]pertoire|ordner|verzeichnis|pasta|diret[óo]rio|cartella)\b",
     re.IGNORECASE,
 )
 
@@ -195,21 +205,17 @@ def listing_counts(entries: list[str], asked: str, *, files_only: bool = False) 
         return frozenset({count}), f"{count} {plural(count, 'file', 'files')} ending in .{extensions[0]}"
     if named == "folders":
         return frozenset({folders}), f"{folders} {plural(folders, 'folder', 'folders')}"
+    both = f"{files} {plural(files, 'file', 'files')} and {folders} {plural(folders, 'folder', 'folders')}"
     said = f"{len(entries)} {plural(len(entries), 'entry', 'entries')}"
     if folders and files:
-        said += (
-            f": {files} {plural(files, 'file', 'files')} and {folders} {plural(folders, 'folder', 'folders')}"
-        )
+        said += f": {both}"
     if named == "files":  # the files, or every entry taken loosely for one; never the folders alone
         # Asked how many files docs/ held (11 files and a folder), the 1.5B model answered "There are
         # 12 entries in the docs folder.": true of the listing, and no answer to the question. Told
         # "12 entries: 11 files and 1 folder", it answered 12 entries again: the files come first.
         loose = {files} if files_only and folders else {files, len(entries)}
         if folders:
-            said = (
-                f"{files} {plural(files, 'file', 'files')} and {folders} {plural(folders, 'folder', 'folders')}"
-                f" ({len(entries)} entries in all)"
-            )
+            said = f"{both} ({len(entries)} entries in all)"
         return frozenset(loose - ({0} if entries else set())), said
     # With no kind named ("How many Python scripts are in src?") one may still be counted: each
     # extension's count stands.
